@@ -1,0 +1,79 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * The portable core's whole view of its environment. The allocator, index,
+ * LRU and client bookkeeping use nothing but what is defined here, so the
+ * same files compile into the kernel module and into userspace unit tests,
+ * fuzzers and benchmarks.
+ */
+#ifndef BEL_ENV_H
+#define BEL_ENV_H
+
+#ifdef __KERNEL__
+
+#include <linux/types.h>
+#include <linux/errno.h>
+#include <linux/string.h>
+#include <linux/slab.h>
+#include <linux/mm.h>
+#include <linux/spinlock.h>
+#include <linux/mutex.h>
+#include <linux/overflow.h>
+
+/* Short critical sections, never sleeps inside: a spinlock. */
+typedef spinlock_t bel_spinlock_t;
+#define bel_spin_init(l)	spin_lock_init(l)
+#define bel_spin_destroy(l)	do { } while (0)
+#define bel_spin_lock(l)	spin_lock(l)
+#define bel_spin_unlock(l)	spin_unlock(l)
+
+/* Serialises one client's calls; may be held across allocations. */
+typedef struct mutex bel_mutex_t;
+#define bel_mutex_init(m)	mutex_init(m)
+#define bel_mutex_destroy(m)	mutex_destroy(m)
+#define bel_mutex_lock(m)	mutex_lock(m)
+#define bel_mutex_unlock(m)	mutex_unlock(m)
+
+/* May sleep; never called with a bel_spinlock_t held. */
+#define bel_calloc(n, size)	kvcalloc((n), (size), GFP_KERNEL_ACCOUNT)
+#define bel_free(p)		kvfree(p)
+
+#define BEL_ASSERT(cond)	WARN_ON_ONCE(!(cond))
+
+#else /* userspace */
+
+#include <stdint.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <errno.h>
+#include <assert.h>
+#include <pthread.h>
+
+typedef uint8_t u8;
+typedef uint16_t u16;
+typedef uint32_t u32;
+typedef uint64_t u64;
+typedef int32_t s32;
+typedef int64_t s64;
+
+typedef pthread_mutex_t bel_spinlock_t;
+#define bel_spin_init(l)	pthread_mutex_init((l), NULL)
+#define bel_spin_destroy(l)	pthread_mutex_destroy(l)
+#define bel_spin_lock(l)	pthread_mutex_lock(l)
+#define bel_spin_unlock(l)	pthread_mutex_unlock(l)
+
+typedef pthread_mutex_t bel_mutex_t;
+#define bel_mutex_init(m)	pthread_mutex_init((m), NULL)
+#define bel_mutex_destroy(m)	pthread_mutex_destroy(m)
+#define bel_mutex_lock(m)	pthread_mutex_lock(m)
+#define bel_mutex_unlock(m)	pthread_mutex_unlock(m)
+
+#define bel_calloc(n, size)	calloc((n), (size))
+#define bel_free(p)		free(p)
+
+#define BEL_ASSERT(cond)	assert(cond)
+
+#endif /* __KERNEL__ */
+
+#endif /* BEL_ENV_H */

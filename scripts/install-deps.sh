@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Install everything Beluga's build, tests, demo and benchmarks need on a
+# Debian 12 (bookworm) machine, from Debian's own archive only:
+#   - bookworm: compiler, kernel headers for 6.1, busybox, sparse, dkms, ...
+#   - bookworm-backports: QEMU 10 (volatile CXL memory) and Linux 6.12.
+# Idempotent: a second run only checks that everything is present.
+set -euo pipefail
+
+stamp_dir=${BELUGA_CACHE:-/var/cache/beluga}
+mkdir -p "$stamp_dir"
+
+if [ "$(id -u)" -ne 0 ]; then
+	echo "install-deps: must run as root (apt-get); re-run with sudo" >&2
+	exit 1
+fi
+
+export DEBIAN_FRONTEND=noninteractive
+
+bpo=/etc/apt/sources.list.d/beluga-bookworm-backports.sources
+if ! grep -rqs 'bookworm-backports' /etc/apt/sources.list /etc/apt/sources.list.d/; then
+	mirror=$(cat /etc/apt/sources.list.d/*.sources /etc/apt/sources.list 2>/dev/null | grep -oE "https?://[^ ]+/debian/?$" | head -n1 || true)
+	mirror=${mirror:-http://deb.debian.org/debian}
+	cat >"$bpo" <<EOT
+Types: deb
+URIs: $mirror
+Suites: bookworm-backports
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+EOT
+fi
+
+# The 6.12 ABI name moves with Debian's backports; pick what the archive has.
+need_update=1
+if [ -f "$stamp_dir/apt-updated" ] && [ -n "$(find "$stamp_dir/apt-updated" -mmin -720 2>/dev/null)" ]; then
+	need_update=0
+fi
+if [ $need_update -eq 1 ]; then
+	apt-get update -q
+	touch "$stamp_dir/apt-updated"
+fi
+
+kver_612=$(apt-cache search --names-only '^linux-headers-6\.12\.[0-9.+a-z]*-amd64$' |
+	awk '{print $1}' | sed 's/^linux-headers-//' | sort -V | tail -n1)
+kver_61=$(apt-cache search --names-only '^linux-headers-6\.1\.0-[0-9]+-amd64$' |
+	awk '{print $1}' | sed 's/^linux-headers-//' | sort -V | tail -n1)
+if [ -z "$kver_612" ] || [ -z "$kver_61" ]; then
+	echo "install-deps: could not find linux-headers for 6.1 and 6.12 in the archive" >&2
+	echo "install-deps: check that bookworm and bookworm-backports are reachable" >&2
+	exit 1
+fi
+
+pkgs=(
+	build-essential make gcc pkg-config git
+	sparse dkms kmod cpio xz-utils zstd busybox-static
+	flex bison bc libelf-dev libssl-dev
+	liburing-dev ndctl daxctl
+	gnuplot-nox
+	"linux-headers-$kver_61"
+	"linux-headers-$kver_612"
+)
+missing=()
+for p in "${pkgs[@]}"; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+	apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+# QEMU >= 8 is needed for volatile CXL memory: take it from backports.
+if ! dpkg-query -W -f='${Version}' qemu-system-x86 2>/dev/null | grep -qE '^1:(8|9|1[0-9])'; then
+	apt-get install -y -q --no-install-recommends -t bookworm-backports qemu-system-x86
+fi
+# The 6.12 source ships kselftest_harness.h; only two headers are extracted.
+if ! dpkg-query -W -f='${Status}' linux-source-6.12 2>/dev/null | grep -q 'install ok installed'; then
+	apt-get install -y -q --no-install-recommends -t bookworm-backports linux-source-6.12 ||
+		apt-get install -y -q --no-install-recommends linux-source-6.12
+fi
+
+printf '%s\n' "$kver_61" >"$stamp_dir/kver-6.1"
+printf '%s\n' "$kver_612" >"$stamp_dir/kver-6.12"
+echo "install-deps: ok (guest kernels $kver_61 and $kver_612)"

@@ -1,0 +1,486 @@
+/* SPDX-License-Identifier: GPL-2.0 WITH Linux-syscall-note */
+/*
+ * Beluga: a KV-cache block pool on CXL memory, served by /dev/beluga.
+ *
+ * This header is the whole contract between the kernel module and
+ * userspace. It is installable as <linux/beluga.h>.
+ *
+ * Model
+ * -----
+ * The pool is an array of fixed-size blocks carved out of one or more
+ * attached memory regions (device-dax ranges or memory reserved from a NUMA
+ * node). A block is named by its byte offset in the /dev/beluga mapping;
+ * offsets are stable for as long as the block's region stays attached.
+ *
+ * A block is in one of three states:
+ *
+ *   FREE      -> ALLOC ->      ALLOCATED (owned by one open file, writable,
+ *                              invisible to LOOKUP)
+ *   ALLOCATED -> PUBLISH ->    PUBLISHED (immutable by contract, visible to
+ *                              every file under (namespace, key))
+ *   ALLOCATED -> FREE ->       FREE
+ *   PUBLISHED -> eviction ->   FREE, only while no file holds a pin on it
+ *
+ * Keys are 128-bit chained prefix hashes inside a 64-bit namespace:
+ * key[i] = H(key[i-1], tokens of block i). The kernel never interprets keys;
+ * libbeluga provides one documented hash (beluga_hash_chain()).
+ *
+ * Ownership: every allocation and every pin belongs to the open file
+ * description that made it. When the last reference to that file goes away
+ * (close(), exit, SIGKILL) all of them are returned. A child created by
+ * fork() shares its parent's file description and therefore its allocations
+ * and pins; open /dev/beluga again for separate ownership.
+ *
+ * Eviction: when ALLOC finds no free block it evicts published blocks with
+ * no pins, least recently used first (LOOKUP with BELUGA_LOOKUP_PIN and
+ * PUBLISH count as use). A pinned block is never evicted or reused.
+ *
+ * Mapping: mmap() of /dev/beluga maps the offset space [0, map_size) from
+ * BELUGA_IOC_INFO. Only MAP_SHARED is allowed. A file opened O_RDONLY maps
+ * read-only. Mappings are pinnable with FOLL_LONGTERM (cudaHostRegister,
+ * ibv_reg_mr, io_uring fixed buffers). Device-dax regions are mapped with
+ * 2 MiB pages where the mapping address and the region allow it.
+ *
+ * Command conventions (iommufd style)
+ * -----------------------------------
+ * Every command is _IO(BELUGA_TYPE, nr) and takes a pointer to a struct
+ * whose first member is __u32 size, the size of the struct as userspace
+ * knows it. The kernel accepts any size >= the size of the struct's first
+ * version (BELUGA_*_SIZE_V1 below):
+ *   - a larger size from newer userspace is accepted when the bytes the
+ *     kernel does not know are zero, else -E2BIG;
+ *   - output is written back up to the smaller of the two sizes.
+ * Common errors for every command:
+ *   -ENOTTY  unknown command number or a command encoded with a size or
+ *            direction;
+ *   -EFAULT  the argument or a user pointer inside it is not accessible;
+ *   -EINVAL  size below the first version, unknown flags, a nonzero
+ *            reserved field or a count out of range;
+ *   -E2BIG   size above the kernel's with nonzero trailing bytes, or a
+ *            count above BELUGA_MAX_BATCH;
+ *   -EPERM   an admin command without CAP_SYS_ADMIN;
+ *   -EBADF   ALLOC, FREE or PUBLISH on a file not opened for writing;
+ *   -ENODEV  a pool operation while no region is attached.
+ * A command that fails with an error leaves no state changed, unless its
+ * description below says that results are reported per item.
+ */
+#ifndef _UAPI_LINUX_BELUGA_H
+#define _UAPI_LINUX_BELUGA_H
+
+#include <linux/types.h>
+#include <linux/ioctl.h>
+
+#define BELUGA_DEVICE_PATH	"/dev/beluga"
+#define BELUGA_ABI_VERSION	1
+
+/* The hard upper bound on items (keys, offsets) in one batch call. */
+#define BELUGA_MAX_BATCH	4096
+#define BELUGA_MAX_REGIONS	16
+#define BELUGA_NAME_LEN		32
+
+#define BELUGA_BLOCK_SIZE_MIN		4096ULL
+#define BELUGA_BLOCK_SIZE_MAX		(1ULL << 30)
+#define BELUGA_BLOCK_SIZE_DEFAULT	(2ULL << 20)
+
+/* Device-dax ranges must start and end on this boundary. */
+#define BELUGA_DAX_ALIGN		(2ULL << 20)
+
+/* A 128-bit key; lo holds bits 0..63, hi bits 64..127. */
+struct beluga_key {
+	__u64 lo;
+	__u64 hi;
+};
+
+#define BELUGA_TYPE	0xBE
+
+enum {
+	BELUGA_CMD_INFO = 0x00,
+	BELUGA_CMD_STATS,
+	BELUGA_CMD_ALLOC,
+	BELUGA_CMD_FREE,
+	BELUGA_CMD_PUBLISH,
+	BELUGA_CMD_LOOKUP,
+	BELUGA_CMD_RELEASE,
+	BELUGA_CMD_ATTACH,
+	BELUGA_CMD_DETACH,
+	BELUGA_CMD_EVICT,
+	BELUGA_CMD_REGION_INFO,
+};
+
+/**
+ * struct beluga_info - BELUGA_IOC_INFO: pool geometry
+ * @size: sizeof(struct beluga_info)
+ * @flags: must be 0
+ * @abi_version: out: BELUGA_ABI_VERSION of the running module
+ * @nr_regions: out: regions attached now
+ * @block_size: out: bytes per block; 0 while no region is attached
+ * @nr_blocks: out: blocks in all attached regions
+ * @map_size: out: bytes of offset space to mmap to reach every block;
+ *	it may contain holes where a region was detached
+ * @max_batch: out: BELUGA_MAX_BATCH
+ * @max_regions: out: BELUGA_MAX_REGIONS
+ *
+ * Any file may call it. Never fails other than with the common errors.
+ */
+struct beluga_info {
+	__u32 size;
+	__u32 flags;
+	__u32 abi_version;
+	__u32 nr_regions;
+	__u64 block_size;
+	__u64 nr_blocks;
+	__u64 map_size;
+	__u32 max_batch;
+	__u32 max_regions;
+};
+#define BELUGA_INFO_SIZE_V1	48
+#define BELUGA_IOC_INFO		_IO(BELUGA_TYPE, BELUGA_CMD_INFO)
+
+/**
+ * struct beluga_stats - BELUGA_IOC_STATS: pool occupancy and counters
+ * @size: sizeof(struct beluga_stats)
+ * @flags: must be 0
+ * @total_blocks: out: free + allocated + published, always
+ * @free_blocks: out
+ * @allocated_blocks: out: owned by some file, not yet published
+ * @published_blocks: out
+ * @pinned_blocks: out: published blocks with at least one pin
+ * @pins: out: pins held by all files together
+ * @clients: out: open files of /dev/beluga
+ * @allocs: out: blocks handed out by ALLOC since load
+ * @frees: out: blocks returned by FREE, by a lost publish race, or on close
+ * @publishes: out: blocks that became visible
+ * @publish_races: out: PUBLISH items that found their key present
+ * @lookups: out: LOOKUP calls
+ * @lookup_keys: out: keys asked for
+ * @lookup_hits: out: keys found (the leading run only)
+ * @releases: out: pins dropped by RELEASE or on close
+ * @evictions: out: published blocks evicted, by ALLOC or by EVICT
+ * @alloc_failures: out: ALLOC calls that ended in -ENOSPC
+ *
+ * The occupancy fields are one consistent snapshot taken under the pool
+ * lock; the counters are read in the same snapshot.
+ */
+struct beluga_stats {
+	__u32 size;
+	__u32 flags;
+	__u64 total_blocks;
+	__u64 free_blocks;
+	__u64 allocated_blocks;
+	__u64 published_blocks;
+	__u64 pinned_blocks;
+	__u64 pins;
+	__u64 clients;
+	__u64 allocs;
+	__u64 frees;
+	__u64 publishes;
+	__u64 publish_races;
+	__u64 lookups;
+	__u64 lookup_keys;
+	__u64 lookup_hits;
+	__u64 releases;
+	__u64 evictions;
+	__u64 alloc_failures;
+};
+#define BELUGA_STATS_SIZE_V1	144
+#define BELUGA_IOC_STATS	_IO(BELUGA_TYPE, BELUGA_CMD_STATS)
+
+/**
+ * struct beluga_alloc - BELUGA_IOC_ALLOC: take blocks for writing
+ * @size: sizeof(struct beluga_alloc)
+ * @flags: must be 0
+ * @count: in: blocks wanted, 1..BELUGA_MAX_BATCH
+ * @__reserved: must be 0
+ * @offsets: in: user pointer to __u64[@count]; out there: block offsets
+ *
+ * All or nothing: either @count blocks are allocated to the calling file,
+ * or none is. Free blocks are taken round-robin across regions; when there
+ * are not enough, unpinned published blocks are evicted, least recently
+ * used first. Never sleeps waiting for space.
+ *
+ * Errors: -ENOSPC when free plus evictable blocks are fewer than @count;
+ * -EBADF on a read-only file; -EFAULT when @offsets cannot be written (the
+ * blocks are freed again before returning).
+ */
+struct beluga_alloc {
+	__u32 size;
+	__u32 flags;
+	__u32 count;
+	__u32 __reserved;
+	__aligned_u64 offsets;
+};
+#define BELUGA_ALLOC_SIZE_V1	24
+#define BELUGA_IOC_ALLOC	_IO(BELUGA_TYPE, BELUGA_CMD_ALLOC)
+
+/**
+ * struct beluga_blocks - argument of BELUGA_IOC_FREE and BELUGA_IOC_RELEASE
+ * @size: sizeof(struct beluga_blocks)
+ * @flags: must be 0
+ * @count: in: 1..BELUGA_MAX_BATCH
+ * @__reserved: must be 0
+ * @offsets: in: user pointer to __u64[@count], block offsets
+ *
+ * BELUGA_IOC_FREE returns ALLOCATED blocks owned by the calling file to
+ * the free pool. BELUGA_IOC_RELEASE drops one pin of the calling file per
+ * listed offset (an offset may be listed as often as it is pinned).
+ *
+ * All or nothing: when one offset is invalid (not a block, not allocated
+ * by this file for FREE, not pinned by this file as often as listed for
+ * RELEASE) the call fails with -EINVAL and nothing changes. FREE needs a
+ * writable file (-EBADF).
+ */
+struct beluga_blocks {
+	__u32 size;
+	__u32 flags;
+	__u32 count;
+	__u32 __reserved;
+	__aligned_u64 offsets;
+};
+#define BELUGA_BLOCKS_SIZE_V1	24
+#define BELUGA_IOC_FREE		_IO(BELUGA_TYPE, BELUGA_CMD_FREE)
+#define BELUGA_IOC_RELEASE	_IO(BELUGA_TYPE, BELUGA_CMD_RELEASE)
+
+/*
+ * Per-item result of PUBLISH.
+ * BELUGA_PUBLISH_OK: the block is now PUBLISHED under the key.
+ * BELUGA_PUBLISH_EXISTS: the key was already present in the namespace (the
+ *	caller lost the race, or an earlier item of the same call published
+ *	it); the caller's block was freed.
+ * A negative errno: this item was not applied and its block is unchanged:
+ *	-EINVAL not a block offset, -EPERM not ALLOCATED by this file.
+ */
+#define BELUGA_PUBLISH_OK	0
+#define BELUGA_PUBLISH_EXISTS	1
+
+/**
+ * struct beluga_publish_item - one (block, key) pair of a PUBLISH call
+ * @offset: in: block offset, ALLOCATED by the calling file
+ * @key: in
+ * @result: out: BELUGA_PUBLISH_OK, BELUGA_PUBLISH_EXISTS or -errno
+ * @__reserved: must be 0
+ */
+struct beluga_publish_item {
+	__aligned_u64 offset;
+	struct beluga_key key;
+	__s32 result;
+	__u32 __reserved;
+};
+
+/**
+ * struct beluga_publish - BELUGA_IOC_PUBLISH: make blocks visible
+ * @size: sizeof(struct beluga_publish)
+ * @flags: must be 0
+ * @ns: in: namespace of every key in the call
+ * @count: in: items, 1..BELUGA_MAX_BATCH
+ * @published: out: items with BELUGA_PUBLISH_OK
+ * @exists: out: items with BELUGA_PUBLISH_EXISTS
+ * @failed: out: items with a negative result
+ * @items: in/out: user pointer to struct beluga_publish_item[@count]
+ *
+ * Results are per item; the call itself returns 0 once the items were
+ * read, even when some items failed. The whole call fails with -EINVAL,
+ * changing nothing, when an item's @__reserved is nonzero. If the results
+ * cannot be written back (-EFAULT), the call has still taken effect: the
+ * counters in this struct were written first, and the state is visible
+ * through LOOKUP.
+ *
+ * The writer must have finished (and, on a non-coherent path, flushed)
+ * the block's bytes before PUBLISH; readers may see them at once after.
+ */
+struct beluga_publish {
+	__u32 size;
+	__u32 flags;
+	__aligned_u64 ns;
+	__u32 count;
+	__u32 published;
+	__u32 exists;
+	__u32 failed;
+	__aligned_u64 items;
+};
+#define BELUGA_PUBLISH_SIZE_V1	40
+#define BELUGA_IOC_PUBLISH	_IO(BELUGA_TYPE, BELUGA_CMD_PUBLISH)
+
+/* LOOKUP flags */
+#define BELUGA_LOOKUP_PIN	(1U << 0)
+
+/**
+ * struct beluga_lookup - BELUGA_IOC_LOOKUP: longest cached prefix
+ * @size: sizeof(struct beluga_lookup)
+ * @flags: 0 or BELUGA_LOOKUP_PIN
+ * @ns: in: namespace
+ * @count: in: keys, 1..BELUGA_MAX_BATCH, in chain order
+ * @hits: out: length of the leading run of keys that are PUBLISHED
+ * @keys: in: user pointer to struct beluga_key[@count]
+ * @offsets: out: user pointer to __u64[@count]; the first @hits entries
+ *	receive block offsets. Required with BELUGA_LOOKUP_PIN; may be 0
+ *	otherwise (a count-only probe).
+ *
+ * With BELUGA_LOOKUP_PIN every hit gets one pin owned by the calling file
+ * and moves to the most recently used end of the LRU; the caller must
+ * RELEASE each pin (or close the file). Without it nothing changes in the
+ * pool but the counters, and the offsets are only a hint: the blocks may
+ * be evicted at any time.
+ *
+ * Errors: -EFAULT when @keys cannot be read or @offsets cannot be written;
+ * with BELUGA_LOOKUP_PIN the pins are dropped again before returning.
+ */
+struct beluga_lookup {
+	__u32 size;
+	__u32 flags;
+	__aligned_u64 ns;
+	__u32 count;
+	__u32 hits;
+	__aligned_u64 keys;
+	__aligned_u64 offsets;
+};
+#define BELUGA_LOOKUP_SIZE_V1	40
+#define BELUGA_IOC_LOOKUP	_IO(BELUGA_TYPE, BELUGA_CMD_LOOKUP)
+
+enum beluga_backend {
+	BELUGA_BACKEND_DAX = 1,
+	BELUGA_BACKEND_NODE = 2,
+};
+
+/**
+ * struct beluga_attach - BELUGA_IOC_ATTACH: add a memory region (admin)
+ * @size: sizeof(struct beluga_attach)
+ * @flags: must be 0
+ * @backend: in: BELUGA_BACKEND_DAX or BELUGA_BACKEND_NODE
+ * @node: in: NODE: the NUMA node to reserve memory from. DAX: must be -1.
+ * @phys_start: in: DAX: physical address of the device-dax range (from
+ *	/sys/bus/dax/devices/daxX.Y/resource). NODE: must be 0.
+ * @length: in: DAX: bytes of the range. NODE: bytes to reserve.
+ * @block_size: in: bytes per block, a multiple of 4096 in
+ *	[BELUGA_BLOCK_SIZE_MIN, BELUGA_BLOCK_SIZE_MAX]; 0 means the pool's
+ *	size, or BELUGA_BLOCK_SIZE_DEFAULT for the first region. Every region
+ *	of a pool has the same block size.
+ * @name: in: NUL-terminated label, e.g. "dax0.0"; for NODE it may be empty
+ *	and becomes "node<N>"
+ * @region_id: out: slot of the new region, 0..BELUGA_MAX_REGIONS-1
+ * @__reserved: must be 0
+ * @first_offset: out: offset of the region's first block
+ * @nr_blocks: out: blocks the region adds
+ *
+ * DAX: the range must be 2 MiB aligned, lie wholly inside one device-dax
+ * instance bound to the device_dax driver, and not overlap System RAM or
+ * another attached region. While attached, the module holds a reference on
+ * the device's page map: unbinding device_dax from it waits until DETACH.
+ * NODE: memory is taken from the node with __GFP_THISNODE, 2 MiB at a time
+ * where possible, and given back at DETACH.
+ *
+ * Errors: -EEXIST the range or a name is already attached; -EBUSY the
+ * range is not device-dax memory bound to device_dax, or System RAM;
+ * -ENOSPC no free slot; -ENOMEM the node has not that much free memory;
+ * -EINVAL bad alignment, block size mismatch, length smaller than one block;
+ * -ENODEV the node is not online.
+ */
+struct beluga_attach {
+	__u32 size;
+	__u32 flags;
+	__u32 backend;
+	__s32 node;
+	__aligned_u64 phys_start;
+	__aligned_u64 length;
+	__aligned_u64 block_size;
+	char name[BELUGA_NAME_LEN];
+	__u32 region_id;
+	__u32 __reserved;
+	__aligned_u64 first_offset;
+	__aligned_u64 nr_blocks;
+};
+#define BELUGA_ATTACH_SIZE_V1	96
+#define BELUGA_IOC_ATTACH	_IO(BELUGA_TYPE, BELUGA_CMD_ATTACH)
+
+/* DETACH flags */
+#define BELUGA_DETACH_EVICT	(1U << 0)
+
+/**
+ * struct beluga_detach - BELUGA_IOC_DETACH: remove a region (admin)
+ * @size: sizeof(struct beluga_detach)
+ * @flags: 0 or BELUGA_DETACH_EVICT
+ * @region_id: in: the slot to detach
+ * @__reserved: must be 0
+ * @evicted: out: published blocks evicted by BELUGA_DETACH_EVICT
+ *
+ * Refused with -EBUSY while any mapping of /dev/beluga covers the region,
+ * while any page of it is still pinned by a past mapping (io_uring, RDMA),
+ * while any of its blocks is ALLOCATED or pinned, or while any is
+ * PUBLISHED and BELUGA_DETACH_EVICT is not given. With
+ * BELUGA_DETACH_EVICT the unpinned published blocks are evicted first.
+ * -ENOENT: no region in that slot.
+ */
+struct beluga_detach {
+	__u32 size;
+	__u32 flags;
+	__u32 region_id;
+	__u32 __reserved;
+	__aligned_u64 evicted;
+};
+#define BELUGA_DETACH_SIZE_V1	24
+#define BELUGA_IOC_DETACH	_IO(BELUGA_TYPE, BELUGA_CMD_DETACH)
+
+/* EVICT flags */
+#define BELUGA_EVICT_NAMESPACE	(1U << 0)
+
+/**
+ * struct beluga_evict - BELUGA_IOC_EVICT: drop published keys (admin)
+ * @size: sizeof(struct beluga_evict)
+ * @flags: 0 to evict @key, or BELUGA_EVICT_NAMESPACE for every key of @ns
+ * @ns: in: namespace
+ * @key: in: the key; must be zero with BELUGA_EVICT_NAMESPACE
+ * @evicted: out: blocks evicted
+ * @busy: out: blocks left in place because they are pinned
+ *
+ * Errors: -ENOENT the key is not present; -EBUSY the key is pinned.
+ * With BELUGA_EVICT_NAMESPACE the call succeeds and reports @busy.
+ */
+struct beluga_evict {
+	__u32 size;
+	__u32 flags;
+	__aligned_u64 ns;
+	struct beluga_key key;
+	__aligned_u64 evicted;
+	__aligned_u64 busy;
+};
+#define BELUGA_EVICT_SIZE_V1	48
+#define BELUGA_IOC_EVICT	_IO(BELUGA_TYPE, BELUGA_CMD_EVICT)
+
+/**
+ * struct beluga_region_info - BELUGA_IOC_REGION_INFO: one region's state
+ * @size: sizeof(struct beluga_region_info)
+ * @flags: must be 0
+ * @region_id: in: slot, 0..BELUGA_MAX_REGIONS-1
+ * @backend: out: enum beluga_backend
+ * @node: out: NUMA node of the memory
+ * @mappings: out: live mappings of /dev/beluga that cover the region
+ * @phys_start: out: DAX: physical start; NODE: 0
+ * @length: out: bytes claimed
+ * @first_offset: out: offset of the region's first block
+ * @nr_blocks: out
+ * @free_blocks: out
+ * @allocated_blocks: out
+ * @published_blocks: out
+ * @name: out
+ *
+ * Any file may call it. -ENOENT when no region is in the slot.
+ */
+struct beluga_region_info {
+	__u32 size;
+	__u32 flags;
+	__u32 region_id;
+	__u32 backend;
+	__s32 node;
+	__u32 mappings;
+	__aligned_u64 phys_start;
+	__aligned_u64 length;
+	__aligned_u64 first_offset;
+	__aligned_u64 nr_blocks;
+	__aligned_u64 free_blocks;
+	__aligned_u64 allocated_blocks;
+	__aligned_u64 published_blocks;
+	char name[BELUGA_NAME_LEN];
+};
+#define BELUGA_REGION_INFO_SIZE_V1	112
+#define BELUGA_IOC_REGION_INFO	_IO(BELUGA_TYPE, BELUGA_CMD_REGION_INFO)
+
+#endif /* _UAPI_LINUX_BELUGA_H */
