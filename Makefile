@@ -1,0 +1,49 @@
+# SPDX-License-Identifier: GPL-2.0
+#
+# Beluga top-level build.
+#   make                 module for the running kernel (or KDIR=...) + userspace
+#   make module KDIR=... only the module
+#   make userspace       libbeluga, belugactl, demo
+#   make install         DKMS install of the module + userspace install
+#   make test            everything, in QEMU guests; ends with "N passed, N failed"
+#   make demo            a QEMU CXL guest serving a prefix-reuse workload
+#   make check           W=1 and sparse (C=1) builds against 6.1 and 6.12, checkpatch
+KDIR ?= /lib/modules/$(shell uname -r)/build
+PREFIX ?= /usr/local
+DESTDIR ?=
+
+all: module userspace
+
+module:
+	@if [ -d "$(KDIR)" ]; then \
+		$(MAKE) -C kmod KDIR=$(KDIR); \
+	else \
+		echo "module: no kernel build tree at $(KDIR);" \
+		     "install linux-headers-$$(uname -r) or pass KDIR=/lib/modules/VER/build" >&2; \
+		exit 1; \
+	fi
+
+userspace:
+	$(MAKE) -C userspace
+
+install: userspace
+	$(MAKE) -C userspace install PREFIX=$(PREFIX) DESTDIR=$(DESTDIR)
+	scripts/dkms-install.sh
+
+test:
+	scripts/test.sh
+
+demo:
+	scripts/demo.sh
+
+check:
+	scripts/check.sh
+
+clean:
+	-$(MAKE) -C kmod clean KDIR=$(KDIR) 2>/dev/null
+	-$(MAKE) -C userspace clean
+	-$(MAKE) -C tests/unit clean
+	-$(MAKE) -C tests/kselftest clean
+	rm -rf build
+
+.PHONY: all module userspace install test demo check clean
