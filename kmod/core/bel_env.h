@@ -35,7 +35,7 @@ typedef struct mutex bel_mutex_t;
 
 /* May sleep; never called with a bel_spinlock_t held. */
 #define bel_calloc(n, size)	kvcalloc((n), (size), GFP_KERNEL_ACCOUNT)
-#define bel_free(p)		kvfree(p)
+#define bel_kvfree(p)		kvfree(p)
 
 #define BEL_ASSERT(cond)	WARN_ON_ONCE(!(cond))
 
@@ -70,7 +70,7 @@ typedef pthread_mutex_t bel_mutex_t;
 #define bel_mutex_unlock(m)	pthread_mutex_unlock(m)
 
 #define bel_calloc(n, size)	calloc((n), (size))
-#define bel_free(p)		free(p)
+#define bel_kvfree(p)		free(p)
 
 #define BEL_ASSERT(cond)	assert(cond)
 
