@@ -1,0 +1,111 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Helpers shared between the portable core's files (pool.c, index.c, lru.c,
+ * client.c). Not part of the API the kernel glue uses: everything here whose
+ * name ends in _locked expects pool->lock to be held by the caller.
+ */
+#ifndef BEL_INTERNAL_H
+#define BEL_INTERNAL_H
+
+#include "bel_core.h"
+
+#ifdef __KERNEL__
+#include <linux/math64.h>
+static inline u64 bel_div64(u64 a, u64 b)
+{
+	return div64_u64(a, b);
+}
+#else
+static inline u64 bel_div64(u64 a, u64 b)
+{
+	return a / b;
+}
+#endif
+
+/*
+ * kvcalloc() refuses (and warns about) anything above INT_MAX bytes; stay
+ * below that for every metadata array so that no request of a user can
+ * trigger that warning.
+ */
+#define BEL_ALLOC_MAX_BYTES	0x7fffffffULL
+
+/* Hash buckets: a power of two, at least the blocks, at most this. */
+#define BEL_MAX_BUCKETS		(1U << 28)
+/* Pin table slots of one client: a power of two, at most this. */
+#define BEL_MAX_PIN_SLOTS	(1U << 28)
+#define BEL_MIN_PIN_SLOTS	16U
+
+/*
+ * A block's pin count never goes above this, so that one more batch of
+ * pins on the same block (at most BELUGA_MAX_BATCH) cannot wrap it.
+ */
+#define BEL_MAX_PINS		(0xffffffffU - BELUGA_MAX_BATCH)
+
+/* Smallest power of two >= @x (x <= 2^63); 1 for 0. */
+static inline u64 bel_roundup_pow2(u64 x)
+{
+	u64 r = 1;
+
+	while (r < x)
+		r <<= 1;
+	return r;
+}
+
+/* The 64-bit finaliser of MurmurHash3: every input bit reaches every output bit. */
+static inline u64 bel_mix64(u64 h)
+{
+	h ^= h >> 33;
+	h *= 0xff51afd7ed558ccdULL;
+	h ^= h >> 33;
+	h *= 0xc4ceb9fe1a85ec53ULL;
+	h ^= h >> 33;
+	return h;
+}
+
+/* --- pool.c ----------------------------------------------------------- */
+
+/* Block id of @offset, or BEL_NONE when it names no block of a region. */
+u32 bel_offset_to_id_locked(struct bel_pool *pool, u64 offset);
+/* Offset of block @id; under the lock, or while its region cannot go. */
+u64 bel_id_to_offset(struct bel_pool *pool, u32 id);
+
+/* Unpinned PUBLISHED block -> FREE: out of the index and the LRU. */
+void bel_evict_block_locked(struct bel_pool *pool, u32 id);
+/* Any not-yet-FREE block, already off every list but the index -> FREE. */
+void bel_put_free_locked(struct bel_pool *pool, u32 id);
+/*
+ * Take one FREE block off a free list, round robin across regions, and
+ * make it ALLOCATED to @owner (not yet on the owner's list). BEL_NONE when
+ * no region has a free block.
+ */
+u32 bel_take_free_locked(struct bel_pool *pool, struct bel_client *owner);
+/* Blocks on the free lists, and PUBLISHED ones that eviction may take. */
+u64 bel_nr_free_locked(struct bel_pool *pool);
+u64 bel_nr_evictable_locked(struct bel_pool *pool);
+
+/* --- index.c ---------------------------------------------------------- */
+
+u32 bel_index_find_locked(struct bel_pool *pool, u64 ns,
+			  const struct beluga_key *key);
+/* The block's ns and key are set; the key must not be present yet. */
+void bel_index_insert_locked(struct bel_pool *pool, u32 id);
+void bel_index_remove_locked(struct bel_pool *pool, u32 id);
+/*
+ * Move every entry into @buckets (@nr_buckets, a power of two, filled with
+ * BEL_NONE) and return the old array, which the caller frees unlocked.
+ */
+u32 *bel_index_rehash_locked(struct bel_pool *pool, u32 *buckets,
+			     u32 nr_buckets);
+
+/* --- lru.c ------------------------------------------------------------ */
+
+/* Append at the most recently used end. */
+void bel_lru_add_locked(struct bel_pool *pool, u32 id);
+void bel_lru_del_locked(struct bel_pool *pool, u32 id);
+/* The least recently used block, or BEL_NONE. */
+static inline u32 bel_lru_oldest_locked(struct bel_pool *pool)
+{
+	return pool->lru_head;
+}
+
+#endif /* BEL_INTERNAL_H */

@@ -1,0 +1,534 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Regions, the block table, free lists, round-robin allocation, eviction
+ * and statistics.
+ *
+ * Each region owns an array of struct bel_block, one per block, and a free
+ * list singly linked through bel_block.next by region-local index. A block
+ * id is the region slot in the high bits and that index in the low bits; a
+ * block offset, the name userspace sees, is the region's first_offset plus
+ * index * block_size.
+ *
+ * The offset space: every region starts on a BEL_REGION_OFFSET_ALIGN
+ * boundary and reserves its length rounded up to that boundary, placed in
+ * the lowest gap that fits, so that detaching a region leaves a hole that a
+ * later region of the same size or smaller can reuse.
+ */
+#include "bel_internal.h"
+
+/* Blocks scanned per hold of the pool lock by the administrative scans. */
+#define BEL_SCAN_CHUNK	4096U
+
+static u64 bel_region_span(const struct bel_region *r)
+{
+	return (r->length + BEL_REGION_OFFSET_ALIGN - 1) &
+	       ~(BEL_REGION_OFFSET_ALIGN - 1);
+}
+
+int bel_pool_init(struct bel_pool *pool)
+{
+	memset(pool, 0, sizeof(*pool));
+	bel_spin_init(&pool->lock);
+	pool->lru_head = BEL_NONE;
+	pool->lru_tail = BEL_NONE;
+	return 0;
+}
+
+void bel_pool_destroy(struct bel_pool *pool)
+{
+	u32 slot;
+
+	for (slot = 0; slot < BELUGA_MAX_REGIONS; slot++) {
+		bel_kvfree(pool->regions[slot].blocks);
+		pool->regions[slot].blocks = NULL;
+		pool->regions[slot].present = false;
+	}
+	bel_kvfree(pool->buckets);
+	pool->buckets = NULL;
+	pool->nr_buckets = 0;
+	pool->nr_regions = 0;
+	pool->block_size = 0;
+	bel_spin_destroy(&pool->lock);
+}
+
+static u64 bel_total_blocks_locked(struct bel_pool *pool)
+{
+	u64 total = 0;
+	u32 slot;
+
+	for (slot = 0; slot < BELUGA_MAX_REGIONS; slot++)
+		if (pool->regions[slot].present)
+			total += pool->regions[slot].nr_blocks;
+	return total;
+}
+
+u64 bel_nr_free_locked(struct bel_pool *pool)
+{
+	u64 n = 0;
+	u32 slot;
+
+	for (slot = 0; slot < BELUGA_MAX_REGIONS; slot++)
+		if (pool->regions[slot].present)
+			n += pool->regions[slot].nr_free;
+	return n;
+}
+
+/* Every PUBLISHED block without pins is on the LRU, hence evictable. */
+u64 bel_nr_evictable_locked(struct bel_pool *pool)
+{
+	u64 n = 0;
+	u32 slot;
+
+	for (slot = 0; slot < BELUGA_MAX_REGIONS; slot++)
+		if (pool->regions[slot].present)
+			n += pool->regions[slot].nr_published;
+	return n - pool->stats.pinned_blocks;
+}
+
+/* Lowest BEL_REGION_OFFSET_ALIGN-aligned start of a free span of @span. */
+static u64 bel_place_locked(struct bel_pool *pool, u64 span)
+{
+	u64 start = 0;
+	bool moved = true;
+	u32 slot;
+
+	/*
+	 * Regions never overlap, and a candidate that overlaps a region
+	 * cannot start before that region's end, so hopping to the end of
+	 * whatever overlaps until nothing does finds the lowest gap. Each
+	 * hop passes one region, so this ends after at most
+	 * BELUGA_MAX_REGIONS + 1 rounds.
+	 */
+	while (moved) {
+		moved = false;
+		for (slot = 0; slot < BELUGA_MAX_REGIONS; slot++) {
+			const struct bel_region *r = &pool->regions[slot];
+			u64 end;
+
+			if (!r->present)
+				continue;
+			end = r->first_offset + bel_region_span(r);
+			if (start < end && r->first_offset < start + span) {
+				start = end;
+				moved = true;
+			}
+		}
+	}
+	return start;
+}
+
+static struct bel_block *bel_blocks_new(u32 nr_blocks)
+{
+	struct bel_block *blocks;
+	u32 i;
+
+	blocks = bel_calloc(nr_blocks, sizeof(*blocks));
+	if (!blocks)
+		return NULL;
+	/* Free list in index order, so a fresh region hands out index 0 first. */
+	for (i = 0; i < nr_blocks; i++) {
+		blocks[i].prev = BEL_NONE;
+		blocks[i].next = i + 1 < nr_blocks ? i + 1 : BEL_NONE;
+		blocks[i].hash_next = BEL_NONE;
+	}
+	return blocks;
+}
+
+static u32 bel_buckets_for(u64 nr_blocks)
+{
+	u64 n = bel_roundup_pow2(nr_blocks);
+
+	return n > BEL_MAX_BUCKETS ? BEL_MAX_BUCKETS : (u32)n;
+}
+
+int bel_pool_add_region(struct bel_pool *pool, u64 length, u64 block_size,
+			u32 *slot_out, u64 *first_offset, u32 *nr_blocks_out)
+{
+	struct bel_block *blocks;
+	struct bel_region *r;
+	u32 *buckets, *old;
+	u32 nr_buckets, want, slot;
+	u64 bs, n, total;
+
+	if (block_size && (block_size < BELUGA_BLOCK_SIZE_MIN ||
+			   block_size > BELUGA_BLOCK_SIZE_MAX ||
+			   block_size % BELUGA_BLOCK_SIZE_MIN))
+		return -EINVAL;
+
+retry:
+	/* Size everything under the lock, allocate outside it, re-check. */
+	bel_spin_lock(&pool->lock);
+	bs = block_size ? block_size : pool->block_size;
+	if (!bs)
+		bs = BELUGA_BLOCK_SIZE_DEFAULT;
+	if (pool->block_size && bs != pool->block_size) {
+		bel_spin_unlock(&pool->lock);
+		return -EINVAL;
+	}
+	if (pool->nr_regions >= BELUGA_MAX_REGIONS) {
+		bel_spin_unlock(&pool->lock);
+		return -ENOSPC;
+	}
+	total = bel_total_blocks_locked(pool);
+	nr_buckets = pool->nr_buckets;
+	bel_spin_unlock(&pool->lock);
+
+	if (length < bs)
+		return -EINVAL;
+	n = bel_div64(length, bs);
+	if (n > BEL_MAX_REGION_BLOCKS ||
+	    n * sizeof(struct bel_block) > BEL_ALLOC_MAX_BYTES)
+		return -EINVAL;
+
+	blocks = bel_blocks_new((u32)n);
+	if (!blocks)
+		return -ENOMEM;
+	want = bel_buckets_for(total + n);
+	buckets = NULL;
+	if (want > nr_buckets) {
+		buckets = bel_calloc(want, sizeof(*buckets));
+		if (!buckets) {
+			bel_kvfree(blocks);
+			return -ENOMEM;
+		}
+		memset(buckets, 0xff, (size_t)want * sizeof(*buckets));
+		nr_buckets = want;
+	}
+
+	bel_spin_lock(&pool->lock);
+	/* Another region may have come or gone meanwhile. */
+	if ((pool->block_size && pool->block_size != bs) ||
+	    (!block_size && !pool->block_size &&
+	     bs != BELUGA_BLOCK_SIZE_DEFAULT) ||
+	    pool->nr_regions >= BELUGA_MAX_REGIONS ||
+	    bel_buckets_for(bel_total_blocks_locked(pool) + n) >
+	    (buckets ? nr_buckets : pool->nr_buckets)) {
+		bel_spin_unlock(&pool->lock);
+		bel_kvfree(buckets);
+		bel_kvfree(blocks);
+		goto retry;
+	}
+
+	for (slot = 0; slot < BELUGA_MAX_REGIONS; slot++)
+		if (!pool->regions[slot].present)
+			break;
+	r = &pool->regions[slot];
+	memset(r, 0, sizeof(*r));
+	r->length = length;
+	r->first_offset = bel_place_locked(pool, bel_region_span(r));
+	r->nr_blocks = (u32)n;
+	r->nr_free = (u32)n;
+	r->free_head = 0;
+	r->blocks = blocks;
+	r->present = true;
+	pool->nr_regions++;
+	pool->block_size = bs;
+
+	old = buckets;
+	if (buckets && nr_buckets > pool->nr_buckets)
+		old = bel_index_rehash_locked(pool, buckets, nr_buckets);
+
+	*slot_out = slot;
+	*first_offset = r->first_offset;
+	*nr_blocks_out = r->nr_blocks;
+	bel_spin_unlock(&pool->lock);
+
+	bel_kvfree(old);
+	return 0;
+}
+
+/*
+ * Evict the unpinned PUBLISHED blocks of @slot (all of them, or those of
+ * namespace @ns when @match_ns), dropping the lock every BEL_SCAN_CHUNK
+ * blocks so that a big region does not stall the other CPUs. Called and
+ * returns with the lock held. Stops early if the region goes away.
+ */
+static void bel_evict_scan_locked(struct bel_pool *pool, u32 slot,
+				  bool match_ns, u64 ns, u64 *evicted,
+				  u64 *busy)
+{
+	struct bel_region *r = &pool->regions[slot];
+	struct bel_block *blocks = r->blocks;
+	u32 i = 0;
+
+	while (r->present && r->blocks == blocks && i < r->nr_blocks) {
+		u32 end = r->nr_blocks - i > BEL_SCAN_CHUNK ?
+			  i + BEL_SCAN_CHUNK : r->nr_blocks;
+
+		for (; i < end; i++) {
+			struct bel_block *b = &blocks[i];
+
+			if (b->state != BEL_BLOCK_PUBLISHED)
+				continue;
+			if (match_ns && b->ns != ns)
+				continue;
+			if (b->pins) {
+				if (busy)
+					(*busy)++;
+				continue;
+			}
+			bel_evict_block_locked(pool, bel_block_id(slot, i));
+			(*evicted)++;
+		}
+		if (i < r->nr_blocks) {
+			bel_spin_unlock(&pool->lock);
+			bel_spin_lock(&pool->lock);
+		}
+	}
+}
+
+int bel_pool_remove_region(struct bel_pool *pool, u32 slot, bool evict,
+			   u64 *evicted)
+{
+	struct bel_region *r;
+	struct bel_block *blocks;
+	u64 n = 0;
+
+	if (evicted)
+		*evicted = 0;
+	if (slot >= BELUGA_MAX_REGIONS)
+		return -ENOENT;
+
+	bel_spin_lock(&pool->lock);
+	r = &pool->regions[slot];
+	if (!r->present) {
+		bel_spin_unlock(&pool->lock);
+		return -ENOENT;
+	}
+	if (evict) {
+		blocks = r->blocks;
+		bel_evict_scan_locked(pool, slot, false, 0, &n, NULL);
+		if (evicted)
+			*evicted = n;
+		if (!r->present || r->blocks != blocks) {
+			/* Someone else removed it while the lock was dropped. */
+			bel_spin_unlock(&pool->lock);
+			return -ENOENT;
+		}
+	}
+	/* A pinned block is PUBLISHED, so this also covers pins. */
+	if (r->nr_allocated || r->nr_published) {
+		bel_spin_unlock(&pool->lock);
+		return -EBUSY;
+	}
+	blocks = r->blocks;
+	memset(r, 0, sizeof(*r));
+	pool->nr_regions--;
+	if (!pool->nr_regions)
+		pool->block_size = 0;
+	bel_spin_unlock(&pool->lock);
+
+	bel_kvfree(blocks);
+	return 0;
+}
+
+int bel_pool_find_offset(struct bel_pool *pool, u64 offset, u32 *slot_out,
+			 u64 *region_offset)
+{
+	int ret = -ENOENT;
+	u32 slot;
+
+	bel_spin_lock(&pool->lock);
+	for (slot = 0; slot < BELUGA_MAX_REGIONS; slot++) {
+		const struct bel_region *r = &pool->regions[slot];
+
+		if (r->present && offset >= r->first_offset &&
+		    offset - r->first_offset < r->length) {
+			*slot_out = slot;
+			*region_offset = offset - r->first_offset;
+			ret = 0;
+			break;
+		}
+	}
+	bel_spin_unlock(&pool->lock);
+	return ret;
+}
+
+void bel_pool_stats(struct bel_pool *pool, struct bel_stats *out)
+{
+	u32 slot;
+
+	bel_spin_lock(&pool->lock);
+	*out = pool->stats;
+	out->total_blocks = 0;
+	out->free_blocks = 0;
+	out->allocated_blocks = 0;
+	out->published_blocks = 0;
+	for (slot = 0; slot < BELUGA_MAX_REGIONS; slot++) {
+		const struct bel_region *r = &pool->regions[slot];
+
+		if (!r->present)
+			continue;
+		out->total_blocks += r->nr_blocks;
+		out->free_blocks += r->nr_free;
+		out->allocated_blocks += r->nr_allocated;
+		out->published_blocks += r->nr_published;
+	}
+	bel_spin_unlock(&pool->lock);
+}
+
+int bel_region_stats(struct bel_pool *pool, u32 slot,
+		     struct bel_region_stats *out)
+{
+	const struct bel_region *r;
+
+	if (slot >= BELUGA_MAX_REGIONS)
+		return -ENOENT;
+	bel_spin_lock(&pool->lock);
+	r = &pool->regions[slot];
+	if (!r->present) {
+		bel_spin_unlock(&pool->lock);
+		return -ENOENT;
+	}
+	out->first_offset = r->first_offset;
+	out->length = r->length;
+	out->nr_blocks = r->nr_blocks;
+	out->free_blocks = r->nr_free;
+	out->allocated_blocks = r->nr_allocated;
+	out->published_blocks = r->nr_published;
+	bel_spin_unlock(&pool->lock);
+	return 0;
+}
+
+u64 bel_pool_map_size(struct bel_pool *pool)
+{
+	u64 size = 0;
+	u32 slot;
+
+	bel_spin_lock(&pool->lock);
+	for (slot = 0; slot < BELUGA_MAX_REGIONS; slot++) {
+		const struct bel_region *r = &pool->regions[slot];
+
+		if (r->present && r->first_offset + r->length > size)
+			size = r->first_offset + r->length;
+	}
+	bel_spin_unlock(&pool->lock);
+	return size;
+}
+
+u32 bel_offset_to_id_locked(struct bel_pool *pool, u64 offset)
+{
+	u32 slot;
+
+	for (slot = 0; slot < BELUGA_MAX_REGIONS; slot++) {
+		const struct bel_region *r = &pool->regions[slot];
+		u64 rel, index;
+
+		if (!r->present || offset < r->first_offset)
+			continue;
+		rel = offset - r->first_offset;
+		if (rel >= r->length)
+			continue;
+		/* Regions never overlap: this one or none. */
+		index = bel_div64(rel, pool->block_size);
+		if (index * pool->block_size != rel || index >= r->nr_blocks)
+			return BEL_NONE;
+		return bel_block_id(slot, (u32)index);
+	}
+	return BEL_NONE;
+}
+
+u64 bel_id_to_offset(struct bel_pool *pool, u32 id)
+{
+	return pool->regions[bel_id_slot(id)].first_offset +
+	       (u64)bel_id_index(id) * pool->block_size;
+}
+
+void bel_put_free_locked(struct bel_pool *pool, u32 id)
+{
+	struct bel_region *r = &pool->regions[bel_id_slot(id)];
+	struct bel_block *b = &r->blocks[bel_id_index(id)];
+
+	BEL_ASSERT(!b->in_lru && !b->pins);
+	if (b->state == BEL_BLOCK_ALLOCATED)
+		r->nr_allocated--;
+	else if (b->state == BEL_BLOCK_PUBLISHED)
+		r->nr_published--;
+	else
+		return;
+	b->state = BEL_BLOCK_FREE;
+	b->owner = NULL;
+	b->ns = 0;
+	b->key.lo = 0;
+	b->key.hi = 0;
+	b->hash_next = BEL_NONE;
+	b->prev = BEL_NONE;
+	b->next = r->free_head;
+	r->free_head = bel_id_index(id);
+	r->nr_free++;
+}
+
+void bel_evict_block_locked(struct bel_pool *pool, u32 id)
+{
+	struct bel_block *b = bel_block_of(pool, id);
+
+	BEL_ASSERT(b->state == BEL_BLOCK_PUBLISHED && !b->pins);
+	bel_lru_del_locked(pool, id);
+	bel_index_remove_locked(pool, id);
+	bel_put_free_locked(pool, id);
+	pool->stats.evictions++;
+}
+
+u32 bel_take_free_locked(struct bel_pool *pool, struct bel_client *owner)
+{
+	u32 i;
+
+	/*
+	 * Round robin: start at the slot after the one that gave the last
+	 * block, so consecutive blocks of one allocation alternate between
+	 * regions (and devices) wherever more than one has free blocks.
+	 */
+	for (i = 0; i < BELUGA_MAX_REGIONS; i++) {
+		u32 slot = (pool->rotor + i) % BELUGA_MAX_REGIONS;
+		struct bel_region *r = &pool->regions[slot];
+		struct bel_block *b;
+		u32 index;
+
+		if (!r->present || !r->nr_free)
+			continue;
+		index = r->free_head;
+		b = &r->blocks[index];
+		r->free_head = b->next;
+		r->nr_free--;
+		r->nr_allocated++;
+		b->state = BEL_BLOCK_ALLOCATED;
+		b->owner = owner;
+		b->next = BEL_NONE;
+		pool->rotor = (slot + 1) % BELUGA_MAX_REGIONS;
+		return bel_block_id(slot, index);
+	}
+	return BEL_NONE;
+}
+
+int bel_evict_key(struct bel_pool *pool, u64 ns, const struct beluga_key *key)
+{
+	int ret = 0;
+	u32 id;
+
+	bel_spin_lock(&pool->lock);
+	id = bel_index_find_locked(pool, ns, key);
+	if (id == BEL_NONE)
+		ret = -ENOENT;
+	else if (bel_block_of(pool, id)->pins)
+		ret = -EBUSY;
+	else
+		bel_evict_block_locked(pool, id);
+	bel_spin_unlock(&pool->lock);
+	return ret;
+}
+
+u64 bel_evict_ns(struct bel_pool *pool, u64 ns, u64 *busy)
+{
+	u64 evicted = 0, pinned = 0;
+	u32 slot;
+
+	bel_spin_lock(&pool->lock);
+	for (slot = 0; slot < BELUGA_MAX_REGIONS; slot++)
+		if (pool->regions[slot].present)
+			bel_evict_scan_locked(pool, slot, true, ns, &evicted,
+					      &pinned);
+	bel_spin_unlock(&pool->lock);
+	if (busy)
+		*busy = pinned;
+	return evicted;
+}
