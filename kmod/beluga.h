@@ -1,0 +1,115 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Beluga kernel glue: what the thin layer around the portable core shares.
+ *
+ *   main.c    module load/unload, parameters, the misc device
+ *   region.c  claiming memory: device-dax ranges and NUMA-node pages
+ *   client.c  per-open-file state
+ *   ioctl.c   ioctl dispatch and the commands
+ *   mmap.c    mapping the pool, page faults
+ *   sysfs.c   pool and region attributes
+ *   core/     allocator, index, LRU, client bookkeeping (also userspace)
+ */
+#ifndef BELUGA_GLUE_H
+#define BELUGA_GLUE_H
+
+#include <linux/atomic.h>
+#include <linux/fs.h>
+#include <linux/kobject.h>
+#include <linux/miscdevice.h>
+#include <linux/rwsem.h>
+#include <linux/types.h>
+#include <linux/version.h>
+
+#include "core/bel_core.h"
+
+struct dev_pagemap;
+
+/* One claimed memory region. */
+struct beluga_region {
+	struct kobject kobj;		/* /sys/class/misc/beluga/regionN */
+	u32 slot;
+	enum beluga_backend backend;
+	int node;
+	char name[BELUGA_NAME_LEN];
+	phys_addr_t phys_start;		/* DAX */
+	u64 length;
+	u64 first_offset;		/* in the mapping, from the core */
+	u32 nr_blocks;
+	/* DAX: device_dax's page map, referenced while attached. */
+	struct dev_pagemap *pgmap;
+	/* DAX: sum of folio refcounts when claimed; more means pinned. */
+	u64 idle_refs;
+	/* NODE: one order-0 page per PAGE_SIZE of the region. */
+	struct page **pages;
+	unsigned long nr_pages;
+	/* Live VMAs whose mapping covers this region. */
+	atomic_t mappings;
+};
+
+struct beluga_device {
+	struct miscdevice misc;
+	struct bel_pool pool;
+	/*
+	 * Serialises ATTACH, DETACH and mmap() against each other, and
+	 * protects regions[] (the pointers; a region's contents are fixed
+	 * once attached, but 'mappings'). Readers: mmap(), sysfs,
+	 * REGION_INFO. Writers: ATTACH, DETACH, module unload. Taken after
+	 * mmap_lock when called from mmap().
+	 */
+	struct rw_semaphore regions_rwsem;
+	struct beluga_region *regions[BELUGA_MAX_REGIONS];
+	/* Page faults served, by entry size; sysfs shows them. */
+	atomic64_t pte_faults;
+	atomic64_t pmd_faults;
+};
+
+extern struct beluga_device beluga_dev;
+
+/* Per open file. */
+struct beluga_file {
+	struct bel_client *client;
+};
+
+/* region.c */
+int beluga_region_attach(struct beluga_attach *arg);
+int beluga_region_detach(u32 slot, bool evict, u64 *evicted);
+void beluga_region_detach_all(void);
+int beluga_region_pages_busy(struct beluga_region *region);
+
+/* client.c */
+int beluga_open(struct inode *inode, struct file *file);
+int beluga_release(struct inode *inode, struct file *file);
+
+/* ioctl.c */
+long beluga_ioctl(struct file *file, unsigned int cmd, unsigned long arg);
+
+/* mmap.c */
+int beluga_mmap(struct file *file, struct vm_area_struct *vma);
+unsigned long beluga_get_unmapped_area(struct file *file, unsigned long addr,
+				       unsigned long len, unsigned long pgoff,
+				       unsigned long flags);
+
+/* sysfs.c */
+extern const struct attribute_group *beluga_dev_groups[];
+/* A region's memory is owned by its kobject: free with beluga_region_put. */
+struct beluga_region *beluga_region_alloc(void);
+void beluga_region_put(struct beluga_region *region);
+int beluga_region_sysfs_add(struct beluga_region *region);
+void beluga_region_sysfs_del(struct beluga_region *region);
+
+/* Kernel API differences between the supported kernels (6.1 to 6.12). */
+#if LINUX_VERSION_CODE < KERNEL_VERSION(6, 3, 0)
+static inline void vm_flags_set(struct vm_area_struct *vma, vm_flags_t flags)
+{
+	vma->vm_flags |= flags;
+}
+
+static inline void vm_flags_clear(struct vm_area_struct *vma,
+				  vm_flags_t flags)
+{
+	vma->vm_flags &= ~flags;
+}
+#endif
+
+#endif /* BELUGA_GLUE_H */

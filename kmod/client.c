@@ -1,0 +1,37 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Per-open-file state. Every allocation and pin belongs to the struct file,
+ * so ownership follows the file's lifetime: release() runs once the last
+ * reference is gone (close, exit, SIGKILL, and only after every mapping of
+ * the file is unmapped) and returns everything the file still holds.
+ */
+#include <linux/fs.h>
+#include <linux/slab.h>
+
+#include "beluga.h"
+
+int beluga_open(struct inode *inode, struct file *file)
+{
+	struct beluga_file *bf;
+
+	bf = kzalloc(sizeof(*bf), GFP_KERNEL);
+	if (!bf)
+		return -ENOMEM;
+	bf->client = bel_client_new(&beluga_dev.pool);
+	if (!bf->client) {
+		kfree(bf);
+		return -ENOMEM;
+	}
+	file->private_data = bf;
+	/* Offsets reach far past any file size; the mapping is not seekable. */
+	return nonseekable_open(inode, file);
+}
+
+int beluga_release(struct inode *inode, struct file *file)
+{
+	struct beluga_file *bf = file->private_data;
+
+	bel_client_release(bf->client);
+	kfree(bf);
+	return 0;
+}

@@ -1,0 +1,420 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * ioctl dispatch. Each command's struct starts with its own size; the
+ * dispatcher copies it in with copy_struct_from_user() (accepting older and
+ * newer userspace), checks permissions, runs the command and copies the
+ * struct back up to the smaller of the two sizes. Batch arrays are copied
+ * into kernel buffers before the core runs, and results are copied out
+ * after; when a copy-out fails, state changes are undone, or, where the uapi
+ * says the call took effect, reported.
+ */
+#include <linux/capability.h>
+#include <linux/fs.h>
+#include <linux/slab.h>
+#include <linux/uaccess.h>
+
+#include "beluga.h"
+
+union beluga_ioctl_buf {
+	struct beluga_info info;
+	struct beluga_stats stats;
+	struct beluga_alloc alloc;
+	struct beluga_blocks blocks;
+	struct beluga_publish publish;
+	struct beluga_lookup lookup;
+	struct beluga_attach attach;
+	struct beluga_detach detach;
+	struct beluga_evict evict;
+	struct beluga_region_info region_info;
+};
+
+/* Validates a batch count and returns the array's byte size. */
+static int beluga_batch_bytes(u32 count, size_t elem, size_t *bytes)
+{
+	if (!count)
+		return -EINVAL;
+	if (count > BELUGA_MAX_BATCH)
+		return -E2BIG;
+	*bytes = (size_t)count * elem;
+	return 0;
+}
+
+static void *beluga_copy_array_in(u64 uptr, u32 count, size_t elem)
+{
+	size_t bytes;
+	void *buf;
+	int ret;
+
+	ret = beluga_batch_bytes(count, elem, &bytes);
+	if (ret)
+		return ERR_PTR(ret);
+	buf = kvmalloc(bytes, GFP_KERNEL);
+	if (!buf)
+		return ERR_PTR(-ENOMEM);
+	if (copy_from_user(buf, u64_to_user_ptr(uptr), bytes)) {
+		kvfree(buf);
+		return ERR_PTR(-EFAULT);
+	}
+	return buf;
+}
+
+static int beluga_cmd_info(struct beluga_file *bf, union beluga_ioctl_buf *u)
+{
+	struct beluga_info *info = &u->info;
+	struct bel_stats stats;
+
+	if (info->flags)
+		return -EINVAL;
+	bel_pool_stats(&beluga_dev.pool, &stats);
+	info->abi_version = BELUGA_ABI_VERSION;
+	info->nr_regions = READ_ONCE(beluga_dev.pool.nr_regions);
+	info->block_size = READ_ONCE(beluga_dev.pool.block_size);
+	info->nr_blocks = stats.total_blocks;
+	info->map_size = bel_pool_map_size(&beluga_dev.pool);
+	info->max_batch = BELUGA_MAX_BATCH;
+	info->max_regions = BELUGA_MAX_REGIONS;
+	return 0;
+}
+
+static int beluga_cmd_stats(struct beluga_file *bf, union beluga_ioctl_buf *u)
+{
+	struct beluga_stats *out = &u->stats;
+	struct bel_stats s;
+
+	if (out->flags)
+		return -EINVAL;
+	bel_pool_stats(&beluga_dev.pool, &s);
+	out->total_blocks = s.total_blocks;
+	out->free_blocks = s.free_blocks;
+	out->allocated_blocks = s.allocated_blocks;
+	out->published_blocks = s.published_blocks;
+	out->pinned_blocks = s.pinned_blocks;
+	out->pins = s.pins;
+	out->clients = s.clients;
+	out->allocs = s.allocs;
+	out->frees = s.frees;
+	out->publishes = s.publishes;
+	out->publish_races = s.publish_races;
+	out->lookups = s.lookups;
+	out->lookup_keys = s.lookup_keys;
+	out->lookup_hits = s.lookup_hits;
+	out->releases = s.releases;
+	out->evictions = s.evictions;
+	out->alloc_failures = s.alloc_failures;
+	return 0;
+}
+
+static int beluga_cmd_alloc(struct beluga_file *bf, union beluga_ioctl_buf *u)
+{
+	struct beluga_alloc *arg = &u->alloc;
+	size_t bytes;
+	u64 *offsets;
+	int ret;
+
+	if (arg->flags || arg->__reserved)
+		return -EINVAL;
+	ret = beluga_batch_bytes(arg->count, sizeof(*offsets), &bytes);
+	if (ret)
+		return ret;
+	offsets = kvmalloc(bytes, GFP_KERNEL);
+	if (!offsets)
+		return -ENOMEM;
+	ret = bel_alloc(bf->client, arg->count, offsets);
+	if (ret)
+		goto out;
+	if (copy_to_user(u64_to_user_ptr(arg->offsets), offsets, bytes)) {
+		/* The caller never learnt the offsets: give them back. */
+		bel_free(bf->client, arg->count, offsets);
+		ret = -EFAULT;
+	}
+out:
+	kvfree(offsets);
+	return ret;
+}
+
+static int beluga_cmd_free(struct beluga_file *bf, union beluga_ioctl_buf *u)
+{
+	struct beluga_blocks *arg = &u->blocks;
+	u64 *offsets;
+	int ret;
+
+	if (arg->flags || arg->__reserved)
+		return -EINVAL;
+	offsets = beluga_copy_array_in(arg->offsets, arg->count,
+				       sizeof(*offsets));
+	if (IS_ERR(offsets))
+		return PTR_ERR(offsets);
+	ret = bel_free(bf->client, arg->count, offsets);
+	kvfree(offsets);
+	return ret;
+}
+
+static int beluga_cmd_release(struct beluga_file *bf,
+			      union beluga_ioctl_buf *u)
+{
+	struct beluga_blocks *arg = &u->blocks;
+	u64 *offsets;
+	int ret;
+
+	if (arg->flags || arg->__reserved)
+		return -EINVAL;
+	offsets = beluga_copy_array_in(arg->offsets, arg->count,
+				       sizeof(*offsets));
+	if (IS_ERR(offsets))
+		return PTR_ERR(offsets);
+	ret = bel_release(bf->client, arg->count, offsets);
+	kvfree(offsets);
+	return ret;
+}
+
+static int beluga_cmd_publish(struct beluga_file *bf,
+			      union beluga_ioctl_buf *u)
+{
+	struct beluga_publish *arg = &u->publish;
+	struct beluga_publish_item *items;
+	struct beluga_key *keys = NULL;
+	u64 *offsets = NULL;
+	s32 *results = NULL;
+	int ret;
+	u32 i;
+
+	if (arg->flags)
+		return -EINVAL;
+	items = beluga_copy_array_in(arg->items, arg->count, sizeof(*items));
+	if (IS_ERR(items))
+		return PTR_ERR(items);
+	for (i = 0; i < arg->count; i++) {
+		if (items[i].__reserved) {
+			ret = -EINVAL;
+			goto out;
+		}
+	}
+	ret = -ENOMEM;
+	keys = kvmalloc_array(arg->count, sizeof(*keys), GFP_KERNEL);
+	offsets = kvmalloc_array(arg->count, sizeof(*offsets), GFP_KERNEL);
+	results = kvmalloc_array(arg->count, sizeof(*results), GFP_KERNEL);
+	if (!keys || !offsets || !results)
+		goto out;
+	for (i = 0; i < arg->count; i++) {
+		offsets[i] = items[i].offset;
+		keys[i] = items[i].key;
+	}
+	ret = bel_publish(bf->client, arg->ns, arg->count, offsets, keys,
+			  results, &arg->published, &arg->exists, &arg->failed);
+	if (ret)
+		goto out;
+	for (i = 0; i < arg->count; i++)
+		items[i].result = results[i];
+	/*
+	 * Publishing cannot be undone: the keys are visible already. The
+	 * dispatcher still copies the counters back on -EFAULT.
+	 */
+	if (copy_to_user(u64_to_user_ptr(arg->items), items,
+			 (size_t)arg->count * sizeof(*items)))
+		ret = -EFAULT;
+out:
+	kvfree(results);
+	kvfree(offsets);
+	kvfree(keys);
+	kvfree(items);
+	return ret;
+}
+
+static int beluga_cmd_lookup(struct beluga_file *bf, union beluga_ioctl_buf *u)
+{
+	struct beluga_lookup *arg = &u->lookup;
+	bool pin = arg->flags & BELUGA_LOOKUP_PIN;
+	struct beluga_key *keys;
+	u64 *offsets = NULL;
+	u32 hits = 0;
+	int ret;
+
+	if (arg->flags & ~BELUGA_LOOKUP_PIN)
+		return -EINVAL;
+	if (pin && !arg->offsets)
+		return -EINVAL;
+	keys = beluga_copy_array_in(arg->keys, arg->count, sizeof(*keys));
+	if (IS_ERR(keys))
+		return PTR_ERR(keys);
+	if (arg->offsets) {
+		offsets = kvmalloc_array(arg->count, sizeof(*offsets),
+					 GFP_KERNEL);
+		if (!offsets) {
+			ret = -ENOMEM;
+			goto out;
+		}
+	}
+	ret = bel_lookup(bf->client, arg->ns, arg->count, keys, pin, offsets,
+			 &hits);
+	if (ret)
+		goto out;
+	if (offsets && hits &&
+	    copy_to_user(u64_to_user_ptr(arg->offsets), offsets,
+			 (size_t)hits * sizeof(*offsets))) {
+		if (pin)
+			bel_release(bf->client, hits, offsets);
+		ret = -EFAULT;
+		goto out;
+	}
+	arg->hits = hits;
+out:
+	kvfree(offsets);
+	kvfree(keys);
+	return ret;
+}
+
+static int beluga_cmd_attach(struct beluga_file *bf, union beluga_ioctl_buf *u)
+{
+	return beluga_region_attach(&u->attach);
+}
+
+static int beluga_cmd_detach(struct beluga_file *bf, union beluga_ioctl_buf *u)
+{
+	struct beluga_detach *arg = &u->detach;
+
+	if ((arg->flags & ~BELUGA_DETACH_EVICT) || arg->__reserved)
+		return -EINVAL;
+	arg->evicted = 0;
+	return beluga_region_detach(arg->region_id, arg->flags & BELUGA_DETACH_EVICT,
+			     &arg->evicted);
+}
+
+static int beluga_cmd_evict(struct beluga_file *bf, union beluga_ioctl_buf *u)
+{
+	struct beluga_evict *arg = &u->evict;
+	int ret;
+
+	if (arg->flags & ~BELUGA_EVICT_NAMESPACE)
+		return -EINVAL;
+	if (arg->flags & BELUGA_EVICT_NAMESPACE) {
+		if (arg->key.lo || arg->key.hi)
+			return -EINVAL;
+		arg->evicted = bel_evict_ns(&beluga_dev.pool, arg->ns,
+					    &arg->busy);
+		return 0;
+	}
+	ret = bel_evict_key(&beluga_dev.pool, arg->ns, &arg->key);
+	arg->evicted = ret ? 0 : 1;
+	arg->busy = ret == -EBUSY ? 1 : 0;
+	return ret;
+}
+
+static int beluga_cmd_region_info(struct beluga_file *bf,
+				  union beluga_ioctl_buf *u)
+{
+	struct beluga_region_info *arg = &u->region_info;
+	struct beluga_region *region;
+	struct bel_region_stats rs;
+	u32 slot = arg->region_id;
+	int ret = -ENOENT;
+
+	if (arg->flags)
+		return -EINVAL;
+	if (slot >= BELUGA_MAX_REGIONS)
+		return -ENOENT;
+
+	down_read(&beluga_dev.regions_rwsem);
+	region = beluga_dev.regions[slot];
+	if (!region || bel_region_stats(&beluga_dev.pool, slot, &rs))
+		goto out;
+	arg->backend = region->backend;
+	arg->node = region->node;
+	arg->mappings = atomic_read(&region->mappings);
+	arg->phys_start = region->phys_start;
+	arg->length = region->length;
+	arg->first_offset = rs.first_offset;
+	arg->nr_blocks = rs.nr_blocks;
+	arg->free_blocks = rs.free_blocks;
+	arg->allocated_blocks = rs.allocated_blocks;
+	arg->published_blocks = rs.published_blocks;
+	memcpy(arg->name, region->name, sizeof(arg->name));
+	ret = 0;
+out:
+	up_read(&beluga_dev.regions_rwsem);
+	return ret;
+}
+
+struct beluga_ioctl_op {
+	int (*execute)(struct beluga_file *bf, union beluga_ioctl_buf *u);
+	size_t size;		/* the kernel's struct */
+	size_t min_size;	/* the first version's */
+	bool admin;		/* CAP_SYS_ADMIN */
+	bool write;		/* FMODE_WRITE */
+	bool copy_out_on_error;	/* the call has taken effect regardless */
+	bool needs_pool;	/* -ENODEV without a region */
+};
+
+#define BELUGA_OP(_nr, _fn, _struct, _min, _admin, _write, _copyout, _pool) \
+	[_nr] = {							\
+		.execute = _fn,						\
+		.size = sizeof(struct _struct),				\
+		.min_size = _min,					\
+		.admin = _admin,					\
+		.write = _write,					\
+		.copy_out_on_error = _copyout,				\
+		.needs_pool = _pool,					\
+	}
+
+static const struct beluga_ioctl_op beluga_ops[] = {
+	BELUGA_OP(BELUGA_CMD_INFO, beluga_cmd_info, beluga_info,
+		  BELUGA_INFO_SIZE_V1, false, false, false, false),
+	BELUGA_OP(BELUGA_CMD_STATS, beluga_cmd_stats, beluga_stats,
+		  BELUGA_STATS_SIZE_V1, false, false, false, false),
+	BELUGA_OP(BELUGA_CMD_ALLOC, beluga_cmd_alloc, beluga_alloc,
+		  BELUGA_ALLOC_SIZE_V1, false, true, false, true),
+	BELUGA_OP(BELUGA_CMD_FREE, beluga_cmd_free, beluga_blocks,
+		  BELUGA_BLOCKS_SIZE_V1, false, true, false, true),
+	BELUGA_OP(BELUGA_CMD_PUBLISH, beluga_cmd_publish, beluga_publish,
+		  BELUGA_PUBLISH_SIZE_V1, false, true, true, true),
+	BELUGA_OP(BELUGA_CMD_LOOKUP, beluga_cmd_lookup, beluga_lookup,
+		  BELUGA_LOOKUP_SIZE_V1, false, false, false, true),
+	BELUGA_OP(BELUGA_CMD_RELEASE, beluga_cmd_release, beluga_blocks,
+		  BELUGA_BLOCKS_SIZE_V1, false, false, false, true),
+	BELUGA_OP(BELUGA_CMD_ATTACH, beluga_cmd_attach, beluga_attach,
+		  BELUGA_ATTACH_SIZE_V1, true, false, false, false),
+	BELUGA_OP(BELUGA_CMD_DETACH, beluga_cmd_detach, beluga_detach,
+		  BELUGA_DETACH_SIZE_V1, true, false, false, false),
+	BELUGA_OP(BELUGA_CMD_EVICT, beluga_cmd_evict, beluga_evict,
+		  BELUGA_EVICT_SIZE_V1, true, false, false, false),
+	BELUGA_OP(BELUGA_CMD_REGION_INFO, beluga_cmd_region_info,
+		  beluga_region_info, BELUGA_REGION_INFO_SIZE_V1, false, false,
+		  false, false),
+};
+
+long beluga_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
+{
+	struct beluga_file *bf = file->private_data;
+	void __user *uarg = (void __user *)arg;
+	const struct beluga_ioctl_op *op;
+	union beluga_ioctl_buf buf;
+	unsigned int nr = _IOC_NR(cmd);
+	u32 usize;
+	int ret;
+
+	/* Only the exact _IO() encodings are ours. */
+	if (nr >= ARRAY_SIZE(beluga_ops) || cmd != _IO(BELUGA_TYPE, nr))
+		return -ENOTTY;
+	op = &beluga_ops[nr];
+
+	if (get_user(usize, (u32 __user *)uarg))
+		return -EFAULT;
+	if (usize < op->min_size)
+		return -EINVAL;
+	ret = copy_struct_from_user(&buf, op->size, uarg, usize);
+	if (ret)
+		return ret;
+
+	if (op->admin && !capable(CAP_SYS_ADMIN))
+		return -EPERM;
+	if (op->write && !(file->f_mode & FMODE_WRITE))
+		return -EBADF;
+	if (op->needs_pool && !READ_ONCE(beluga_dev.pool.nr_regions))
+		return -ENODEV;
+
+	ret = op->execute(bf, &buf);
+	if (ret && !(ret == -EFAULT && op->copy_out_on_error))
+		return ret;
+	if (copy_to_user(uarg, &buf, min_t(size_t, usize, op->size)))
+		return -EFAULT;
+	return ret;
+}

@@ -1,0 +1,223 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Mapping the pool. The offset space of /dev/beluga is the concatenation of
+ * the attached regions (with holes where regions were detached). A mapping
+ * is served only from the regions that existed when it was made: it counts
+ * itself in each of them, which is what keeps DETACH away, and a fault
+ * anywhere else is SIGBUS.
+ *
+ * Device-dax pages are inserted as devmap PFNs, as device_dax itself does,
+ * with 2 MiB entries where the address, the offset and the physical range
+ * are all 2 MiB aligned. Node pages are ordinary pages returned from the
+ * fault handler. Neither uses VM_PFNMAP or VM_IO, so get_user_pages() and
+ * FOLL_LONGTERM pins work on every mapping.
+ */
+#include <linux/mm.h>
+#include <linux/huge_mm.h>
+#include <linux/mman.h>
+#include <linux/pfn_t.h>
+#include <linux/sched/mm.h>
+
+#include "beluga.h"
+
+/* vm_private_data: the bitmask of region slots the mapping counts in. */
+static unsigned long beluga_vma_slots(struct vm_area_struct *vma)
+{
+	return (unsigned long)vma->vm_private_data;
+}
+
+static void beluga_count_mappings(unsigned long slots, int delta)
+{
+	unsigned long slot;
+
+	for_each_set_bit(slot, &slots, BELUGA_MAX_REGIONS)
+		atomic_add(delta, &READ_ONCE(beluga_dev.regions[slot])->mappings);
+}
+
+/* A VMA was split or copied (fork, mremap): the copy counts too. */
+static void beluga_vm_open(struct vm_area_struct *vma)
+{
+	beluga_count_mappings(beluga_vma_slots(vma), 1);
+}
+
+static void beluga_vm_close(struct vm_area_struct *vma)
+{
+	beluga_count_mappings(beluga_vma_slots(vma), -1);
+}
+
+/* Region and byte offset inside it behind @offset, if the VMA may use it. */
+static struct beluga_region *beluga_vma_region(struct vm_area_struct *vma,
+					       u64 offset, u64 *region_offset)
+{
+	u32 slot;
+
+	if (bel_pool_find_offset(&beluga_dev.pool, offset, &slot,
+				 region_offset))
+		return NULL;
+	if (!(beluga_vma_slots(vma) & BIT(slot)))
+		return NULL;
+	return READ_ONCE(beluga_dev.regions[slot]);
+}
+
+static pfn_t beluga_dax_pfn(struct beluga_region *region, u64 region_offset)
+{
+	return phys_to_pfn_t(region->phys_start + region_offset,
+			     PFN_DEV | PFN_MAP);
+}
+
+static vm_fault_t beluga_fault(struct vm_fault *vmf)
+{
+	struct beluga_region *region;
+	struct page *page;
+	u64 region_offset;
+
+	region = beluga_vma_region(vmf->vma, (u64)vmf->pgoff << PAGE_SHIFT,
+				   &region_offset);
+	if (!region)
+		return VM_FAULT_SIGBUS;
+
+	atomic64_inc(&beluga_dev.pte_faults);
+	if (region->backend == BELUGA_BACKEND_DAX)
+		return vmf_insert_mixed(vmf->vma, vmf->address,
+					beluga_dax_pfn(region, region_offset));
+
+	page = region->pages[region_offset >> PAGE_SHIFT];
+	get_page(page);
+	vmf->page = page;
+	return 0;
+}
+
+static vm_fault_t beluga_pmd_fault(struct vm_fault *vmf)
+{
+	struct vm_area_struct *vma = vmf->vma;
+	unsigned long haddr = vmf->address & PMD_MASK;
+	struct beluga_region *region;
+	u64 offset, region_offset, usable;
+
+	if (haddr < vma->vm_start || haddr + PMD_SIZE > vma->vm_end)
+		return VM_FAULT_FALLBACK;
+	offset = ((u64)vma->vm_pgoff << PAGE_SHIFT) + (haddr - vma->vm_start);
+	if (!IS_ALIGNED(offset, PMD_SIZE))
+		return VM_FAULT_FALLBACK;
+	region = beluga_vma_region(vma, offset, &region_offset);
+	if (!region || region->backend != BELUGA_BACKEND_DAX)
+		return VM_FAULT_FALLBACK;
+	usable = (u64)region->nr_blocks * beluga_dev.pool.block_size;
+	if (region_offset + PMD_SIZE > usable ||
+	    !IS_ALIGNED(region->phys_start + region_offset, PMD_SIZE))
+		return VM_FAULT_FALLBACK;
+
+	atomic64_inc(&beluga_dev.pmd_faults);
+	return vmf_insert_pfn_pmd(vmf, beluga_dax_pfn(region, region_offset),
+				  vmf->flags & FAULT_FLAG_WRITE);
+}
+
+#if LINUX_VERSION_CODE < KERNEL_VERSION(6, 6, 0)
+static vm_fault_t beluga_huge_fault(struct vm_fault *vmf,
+				    enum page_entry_size pe_size)
+{
+	if (pe_size != PE_SIZE_PMD)
+		return VM_FAULT_FALLBACK;
+	return beluga_pmd_fault(vmf);
+}
+#else
+static vm_fault_t beluga_huge_fault(struct vm_fault *vmf, unsigned int order)
+{
+	if (order != PMD_ORDER)
+		return VM_FAULT_FALLBACK;
+	return beluga_pmd_fault(vmf);
+}
+#endif
+
+static const struct vm_operations_struct beluga_vm_ops = {
+	.open = beluga_vm_open,
+	.close = beluga_vm_close,
+	.fault = beluga_fault,
+	.huge_fault = beluga_huge_fault,
+};
+
+int beluga_mmap(struct file *file, struct vm_area_struct *vma)
+{
+	u64 start, len = vma->vm_end - vma->vm_start, map_size;
+	unsigned long slots = 0;
+	int ret = 0;
+	u32 slot;
+
+	/* A read-only MAP_SHARED loses VM_SHARED but keeps VM_MAYSHARE. */
+	if (!(vma->vm_flags & VM_MAYSHARE))
+		return -EINVAL;
+	if (vma->vm_pgoff > (U64_MAX >> PAGE_SHIFT))
+		return -ENXIO;
+	start = (u64)vma->vm_pgoff << PAGE_SHIFT;
+
+	down_read(&beluga_dev.regions_rwsem);
+	map_size = bel_pool_map_size(&beluga_dev.pool);
+	if (!map_size) {
+		ret = -ENODEV;
+		goto out;
+	}
+	if (start >= map_size || len > map_size - start) {
+		ret = -ENXIO;
+		goto out;
+	}
+	for (slot = 0; slot < BELUGA_MAX_REGIONS; slot++) {
+		struct beluga_region *r = beluga_dev.regions[slot];
+
+		if (r && r->first_offset < start + len &&
+		    start < r->first_offset + r->length)
+			slots |= BIT(slot);
+	}
+	/* Counted under regions_rwsem, so DETACH sees it or refuses first. */
+	beluga_count_mappings(slots, 1);
+	vma->vm_private_data = (void *)slots;
+	vma->vm_ops = &beluga_vm_ops;
+	/* Pools are large and shared: keep them out of core dumps. */
+	vm_flags_set(vma, VM_HUGEPAGE | VM_DONTDUMP);
+out:
+	up_read(&beluga_dev.regions_rwsem);
+	return ret;
+}
+
+#if LINUX_VERSION_CODE < KERNEL_VERSION(6, 10, 0)
+static unsigned long beluga_default_unmapped_area(struct file *file,
+						  unsigned long addr,
+						  unsigned long len,
+						  unsigned long pgoff,
+						  unsigned long flags)
+{
+	return current->mm->get_unmapped_area(file, addr, len, pgoff, flags);
+}
+#else
+static unsigned long beluga_default_unmapped_area(struct file *file,
+						  unsigned long addr,
+						  unsigned long len,
+						  unsigned long pgoff,
+						  unsigned long flags)
+{
+	return mm_get_unmapped_area(current->mm, file, addr, len, pgoff, flags);
+}
+#endif
+
+/*
+ * Place mappings whose offset is 2 MiB aligned on a 2 MiB aligned address,
+ * so that device-dax regions can be mapped with PMD entries.
+ */
+unsigned long beluga_get_unmapped_area(struct file *file, unsigned long addr,
+				       unsigned long len, unsigned long pgoff,
+				       unsigned long flags)
+{
+	unsigned long padded, area;
+
+	if ((flags & MAP_FIXED) || len < PMD_SIZE ||
+	    !IS_ALIGNED(pgoff, PMD_SIZE >> PAGE_SHIFT))
+		goto fallback;
+	padded = len + PMD_SIZE;
+	if (padded < len)
+		goto fallback;
+	area = beluga_default_unmapped_area(file, addr, padded, pgoff, flags);
+	if (IS_ERR_VALUE(area))
+		goto fallback;
+	return ALIGN(area, PMD_SIZE);
+fallback:
+	return beluga_default_unmapped_area(file, addr, len, pgoff, flags);
+}

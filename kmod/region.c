@@ -1,0 +1,374 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Claiming memory for the pool.
+ *
+ * Device-dax: the range must belong to a device-dax instance that is bound
+ * to the device_dax driver. That driver created the range's struct pages
+ * (a MEMORY_DEVICE_GENERIC page map); Beluga takes a reference on the page
+ * map for as long as the region is attached and inserts the same pages into
+ * its own mappings, exactly as device_dax does. Those mappings therefore
+ * behave like device-dax mappings: FOLL_LONGTERM pins work (RDMA, CUDA host
+ * registration, io_uring), and 2 MiB page table entries can be used.
+ *
+ * NUMA node: order-9 pages (falling back to order 0) are taken from the node
+ * with __GFP_THISNODE, zeroed, split into order-0 pages so that each can be
+ * mapped and reference counted on its own, and kept until detach.
+ */
+#include <linux/capability.h>
+#include <linux/gfp.h>
+#include <linux/ioport.h>
+#include <linux/memremap.h>
+#include <linux/mm.h>
+#include <linux/nodemask.h>
+#include <linux/sched/signal.h>
+#include <linux/slab.h>
+#include <linux/string.h>
+
+#include "beluga.h"
+
+#define BELUGA_NODE_CHUNK_ORDER	9	/* 2 MiB with 4 KiB pages */
+
+static bool beluga_ranges_overlap(u64 a, u64 alen, u64 b, u64 blen)
+{
+	return a < b + blen && b < a + alen;
+}
+
+/* Sum of the reference counts of the folios covering a device-dax region. */
+static u64 beluga_dax_refs(struct beluga_region *region)
+{
+	unsigned long pfn = PHYS_PFN(region->phys_start);
+	unsigned long end = pfn + (region->length >> PAGE_SHIFT);
+	unsigned long steps = 0;
+	u64 refs = 0;
+
+	while (pfn < end) {
+		struct folio *folio = page_folio(pfn_to_page(pfn));
+
+		refs += folio_ref_count(folio);
+		pfn = folio_pfn(folio) + folio_nr_pages(folio);
+		if (!(++steps % 4096))
+			cond_resched();
+	}
+	return refs;
+}
+
+/*
+ * A page of the region is still referenced by someone other than Beluga:
+ * a FOLL_LONGTERM pin taken through a mapping that is gone now (an io_uring
+ * fixed buffer, an RDMA memory region). Detaching then would hand that memory
+ * to someone else while a device may still write to it.
+ */
+int beluga_region_pages_busy(struct beluga_region *region)
+{
+	unsigned long i;
+
+	if (region->backend == BELUGA_BACKEND_DAX)
+		return beluga_dax_refs(region) > region->idle_refs;
+
+	for (i = 0; i < region->nr_pages; i++) {
+		if (page_ref_count(region->pages[i]) != 1)
+			return true;
+		if (!((i + 1) % 4096))
+			cond_resched();
+	}
+	return false;
+}
+
+static int beluga_dax_claim(struct beluga_region *region)
+{
+	u64 start = region->phys_start, len = region->length;
+	struct dev_pagemap *pgmap;
+	int i;
+
+	if (!IS_ALIGNED(start, BELUGA_DAX_ALIGN) ||
+	    !IS_ALIGNED(len, BELUGA_DAX_ALIGN) || start + len < start)
+		return -EINVAL;
+	if (region_intersects(start, len, IORESOURCE_SYSTEM_RAM,
+			      IORES_DESC_NONE) != REGION_DISJOINT)
+		return -EBUSY;
+
+	pgmap = get_dev_pagemap(PHYS_PFN(start), NULL);
+	if (!pgmap)
+		return -EBUSY;
+	if (pgmap->type != MEMORY_DEVICE_GENERIC)
+		goto busy;
+	/* The whole range must lie inside one range of the same page map. */
+	for (i = 0; i < pgmap->nr_range; i++) {
+		const struct range *r = &pgmap->ranges[i];
+
+		if (start >= r->start && start + len - 1 <= r->end)
+			break;
+	}
+	if (i == pgmap->nr_range)
+		goto busy;
+
+	region->pgmap = pgmap;
+	region->node = phys_to_target_node(start);
+	if (region->node == NUMA_NO_NODE)
+		region->node = memory_add_physaddr_to_nid(start);
+	region->idle_refs = beluga_dax_refs(region);
+	return 0;
+busy:
+	put_dev_pagemap(pgmap);
+	return -EBUSY;
+}
+
+static void beluga_node_free_pages(struct beluga_region *region)
+{
+	unsigned long i;
+
+	for (i = 0; i < region->nr_pages; i++) {
+		if (region->pages[i])
+			put_page(region->pages[i]);
+	}
+	kvfree(region->pages);
+	region->pages = NULL;
+}
+
+static int beluga_node_claim(struct beluga_region *region)
+{
+	const gfp_t gfp = GFP_HIGHUSER | __GFP_THISNODE | __GFP_ZERO |
+			  __GFP_NOWARN | __GFP_RETRY_MAYFAIL;
+	unsigned long nr = region->length >> PAGE_SHIFT, i = 0;
+	unsigned int order = BELUGA_NODE_CHUNK_ORDER;
+	int node = region->node;
+
+	if (region->phys_start || !IS_ALIGNED(region->length, PAGE_SIZE) ||
+	    !region->length)
+		return -EINVAL;
+	if (node < 0 || node >= MAX_NUMNODES || !node_state(node, N_MEMORY))
+		return -ENODEV;
+
+	region->pages = kvcalloc(nr, sizeof(*region->pages), GFP_KERNEL);
+	if (!region->pages)
+		return -ENOMEM;
+	region->nr_pages = nr;
+
+	while (i < nr) {
+		struct page *page;
+		unsigned long j;
+
+		if (nr - i < (1UL << order))
+			order = 0;
+		page = alloc_pages_node(node, gfp, order);
+		if (!page && order) {
+			/* Fragmented: carry on with single pages. */
+			order = 0;
+			continue;
+		}
+		if (!page)
+			goto nomem;
+		if (order)
+			split_page(page, order);
+		for (j = 0; j < (1UL << order); j++)
+			region->pages[i + j] = nth_page(page, j);
+		i += 1UL << order;
+		if (fatal_signal_pending(current))
+			goto interrupted;
+		cond_resched();
+	}
+	return 0;
+
+nomem:
+	beluga_node_free_pages(region);
+	return -ENOMEM;
+interrupted:
+	beluga_node_free_pages(region);
+	return -EINTR;
+}
+
+static void beluga_region_unclaim(struct beluga_region *region)
+{
+	if (region->backend == BELUGA_BACKEND_DAX)
+		put_dev_pagemap(region->pgmap);
+	else
+		beluga_node_free_pages(region);
+}
+
+/* Under regions_rwsem, for writing. */
+static int beluga_check_unique(const struct beluga_region *new)
+{
+	int i;
+
+	for (i = 0; i < BELUGA_MAX_REGIONS; i++) {
+		const struct beluga_region *r = beluga_dev.regions[i];
+
+		if (!r)
+			continue;
+		if (!strcmp(r->name, new->name))
+			return -EEXIST;
+		if (new->backend == BELUGA_BACKEND_DAX &&
+		    r->backend == BELUGA_BACKEND_DAX &&
+		    beluga_ranges_overlap(r->phys_start, r->length,
+					  new->phys_start, new->length))
+			return -EEXIST;
+	}
+	return 0;
+}
+
+static int beluga_attach_validate(const struct beluga_attach *arg)
+{
+	size_t namelen = strnlen(arg->name, sizeof(arg->name));
+
+	if (arg->flags || arg->__reserved)
+		return -EINVAL;
+	if (namelen == sizeof(arg->name))
+		return -EINVAL;
+	switch (arg->backend) {
+	case BELUGA_BACKEND_DAX:
+		if (arg->node != -1 || !namelen)
+			return -EINVAL;
+		break;
+	case BELUGA_BACKEND_NODE:
+		if (arg->phys_start || arg->node < 0)
+			return -EINVAL;
+		break;
+	default:
+		return -EINVAL;
+	}
+	if (!arg->length)
+		return -EINVAL;
+	if (arg->block_size &&
+	    (arg->block_size < BELUGA_BLOCK_SIZE_MIN ||
+	     arg->block_size > BELUGA_BLOCK_SIZE_MAX ||
+	     !IS_ALIGNED(arg->block_size, PAGE_SIZE)))
+		return -EINVAL;
+	return 0;
+}
+
+int beluga_region_attach(struct beluga_attach *arg)
+{
+	struct beluga_region *region;
+	u32 slot, nr_blocks;
+	u64 first_offset;
+	int ret;
+
+	ret = beluga_attach_validate(arg);
+	if (ret)
+		return ret;
+
+	region = beluga_region_alloc();
+	if (!region)
+		return -ENOMEM;
+	region->backend = arg->backend;
+	region->node = arg->node;
+	region->phys_start = arg->phys_start;
+	region->length = arg->length;
+	atomic_set(&region->mappings, 0);
+	if (arg->name[0])
+		strscpy(region->name, arg->name, sizeof(region->name));
+	else
+		snprintf(region->name, sizeof(region->name), "node%d",
+			 arg->node);
+
+	down_write(&beluga_dev.regions_rwsem);
+	ret = beluga_check_unique(region);
+	if (ret)
+		goto out_free;
+
+	if (region->backend == BELUGA_BACKEND_DAX)
+		ret = beluga_dax_claim(region);
+	else
+		ret = beluga_node_claim(region);
+	if (ret)
+		goto out_free;
+
+	ret = bel_pool_add_region(&beluga_dev.pool, region->length,
+				  arg->block_size, &slot, &first_offset,
+				  &nr_blocks);
+	if (ret)
+		goto out_unclaim;
+	region->slot = slot;
+	region->first_offset = first_offset;
+	region->nr_blocks = nr_blocks;
+
+	ret = beluga_region_sysfs_add(region);
+	if (ret)
+		goto out_remove;
+	beluga_dev.regions[slot] = region;
+	up_write(&beluga_dev.regions_rwsem);
+
+	arg->region_id = slot;
+	arg->first_offset = first_offset;
+	arg->nr_blocks = nr_blocks;
+	pr_info("attached %s as region %u: %llu bytes, %u blocks at offset 0x%llx\n",
+		region->name, slot, region->length, nr_blocks, first_offset);
+	return 0;
+
+out_remove:
+	bel_pool_remove_region(&beluga_dev.pool, slot, false, NULL);
+out_unclaim:
+	beluga_region_unclaim(region);
+out_free:
+	up_write(&beluga_dev.regions_rwsem);
+	beluga_region_put(region);
+	return ret;
+}
+
+/*
+ * Under regions_rwsem, for writing. @unloading: no file is open any more, so
+ * the core holds no allocation or pin; pages still pinned from outside (an
+ * io_uring buffer that outlived its mapping) cannot stop a module unload.
+ * Dropping Beluga's own references is still safe then: node pages stay
+ * allocated until the last pin goes, and device_dax owns the dax pages.
+ */
+static int beluga_detach_locked(u32 slot, bool evict, u64 *evicted,
+				bool unloading)
+{
+	struct beluga_region *region;
+	int ret;
+
+	if (slot >= BELUGA_MAX_REGIONS || !beluga_dev.regions[slot])
+		return -ENOENT;
+	region = beluga_dev.regions[slot];
+
+	/* mmap() holds regions_rwsem while it counts, so this is stable. */
+	if (atomic_read(&region->mappings))
+		return -EBUSY;
+	if (beluga_region_pages_busy(region)) {
+		if (!unloading)
+			return -EBUSY;
+		pr_notice("%s: pages still pinned at unload; left to their pinners\n",
+			  region->name);
+	}
+
+	ret = bel_pool_remove_region(&beluga_dev.pool, slot, evict, evicted);
+	if (ret)
+		return ret;
+
+	beluga_dev.regions[slot] = NULL;
+	pr_info("detached %s (region %u)\n", region->name, slot);
+	/* Waits for sysfs readers, which never take regions_rwsem. */
+	beluga_region_sysfs_del(region);
+	beluga_region_unclaim(region);
+	beluga_region_put(region);
+	return 0;
+}
+
+int beluga_region_detach(u32 slot, bool evict, u64 *evicted)
+{
+	int ret;
+
+	down_write(&beluga_dev.regions_rwsem);
+	ret = beluga_detach_locked(slot, evict, evicted, false);
+	up_write(&beluga_dev.regions_rwsem);
+	return ret;
+}
+
+/*
+ * Module unload: no file is open (each holds a module reference), so no
+ * mapping, allocation or pin can exist. Published blocks are dropped.
+ */
+void beluga_region_detach_all(void)
+{
+	u32 slot;
+
+	down_write(&beluga_dev.regions_rwsem);
+	for (slot = 0; slot < BELUGA_MAX_REGIONS; slot++) {
+		if (!beluga_dev.regions[slot])
+			continue;
+		if (beluga_detach_locked(slot, true, NULL, true))
+			pr_err("region %u still in use at unload\n", slot);
+	}
+	up_write(&beluga_dev.regions_rwsem);
+}
