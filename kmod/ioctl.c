@@ -334,51 +334,47 @@ out:
 	return ret;
 }
 
+/* What a command needs before it runs. */
+#define BELUGA_OP_ADMIN		BIT(0)	/* CAP_SYS_ADMIN */
+#define BELUGA_OP_WRITE		BIT(1)	/* a file opened for writing */
+#define BELUGA_OP_POOL		BIT(2)	/* an attached region, else -ENODEV */
+/* Takes effect even when results cannot be copied out: copy the struct. */
+#define BELUGA_OP_EFFECTIVE	BIT(3)
+
 struct beluga_ioctl_op {
 	int (*execute)(struct beluga_file *bf, union beluga_ioctl_buf *u);
 	size_t size;		/* the kernel's struct */
 	size_t min_size;	/* the first version's */
-	bool admin;		/* CAP_SYS_ADMIN */
-	bool write;		/* FMODE_WRITE */
-	bool copy_out_on_error;	/* the call has taken effect regardless */
-	bool needs_pool;	/* -ENODEV without a region */
+	unsigned int flags;	/* BELUGA_OP_* */
 };
 
-#define BELUGA_OP(_nr, _fn, _struct, _min, _admin, _write, _copyout, _pool) \
-	[_nr] = {							\
+#define BELUGA_OP(_cmd, _fn, _struct, _flags)				\
+	[BELUGA_CMD_##_cmd] = {						\
 		.execute = _fn,						\
 		.size = sizeof(struct _struct),				\
-		.min_size = _min,					\
-		.admin = _admin,					\
-		.write = _write,					\
-		.copy_out_on_error = _copyout,				\
-		.needs_pool = _pool,					\
+		.min_size = BELUGA_##_cmd##_SIZE_V1,			\
+		.flags = _flags,					\
 	}
 
+/* FREE and RELEASE share struct beluga_blocks. */
+#define BELUGA_FREE_SIZE_V1	BELUGA_BLOCKS_SIZE_V1
+#define BELUGA_RELEASE_SIZE_V1	BELUGA_BLOCKS_SIZE_V1
+
 static const struct beluga_ioctl_op beluga_ops[] = {
-	BELUGA_OP(BELUGA_CMD_INFO, beluga_cmd_info, beluga_info,
-		  BELUGA_INFO_SIZE_V1, false, false, false, false),
-	BELUGA_OP(BELUGA_CMD_STATS, beluga_cmd_stats, beluga_stats,
-		  BELUGA_STATS_SIZE_V1, false, false, false, false),
-	BELUGA_OP(BELUGA_CMD_ALLOC, beluga_cmd_alloc, beluga_alloc,
-		  BELUGA_ALLOC_SIZE_V1, false, true, false, true),
-	BELUGA_OP(BELUGA_CMD_FREE, beluga_cmd_free, beluga_blocks,
-		  BELUGA_BLOCKS_SIZE_V1, false, true, false, true),
-	BELUGA_OP(BELUGA_CMD_PUBLISH, beluga_cmd_publish, beluga_publish,
-		  BELUGA_PUBLISH_SIZE_V1, false, true, true, true),
-	BELUGA_OP(BELUGA_CMD_LOOKUP, beluga_cmd_lookup, beluga_lookup,
-		  BELUGA_LOOKUP_SIZE_V1, false, false, false, true),
-	BELUGA_OP(BELUGA_CMD_RELEASE, beluga_cmd_release, beluga_blocks,
-		  BELUGA_BLOCKS_SIZE_V1, false, false, false, true),
-	BELUGA_OP(BELUGA_CMD_ATTACH, beluga_cmd_attach, beluga_attach,
-		  BELUGA_ATTACH_SIZE_V1, true, false, false, false),
-	BELUGA_OP(BELUGA_CMD_DETACH, beluga_cmd_detach, beluga_detach,
-		  BELUGA_DETACH_SIZE_V1, true, false, false, false),
-	BELUGA_OP(BELUGA_CMD_EVICT, beluga_cmd_evict, beluga_evict,
-		  BELUGA_EVICT_SIZE_V1, true, false, false, false),
-	BELUGA_OP(BELUGA_CMD_REGION_INFO, beluga_cmd_region_info,
-		  beluga_region_info, BELUGA_REGION_INFO_SIZE_V1, false, false,
-		  false, false),
+	BELUGA_OP(INFO, beluga_cmd_info, beluga_info, 0),
+	BELUGA_OP(STATS, beluga_cmd_stats, beluga_stats, 0),
+	BELUGA_OP(ALLOC, beluga_cmd_alloc, beluga_alloc,
+		  BELUGA_OP_WRITE | BELUGA_OP_POOL),
+	BELUGA_OP(FREE, beluga_cmd_free, beluga_blocks,
+		  BELUGA_OP_WRITE | BELUGA_OP_POOL),
+	BELUGA_OP(PUBLISH, beluga_cmd_publish, beluga_publish,
+		  BELUGA_OP_WRITE | BELUGA_OP_POOL | BELUGA_OP_EFFECTIVE),
+	BELUGA_OP(LOOKUP, beluga_cmd_lookup, beluga_lookup, BELUGA_OP_POOL),
+	BELUGA_OP(RELEASE, beluga_cmd_release, beluga_blocks, BELUGA_OP_POOL),
+	BELUGA_OP(ATTACH, beluga_cmd_attach, beluga_attach, BELUGA_OP_ADMIN),
+	BELUGA_OP(DETACH, beluga_cmd_detach, beluga_detach, BELUGA_OP_ADMIN),
+	BELUGA_OP(EVICT, beluga_cmd_evict, beluga_evict, BELUGA_OP_ADMIN),
+	BELUGA_OP(REGION_INFO, beluga_cmd_region_info, beluga_region_info, 0),
 };
 
 long beluga_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
@@ -400,19 +396,23 @@ long beluga_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 		return -EFAULT;
 	if (usize < op->min_size)
 		return -EINVAL;
+	/* Bounds the zero check of unknown trailing bytes, as clone3() does. */
+	if (usize > PAGE_SIZE)
+		return -E2BIG;
 	ret = copy_struct_from_user(&buf, op->size, uarg, usize);
 	if (ret)
 		return ret;
 
-	if (op->admin && !capable(CAP_SYS_ADMIN))
+	if ((op->flags & BELUGA_OP_ADMIN) && !capable(CAP_SYS_ADMIN))
 		return -EPERM;
-	if (op->write && !(file->f_mode & FMODE_WRITE))
+	if ((op->flags & BELUGA_OP_WRITE) && !(file->f_mode & FMODE_WRITE))
 		return -EBADF;
-	if (op->needs_pool && !READ_ONCE(beluga_dev.pool.nr_regions))
+	if ((op->flags & BELUGA_OP_POOL) &&
+	    !READ_ONCE(beluga_dev.pool.nr_regions))
 		return -ENODEV;
 
 	ret = op->execute(bf, &buf);
-	if (ret && !(ret == -EFAULT && op->copy_out_on_error))
+	if (ret && !(ret == -EFAULT && (op->flags & BELUGA_OP_EFFECTIVE)))
 		return ret;
 	if (copy_to_user(uarg, &buf, min_t(size_t, usize, op->size)))
 		return -EFAULT;

@@ -36,10 +36,19 @@
  * PUBLISH count as use). A pinned block is never evicted or reused.
  *
  * Mapping: mmap() of /dev/beluga maps the offset space [0, map_size) from
- * BELUGA_IOC_INFO. Only MAP_SHARED is allowed. A file opened O_RDONLY maps
- * read-only. Mappings are pinnable with FOLL_LONGTERM (cudaHostRegister,
- * ibv_reg_mr, io_uring fixed buffers). Device-dax regions are mapped with
- * 2 MiB pages where the mapping address and the region allow it.
+ * BELUGA_IOC_INFO, or any page-aligned part of it. Mappings are pinnable
+ * with FOLL_LONGTERM (cudaHostRegister, ibv_reg_mr, io_uring fixed
+ * buffers). Device-dax regions are mapped with 2 MiB pages where the
+ * mapping address, the offset and the region allow it; the kernel picks a
+ * 2 MiB aligned address for mappings of 2 MiB or more at a 2 MiB aligned
+ * offset. A mapping reaches the regions attached when it was made; pages in
+ * holes or in regions attached later raise SIGBUS: map again after ATTACH.
+ * mmap() errors:
+ *   -EINVAL  MAP_PRIVATE (only MAP_SHARED is allowed);
+ *   -EACCES  PROT_WRITE on a file opened O_RDONLY (read-only files map
+ *            read-only, and mprotect() cannot add write later);
+ *   -ENODEV  no region is attached;
+ *   -ENXIO   the range reaches past map_size.
  *
  * Command conventions (iommufd style)
  * -----------------------------------
@@ -55,9 +64,9 @@
  *            direction;
  *   -EFAULT  the argument or a user pointer inside it is not accessible;
  *   -EINVAL  size below the first version, unknown flags, a nonzero
- *            reserved field or a count out of range;
- *   -E2BIG   size above the kernel's with nonzero trailing bytes, or a
- *            count above BELUGA_MAX_BATCH;
+ *            reserved field or a count of 0;
+ *   -E2BIG   size above the kernel's with nonzero trailing bytes, size
+ *            above 4096, or a count above BELUGA_MAX_BATCH;
  *   -EPERM   an admin command without CAP_SYS_ADMIN;
  *   -EBADF   ALLOC, FREE or PUBLISH on a file not opened for writing;
  *   -ENODEV  a pool operation while no region is attached.
