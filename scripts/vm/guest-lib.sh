@@ -1,0 +1,113 @@
+# shellcheck shell=sh
+# Guest-side helpers (busybox ash), installed in the initramfs as /etc/beluga/lib.sh.
+# TAP results are numbered across every script of one boot through $TAP_N_FILE, and
+# every name carries the kernel alias ("6.12:...") so that names stay unique when the
+# host sums the results of several guests.
+
+TAP_N_FILE=/run/beluga-tap-n
+BELUGA_KPFX=${BELUGA_TEST_KERNEL:-unknown}
+
+tap_count() {
+	cat "$TAP_N_FILE" 2>/dev/null || echo 0
+}
+
+tap_next() {
+	TAP_N=$(($(tap_count) + 1))
+	echo "$TAP_N" >"$TAP_N_FILE"
+}
+
+# tap_ok NAME
+tap_ok() {
+	tap_next
+	echo "ok $TAP_N $BELUGA_KPFX:$1"
+}
+
+# tap_fail NAME [DETAIL-LINE...]
+tap_fail() {
+	_name=$1
+	shift
+	tap_next
+	echo "not ok $TAP_N $BELUGA_KPFX:$_name"
+	for _l in "$@"; do echo "# $_l"; done
+}
+
+# tap_skip NAME REASON
+tap_skip() {
+	tap_next
+	echo "ok $TAP_N $BELUGA_KPFX:$1 # SKIP $2"
+}
+
+# tap_check NAME CMD... : one result from a command's exit status; its output
+# becomes "# " comments.
+tap_check() {
+	_name=$1
+	shift
+	_out=$("$@" 2>&1)
+	_rc=$?
+	[ -n "$_out" ] && echo "$_out" | sed 's/^/# /'
+	if [ $_rc -eq 0 ]; then
+		tap_ok "$_name"
+	else
+		tap_fail "$_name" "'$*' exited with status $_rc"
+	fi
+	return $_rc
+}
+
+# run_tap_prog NAME TIMEOUT CMD... : run a program that prints TAP (kselftest_harness,
+# kselftest.h) and re-emit its results numbered in this boot's sequence and prefixed
+# with KERNEL:NAME:. Its other output becomes "# " comments. A program that crashes,
+# times out or exits non-zero without reporting a failure counts as a failure; one
+# that prints no result at all too.
+run_tap_prog() {
+	_name=$1 _tmo=$2
+	shift 2
+	{
+		timeout "$_tmo" "$@" 2>&1 </dev/null
+		echo "BELUGA-RC $?"
+	} | awk -v pfx="$BELUGA_KPFX:$_name:" -v n="$(tap_count)" -v nf="$TAP_N_FILE" \
+		-v prog="$BELUGA_KPFX:$_name" -v tmo="$_tmo" '
+		/^BELUGA-RC [0-9]+$/ { rc = $2; next }
+		/^(not )?ok [0-9]+/ {
+			bad = ($1 == "not")
+			rest = $0
+			sub(/^(not )?ok [0-9]+ *(- )?/, "", rest)
+			n++; results++
+			if (bad) fails++
+			printf "%sok %d %s%s\n", (bad ? "not " : ""), n, pfx, rest
+			fflush()
+			next
+		}
+		/^#/ { print; fflush(); next }
+		{ print "# " $0; fflush() }
+		END {
+			if (rc == 4 && fails == 0 && results == 0) {
+				n++; printf "ok %d %s # SKIP exited with KSFT_SKIP (4) and no results\n", n, prog
+			} else if (rc == 143 || rc == 137 || rc == 124) {
+				n++; printf "not ok %d %s:timeout\n# killed after %s s (exit status %d)\n", n, prog, tmo, rc
+			} else if (rc != 0 && rc != 4 && fails == 0) {
+				n++; printf "not ok %d %s:exit-status\n# exited with status %d without reporting a failed test (crash?)\n", n, prog, rc
+			} else if (results == 0 && rc == 0) {
+				n++; printf "not ok %d %s:no-results\n# exited 0 but printed no TAP result\n", n, prog
+			}
+			printf "%d\n", n > nf
+		}'
+}
+
+# dmesg_check: one TAP result, "dmesg-clean-KERNEL", failing on kernel warnings,
+# oopses and sanitizer reports anywhere in the log, and on any beluga message at
+# error level or above. The offending lines are printed as "# " comments.
+dmesg_check() {
+	_pat='WARNING:|BUG:|Oops|general protection|KASAN|UBSAN|lockdep|possible circular|sleeping function called from invalid context|Call Trace'
+	# busybox dmesg has no -l: -r prints the raw "<prio>" prefix; 0-3 = emerg..err.
+	_bad=$(
+		dmesg | grep -E "$_pat"
+		dmesg -r | grep -E '^<[0-3]>' | grep -i beluga
+	)
+	tap_next
+	if [ -z "$_bad" ]; then
+		echo "ok $TAP_N dmesg-clean-$BELUGA_KPFX"
+	else
+		echo "not ok $TAP_N dmesg-clean-$BELUGA_KPFX"
+		echo "$_bad" | sort -u | head -n 100 | sed 's/^/# /'
+	fi
+}

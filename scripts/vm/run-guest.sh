@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# run-guest.sh [options] 6.1|6.12
+# Boot a Debian guest kernel under QEMU TCG (never KVM: it hangs on this machine
+# kind) with Beluga's test topology, run a guest script, stream the serial console
+# to stdout and a log, and power off. Exit status: the guest script's, or 1 when
+# the guest crashed, hung or timed out (no "BELUGA-GUEST-EXIT" line).
+#
+# Topologies:
+#   6.12  q35 with cxl=on, three 256 MiB CXL type-3 volatile devices behind one host
+#         bridge (three root ports) and one 4 GiB fixed memory window; the guest makes
+#         dax0.0 + dax1.0 (device_dax) and a kmem NUMA node from them.
+#   6.1   two memmap= pmem ranges (devdax namespaces dax0.0 + dax1.0) and a
+#         CPU-less NUMA node 1 (512 MiB, above 4 GiB).
+# Options:
+#   -r SCRIPT    guest script (default tests/vm/guest-tests.sh)
+#   -d SRC:DEST  directory to copy into the guest (repeatable; see mkinitramfs.sh)
+#   -k KO|none   beluga.ko to use (default: build it for this kernel)
+#   -o DIR       output directory (default build/vm/run-ALIAS): console.log (serial
+#                console), results.tap (userspace output only: clean TAP), time
+#   -t SECS      hard timeout for the whole boot (default 1500)
+#   -s N         guest CPUs (default 2)
+#   -q           do not stream the console to stdout (the log is still written)
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+
+usage() { die "usage: $0 [-r SCRIPT] [-d SRC:DEST]... [-k KO|none] [-o DIR] [-t SECS] [-s N] [-q] 6.1|6.12"; }
+run= outdir= tmo=1500 smp=2 quiet=0 mkargs=()
+while getopts r:d:k:o:t:s:q opt; do
+	case $opt in
+	r) run=$OPTARG ;;
+	d) mkargs+=(-d "$OPTARG") ;;
+	k) mkargs+=(-k "$OPTARG") ;;
+	o) outdir=$OPTARG ;;
+	t) tmo=$OPTARG ;;
+	s) smp=$OPTARG ;;
+	q) quiet=1 ;;
+	*) usage ;;
+	esac
+done
+shift $((OPTIND - 1))
+[ $# -eq 1 ] || usage
+alias=$1
+kver=$(kver_of "$alias")
+need_cmd qemu-system-x86_64 timeout
+[ -n "$run" ] && mkargs+=(-r "$run")
+
+outdir=${outdir:-$BELUGA_BUILD/vm/run-$alias}
+mkdir -p "$outdir"
+outdir=$(cd "$outdir" && pwd)
+console=$outdir/console.log
+tap=$outdir/results.tap
+rm -f "$console" "$tap" "$outdir/time"
+
+t0=$(date +%s.%N)
+groot=$("$(dirname "$0")/guest-kernel.sh" "$alias")
+initrd=$("$(dirname "$0")/mkinitramfs.sh" -o "$outdir/initramfs.cpio" "${mkargs[@]}" "$alias")
+t1=$(date +%s.%N)
+
+# The guest's own limit is a bit shorter, so that it can still report and power off.
+gtmo=$((tmo > 120 ? tmo - 60 : tmo))
+cmdline="console=ttyS0 loglevel=5 panic=-1 beluga_kernel=$alias beluga_timeout=$gtmo"
+qemu=(qemu-system-x86_64 -accel tcg -nodefaults -no-user-config -display none -no-reboot
+	-smp "$smp" -kernel "$groot/boot/vmlinuz-$kver" -initrd "$initrd"
+	-serial stdio -serial "file:$tap")
+
+case $alias in
+6.12)
+	# CXL memory backing files: shared mappings of files in the build dir.
+	mem=$BELUGA_BUILD/vm/cxl-$alias
+	mkdir -p "$mem"
+	qemu+=(-M q35,cxl=on -cpu qemu64,-hypervisor -m 2G,maxmem=4G,slots=8
+		-device pxb-cxl,bus_nr=12,bus=pcie.0,id=cxl.1)
+	for i in 0 1 2; do
+		# the guest builds its regions from scratch at each boot; the contents do not matter
+		qemu+=(-object "memory-backend-file,id=cxl-mem$i,share=on,mem-path=$mem/mem$i,size=256M"
+			-device "cxl-rp,port=$i,bus=cxl.1,id=cxl-rp$i,chassis=0,slot=$((2 + i))"
+			-device "cxl-type3,bus=cxl-rp$i,volatile-memdev=cxl-mem$i,id=cxl-vmem$i")
+	done
+	qemu+=(-M cxl-fmw.0.targets.0=cxl.1,cxl-fmw.0.size=4G)
+	;;
+6.1)
+	# node 0: 2304 MiB (0-2 GiB + 4-4.25 GiB), node 1: 512 MiB above 4 GiB, no CPUs.
+	# Two 256 MiB legacy pmem ranges inside node 0's low memory, with a gap so that
+	# e820 does not merge them into one region.
+	qemu+=(-M q35 -cpu qemu64 -m 2816M
+		-object memory-backend-ram,id=m0,size=2304M -object memory-backend-ram,id=m1,size=512M
+		-numa node,nodeid=0,cpus=0-$((smp - 1)),memdev=m0 -numa node,nodeid=1,memdev=m1)
+	cmdline+=" memmap=256M!1G memmap=256M!1536M"
+	;;
+esac
+qemu+=(-append "$cmdline")
+
+log "booting $kver (TCG, $smp cpus, timeout ${tmo}s); console: $console"
+printf '%q ' "${qemu[@]}" >"$outdir/qemu.cmd"
+echo >>"$outdir/qemu.cmd"
+set +e
+if [ $quiet -eq 1 ]; then
+	timeout -k 10 "$tmo" "${qemu[@]}" </dev/null >"$console" 2>&1
+	qrc=$?
+else
+	timeout -k 10 "$tmo" "${qemu[@]}" </dev/null 2>&1 | tee "$console"
+	qrc=${PIPESTATUS[0]}
+fi
+set -e
+t2=$(date +%s.%N)
+prep=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')
+boot=$(awk -v a="$t1" -v b="$t2" 'BEGIN { printf "%.1f", b - a }')
+printf 'prepare %s s, boot+run %s s\n' "$prep" "$boot" >"$outdir/time"
+
+# The serial stream is a tty: strip the carriage returns.
+[ -f "$tap" ] && sed -i 's/\r$//' "$tap"
+[ -f "$tap" ] || : >"$tap"
+grc=$(sed -n 's/^BELUGA-GUEST-EXIT \([0-9]*\)$/\1/p' "$tap" | tail -n1)
+if [ -z "$grc" ]; then
+	if [ $qrc -eq 124 ] || [ $qrc -eq 137 ]; then
+		why="timed out after ${tmo}s"
+	else
+		why="QEMU exited with status $qrc before the guest script finished (crash or panic?)"
+	fi
+	{
+		echo "not ok - $alias:guest $why"
+		echo "# last console lines ($console):"
+		tail -n 40 "$console" | sed 's/\r$//; s/^/#   /'
+	} >>"$tap"
+	log "$alias guest: $why (prepare ${prep}s, boot+run ${boot}s)"
+	exit 1
+fi
+log "$alias guest finished with status $grc (prepare ${prep}s, boot+run ${boot}s)"
+exit "$grc"

@@ -1,0 +1,45 @@
+#!/bin/sh
+# Beluga's in-guest test suite (busybox ash), run by the initramfs's /init after
+# the topology is set up and beluga.ko is loaded. Prints TAP: every result name is
+# prefixed with the kernel alias so that results stay unique across guests.
+#   1. every executable in /tests/kselftest (kselftest_harness TAP);
+#   2. the userspace tools' smoke, if they are installed (/usr/bin/belugactl ...);
+#   3. the dmesg check (warnings, oopses, sanitizers, beluga errors).
+. /etc/beluga/lib.sh
+. /etc/beluga/env
+
+# per-binary limit; the harness itself limits each test (TEST_TIMEOUT_DEFAULT)
+KSFT_TIMEOUT=${KSFT_TIMEOUT:-600}
+
+found=0
+for t in /tests/kselftest/*; do
+	[ -f "$t" ] && [ -x "$t" ] || continue
+	found=1
+	echo "# running kselftest $(basename "$t")"
+	run_tap_prog "$(basename "$t")" "$KSFT_TIMEOUT" "$t"
+done
+[ $found -eq 1 ] || tap_fail kselftest "no kselftest binaries in /tests/kselftest (make -C tests/kselftest did not produce any)"
+
+if [ -x /usr/bin/belugactl ]; then
+	for d in $BELUGA_TEST_DAX; do
+		tap_check "belugactl-attach-$d" belugactl attach /dev/$d
+	done
+	tap_check belugactl-status-attached belugactl status
+	tap_check belugactl-stats belugactl stats
+	tap_check belugactl-status-json belugactl status --json
+	if [ -x /usr/bin/beluga-demo ]; then
+		tap_check beluga-demo timeout 600 /usr/bin/beluga-demo
+	fi
+	for d in $BELUGA_TEST_DAX; do
+		tap_check "belugactl-detach-$d" belugactl detach /dev/$d
+	done
+else
+	tap_skip belugactl-smoke "belugactl is not in the guest (userspace/build/static/belugactl not built)"
+fi
+# executables the userspace engineer may ship as guest smoke tests (TAP)
+for t in /tests/userspace/*; do
+	[ -f "$t" ] && [ -x "$t" ] || continue
+	run_tap_prog "userspace:$(basename "$t")" 600 "$t"
+done
+
+dmesg_check
