@@ -49,10 +49,12 @@ set -o pipefail
 	if [ -x /beluga/run ]; then
 		timeout "$tmo" /beluga/run
 		rc=$?
-		[ $rc -ge 124 ] && [ $rc -ne 127 ] && echo "# /beluga/run killed after $tmo s (status $rc)"
+		if [ $rc -ne 0 ]; then
+			tap_fail guest-script "/beluga/run exited with status $rc$([ $rc -eq 143 ] && echo ": killed after $tmo s")"
+		fi
 	else
-		echo "# no /beluga/run in the initramfs"
 		rc=127
+		tap_fail guest-script "no /beluga/run in the initramfs"
 	fi
 	echo "# uptime at end: $(cut -d' ' -f1 /proc/uptime) s"
 	echo "BELUGA-GUEST-EXIT $rc"

@@ -64,33 +64,8 @@ run_tap_prog() {
 	{
 		timeout "$_tmo" "$@" 2>&1 </dev/null
 		echo "BELUGA-RC $?"
-	} | awk -v pfx="$BELUGA_KPFX:$_name:" -v n="$(tap_count)" -v nf="$TAP_N_FILE" \
-		-v prog="$BELUGA_KPFX:$_name" -v tmo="$_tmo" '
-		/^BELUGA-RC [0-9]+$/ { rc = $2; next }
-		/^(not )?ok [0-9]+/ {
-			bad = ($1 == "not")
-			rest = $0
-			sub(/^(not )?ok [0-9]+ *(- )?/, "", rest)
-			n++; results++
-			if (bad) fails++
-			printf "%sok %d %s%s\n", (bad ? "not " : ""), n, pfx, rest
-			fflush()
-			next
-		}
-		/^#/ { print; fflush(); next }
-		{ print "# " $0; fflush() }
-		END {
-			if (rc == 4 && fails == 0 && results == 0) {
-				n++; printf "ok %d %s # SKIP exited with KSFT_SKIP (4) and no results\n", n, prog
-			} else if (rc == 143 || rc == 137 || rc == 124) {
-				n++; printf "not ok %d %s:timeout\n# killed after %s s (exit status %d)\n", n, prog, tmo, rc
-			} else if (rc != 0 && rc != 4 && fails == 0) {
-				n++; printf "not ok %d %s:exit-status\n# exited with status %d without reporting a failed test (crash?)\n", n, prog, rc
-			} else if (results == 0 && rc == 0) {
-				n++; printf "not ok %d %s:no-results\n# exited 0 but printed no TAP result\n", n, prog
-			}
-			printf "%d\n", n > nf
-		}'
+	} | awk -v pfx="$BELUGA_KPFX:$_name:" -v prog="$BELUGA_KPFX:$_name" -v n="$(tap_count)" \
+		-v nf="$TAP_N_FILE" -v tmo="$_tmo" -f /etc/beluga/tap-filter.awk
 }
 
 # dmesg_check: one TAP result, "dmesg-clean-KERNEL", failing on kernel warnings,

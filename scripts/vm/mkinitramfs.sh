@@ -126,6 +126,7 @@ here=$(dirname "$0")
 install -m 0755 "$here/guest-init.sh" "$root/init"
 install -m 0644 "$here/guest-lib.sh" "$root/etc/beluga/lib.sh"
 install -m 0644 "$here/guest-setup.sh" "$root/etc/beluga/setup.sh"
+install -m 0644 "$here/tap-filter.awk" "$root/etc/beluga/tap-filter.awk"
 install -m 0755 "$run" "$root/beluga/run"
 # ndctl and friends look these up
 printf 'root:x:0:0:root:/root:/bin/sh\n' >"$root/etc/passwd"
