@@ -1,0 +1,382 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * libbeluga: the userspace API of Beluga, a KV-cache block pool on CXL
+ * memory served by /dev/beluga.
+ *
+ * The library is a thin layer over the ioctls in <linux/beluga.h> (read
+ * that header for the pool model: blocks, offsets, keys, namespaces, pins).
+ * It adds what every engine would otherwise write itself:
+ *
+ *   - batch calls of any length, split into BELUGA_MAX_BATCH chunks with the
+ *     semantics of one call kept where that is possible (see each function);
+ *   - a 2 MiB aligned mapping of the pool and offset -> pointer helpers;
+ *   - one documented, seed-free chained prefix hash (beluga_hash_chain());
+ *   - device-dax discovery through sysfs for beluga_attach_dax();
+ *   - optional CUDA host registration of the mapping, loaded with dlopen().
+ *
+ * Conventions
+ * -----------
+ * Every function that can fail returns a negative errno value (-ENOENT,
+ * -ENOSPC, ...) and 0 or a non-negative count on success. It then also
+ * records a one-line message naming the cause and the fix, readable with
+ * beluga_last_error(handle). Functions that have no handle (beluga_open()
+ * failing, device discovery) record the message per thread; read it with
+ * beluga_last_error(NULL).
+ *
+ * A handle may be used by several threads at once for the pool operations
+ * (they are plain ioctls); the last-error message is then the one of the
+ * latest failing call. beluga_map(), beluga_unmap(), beluga_cuda_register()
+ * and beluga_close() must not race with other calls on the same handle.
+ *
+ * Ownership follows the open file (see <linux/beluga.h>): allocations and
+ * pins of a handle are returned by beluga_close() or process exit.
+ *
+ * Environment
+ * -----------
+ *   BELUGA_DEVICE      device path used when beluga_open() gets NULL
+ *                      (default /dev/beluga)
+ *   BELUGA_SYSFS_ROOT  where sysfs is mounted (default /sys); tests point
+ *                      it at a fake tree
+ */
+#ifndef BELUGA_H
+#define BELUGA_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <linux/beluga.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define LIBBELUGA_VERSION_MAJOR	1
+#define LIBBELUGA_VERSION_MINOR	0
+
+/* An open /dev/beluga plus its mapping. Opaque. */
+struct beluga;
+
+/* ---- Handles and errors ------------------------------------------------ */
+
+/*
+ * beluga_open - open the Beluga device
+ * @path: device path, or NULL for $BELUGA_DEVICE or else /dev/beluga
+ * @flags: O_RDWR, or O_RDONLY for a reader that only looks up and maps
+ *	read-only. O_CLOEXEC is always added; other flags give -EINVAL.
+ * @out: receives the handle
+ *
+ * Checks that the file is a Beluga device of a compatible ABI.
+ * Errors: -ENOENT (module not loaded), -EACCES, -ENOTTY (not a Beluga
+ * device), -EPROTO (ABI version mismatch), or the error of open(2).
+ */
+int beluga_open(const char *path, int flags, struct beluga **out);
+
+/* beluga_close - unmap, unregister from CUDA, close; NULL is a no-op. */
+void beluga_close(struct beluga *b);
+
+/* The file descriptor, for poll/io_uring/passing to other code. */
+int beluga_fd(const struct beluga *b);
+
+/*
+ * beluga_strerror - text for a negative errno from this library, with the
+ * meaning the error has in Beluga (e.g. -ENODEV: "no memory region is
+ * attached to the pool"). Never NULL.
+ */
+const char *beluga_strerror(int err);
+
+/*
+ * beluga_last_error - the message of the latest failing call on @b (or,
+ * for @b == NULL, of the latest failing handle-less call in this thread).
+ * It names the cause and the fix. Empty string when nothing failed yet.
+ */
+const char *beluga_last_error(const struct beluga *b);
+
+/* ---- Pool state -------------------------------------------------------- */
+
+/* Fill the uapi structs; the size field is set by the library. */
+int beluga_info(struct beluga *b, struct beluga_info *info);
+int beluga_stats(struct beluga *b, struct beluga_stats *stats);
+/* -ENOENT when no region is in @region_id. */
+int beluga_region_info(struct beluga *b, uint32_t region_id,
+		       struct beluga_region_info *ri);
+
+/* ---- Blocks: batch calls of any length --------------------------------- */
+
+/*
+ * beluga_alloc - allocate @count blocks; their offsets go to @offsets.
+ * All or nothing across chunks: when a later chunk fails, the blocks of the
+ * earlier chunks are freed again before returning the error.
+ * -ENOSPC: the pool has fewer free plus evictable blocks than asked for.
+ * @count == 0 is a no-op.
+ */
+int beluga_alloc(struct beluga *b, uint64_t *offsets, size_t count);
+
+/*
+ * beluga_free - return ALLOCATED blocks of this handle to the pool.
+ * Each chunk is all or nothing. When a chunk fails, the chunks before it
+ * stay freed (a free cannot be undone) and the rest are untouched; the
+ * last-error message says how many were freed.
+ */
+int beluga_free(struct beluga *b, const uint64_t *offsets, size_t count);
+
+/* Totals of one beluga_publish() call. */
+struct beluga_publish_summary {
+	size_t published;	/* items with BELUGA_PUBLISH_OK */
+	size_t exists;		/* BELUGA_PUBLISH_EXISTS: lost race, block freed */
+	size_t failed;		/* items with a negative result */
+};
+
+/*
+ * beluga_publish - publish ALLOCATED blocks under keys of namespace @ns.
+ * Fill @offset and @key of each item; the library clears @result and the
+ * reserved field. Results are per item (see <linux/beluga.h>): the call
+ * returns 0 when every chunk was processed, even if some items failed.
+ * When a chunk fails as a whole, the items of that chunk and after it get
+ * that error as their result, earlier chunks stay applied, and the error
+ * is returned. @sum may be NULL.
+ */
+int beluga_publish(struct beluga *b, uint64_t ns,
+		   struct beluga_publish_item *items, size_t count,
+		   struct beluga_publish_summary *sum);
+
+/*
+ * beluga_lookup - the longest leading run of @keys present in @ns
+ * @keys: the chained keys of one request, in order
+ * @offsets: receives the offsets of the hits (first return-value entries);
+ *	required with BELUGA_LOOKUP_PIN, may be NULL for a count-only probe
+ * @flags: 0 or BELUGA_LOOKUP_PIN
+ *
+ * Returns the number of hits (>= 0) or a negative errno. Longer arrays are
+ * looked up chunk by chunk; the next chunk is asked only when the previous
+ * one hit in full, so the result is still the leading run. With
+ * BELUGA_LOOKUP_PIN, when a later chunk fails, the pins of the earlier
+ * chunks are released before returning the error. Release pins with
+ * beluga_release().
+ */
+ssize_t beluga_lookup(struct beluga *b, uint64_t ns,
+		      const struct beluga_key *keys, size_t count,
+		      uint64_t *offsets, uint32_t flags);
+
+/*
+ * beluga_release - drop one pin per listed offset.
+ * Each chunk is all or nothing; on failure, earlier chunks stay released.
+ */
+int beluga_release(struct beluga *b, const uint64_t *offsets, size_t count);
+
+/* ---- Regions (need CAP_SYS_ADMIN) -------------------------------------- */
+
+/*
+ * beluga_attach_dax - attach a device-dax instance to the pool
+ * @dax: "dax0.0" or "/dev/dax0.0"
+ * @block_size: bytes per block, 0 for the pool's (2 MiB for the first)
+ * @out: may be NULL; receives the request and the kernel's answer
+ *	(region_id, first_offset, nr_blocks)
+ *
+ * Resolves the physical range from /sys/bus/dax/devices/<name>/{resource,
+ * size}. The device must stay bound to device_dax: one that is online as
+ * System RAM (kmem) or unbound is refused with -EBUSY and a message saying
+ * how to switch it; a device made of several ranges is refused with
+ * -EOPNOTSUPP. -ENOENT: no such dax device.
+ */
+int beluga_attach_dax(struct beluga *b, const char *dax, uint64_t block_size,
+		      struct beluga_attach *out);
+
+/*
+ * beluga_attach_node - reserve @bytes from NUMA node @node for the pool
+ * @out: may be NULL; as for beluga_attach_dax()
+ */
+int beluga_attach_node(struct beluga *b, int node, uint64_t bytes,
+		       uint64_t block_size, struct beluga_attach *out);
+
+/*
+ * beluga_detach - remove region @region_id
+ * @evict: evict its unpinned published blocks first (else -EBUSY if any)
+ * @evicted: may be NULL; receives the number of blocks evicted
+ *
+ * The region must not be mapped by anyone: unmap (beluga_unmap()) first,
+ * including in this process.
+ */
+int beluga_detach(struct beluga *b, uint32_t region_id, int evict,
+		  uint64_t *evicted);
+
+/* Evict one published key. -ENOENT: not present; -EBUSY: pinned. */
+int beluga_evict_key(struct beluga *b, uint64_t ns,
+		     const struct beluga_key *key);
+
+/* Evict every unpinned key of @ns; @evicted, @busy may be NULL. */
+int beluga_evict_ns(struct beluga *b, uint64_t ns, uint64_t *evicted,
+		    uint64_t *busy);
+
+/* ---- Mapping ----------------------------------------------------------- */
+
+/*
+ * beluga_map - map the whole pool (map_size from INFO) MAP_SHARED at a
+ * 2 MiB aligned address; read-only for an O_RDONLY handle. Returns 0.
+ * Calling it again remaps (after regions were attached). -ENODEV: no
+ * region attached. Pointers from an earlier mapping become invalid.
+ */
+int beluga_map(struct beluga *b);
+
+/* Drop the mapping (CUDA registration first). No-op when not mapped. */
+void beluga_unmap(struct beluga *b);
+
+/* Base and length of the mapping; NULL and 0 when not mapped. */
+void *beluga_map_base(const struct beluga *b);
+size_t beluga_map_length(const struct beluga *b);
+
+/*
+ * beluga_ptr - the address of pool offset @offset, or NULL when the handle
+ * is not mapped or @offset lies outside the mapping.
+ */
+void *beluga_ptr(const struct beluga *b, uint64_t offset);
+
+/*
+ * CPU cache maintenance for the non-coherent multi-host case (CXL shared
+ * memory is not coherent between hosts): a writer flushes a block before
+ * PUBLISH, a reader invalidates it before reading. Both write back and
+ * invalidate the lines (CLFLUSH on x86-64, DC CIVAC on arm64) and end with
+ * a fence. -EOPNOTSUPP on other architectures.
+ */
+int beluga_flush_range(const void *addr, size_t len);
+int beluga_invalidate_range(const void *addr, size_t len);
+
+/* ---- CUDA ---------------------------------------------------------------- */
+
+/*
+ * beluga_cuda_register - cudaHostRegister() the whole mapping, so GPU copies
+ * from and to pool blocks run as DMA from pinned memory.
+ * @cuda_flags: cudaHostRegister flags; 0 means cudaHostRegisterPortable.
+ *	cudaHostRegisterReadOnly is added for an O_RDONLY handle.
+ *
+ * The CUDA runtime is loaded with dlopen() (libcudart.so, .so.12, .so.11.0);
+ * there is no build-time dependency. The mapping is registered in chunks
+ * below 512 GiB, which newer drivers refuse in one piece. Maps first if the
+ * handle is not mapped.
+ * Errors: -ENOSYS no CUDA runtime found (or a static build); -EIO CUDA
+ * refused (the message has CUDA's error string).
+ */
+int beluga_cuda_register(struct beluga *b, unsigned int cuda_flags);
+/* Undo beluga_cuda_register(); no-op when not registered. */
+int beluga_cuda_unregister(struct beluga *b);
+
+/* ---- Keys: the reference chained hash ---------------------------------- */
+
+/*
+ * The Beluga block hash is FNV-1a with 128-bit state (the FNV spec's
+ * 128-bit offset basis 0x6c62272e07bb014262b821756295c58d and prime
+ * 2^88 + 2^8 + 0x3b = 0x0000000001000000000000000000013b):
+ *
+ *     h = offset_basis
+ *     for each input byte c:  h = (h XOR c) * prime   (mod 2^128)
+ *
+ * The key of one block is h over these bytes, in this order:
+ *
+ *     parent.lo  as 8 bytes little-endian   (all 16 parent bytes are zero
+ *     parent.hi  as 8 bytes little-endian    for the first block of a chain)
+ *     n          the block's token count, 4 bytes little-endian
+ *     token[0..n-1], each token id as 4 bytes little-endian
+ *
+ * and key.lo = h mod 2^64, key.hi = h >> 64. There is no seed: equal
+ * inputs give equal keys in every process, host and language.
+ *
+ * A chain splits the token ids of a request into blocks of block_tokens
+ * tokens; key[i] = H(key[i-1], block i), with key[-1] = 0 (or a caller
+ * given parent, to continue a chain). Only full blocks get a key; trailing
+ * tokens that do not fill a block are not hashed (they cannot be cached).
+ *
+ * Reference vectors (printed as the 128-bit number, hi then lo):
+ *   FNV-1a-128("")  = 6c62272e07bb014262b821756295c58d
+ *   FNV-1a-128("a") = d228cb696f1a8caf78912b704e4a8964
+ *   tokens 0,1,...,31, block_tokens 16:
+ *     key[0] = edeb83b5c40730fbe43af425245ace0d
+ *     key[1] = bba2d53446b14787e13ac728aa0e7927
+ *   tokens 1,2,3,4, block_tokens 4:
+ *     key[0] = a2bf8a25c5590ba78943ede6c6c5e9bd
+ *
+ * A Python reimplementation, for engines:
+ *   P, B, M = (1 << 88) + 0x13b, 0x6c62272e07bb014262b821756295c58d, (1 << 128) - 1
+ *   def block_key(parent, toks):
+ *       h = B
+ *       data = parent.to_bytes(16, 'little') + len(toks).to_bytes(4, 'little')
+ *       data += b''.join(t.to_bytes(4, 'little') for t in toks)
+ *       for c in data: h = ((h ^ c) * P) & M
+ *       return h
+ */
+
+/* FNV-1a-128 of @len bytes: the raw primitive. */
+void beluga_fnv1a_128(const void *data, size_t len, struct beluga_key *out);
+
+/* The key of one block of @nr_tokens tokens; @parent NULL means zero. */
+void beluga_hash_block(const struct beluga_key *parent, const uint32_t *tokens,
+		       size_t nr_tokens, struct beluga_key *out);
+
+/*
+ * beluga_hash_chain - keys of the full blocks of a token array
+ * @parent: key of the block before @tokens[0], or NULL to start a chain
+ * @tokens, @nr_tokens: the token ids
+ * @block_tokens: tokens per block, >= 1
+ * @keys: receives min(nr_tokens / block_tokens, @max_keys) keys
+ *
+ * Returns the number of keys written, or -EINVAL for block_tokens == 0.
+ */
+ssize_t beluga_hash_chain(const struct beluga_key *parent,
+			  const uint32_t *tokens, size_t nr_tokens,
+			  size_t block_tokens, struct beluga_key *keys,
+			  size_t max_keys);
+
+/* ---- Device-dax discovery (sysfs) -------------------------------------- */
+
+enum beluga_dax_mode {
+	BELUGA_DAX_UNBOUND = 0,	/* no driver: `echo NAME > .../device_dax/new_id` */
+	BELUGA_DAX_DEVDAX,	/* bound to device_dax: attachable */
+	BELUGA_DAX_SYSTEM_RAM,	/* bound to kmem: online as System RAM */
+	BELUGA_DAX_OTHER,	/* some other driver */
+};
+
+/* What the source of a dax device looks like from its sysfs path. */
+enum beluga_dax_source {
+	BELUGA_DAX_SRC_UNKNOWN = 0,
+	BELUGA_DAX_SRC_CXL,	/* a CXL region (dax_cxl) */
+	BELUGA_DAX_SRC_PMEM,	/* an nvdimm/pmem namespace (dax_pmem) */
+	BELUGA_DAX_SRC_HMEM,	/* soft-reserved memory (dax_hmem) */
+};
+
+struct beluga_dax_device {
+	char name[BELUGA_NAME_LEN];	/* "dax0.0" */
+	uint64_t start;			/* physical start, from resource */
+	uint64_t size;			/* bytes, from size */
+	int target_node;		/* node the memory belongs to, -1 unknown */
+	int numa_node;			/* node of the device, -1 unknown */
+	uint64_t align;			/* mapping alignment, 0 unknown */
+	unsigned int nr_ranges;		/* mappingN/ entries; 0 = not listed */
+	enum beluga_dax_mode mode;
+	enum beluga_dax_source source;
+	char driver[32];		/* bound driver's name, "" if none */
+};
+
+/* Readable names: "devdax", "system-ram", "unbound", "other"; "cxl",... */
+const char *beluga_dax_mode_name(enum beluga_dax_mode mode);
+const char *beluga_dax_source_name(enum beluga_dax_source source);
+
+/*
+ * beluga_dax_probe - read one dax device's sysfs entry
+ * @dax: "dax0.0" or "/dev/dax0.0"
+ * Returns 0, or -ENOENT (no such device), -EINVAL (bad name) or -EIO
+ * (unreadable attributes); the message is in beluga_last_error(NULL).
+ * Any mode is reported; whether it can be attached is the caller's call.
+ */
+int beluga_dax_probe(const char *dax, struct beluga_dax_device *out);
+
+/*
+ * beluga_dax_list - every device under /sys/bus/dax/devices, sorted by name
+ * @out: receives a malloc()ed array; free() it
+ * Returns the count (0 when there is no dax bus) or a negative errno.
+ */
+ssize_t beluga_dax_list(struct beluga_dax_device **out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* BELUGA_H */

@@ -1,0 +1,477 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+/*
+ * libbeluga: handles, error reporting, and the single-struct commands
+ * (INFO, STATS, REGION_INFO, ATTACH, DETACH, EVICT).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+static int bel_real_ioctl(int fd, unsigned long request, void *arg)
+{
+	return ioctl(fd, request, arg);
+}
+
+int (*bel_ioctl)(int fd, unsigned long request, void *arg) = bel_real_ioctl;
+
+/* Messages of calls that have no handle (a failed open, sysfs probing). */
+static _Thread_local char bel_thread_errmsg[BEL_ERRMSG_LEN];
+
+int bel_fail(struct beluga *b, int err, const char *fmt, ...)
+{
+	char *buf = b ? b->errmsg : bel_thread_errmsg;
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(buf, BEL_ERRMSG_LEN, fmt, ap);
+	va_end(ap);
+	return err;
+}
+
+BEL_EXPORT const char *beluga_last_error(const struct beluga *b)
+{
+	return b ? b->errmsg : bel_thread_errmsg;
+}
+
+BEL_EXPORT const char *beluga_strerror(int err)
+{
+	if (err < 0)
+		err = -err;
+	/* The meaning each errno has in Beluga, where it is more specific. */
+	switch (err) {
+	case 0:
+		return "success";
+	case ENOENT:
+		return "not found (module not loaded, or no such region, key or dax device)";
+	case ENODEV:
+		return "no memory region is attached to the pool (or the NUMA node is offline)";
+	case ENOSPC:
+		return "pool full: no free or evictable block, or no free region slot";
+	case EBUSY:
+		return "busy: mapped, pinned, in use, or not bound to device_dax";
+	case EPERM:
+		return "operation not permitted: needs CAP_SYS_ADMIN, or block not owned";
+	case EBADF:
+		return "handle is read-only: open with O_RDWR to allocate or publish";
+	case ENOTTY:
+		return "not a Beluga device, or a command this module does not know";
+	case EPROTO:
+		return "the module's ABI version differs from the library's";
+	case EEXIST:
+		return "already attached, or the range overlaps an attached region";
+	case E2BIG:
+		return "batch too large, or a struct with unknown nonzero fields";
+	case ENOSYS:
+		return "CUDA runtime not available";
+	case EOPNOTSUPP:
+		return "not supported (multi-range dax device, or architecture)";
+	default:
+		return strerror(err);
+	}
+}
+
+int bel_ioctl_call(struct beluga *b, unsigned long request, void *arg)
+{
+	int ret;
+
+	do {
+		ret = bel_ioctl(b->fd, request, arg);
+	} while (ret < 0 && errno == EINTR);
+	return ret < 0 ? -errno : 0;
+}
+
+int bel_fail_common(struct beluga *b, int err, const char *what)
+{
+	switch (-err) {
+	case ENODEV:
+		return bel_fail(b, err,
+				"%s: no region attached: run `belugactl attach /dev/dax0.0` "
+				"(or `belugactl attach --node 0 --size 1G`)", what);
+	case EPERM:
+		return bel_fail(b, err, "%s: needs CAP_SYS_ADMIN: run as root", what);
+	case EBADF:
+		return bel_fail(b, err,
+				"%s: %s was opened read-only: open it with O_RDWR",
+				what, b->path);
+	case ENOTTY:
+		return bel_fail(b, err,
+				"%s: the loaded module does not know this command: "
+				"load a module matching libbeluga (ABI %d)",
+				what, BELUGA_ABI_VERSION);
+	case E2BIG:
+		return bel_fail(b, err,
+				"%s: the module rejected a batch or struct as too large: "
+				"the module is older than libbeluga; update the module",
+				what);
+	case EFAULT:
+		return bel_fail(b, err, "%s: bad buffer address passed to the library", what);
+	case EINVAL:
+		return bel_fail(b, err,
+				"%s: the module rejected the arguments (EINVAL): "
+				"check offsets, flags and counts", what);
+	default:
+		return bel_fail(b, err, "%s: %s", what, beluga_strerror(err));
+	}
+}
+
+BEL_EXPORT int beluga_open(const char *path, int flags, struct beluga **out)
+{
+	struct beluga_info info;
+	struct beluga *b;
+	int accmode = flags & O_ACCMODE;
+	int fd, ret;
+
+	if (!out)
+		return bel_fail(NULL, -EINVAL, "beluga_open: no place for the handle (out is NULL)");
+	*out = NULL;
+	if ((flags & ~(O_ACCMODE | O_CLOEXEC)) ||
+	    (accmode != O_RDWR && accmode != O_RDONLY))
+		return bel_fail(NULL, -EINVAL,
+				"beluga_open: flags must be O_RDWR or O_RDONLY (got %#x)",
+				(unsigned int)flags);
+	if (!path || !*path)
+		path = getenv("BELUGA_DEVICE");
+	if (!path || !*path)
+		path = BELUGA_DEVICE_PATH;
+
+	fd = open(path, accmode | O_CLOEXEC);
+	if (fd < 0) {
+		ret = -errno;
+		switch (-ret) {
+		case ENOENT:
+			return bel_fail(NULL, ret,
+					"%s not found: load the module with `modprobe beluga`",
+					path);
+		case ENXIO:
+		case ENODEV:
+			return bel_fail(NULL, ret,
+					"%s has no driver behind it: load the module with `modprobe beluga`",
+					path);
+		case EACCES:
+		case EPERM:
+		case EROFS:
+			return bel_fail(NULL, ret,
+					"no permission to open %s %s: run as root, or give your "
+					"group access with a udev rule (KERNEL==\"beluga\", MODE=\"0660\")",
+					path, accmode == O_RDWR ? "read-write" : "read-only");
+		default:
+			return bel_fail(NULL, ret, "cannot open %s: %s", path, strerror(-ret));
+		}
+	}
+
+	b = calloc(1, sizeof(*b));
+	if (!b) {
+		close(fd);
+		return bel_fail(NULL, -ENOMEM, "beluga_open: out of memory");
+	}
+	b->fd = fd;
+	b->flags = accmode;
+	snprintf(b->path, sizeof(b->path), "%s", path);
+
+	/* Make sure this is Beluga, and a Beluga we can talk to. */
+	memset(&info, 0, sizeof(info));
+	info.size = sizeof(info);
+	ret = bel_ioctl_call(b, BELUGA_IOC_INFO, &info);
+	if (ret == -ENOTTY || ret == -EINVAL) {
+		bel_fail(NULL, -ENOTTY,
+			 "%s is not a Beluga device (INFO ioctl failed): "
+			 "point BELUGA_DEVICE at /dev/beluga or load the module with `modprobe beluga`",
+			 path);
+		ret = -ENOTTY;
+		goto err;
+	}
+	if (ret) {
+		bel_fail(NULL, ret, "%s: INFO failed: %s", path, beluga_strerror(ret));
+		goto err;
+	}
+	if (info.abi_version != BELUGA_ABI_VERSION) {
+		ret = bel_fail(NULL, -EPROTO,
+			       "%s speaks Beluga ABI %u but libbeluga speaks ABI %u: "
+			       "install a module and library from the same release",
+			       path, info.abi_version, BELUGA_ABI_VERSION);
+		goto err;
+	}
+	b->max_batch = info.max_batch;
+	if (!b->max_batch || b->max_batch > BELUGA_MAX_BATCH)
+		b->max_batch = BELUGA_MAX_BATCH;
+	*out = b;
+	return 0;
+err:
+	close(fd);
+	free(b);
+	return ret;
+}
+
+BEL_EXPORT void beluga_close(struct beluga *b)
+{
+	if (!b)
+		return;
+	beluga_unmap(b);
+	close(b->fd);
+	free(b);
+}
+
+BEL_EXPORT int beluga_fd(const struct beluga *b)
+{
+	return b->fd;
+}
+
+BEL_EXPORT int beluga_info(struct beluga *b, struct beluga_info *info)
+{
+	int ret;
+
+	memset(info, 0, sizeof(*info));
+	info->size = sizeof(*info);
+	ret = bel_ioctl_call(b, BELUGA_IOC_INFO, info);
+	return ret ? bel_fail_common(b, ret, "INFO") : 0;
+}
+
+BEL_EXPORT int beluga_stats(struct beluga *b, struct beluga_stats *stats)
+{
+	int ret;
+
+	memset(stats, 0, sizeof(*stats));
+	stats->size = sizeof(*stats);
+	ret = bel_ioctl_call(b, BELUGA_IOC_STATS, stats);
+	return ret ? bel_fail_common(b, ret, "STATS") : 0;
+}
+
+BEL_EXPORT int beluga_region_info(struct beluga *b, uint32_t region_id,
+				  struct beluga_region_info *ri)
+{
+	int ret;
+
+	memset(ri, 0, sizeof(*ri));
+	ri->size = sizeof(*ri);
+	ri->region_id = region_id;
+	ret = bel_ioctl_call(b, BELUGA_IOC_REGION_INFO, ri);
+	if (ret == -ENOENT)
+		return bel_fail(b, ret, "no region in slot %u: see `belugactl status`",
+				region_id);
+	return ret ? bel_fail_common(b, ret, "REGION_INFO") : 0;
+}
+
+/* Explain an ATTACH failure; @what names the region for the operator. */
+static int attach_fail(struct beluga *b, int err, const struct beluga_attach *req,
+		       const char *what)
+{
+	switch (-err) {
+	case EEXIST:
+		return bel_fail(b, err,
+				"%s is already attached, or overlaps an attached region: "
+				"see `belugactl status`", what);
+	case EBUSY:
+		return bel_fail(b, err,
+				"the module refused %s: the range is not device-dax memory "
+				"bound to device_dax, or is System RAM: check `belugactl list`",
+				what);
+	case ENOSPC:
+		return bel_fail(b, err,
+				"cannot attach %s: all %d region slots are in use: "
+				"detach one with `belugactl detach ID`", what, BELUGA_MAX_REGIONS);
+	case ENOMEM:
+		return bel_fail(b, err,
+				"node %d has not %" PRIu64 " bytes free for %s: attach less, "
+				"or free memory on that node (see /sys/devices/system/node/node%d/meminfo)",
+				req->node, (uint64_t)req->length, what, req->node);
+	case ENODEV:
+		if (req->backend == BELUGA_BACKEND_NODE)
+			return bel_fail(b, err,
+					"NUMA node %d is not online: see `belugactl list` "
+					"or /sys/devices/system/node/online", req->node);
+		break;
+	case EINVAL:
+		return bel_fail(b, err,
+				"the module rejected %s: block size %" PRIu64
+				" must be a multiple of 4 KiB in [4K, 1G] and equal the pool's "
+				"(see `belugactl status`), and the region must hold at least one "
+				"block and be 2 MiB aligned", what, (uint64_t)req->block_size);
+	}
+	return bel_fail_common(b, err, "ATTACH");
+}
+
+BEL_EXPORT int beluga_attach_dax(struct beluga *b, const char *dax,
+				 uint64_t block_size, struct beluga_attach *out)
+{
+	struct beluga_dax_device dev;
+	struct beluga_attach req;
+	const char *name;
+	int ret;
+
+	name = bel_dax_basename(dax);
+	if (!name)
+		return bel_fail(b, -EINVAL,
+				"'%s' is not a dax device: expected daxX.Y or /dev/daxX.Y "
+				"(see `belugactl list`)", dax ? dax : "(null)");
+	ret = beluga_dax_probe(name, &dev);
+	if (ret)
+		return bel_fail(b, ret, "%s", beluga_last_error(NULL));
+
+	switch (dev.mode) {
+	case BELUGA_DAX_DEVDAX:
+		break;
+	case BELUGA_DAX_SYSTEM_RAM:
+		if (dev.target_node >= 0)
+			return bel_fail(b, -EBUSY,
+					"%s is online as System RAM (kmem): run "
+					"`daxctl reconfigure-device --mode=devdax %s` or use "
+					"`belugactl attach --node %d --size SIZE`",
+					dev.name, dev.name, dev.target_node);
+		return bel_fail(b, -EBUSY,
+				"%s is online as System RAM (kmem): run "
+				"`daxctl reconfigure-device --mode=devdax %s` or use "
+				"`belugactl attach --node N --size SIZE`", dev.name, dev.name);
+	case BELUGA_DAX_UNBOUND:
+		return bel_fail(b, -EBUSY,
+				"%s is not bound to device_dax: run "
+				"`daxctl reconfigure-device --mode=devdax %s` "
+				"(or `echo %s > /sys/bus/dax/drivers/device_dax/new_id`)",
+				dev.name, dev.name, dev.name);
+	default:
+		return bel_fail(b, -EBUSY,
+				"%s is bound to driver '%s', not device_dax: run "
+				"`daxctl reconfigure-device --mode=devdax %s`",
+				dev.name, dev.driver, dev.name);
+	}
+	if (dev.nr_ranges > 1)
+		return bel_fail(b, -EOPNOTSUPP,
+				"%s is made of %u physical ranges (mapping0..mapping%u) but Beluga "
+				"attaches one contiguous range: recreate it as one range "
+				"(`daxctl destroy-device` + `daxctl create-device -s SIZE`)",
+				dev.name, dev.nr_ranges, dev.nr_ranges - 1);
+	if (!dev.size)
+		return bel_fail(b, -EINVAL,
+				"%s has size 0: give it capacity with `daxctl create-device` "
+				"or `daxctl reconfigure-device -s SIZE %s`", dev.name, dev.name);
+	if ((dev.start | dev.size) & (BELUGA_DAX_ALIGN - 1))
+		return bel_fail(b, -EINVAL,
+				"%s range %#" PRIx64 "+%#" PRIx64 " is not 2 MiB aligned: "
+				"recreate the device with `daxctl create-device -a 2M`",
+				dev.name, dev.start, dev.size);
+
+	memset(&req, 0, sizeof(req));
+	req.size = sizeof(req);
+	req.backend = BELUGA_BACKEND_DAX;
+	req.node = -1;
+	req.phys_start = dev.start;
+	req.length = dev.size;
+	req.block_size = block_size;
+	snprintf(req.name, sizeof(req.name), "%s", dev.name);
+	ret = bel_ioctl_call(b, BELUGA_IOC_ATTACH, &req);
+	if (ret)
+		return attach_fail(b, ret, &req, dev.name);
+	if (out)
+		*out = req;
+	return 0;
+}
+
+BEL_EXPORT int beluga_attach_node(struct beluga *b, int node, uint64_t bytes,
+				  uint64_t block_size, struct beluga_attach *out)
+{
+	struct beluga_attach req;
+	char what[32];
+	int ret;
+
+	if (node < 0)
+		return bel_fail(b, -EINVAL, "NUMA node %d is invalid: give a node number >= 0", node);
+	if (!bytes)
+		return bel_fail(b, -EINVAL, "attach node%d: give the bytes to reserve (e.g. --size 1G)",
+				node);
+	memset(&req, 0, sizeof(req));
+	req.size = sizeof(req);
+	req.backend = BELUGA_BACKEND_NODE;
+	req.node = node;
+	req.length = bytes;
+	req.block_size = block_size;
+	snprintf(what, sizeof(what), "node%d", node);
+	ret = bel_ioctl_call(b, BELUGA_IOC_ATTACH, &req);
+	if (ret)
+		return attach_fail(b, ret, &req, what);
+	if (out)
+		*out = req;
+	return 0;
+}
+
+BEL_EXPORT int beluga_detach(struct beluga *b, uint32_t region_id, int evict,
+			     uint64_t *evicted)
+{
+	struct beluga_detach req;
+	int ret;
+
+	memset(&req, 0, sizeof(req));
+	req.size = sizeof(req);
+	req.flags = evict ? BELUGA_DETACH_EVICT : 0;
+	req.region_id = region_id;
+	ret = bel_ioctl_call(b, BELUGA_IOC_DETACH, &req);
+	switch (-ret) {
+	case 0:
+		if (evicted)
+			*evicted = req.evicted;
+		return 0;
+	case ENOENT:
+		return bel_fail(b, ret, "no region in slot %u: see `belugactl status`", region_id);
+	case EBUSY:
+		return bel_fail(b, ret,
+				"region %u is busy: a process maps it, or it has allocated or "
+				"pinned blocks%s: stop its clients (see `belugactl status`, "
+				"column MAPPINGS)%s", region_id,
+				evict ? "" : ", or published blocks",
+				evict ? "" : ", or add --evict to drop its published blocks");
+	default:
+		return bel_fail_common(b, ret, "DETACH");
+	}
+}
+
+BEL_EXPORT int beluga_evict_key(struct beluga *b, uint64_t ns,
+				const struct beluga_key *key)
+{
+	struct beluga_evict req;
+	int ret;
+
+	memset(&req, 0, sizeof(req));
+	req.size = sizeof(req);
+	req.ns = ns;
+	req.key = *key;
+	ret = bel_ioctl_call(b, BELUGA_IOC_EVICT, &req);
+	switch (-ret) {
+	case 0:
+		return 0;
+	case ENOENT:
+		return bel_fail(b, ret, "key %016" PRIx64 "%016" PRIx64
+				" is not present in namespace %" PRIu64,
+				(uint64_t)key->hi, (uint64_t)key->lo, ns);
+	case EBUSY:
+		return bel_fail(b, ret, "key %016" PRIx64 "%016" PRIx64
+				" is pinned by a reader: retry when it is released",
+				(uint64_t)key->hi, (uint64_t)key->lo);
+	default:
+		return bel_fail_common(b, ret, "EVICT");
+	}
+}
+
+BEL_EXPORT int beluga_evict_ns(struct beluga *b, uint64_t ns, uint64_t *evicted,
+			       uint64_t *busy)
+{
+	struct beluga_evict req;
+	int ret;
+
+	memset(&req, 0, sizeof(req));
+	req.size = sizeof(req);
+	req.flags = BELUGA_EVICT_NAMESPACE;
+	req.ns = ns;
+	ret = bel_ioctl_call(b, BELUGA_IOC_EVICT, &req);
+	if (ret)
+		return bel_fail_common(b, ret, "EVICT");
+	if (evicted)
+		*evicted = req.evicted;
+	if (busy)
+		*busy = req.busy;
+	return 0;
+}

@@ -1,0 +1,66 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * libbeluga internals shared between the library's source files and its
+ * host tests. Nothing here is exported from libbeluga.so (the version
+ * script exports beluga_* only, and these names start with bel_).
+ */
+#ifndef BELUGA_LIB_INTERNAL_H
+#define BELUGA_LIB_INTERNAL_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "beluga.h"
+
+#define BEL_ERRMSG_LEN	512
+
+struct beluga {
+	int fd;
+	int flags;			/* O_RDWR or O_RDONLY as opened */
+	char path[256];
+	uint32_t max_batch;		/* from INFO, capped at BELUGA_MAX_BATCH */
+	void *map_base;
+	size_t map_length;
+	int cuda_registered;
+	char errmsg[BEL_ERRMSG_LEN];
+};
+
+/*
+ * Every ioctl goes through this pointer so that the host tests can put a
+ * fake kernel behind the library. Same contract as ioctl(2): -1 and errno
+ * on failure.
+ */
+extern int (*bel_ioctl)(int fd, unsigned long request, void *arg);
+
+/*
+ * Record a message for @b (or the calling thread when @b is NULL) and
+ * return @err, so that error paths read "return bel_fail(b, err, ...)".
+ */
+int bel_fail(struct beluga *b, int err, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* Run one ioctl; 0 or -errno. */
+int bel_ioctl_call(struct beluga *b, unsigned long request, void *arg);
+
+/*
+ * Message for an error every command can return (ENODEV, EPERM, EBADF,
+ * ...), with @what naming the operation. Returns @err.
+ */
+int bel_fail_common(struct beluga *b, int err, const char *what);
+
+/* The batch bound used for splitting: the kernel's, at most the ABI's. */
+static inline size_t bel_batch(const struct beluga *b)
+{
+	return b->max_batch ? b->max_batch : BELUGA_MAX_BATCH;
+}
+
+/* Root of sysfs: $BELUGA_SYSFS_ROOT or "/sys". */
+const char *bel_sysfs_root(void);
+
+/* "dax0.0" from "dax0.0" or "/dev/dax0.0"; NULL when not a dax name. */
+const char *bel_dax_basename(const char *dax);
+
+#define BEL_EXPORT __attribute__((visibility("default")))
+
+#endif /* BELUGA_LIB_INTERNAL_H */
