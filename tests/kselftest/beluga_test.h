@@ -1,0 +1,855 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Shared helpers of the Beluga in-guest kselftests.
+ *
+ * The tests talk to /dev/beluga with raw ioctls on <linux/beluga.h> only,
+ * so that they check the ABI itself, not a library on top of it.
+ *
+ * Environment (set by the VM infrastructure; a test that needs a missing
+ * variable SKIPs with the reason):
+ *   BELUGA_TEST_KERNEL  "6.1" or "6.12" (informational)
+ *   BELUGA_TEST_DAX     space-separated device-dax names bound to device_dax
+ *   BELUGA_TEST_NODE    a NUMA node usable for the node backend
+ *   BELUGA_TEST_KO      path of beluga.ko (only for the unload/reload test)
+ *
+ * Rules for tests built on these helpers:
+ *   - every fixture starts from an empty pool (bt_reset_pool()) and leaves
+ *     one behind, so that a failed or timed-out test cannot poison the next;
+ *   - forked children never use the ASSERT and EXPECT macros (an ASSERT
+ *     longjmps into the harness, which would run the fixture teardown in
+ *     the child);
+ *     they use CHILD_CHECK() and report through their exit status;
+ *   - threads likewise report through return values.
+ */
+#ifndef BELUGA_TEST_H
+#define BELUGA_TEST_H
+
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/types.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <linux/beluga.h>
+
+/*
+ * The harness is not -Wextra clean: its functions and TEST() wrappers have
+ * unused parameters, and EXPECT_EQ(0, u64) compares an int literal with an
+ * unsigned field (-Wsign-compare; the harness prints both sides with their
+ * own signedness, so the comparison is what we mean).
+ */
+#pragma GCC diagnostic ignored "-Wunused-parameter"
+#pragma GCC diagnostic ignored "-Wsign-compare"
+#include "kselftest_harness.h"
+
+/* ------------------------------------------------------------------ */
+/* The ABI's struct layouts, checked at compile time.                  */
+
+_Static_assert(sizeof(struct beluga_key) == 16, "beluga_key");
+_Static_assert(sizeof(struct beluga_info) == BELUGA_INFO_SIZE_V1, "info");
+_Static_assert(sizeof(struct beluga_stats) == BELUGA_STATS_SIZE_V1, "stats");
+_Static_assert(sizeof(struct beluga_alloc) == BELUGA_ALLOC_SIZE_V1, "alloc");
+_Static_assert(sizeof(struct beluga_blocks) == BELUGA_BLOCKS_SIZE_V1, "blocks");
+_Static_assert(sizeof(struct beluga_publish) == BELUGA_PUBLISH_SIZE_V1, "publish");
+_Static_assert(sizeof(struct beluga_publish_item) == 32, "publish_item");
+_Static_assert(sizeof(struct beluga_lookup) == BELUGA_LOOKUP_SIZE_V1, "lookup");
+_Static_assert(sizeof(struct beluga_attach) == BELUGA_ATTACH_SIZE_V1, "attach");
+_Static_assert(sizeof(struct beluga_detach) == BELUGA_DETACH_SIZE_V1, "detach");
+_Static_assert(sizeof(struct beluga_evict) == BELUGA_EVICT_SIZE_V1, "evict");
+_Static_assert(sizeof(struct beluga_region_info) == BELUGA_REGION_INFO_SIZE_V1,
+	       "region_info");
+
+/* ------------------------------------------------------------------ */
+/* Small utilities.                                                     */
+
+#define BT_KIB		1024ULL
+#define BT_MIB		(1024ULL * 1024ULL)
+#define BT_PAGE		4096ULL
+
+/* Default geometry of fixture regions: 2 MiB of 64 KiB blocks = 32. */
+#define BT_REGION_LEN	(2 * BT_MIB)
+#define BT_BLOCK_SIZE	(64 * BT_KIB)
+
+#define BT_ANY_BACKEND	0	/* node when BELUGA_TEST_NODE is set, else dax */
+
+static inline uint64_t bt_mix64(uint64_t x)
+{
+	/* splitmix64 finaliser: a fixed, seedless mixing function */
+	x += 0x9e3779b97f4a7c15ULL;
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+	return x ^ (x >> 31);
+}
+
+/* A reproducible key; never all-zero. */
+static inline struct beluga_key bt_key(uint64_t a, uint64_t b)
+{
+	struct beluga_key k;
+
+	k.lo = bt_mix64(a * 0x100000001b3ULL + b) | 1;
+	k.hi = bt_mix64(k.lo ^ (b << 17) ^ a);
+	return k;
+}
+
+static inline bool bt_key_eq(struct beluga_key a, struct beluga_key b)
+{
+	return a.lo == b.lo && a.hi == b.hi;
+}
+
+/* A namespace unique enough for one test run. */
+static inline uint64_t bt_ns(uint64_t salt)
+{
+	return bt_mix64(((uint64_t)getpid() << 20) ^ salt ^ (uint64_t)time(NULL));
+}
+
+/* Fill / check a buffer with a pattern derived from @seed. */
+static inline void bt_fill(volatile void *dst, size_t len, uint64_t seed)
+{
+	volatile uint64_t *p = dst;
+	size_t i;
+
+	for (i = 0; i < len / 8; i++)
+		p[i] = bt_mix64(seed + i);
+}
+
+/* Returns -1 when the pattern matches, else the index of the first bad word. */
+static inline long bt_check(const volatile void *src, size_t len, uint64_t seed)
+{
+	const volatile uint64_t *p = src;
+	size_t i;
+
+	for (i = 0; i < len / 8; i++)
+		if (p[i] != bt_mix64(seed + i))
+			return (long)i;
+	return -1;
+}
+
+static inline int bt_errno_ret(int r)
+{
+	return r < 0 ? -errno : r;
+}
+
+/* Child-side check: print and exit non-zero. Never use ASSERT in a child. */
+#define CHILD_CHECK(cond) do {						\
+	if (!(cond)) {							\
+		int __e = errno;					\
+		fprintf(stderr, "# child %d: %s:%d: check failed: %s "	\
+			"(errno %d %s)\n", (int)getpid(), __FILE__,	\
+			__LINE__, #cond, __e, strerror(__e));		\
+		_exit(1);						\
+	}								\
+} while (0)
+
+/* ------------------------------------------------------------------ */
+/* Raw ioctl wrappers: 0 or -errno.                                     */
+
+static inline int bt_ioctl(int fd, unsigned long cmd, void *arg)
+{
+	return ioctl(fd, cmd, arg) < 0 ? -errno : 0;
+}
+
+static inline int bt_open(int flags)
+{
+	return open(BELUGA_DEVICE_PATH, flags | O_CLOEXEC);
+}
+
+static inline int bt_info(int fd, struct beluga_info *info)
+{
+	memset(info, 0, sizeof(*info));
+	info->size = sizeof(*info);
+	return bt_ioctl(fd, BELUGA_IOC_INFO, info);
+}
+
+static inline int bt_stats(int fd, struct beluga_stats *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->size = sizeof(*st);
+	return bt_ioctl(fd, BELUGA_IOC_STATS, st);
+}
+
+static inline int bt_alloc(int fd, uint32_t count, uint64_t *offsets)
+{
+	struct beluga_alloc a = {
+		.size = sizeof(a),
+		.count = count,
+		.offsets = (uintptr_t)offsets,
+	};
+
+	return bt_ioctl(fd, BELUGA_IOC_ALLOC, &a);
+}
+
+static inline int bt_blocks(int fd, unsigned long cmd, uint32_t count,
+			    const uint64_t *offsets)
+{
+	struct beluga_blocks b = {
+		.size = sizeof(b),
+		.count = count,
+		.offsets = (uintptr_t)offsets,
+	};
+
+	return bt_ioctl(fd, cmd, &b);
+}
+
+static inline int bt_free(int fd, uint32_t count, const uint64_t *offsets)
+{
+	return bt_blocks(fd, BELUGA_IOC_FREE, count, offsets);
+}
+
+static inline int bt_release(int fd, uint32_t count, const uint64_t *offsets)
+{
+	return bt_blocks(fd, BELUGA_IOC_RELEASE, count, offsets);
+}
+
+static inline int bt_publish(int fd, uint64_t ns,
+			     struct beluga_publish_item *items, uint32_t count,
+			     struct beluga_publish *out)
+{
+	struct beluga_publish p = {
+		.size = sizeof(p),
+		.ns = ns,
+		.count = count,
+		.items = (uintptr_t)items,
+	};
+	int r = bt_ioctl(fd, BELUGA_IOC_PUBLISH, &p);
+
+	if (out)
+		*out = p;
+	return r;
+}
+
+/* Publish one block; *result gets the per-item result. */
+static inline int bt_publish1(int fd, uint64_t ns, uint64_t offset,
+			      struct beluga_key key, int32_t *result)
+{
+	struct beluga_publish_item it = {
+		.offset = offset,
+		.key = key,
+		.result = 0x7eadbeef,
+	};
+	int r = bt_publish(fd, ns, &it, 1, NULL);
+
+	if (result)
+		*result = it.result;
+	return r;
+}
+
+static inline int bt_lookup(int fd, uint64_t ns, const struct beluga_key *keys,
+			    uint32_t count, uint64_t *offsets, uint32_t flags,
+			    uint32_t *hits)
+{
+	struct beluga_lookup l = {
+		.size = sizeof(l),
+		.flags = flags,
+		.ns = ns,
+		.count = count,
+		.hits = 0xdeadbeef,
+		.keys = (uintptr_t)keys,
+		.offsets = (uintptr_t)offsets,
+	};
+	int r = bt_ioctl(fd, BELUGA_IOC_LOOKUP, &l);
+
+	if (hits)
+		*hits = l.hits;
+	return r;
+}
+
+/* Count-only probe of one key: 1 if present, 0 if not, -errno. */
+static inline int bt_present(int fd, uint64_t ns, struct beluga_key key)
+{
+	uint32_t hits = 0;
+	int r = bt_lookup(fd, ns, &key, 1, NULL, 0, &hits);
+
+	return r ? r : (int)hits;
+}
+
+static inline int bt_region_info(int fd, uint32_t id,
+				 struct beluga_region_info *ri)
+{
+	memset(ri, 0, sizeof(*ri));
+	ri->size = sizeof(*ri);
+	ri->region_id = id;
+	return bt_ioctl(fd, BELUGA_IOC_REGION_INFO, ri);
+}
+
+static inline int bt_detach(int fd, uint32_t id, uint32_t flags,
+			    uint64_t *evicted)
+{
+	struct beluga_detach d = {
+		.size = sizeof(d),
+		.flags = flags,
+		.region_id = id,
+		.evicted = 0xdeadbeefULL,
+	};
+	int r = bt_ioctl(fd, BELUGA_IOC_DETACH, &d);
+
+	if (evicted)
+		*evicted = d.evicted;
+	return r;
+}
+
+static inline int bt_evict_key(int fd, uint64_t ns, struct beluga_key key,
+			       struct beluga_evict *out)
+{
+	struct beluga_evict e = {
+		.size = sizeof(e),
+		.ns = ns,
+		.key = key,
+	};
+	int r = bt_ioctl(fd, BELUGA_IOC_EVICT, &e);
+
+	if (out)
+		*out = e;
+	return r;
+}
+
+static inline int bt_evict_ns(int fd, uint64_t ns, struct beluga_evict *out)
+{
+	struct beluga_evict e = {
+		.size = sizeof(e),
+		.flags = BELUGA_EVICT_NAMESPACE,
+		.ns = ns,
+	};
+	int r = bt_ioctl(fd, BELUGA_IOC_EVICT, &e);
+
+	if (out)
+		*out = e;
+	return r;
+}
+
+/* Any command's argument, for tests that poke at raw bytes. */
+union bt_argbuf {
+	uint8_t b[512];
+	uint32_t w[128];
+	uint64_t q[64];
+	struct beluga_info info;
+	struct beluga_stats stats;
+	struct beluga_alloc alloc;
+	struct beluga_blocks blocks;
+	struct beluga_publish publish;
+	struct beluga_lookup lookup;
+	struct beluga_attach attach;
+	struct beluga_detach detach;
+	struct beluga_evict evict;
+	struct beluga_region_info region_info;
+};
+
+/* ------------------------------------------------------------------ */
+/* Environment.                                                         */
+
+#define BT_MAX_DAX	8
+
+/* Parse BELUGA_TEST_DAX into names[]; returns how many. */
+static inline int bt_env_dax(char names[BT_MAX_DAX][64])
+{
+	const char *env = getenv("BELUGA_TEST_DAX");
+	char buf[512], *save = NULL, *tok;
+	int n = 0;
+
+	if (!env || !*env)
+		return 0;
+	snprintf(buf, sizeof(buf), "%s", env);
+	for (tok = strtok_r(buf, " \t,", &save); tok && n < BT_MAX_DAX;
+	     tok = strtok_r(NULL, " \t,", &save)) {
+		/* accept "dax0.0" and "/dev/dax0.0" */
+		const char *base = strrchr(tok, '/');
+
+		snprintf(names[n++], 64, "%s", base ? base + 1 : tok);
+	}
+	return n;
+}
+
+static inline int bt_read_sysfs_u64(const char *path, uint64_t *val)
+{
+	char buf[64];
+	ssize_t n;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return -errno;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return -EIO;
+	buf[n] = 0;
+	errno = 0;
+	*val = strtoull(buf, NULL, 0);	/* resource is hex "0x...", size decimal */
+	return errno ? -errno : 0;
+}
+
+/*
+ * Geometry of device-dax @name: the 2 MiB aligned part of its range.
+ * Returns 0, or -errno when sysfs cannot be read.
+ */
+static inline int bt_dax_geometry(const char *name, uint64_t *phys,
+				  uint64_t *size)
+{
+	char path[256];
+	uint64_t start = 0, len = 0, astart;
+	int r;
+
+	snprintf(path, sizeof(path), "/sys/bus/dax/devices/%s/resource", name);
+	r = bt_read_sysfs_u64(path, &start);
+	if (r)
+		return r;
+	snprintf(path, sizeof(path), "/sys/bus/dax/devices/%s/size", name);
+	r = bt_read_sysfs_u64(path, &len);
+	if (r)
+		return r;
+	astart = (start + BELUGA_DAX_ALIGN - 1) & ~(BELUGA_DAX_ALIGN - 1);
+	if (astart - start >= len)
+		return -ERANGE;
+	len -= astart - start;
+	len &= ~(BELUGA_DAX_ALIGN - 1);
+	*phys = astart;
+	*size = len;
+	return 0;
+}
+
+static inline int bt_env_node(int *node)
+{
+	const char *env = getenv("BELUGA_TEST_NODE");
+	char *end;
+	long v;
+
+	if (!env || !*env)
+		return -ENOENT;
+	v = strtol(env, &end, 10);
+	if (*end || v < 0 || v > 4095)
+		return -EINVAL;
+	*node = (int)v;
+	return 0;
+}
+
+/* Kernel version as major*100+minor (uname), e.g. 601, 612. */
+static inline int bt_kernel_version(void)
+{
+	struct utsname u;
+	int maj = 0, min = 0;
+
+	if (uname(&u) || sscanf(u.release, "%d.%d", &maj, &min) != 2)
+		return 0;
+	return maj * 100 + min;
+}
+
+/*
+ * Is @backend usable here for a region of @length bytes (dax: in the
+ * @index-th device of BELUGA_TEST_DAX)? Fills @why when not.
+ */
+static inline bool bt_backend_ok(int backend, int index, uint64_t length,
+				 char *why, size_t whylen)
+{
+	char names[BT_MAX_DAX][64];
+	uint64_t phys, size;
+	int n, node, r;
+
+	if (backend == BELUGA_BACKEND_NODE) {
+		r = bt_env_node(&node);
+		if (r) {
+			snprintf(why, whylen, "BELUGA_TEST_NODE %s",
+				 r == -ENOENT ? "not set" : "is not a node number");
+			return false;
+		}
+		return true;
+	}
+	n = bt_env_dax(names);
+	if (n == 0) {
+		snprintf(why, whylen, "BELUGA_TEST_DAX not set");
+		return false;
+	}
+	if (index >= n) {
+		snprintf(why, whylen, "needs %d device-dax instances in "
+			 "BELUGA_TEST_DAX, have %d", index + 1, n);
+		return false;
+	}
+	r = bt_dax_geometry(names[index], &phys, &size);
+	if (r) {
+		snprintf(why, whylen, "cannot read /sys/bus/dax/devices/%s: %s",
+			 names[index], strerror(-r));
+		return false;
+	}
+	if (size < length) {
+		snprintf(why, whylen, "%s has %" PRIu64 " usable bytes, test needs %"
+			 PRIu64, names[index], size, length);
+		return false;
+	}
+	return true;
+}
+
+/* Resolve BT_ANY_BACKEND: node (RAM speed) when available, else dax. */
+static inline int bt_pick_backend(int backend)
+{
+	char why[128];
+
+	if (backend != BT_ANY_BACKEND)
+		return backend;
+	if (bt_backend_ok(BELUGA_BACKEND_NODE, 0, 0, why, sizeof(why)))
+		return BELUGA_BACKEND_NODE;
+	return BELUGA_BACKEND_DAX;
+}
+
+/*
+ * Fill an attach request. DAX: device @index of BELUGA_TEST_DAX, starting
+ * @skip bytes into it. NODE: BELUGA_TEST_NODE. @name may be NULL (dax: the
+ * device name; node: empty). Returns 0 or -errno (environment problems).
+ */
+static inline int bt_attach_req(struct beluga_attach *a, int backend, int index,
+				uint64_t skip, uint64_t length,
+				uint64_t block_size, const char *name)
+{
+	char names[BT_MAX_DAX][64];
+	uint64_t phys, size;
+	int n, r, node;
+
+	memset(a, 0, sizeof(*a));
+	a->size = sizeof(*a);
+	a->backend = backend;
+	a->length = length;
+	a->block_size = block_size;
+	if (backend == BELUGA_BACKEND_NODE) {
+		r = bt_env_node(&node);
+		if (r)
+			return r;
+		a->node = node;
+		a->phys_start = 0;
+		if (name) {
+			if (strlen(name) >= sizeof(a->name))
+				return -ENAMETOOLONG;
+			memcpy(a->name, name, strlen(name) + 1);
+		}
+		return 0;
+	}
+	n = bt_env_dax(names);
+	if (index >= n)
+		return -ENOENT;
+	r = bt_dax_geometry(names[index], &phys, &size);
+	if (r)
+		return r;
+	if (skip + length > size)
+		return -ERANGE;
+	a->node = -1;
+	a->phys_start = phys + skip;
+	if (!name)
+		name = names[index];
+	if (strlen(name) >= sizeof(a->name))
+		return -ENAMETOOLONG;
+	memcpy(a->name, name, strlen(name) + 1);
+	return 0;
+}
+
+static inline int bt_attach(int fd, struct beluga_attach *a)
+{
+	return bt_ioctl(fd, BELUGA_IOC_ATTACH, a);
+}
+
+/*
+ * Detach every region, evicting published blocks. Retries EBUSY for a
+ * while: pins held by io_uring or AF_XDP are dropped asynchronously after
+ * the owner closes them. Returns 0 when the pool is empty.
+ */
+static inline int bt_reset_pool(void)
+{
+	struct beluga_region_info ri;
+	struct timespec ts = { 0, 20 * 1000 * 1000 };
+	int fd, slot, tries, r, ret = 0;
+
+	fd = bt_open(O_RDWR);
+	if (fd < 0)
+		return -errno;
+	for (slot = 0; slot < BELUGA_MAX_REGIONS; slot++) {
+		r = bt_region_info(fd, slot, &ri);
+		if (r == -ENOENT)
+			continue;
+		if (r) {
+			ret = r;
+			continue;
+		}
+		for (tries = 0; tries < 500; tries++) {	/* ~10 s */
+			r = bt_detach(fd, slot, BELUGA_DETACH_EVICT, NULL);
+			if (r != -EBUSY)
+				break;
+			nanosleep(&ts, NULL);
+		}
+		if (r && r != -ENOENT) {
+			fprintf(stderr, "# reset: detach of slot %d: %s\n", slot,
+				strerror(-r));
+			ret = r;
+		}
+	}
+	close(fd);
+	return ret;
+}
+
+/* Retry DETACH while it answers EBUSY (asynchronous unpinning). */
+static inline int bt_detach_retry(int fd, uint32_t id, uint32_t flags,
+				  uint64_t *evicted, int max_ms)
+{
+	struct timespec ts = { 0, 20 * 1000 * 1000 };
+	int r, waited = 0;
+
+	for (;;) {
+		r = bt_detach(fd, id, flags, evicted);
+		if (r != -EBUSY || waited >= max_ms)
+			return r;
+		nanosleep(&ts, NULL);
+		waited += 20;
+	}
+}
+
+/* ------------------------------------------------------------------ */
+/* A common test context, embedded in every fixture.                    */
+
+#define BT_MAX_KIDS	16
+
+struct bt_ctx {
+	int fd;				/* O_RDWR on /dev/beluga */
+	int backend;			/* of region 0 */
+	int nr;				/* regions attached by the fixture */
+	struct beluga_attach att[BELUGA_MAX_REGIONS];
+	struct beluga_info info;
+	void *map;			/* whole-pool mapping, or NULL */
+	size_t map_len;
+	pid_t kids[BT_MAX_KIDS];	/* children to kill in teardown */
+	int nkids;
+};
+
+static inline void bt_ctx_init(struct bt_ctx *c)
+{
+	memset(c, 0, sizeof(*c));
+	c->fd = -1;
+}
+
+/* fork() that remembers the child for teardown. */
+static inline pid_t bt_fork(struct bt_ctx *c)
+{
+	pid_t pid;
+
+	fflush(NULL);
+	pid = fork();
+	if (pid > 0 && c && c->nkids < BT_MAX_KIDS)
+		c->kids[c->nkids++] = pid;
+	return pid;
+}
+
+/* Wait for a child; returns its exit code, or 128+signal, or -1. */
+static inline int bt_wait(struct bt_ctx *c, pid_t pid)
+{
+	int status, i;
+
+	while (waitpid(pid, &status, 0) < 0) {
+		if (errno != EINTR)
+			return -1;
+	}
+	if (c) {
+		for (i = 0; i < c->nkids; i++)
+			if (c->kids[i] == pid)
+				c->kids[i] = 0;
+	}
+	if (WIFEXITED(status))
+		return WEXITSTATUS(status);
+	if (WIFSIGNALED(status))
+		return 128 + WTERMSIG(status);
+	return -1;
+}
+
+static inline void bt_ctx_teardown(struct bt_ctx *c)
+{
+	int i, status;
+
+	for (i = 0; i < c->nkids; i++) {
+		if (c->kids[i] > 0) {
+			kill(c->kids[i], SIGKILL);
+			waitpid(c->kids[i], &status, 0);
+			c->kids[i] = 0;
+		}
+	}
+	if (c->map && c->map != MAP_FAILED)
+		munmap(c->map, c->map_len);
+	c->map = NULL;
+	if (c->fd >= 0)
+		close(c->fd);
+	c->fd = -1;
+}
+
+/*
+ * Fixture helper: start from an empty pool, open /dev/beluga and attach
+ * one region of @length bytes with @block_size blocks. Returns false
+ * (after SKIP) when the backend is not available; the caller must then
+ * return from its setup at once.
+ */
+static inline bool __bt_setup(struct __test_metadata *_metadata,
+			      struct bt_ctx *c, int backend, uint64_t length,
+			      uint64_t block_size)
+{
+	char why[160];
+	int r;
+
+	bt_ctx_init(c);
+	backend = bt_pick_backend(backend);
+	if (!bt_backend_ok(backend, 0, length, why, sizeof(why))) {
+		SKIP(return false, "%s", why);
+	}
+	r = bt_reset_pool();
+	ASSERT_EQ(0, r) TH_LOG("could not empty the pool before the test: %s",
+			       strerror(-r));
+	c->fd = bt_open(O_RDWR);
+	ASSERT_LE(0, c->fd) TH_LOG("open %s: %s", BELUGA_DEVICE_PATH,
+				   strerror(errno));
+	c->backend = backend;
+	ASSERT_EQ(0, bt_attach_req(&c->att[0], backend, 0, 0, length,
+				   block_size, backend == BELUGA_BACKEND_NODE ?
+				   "bt-node0" : NULL));
+	r = bt_attach(c->fd, &c->att[0]);
+	ASSERT_EQ(0, r) TH_LOG("ATTACH %s %s len %llu bs %llu: %s",
+			       backend == BELUGA_BACKEND_DAX ? "dax" : "node",
+			       c->att[0].name, (unsigned long long)length,
+			       (unsigned long long)block_size, strerror(-r));
+	c->nr = 1;
+	ASSERT_EQ(0, bt_info(c->fd, &c->info));
+	return true;
+}
+
+#define bt_setup(c, backend, length, bs) \
+	__bt_setup(_metadata, c, backend, length, bs)
+
+/* Map the whole pool read-write; ASSERTs success. */
+static inline void *__bt_map(struct __test_metadata *_metadata,
+			     struct bt_ctx *c)
+{
+	void *p;
+
+	ASSERT_EQ(0, bt_info(c->fd, &c->info));
+	ASSERT_LT(0, c->info.map_size);
+	p = mmap(NULL, c->info.map_size, PROT_READ | PROT_WRITE, MAP_SHARED,
+		 c->fd, 0);
+	ASSERT_NE(MAP_FAILED, p) TH_LOG("mmap of %llu bytes: %s",
+					(unsigned long long)c->info.map_size,
+					strerror(errno));
+	c->map = p;
+	c->map_len = c->info.map_size;
+	return p;
+}
+
+#define bt_map(c) __bt_map(_metadata, c)
+
+static inline void bt_unmap(struct bt_ctx *c)
+{
+	if (c->map)
+		munmap(c->map, c->map_len);
+	c->map = NULL;
+}
+
+/* Teardown: children, mapping, fd, then empty the pool again. */
+#define bt_teardown(c) do {						\
+	int __r;							\
+	bt_ctx_teardown(c);						\
+	__r = bt_reset_pool();						\
+	EXPECT_EQ(0, __r) TH_LOG("could not detach the test's regions "	\
+				 "after the test (leaked pin, mapping or "	\
+				 "allocation?): %s", strerror(-__r));	\
+} while (0)
+
+/* Occupancy part of STATS must be self-consistent. */
+#define ASSERT_STATS_CONSISTENT(st) do {				\
+	ASSERT_EQ((st).total_blocks, (st).free_blocks +			\
+		  (st).allocated_blocks + (st).published_blocks)	\
+		TH_LOG("total %llu != free %llu + allocated %llu + "	\
+		       "published %llu",				\
+		       (unsigned long long)(st).total_blocks,		\
+		       (unsigned long long)(st).free_blocks,		\
+		       (unsigned long long)(st).allocated_blocks,	\
+		       (unsigned long long)(st).published_blocks);	\
+	ASSERT_LE((st).pinned_blocks, (st).published_blocks);		\
+	ASSERT_LE((st).pinned_blocks, (st).pins);			\
+} while (0)
+
+/* The occupancy fields (not the counters) of two snapshots are equal. */
+#define ASSERT_OCCUPANCY_EQ(a, b) do {					\
+	ASSERT_EQ((a).total_blocks, (b).total_blocks);			\
+	ASSERT_EQ((a).free_blocks, (b).free_blocks);			\
+	ASSERT_EQ((a).allocated_blocks, (b).allocated_blocks);		\
+	ASSERT_EQ((a).published_blocks, (b).published_blocks);		\
+	ASSERT_EQ((a).pinned_blocks, (b).pinned_blocks);		\
+	ASSERT_EQ((a).pins, (b).pins);					\
+} while (0)
+
+/* Region slot of @off among the fixture's regions, or -1. */
+static inline int bt_region_of(const struct bt_ctx *c, uint64_t off)
+{
+	int i;
+
+	for (i = 0; i < c->nr; i++) {
+		const struct beluga_attach *a = &c->att[i];
+
+		if (off >= a->first_offset &&
+		    off < a->first_offset + a->nr_blocks * c->info.block_size)
+			return i;
+	}
+	return -1;
+}
+
+/* Is @off a block offset of one of the fixture's regions? */
+static inline bool bt_is_block(const struct bt_ctx *c, uint64_t off)
+{
+	int i = bt_region_of(c, off);
+
+	return i >= 0 &&
+	       (off - c->att[i].first_offset) % c->info.block_size == 0;
+}
+
+/* A page that is mapped PROT_NONE-free: NULL-free unmapped address. */
+static inline void *bt_unmapped_page(void)
+{
+	void *p = mmap(NULL, BT_PAGE, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	if (p == MAP_FAILED)
+		return NULL;
+	munmap(p, BT_PAGE);
+	return p;
+}
+
+/*
+ * Two pages: the first read-write, the second unmapped. Returns the start;
+ * (char *)ret + BT_PAGE is the unmapped address.
+ */
+static inline void *bt_page_before_hole(void)
+{
+	char *p = mmap(NULL, 2 * BT_PAGE, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	if (p == MAP_FAILED)
+		return NULL;
+	munmap(p + BT_PAGE, BT_PAGE);
+	memset(p, 0, BT_PAGE);
+	return p;
+}
+
+/* A read-only page (contents zero). */
+static inline void *bt_readonly_page(void)
+{
+	void *p = mmap(NULL, BT_PAGE, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS,
+		       -1, 0);
+
+	return p == MAP_FAILED ? NULL : p;
+}
+
+#endif /* BELUGA_TEST_H */
