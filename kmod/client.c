@@ -5,6 +5,8 @@
  * reference is gone (close, exit, SIGKILL, and only after every mapping of
  * the file is unmapped) and returns everything the file still holds.
  */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
 #include <linux/fs.h>
 #include <linux/slab.h>
 

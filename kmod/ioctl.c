@@ -8,6 +8,8 @@
  * after; when a copy-out fails, state changes are undone, or, where the uapi
  * says the call took effect, reported.
  */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
 #include <linux/capability.h>
 #include <linux/fs.h>
 #include <linux/slab.h>

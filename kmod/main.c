@@ -14,6 +14,8 @@
  * way to resolve a dax device by name. "belugactl apply", run by the
  * beluga.service unit, attaches by device name instead.
  */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
 #include <linux/init.h>
 #include <linux/kernel.h>
 #include <linux/module.h>

@@ -12,6 +12,8 @@
  * fault handler. Neither uses VM_PFNMAP or VM_IO, so get_user_pages() and
  * FOLL_LONGTERM pins work on every mapping.
  */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
 #include <linux/mm.h>
 #include <linux/huge_mm.h>
 #include <linux/mman.h>
@@ -171,8 +173,14 @@ int beluga_mmap(struct file *file, struct vm_area_struct *vma)
 	beluga_count_mappings(slots, 1);
 	vma->vm_private_data = (void *)slots;
 	vma->vm_ops = &beluga_vm_ops;
-	/* Pools are large and shared: keep them out of core dumps. */
-	vm_flags_set(vma, VM_HUGEPAGE | VM_DONTDUMP);
+	/*
+	 * VM_MIXEDMAP: the VMA holds both devmap PFNs (no rmap, no page
+	 * reference, like device_dax) and ordinary pages; it makes the zap
+	 * path treat 2 MiB entries as special instead of as THP folios. Not
+	 * VM_PFNMAP or VM_IO: those would refuse get_user_pages().
+	 * Pools are large and shared: keep them out of core dumps.
+	 */
+	vm_flags_set(vma, VM_MIXEDMAP | VM_HUGEPAGE | VM_DONTDUMP);
 out:
 	up_read(&beluga_dev.regions_rwsem);
 	return ret;

@@ -14,6 +14,8 @@
  * with __GFP_THISNODE, zeroed, split into order-0 pages so that each can be
  * mapped and reference counted on its own, and kept until detach.
  */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
 #include <linux/capability.h>
 #include <linux/gfp.h>
 #include <linux/ioport.h>

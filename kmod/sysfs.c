@@ -7,6 +7,8 @@
  * The show functions never take regions_rwsem: DETACH removes a region's
  * directory while holding it, and kobject_del() waits for readers.
  */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
 #include <linux/device.h>
 #include <linux/kobject.h>
 #include <linux/slab.h>
