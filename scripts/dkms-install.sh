@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# dkms-install.sh [-b] [-u]
+# Install beluga.ko through DKMS: copy the module's sources (dkms.conf, kmod/,
+# uapi/) to /usr/src/beluga-VERSION, then dkms add, build and install for each
+# kernel in $KVERS (default: the running kernel). Idempotent: an earlier copy of
+# the same version is removed from DKMS first.
+#   -b   build only (dkms add + build, no install into /lib/modules)
+#   -u   uninstall: dkms remove beluga/VERSION --all and delete /usr/src/beluga-VERSION
+# VERSION is PACKAGE_VERSION from dkms.conf.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+me=${0##*/}
+die() {
+	echo "$me: error: $*" >&2
+	exit 1
+}
+
+build_only=0 uninstall=0
+while getopts bu opt; do
+	case $opt in
+	b) build_only=1 ;;
+	u) uninstall=1 ;;
+	*) die "usage: $0 [-b] [-u]" ;;
+	esac
+done
+
+[ "$(id -u)" -eq 0 ] || die "must run as root (writes /usr/src and runs dkms); re-run with sudo"
+command -v dkms >/dev/null || die "dkms not found: apt-get install dkms (scripts/install-deps.sh installs it)"
+[ -f "$root/dkms.conf" ] || die "$root/dkms.conf is missing"
+name=$(sed -n 's/^PACKAGE_NAME="\(.*\)"$/\1/p' "$root/dkms.conf")
+ver=$(sed -n 's/^PACKAGE_VERSION="\(.*\)"$/\1/p' "$root/dkms.conf")
+[ -n "$name" ] && [ -n "$ver" ] || die "cannot read PACKAGE_NAME/PACKAGE_VERSION from dkms.conf"
+src=/usr/src/$name-$ver
+
+# copy_tree: the sources only, no build outputs from an in-tree build
+copy_tree() {
+	rm -rf "$src"
+	mkdir -p "$src"
+	cp "$root/dkms.conf" "$src/"
+	(cd "$root" && find kmod uapi -type f \( -name '*.c' -o -name '*.h' -o -name Kbuild -o -name Makefile \) \
+		! -name '*.mod.c' -print0) | (cd "$root" && xargs -0 cp --parents -t "$src")
+	local f
+	for f in LICENSE COPYING README.md; do
+		if [ -f "$root/$f" ]; then cp "$root/$f" "$src/"; fi
+	done
+}
+
+# remove_old: drop NAME/VER from DKMS if it is there. dkms needs the source's
+# dkms.conf to remove, so this runs after copy_tree (also repairs a tree whose
+# /usr/src copy was deleted by hand).
+remove_old() {
+	if [ -e "/var/lib/dkms/$name/$ver" ] || [ -L "/var/lib/dkms/$name/$ver" ]; then
+		dkms remove -m "$name" -v "$ver" --all >/dev/null ||
+			die "dkms remove $name/$ver failed; inspect /var/lib/dkms/$name/$ver"
+	fi
+}
+
+if [ $uninstall -eq 1 ]; then
+	[ -e "/var/lib/dkms/$name/$ver" ] && [ ! -e "$src/dkms.conf" ] && copy_tree
+	remove_old
+	rm -rf "$src"
+	echo "$me: removed $name/$ver from DKMS and $src"
+	exit 0
+fi
+
+kvers=${KVERS:-$(uname -r)}
+for k in $kvers; do
+	[ -e "/lib/modules/$k/build/Makefile" ] ||
+		die "no kernel headers for $k at /lib/modules/$k/build: apt-get install linux-headers-$k, or set KVERS to kernels that have them"
+done
+[ -f "$root/kmod/Kbuild" ] || die "$root/kmod/Kbuild is missing: not a Beluga source tree"
+
+copy_tree
+remove_old
+dkms add -m "$name" -v "$ver"
+for k in $kvers; do
+	if ! dkms build -m "$name" -v "$ver" -k "$k"; then
+		log=/var/lib/dkms/$name/$ver/build/make.log
+		[ -f "$log" ] && tail -n 30 "$log" >&2
+		die "dkms build for $k failed (log: $log)"
+	fi
+	if [ $build_only -eq 0 ]; then
+		dkms install -m "$name" -v "$ver" -k "$k"
+	fi
+done
+dkms status -m "$name" -v "$ver"
+if [ $build_only -eq 0 ]; then
+	echo "$me: installed; load it with: modprobe beluga"
+fi
