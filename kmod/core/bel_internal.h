@@ -30,9 +30,9 @@ static inline u64 bel_div64(u64 a, u64 b)
 #define BEL_ALLOC_MAX_BYTES	0x7fffffffULL
 
 /* Hash buckets: a power of two, at least the blocks, at most this. */
-#define BEL_MAX_BUCKETS		(1U << 28)
+#define BEL_MAX_BUCKETS		0x10000000U	/* 2^28 */
 /* Pin table slots of one client: a power of two, at most this. */
-#define BEL_MAX_PIN_SLOTS	(1U << 28)
+#define BEL_MAX_PIN_SLOTS	0x10000000U	/* 2^28 */
 #define BEL_MIN_PIN_SLOTS	16U
 
 /*
@@ -51,7 +51,7 @@ static inline u64 bel_roundup_pow2(u64 x)
 	return r;
 }
 
-/* The 64-bit finaliser of MurmurHash3: every input bit reaches every output bit. */
+/* MurmurHash3's 64-bit finaliser: each input bit reaches every output bit. */
 static inline u64 bel_mix64(u64 h)
 {
 	h ^= h >> 33;

@@ -416,7 +416,7 @@ int bel_lookup(struct bel_client *c, u64 ns, u32 count,
 		return -EINVAL;
 	bel_mutex_lock(&c->mutex);
 	if (pin) {
-		/* At most @count new distinct pins; make room while we may sleep. */
+		/* At most @count new distinct pins; may sleep here. */
 		ret = bel_pin_reserve(c, count);
 		if (ret) {
 			bel_mutex_unlock(&c->mutex);
@@ -450,7 +450,7 @@ int bel_lookup(struct bel_client *c, u64 ns, u32 count,
 			struct bel_block *b = bel_block_of(pool, id);
 
 			if (!b->pins++) {
-				/* Pinned blocks leave the LRU until released. */
+				/* Off the LRU until the last pin goes. */
 				bel_lru_del_locked(pool, id);
 				pool->stats.pinned_blocks++;
 			}

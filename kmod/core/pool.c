@@ -125,7 +125,7 @@ static struct bel_block *bel_blocks_new(u32 nr_blocks)
 	blocks = bel_calloc(nr_blocks, sizeof(*blocks));
 	if (!blocks)
 		return NULL;
-	/* Free list in index order, so a fresh region hands out index 0 first. */
+	/* Free list in index order: a fresh region hands out index 0 first. */
 	for (i = 0; i < nr_blocks; i++) {
 		blocks[i].prev = BEL_NONE;
 		blocks[i].next = i + 1 < nr_blocks ? i + 1 : BEL_NONE;
@@ -301,7 +301,7 @@ int bel_pool_remove_region(struct bel_pool *pool, u32 slot, bool evict,
 		if (evicted)
 			*evicted = n;
 		if (!r->present || r->blocks != blocks) {
-			/* Someone else removed it while the lock was dropped. */
+			/* Removed by another caller while unlocked. */
 			bel_spin_unlock(&pool->lock);
 			return -ENOENT;
 		}
