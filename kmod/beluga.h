@@ -19,9 +19,9 @@
 #include <linux/miscdevice.h>
 #include <linux/rwsem.h>
 #include <linux/types.h>
-#include <linux/version.h>
 
 #include "core/bel_core.h"
+#include "compat.h"
 
 struct dev_pagemap;
 
@@ -97,19 +97,5 @@ struct beluga_region *beluga_region_alloc(void);
 void beluga_region_put(struct beluga_region *region);
 int beluga_region_sysfs_add(struct beluga_region *region);
 void beluga_region_sysfs_del(struct beluga_region *region);
-
-/* Kernel API differences between the supported kernels (6.1 to 6.12). */
-#if LINUX_VERSION_CODE < KERNEL_VERSION(6, 3, 0)
-static inline void vm_flags_set(struct vm_area_struct *vma, vm_flags_t flags)
-{
-	vma->vm_flags |= flags;
-}
-
-static inline void vm_flags_clear(struct vm_area_struct *vma,
-				  vm_flags_t flags)
-{
-	vma->vm_flags &= ~flags;
-}
-#endif
 
 #endif /* BELUGA_GLUE_H */

@@ -114,22 +114,12 @@ static vm_fault_t beluga_pmd_fault(struct vm_fault *vmf)
 				  vmf->flags & FAULT_FLAG_WRITE);
 }
 
-#if LINUX_VERSION_CODE < KERNEL_VERSION(6, 6, 0)
-static vm_fault_t beluga_huge_fault(struct vm_fault *vmf,
-				    enum page_entry_size pe_size)
+static vm_fault_t beluga_huge_fault(BELUGA_HUGE_FAULT_ARGS)
 {
-	if (pe_size != PE_SIZE_PMD)
+	if (!BELUGA_HUGE_FAULT_IS_PMD)
 		return VM_FAULT_FALLBACK;
 	return beluga_pmd_fault(vmf);
 }
-#else
-static vm_fault_t beluga_huge_fault(struct vm_fault *vmf, unsigned int order)
-{
-	if (order != PMD_ORDER)
-		return VM_FAULT_FALLBACK;
-	return beluga_pmd_fault(vmf);
-}
-#endif
 
 static const struct vm_operations_struct beluga_vm_ops = {
 	.open = beluga_vm_open,
@@ -186,26 +176,6 @@ out:
 	return ret;
 }
 
-#if LINUX_VERSION_CODE < KERNEL_VERSION(6, 10, 0)
-static unsigned long beluga_default_unmapped_area(struct file *file,
-						  unsigned long addr,
-						  unsigned long len,
-						  unsigned long pgoff,
-						  unsigned long flags)
-{
-	return current->mm->get_unmapped_area(file, addr, len, pgoff, flags);
-}
-#else
-static unsigned long beluga_default_unmapped_area(struct file *file,
-						  unsigned long addr,
-						  unsigned long len,
-						  unsigned long pgoff,
-						  unsigned long flags)
-{
-	return mm_get_unmapped_area(current->mm, file, addr, len, pgoff, flags);
-}
-#endif
-
 /*
  * Place mappings whose offset is 2 MiB aligned on a 2 MiB aligned address,
  * so that device-dax regions can be mapped with PMD entries.
@@ -222,10 +192,11 @@ unsigned long beluga_get_unmapped_area(struct file *file, unsigned long addr,
 	padded = len + PMD_SIZE;
 	if (padded < len)
 		goto fallback;
-	area = beluga_default_unmapped_area(file, addr, padded, pgoff, flags);
+	area = mm_get_unmapped_area(current->mm, file, addr, padded, pgoff,
+				    flags);
 	if (IS_ERR_VALUE(area))
 		goto fallback;
 	return ALIGN(area, PMD_SIZE);
 fallback:
-	return beluga_default_unmapped_area(file, addr, len, pgoff, flags);
+	return mm_get_unmapped_area(current->mm, file, addr, len, pgoff, flags);
 }

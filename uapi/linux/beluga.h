@@ -76,8 +76,9 @@
 #ifndef _UAPI_LINUX_BELUGA_H
 #define _UAPI_LINUX_BELUGA_H
 
-#include <linux/types.h>
+#include <linux/const.h>
 #include <linux/ioctl.h>
+#include <linux/types.h>
 
 #define BELUGA_DEVICE_PATH	"/dev/beluga"
 #define BELUGA_ABI_VERSION	1
@@ -142,6 +143,7 @@ struct beluga_info {
 	__u32 max_batch;
 	__u32 max_regions;
 };
+
 #define BELUGA_INFO_SIZE_V1	48
 #define BELUGA_IOC_INFO		_IO(BELUGA_TYPE, BELUGA_CMD_INFO)
 
@@ -191,6 +193,7 @@ struct beluga_stats {
 	__u64 evictions;
 	__u64 alloc_failures;
 };
+
 #define BELUGA_STATS_SIZE_V1	144
 #define BELUGA_IOC_STATS	_IO(BELUGA_TYPE, BELUGA_CMD_STATS)
 
@@ -218,6 +221,7 @@ struct beluga_alloc {
 	__u32 __reserved;
 	__aligned_u64 offsets;
 };
+
 #define BELUGA_ALLOC_SIZE_V1	24
 #define BELUGA_IOC_ALLOC	_IO(BELUGA_TYPE, BELUGA_CMD_ALLOC)
 
@@ -245,6 +249,7 @@ struct beluga_blocks {
 	__u32 __reserved;
 	__aligned_u64 offsets;
 };
+
 #define BELUGA_BLOCKS_SIZE_V1	24
 #define BELUGA_IOC_FREE		_IO(BELUGA_TYPE, BELUGA_CMD_FREE)
 #define BELUGA_IOC_RELEASE	_IO(BELUGA_TYPE, BELUGA_CMD_RELEASE)
@@ -306,11 +311,12 @@ struct beluga_publish {
 	__u32 failed;
 	__aligned_u64 items;
 };
+
 #define BELUGA_PUBLISH_SIZE_V1	40
 #define BELUGA_IOC_PUBLISH	_IO(BELUGA_TYPE, BELUGA_CMD_PUBLISH)
 
 /* LOOKUP flags */
-#define BELUGA_LOOKUP_PIN	(1U << 0)
+#define BELUGA_LOOKUP_PIN	_BITUL(0)
 
 /**
  * struct beluga_lookup - BELUGA_IOC_LOOKUP: longest cached prefix
@@ -332,6 +338,8 @@ struct beluga_publish {
  *
  * Errors: -EFAULT when @keys cannot be read or @offsets cannot be written;
  * with BELUGA_LOOKUP_PIN the pins are dropped again before returning.
+ * -EOVERFLOW with BELUGA_LOOKUP_PIN when a hit already carries nearly 2^32
+ * pins; nothing is pinned then.
  */
 struct beluga_lookup {
 	__u32 size;
@@ -342,6 +350,7 @@ struct beluga_lookup {
 	__aligned_u64 keys;
 	__aligned_u64 offsets;
 };
+
 #define BELUGA_LOOKUP_SIZE_V1	40
 #define BELUGA_IOC_LOOKUP	_IO(BELUGA_TYPE, BELUGA_CMD_LOOKUP)
 
@@ -397,11 +406,12 @@ struct beluga_attach {
 	__aligned_u64 first_offset;
 	__aligned_u64 nr_blocks;
 };
+
 #define BELUGA_ATTACH_SIZE_V1	96
 #define BELUGA_IOC_ATTACH	_IO(BELUGA_TYPE, BELUGA_CMD_ATTACH)
 
 /* DETACH flags */
-#define BELUGA_DETACH_EVICT	(1U << 0)
+#define BELUGA_DETACH_EVICT	_BITUL(0)
 
 /**
  * struct beluga_detach - BELUGA_IOC_DETACH: remove a region (admin)
@@ -425,11 +435,12 @@ struct beluga_detach {
 	__u32 __reserved;
 	__aligned_u64 evicted;
 };
+
 #define BELUGA_DETACH_SIZE_V1	24
 #define BELUGA_IOC_DETACH	_IO(BELUGA_TYPE, BELUGA_CMD_DETACH)
 
 /* EVICT flags */
-#define BELUGA_EVICT_NAMESPACE	(1U << 0)
+#define BELUGA_EVICT_NAMESPACE	_BITUL(0)
 
 /**
  * struct beluga_evict - BELUGA_IOC_EVICT: drop published keys (admin)
@@ -451,6 +462,7 @@ struct beluga_evict {
 	__aligned_u64 evicted;
 	__aligned_u64 busy;
 };
+
 #define BELUGA_EVICT_SIZE_V1	48
 #define BELUGA_IOC_EVICT	_IO(BELUGA_TYPE, BELUGA_CMD_EVICT)
 
@@ -489,6 +501,7 @@ struct beluga_region_info {
 	__aligned_u64 published_blocks;
 	char name[BELUGA_NAME_LEN];
 };
+
 #define BELUGA_REGION_INFO_SIZE_V1	112
 #define BELUGA_IOC_REGION_INFO	_IO(BELUGA_TYPE, BELUGA_CMD_REGION_INFO)
 

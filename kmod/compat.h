@@ -1,0 +1,46 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Kernel API differences between the kernels Beluga supports (6.1 to 6.12).
+ * Version checks live here only; the rest of the module is written against
+ * the newest API.
+ */
+#ifndef BELUGA_COMPAT_H
+#define BELUGA_COMPAT_H
+
+#include <linux/mm.h>
+#include <linux/version.h>
+
+#if LINUX_VERSION_CODE < KERNEL_VERSION(6, 3, 0)
+static inline void vm_flags_set(struct vm_area_struct *vma, vm_flags_t flags)
+{
+	vma->vm_flags |= flags;
+}
+
+static inline void vm_flags_clear(struct vm_area_struct *vma,
+				  vm_flags_t flags)
+{
+	vma->vm_flags &= ~flags;
+}
+#endif
+
+/* vm_operations_struct.huge_fault took an enum before 6.6, an order since. */
+#if LINUX_VERSION_CODE < KERNEL_VERSION(6, 6, 0)
+#define BELUGA_HUGE_FAULT_ARGS	struct vm_fault *vmf, enum page_entry_size pe_size
+#define BELUGA_HUGE_FAULT_IS_PMD	(pe_size == PE_SIZE_PMD)
+#else
+#define BELUGA_HUGE_FAULT_ARGS	struct vm_fault *vmf, unsigned int order
+#define BELUGA_HUGE_FAULT_IS_PMD	(order == PMD_ORDER)
+#endif
+
+/* mm->get_unmapped_area went away in 6.10 for mm_get_unmapped_area(). */
+#if LINUX_VERSION_CODE < KERNEL_VERSION(6, 10, 0)
+static inline unsigned long
+mm_get_unmapped_area(struct mm_struct *mm, struct file *file,
+		     unsigned long addr, unsigned long len,
+		     unsigned long pgoff, unsigned long flags)
+{
+	return mm->get_unmapped_area(file, addr, len, pgoff, flags);
+}
+#endif
+
+#endif /* BELUGA_COMPAT_H */
