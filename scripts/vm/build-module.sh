@@ -5,7 +5,7 @@
 # the path of the .ko. Incremental: only changed sources are copied, so kbuild
 # rebuilds only what changed.
 #   -W  W=1 build; fail (exit 2) if the compiler printed any warning
-#   -C  C=1 build (sparse on every file, forced rebuild); fail (exit 2) on any warning
+#   -C  C=1 build (sparse; the tree is cleaned first, so every file is checked); fail (exit 2) on any warning
 # The full build log is kept in build/kmod-KVER/build.log.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
@@ -14,7 +14,7 @@ wflag=() strict=0 sparse=0
 while getopts WCq opt; do
 	case $opt in
 	W) wflag+=(W=1) strict=1 ;;
-	C) wflag+=(C=2) sparse=1 strict=1 ;;
+	C) wflag+=(C=1) sparse=1 strict=1 ;;
 	q) ;;
 	*) die "usage: $0 [-W] [-C] 6.1|6.12|KVER" ;;
 	esac
