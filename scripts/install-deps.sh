@@ -51,7 +51,7 @@ fi
 
 pkgs=(
 	build-essential make gcc pkg-config git
-	sparse dkms kmod cpio xz-utils zstd busybox-static
+	sparse dkms kmod cpio xz-utils zstd busybox-static perl
 	flex bison bc libelf-dev libssl-dev
 	liburing-dev ndctl daxctl
 	gnuplot-nox

@@ -24,14 +24,17 @@ if [ -x /usr/bin/belugactl ]; then
 	for d in $BELUGA_TEST_DAX; do
 		tap_check "belugactl-attach-$d" belugactl attach /dev/$d
 	done
+	if [ -n "$BELUGA_TEST_NODE" ]; then
+		tap_check "belugactl-attach-node$BELUGA_TEST_NODE" belugactl attach --node "$BELUGA_TEST_NODE" --size 32M
+	fi
 	tap_check belugactl-status-attached belugactl status
 	tap_check belugactl-stats belugactl stats
 	tap_check belugactl-status-json belugactl status --json
 	if [ -x /usr/bin/beluga-demo ]; then
 		tap_check beluga-demo timeout 600 /usr/bin/beluga-demo
 	fi
-	for d in $BELUGA_TEST_DAX; do
-		tap_check "belugactl-detach-$d" belugactl detach /dev/$d
+	for d in $BELUGA_TEST_DAX ${BELUGA_TEST_NODE:+node$BELUGA_TEST_NODE}; do
+		tap_check "belugactl-detach-$d" belugactl detach "$d"
 	done
 else
 	tap_skip belugactl-smoke "belugactl is not in the guest (userspace/build/static/belugactl not built)"
