@@ -59,6 +59,14 @@
  */
 #pragma GCC diagnostic ignored "-Wunused-parameter"
 #pragma GCC diagnostic ignored "-Wsign-compare"
+/*
+ * -Wclobbered: TEST_F()'s wrapper keeps the fork() result in a local across
+ * setjmp(). If it is clobbered, a failed ASSERT skips the fixture teardown
+ * (the failure is still reported). Every fixture here therefore starts by
+ * emptying the pool itself (bt_reset_pool()) instead of trusting the last
+ * teardown.
+ */
+#pragma GCC diagnostic ignored "-Wclobbered"
 #include "kselftest_harness.h"
 
 /* ------------------------------------------------------------------ */
@@ -815,21 +823,21 @@ static inline bool bt_is_block(const struct bt_ctx *c, uint64_t off)
 	       (off - c->att[i].first_offset) % c->info.block_size == 0;
 }
 
-/* A page that is mapped PROT_NONE-free: NULL-free unmapped address. */
+/*
+ * An inaccessible page. It stays reserved (PROT_NONE) rather than unmapped,
+ * so that a later mmap() cannot land on it and make it readable again.
+ */
 static inline void *bt_unmapped_page(void)
 {
-	void *p = mmap(NULL, BT_PAGE, PROT_READ | PROT_WRITE,
-		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	void *p = mmap(NULL, BT_PAGE, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS,
+		       -1, 0);
 
-	if (p == MAP_FAILED)
-		return NULL;
-	munmap(p, BT_PAGE);
-	return p;
+	return p == MAP_FAILED ? NULL : p;
 }
 
 /*
- * Two pages: the first read-write, the second unmapped. Returns the start;
- * (char *)ret + BT_PAGE is the unmapped address.
+ * Two pages: the first read-write (zeroed), the second inaccessible.
+ * Returns the start; (char *)ret + BT_PAGE is the inaccessible address.
  */
 static inline void *bt_page_before_hole(void)
 {
@@ -838,7 +846,10 @@ static inline void *bt_page_before_hole(void)
 
 	if (p == MAP_FAILED)
 		return NULL;
-	munmap(p + BT_PAGE, BT_PAGE);
+	if (mprotect(p + BT_PAGE, BT_PAGE, PROT_NONE)) {
+		munmap(p, 2 * BT_PAGE);
+		return NULL;
+	}
 	memset(p, 0, BT_PAGE);
 	return p;
 }

@@ -468,15 +468,16 @@ TEST_F(pool, pin_release_rules)
 
 TEST_F(pool, close_returns_allocations_and_pins)
 {
-	int fd2 = bt_open(O_RDWR);
 	struct beluga_key k[2];
 	struct beluga_stats s0, s1, s2;
 	uint64_t o[2], a[3], got[2];
 	uint32_t hits;
+	int fd2;
 
-	ASSERT_LE(0, fd2);
 	ASSERT_EQ(0, publish_chain(self->c.fd, self->ns, 2, self->ns, o, k));
 	ASSERT_EQ(0, bt_stats(self->c.fd, &s0));
+	fd2 = bt_open(O_RDWR);
+	ASSERT_LE(0, fd2);
 	ASSERT_EQ(0, bt_alloc(fd2, 3, a));
 	ASSERT_EQ(0, bt_lookup(fd2, self->ns, k, 2, got, BELUGA_LOOKUP_PIN,
 			       &hits));
