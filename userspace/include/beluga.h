@@ -171,7 +171,7 @@ int beluga_release(struct beluga *b, const uint64_t *offsets, size_t count);
  * @dax: "dax0.0" or "/dev/dax0.0"
  * @block_size: bytes per block, 0 for the pool's (2 MiB for the first)
  * @out: may be NULL; receives the request and the kernel's answer
- *	(region_id, first_offset, nr_blocks)
+ *	(region_id, first_offset, nr_blocks); block_size is the pool's
  *
  * Resolves the physical range from /sys/bus/dax/devices/<name>/{resource,
  * size}. The device must stay bound to device_dax: one that is online as
@@ -249,7 +249,8 @@ int beluga_invalidate_range(const void *addr, size_t len);
  * @cuda_flags: cudaHostRegister flags; 0 means cudaHostRegisterPortable.
  *	cudaHostRegisterReadOnly is added for an O_RDONLY handle.
  *
- * The CUDA runtime is loaded with dlopen() (libcudart.so, .so.12, .so.11.0);
+ * The CUDA runtime is loaded with dlopen() (libcudart.so, .so.13, .so.12,
+ * .so.11.0);
  * there is no build-time dependency. The mapping is registered in chunks
  * below 512 GiB, which newer drivers refuse in one piece. Maps first if the
  * handle is not mapped.

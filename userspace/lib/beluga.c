@@ -297,6 +297,23 @@ static int attach_fail(struct beluga *b, int err, const struct beluga_attach *re
 	return bel_fail_common(b, err, "ATTACH");
 }
 
+/*
+ * Hand the caller the request with the kernel's answer. A block size of 0
+ * asked for "the pool's"; report the one the region got, so callers can
+ * print sizes without another INFO.
+ */
+static void attach_done(struct beluga *b, const struct beluga_attach *req,
+			struct beluga_attach *out)
+{
+	struct beluga_info info;
+
+	if (!out)
+		return;
+	*out = *req;
+	if (!out->block_size && !beluga_info(b, &info))
+		out->block_size = info.block_size;
+}
+
 BEL_EXPORT int beluga_attach_dax(struct beluga *b, const char *dax,
 				 uint64_t block_size, struct beluga_attach *out)
 {
@@ -367,8 +384,7 @@ BEL_EXPORT int beluga_attach_dax(struct beluga *b, const char *dax,
 	ret = bel_ioctl_call(b, BELUGA_IOC_ATTACH, &req);
 	if (ret)
 		return attach_fail(b, ret, &req, dev.name);
-	if (out)
-		*out = req;
+	attach_done(b, &req, out);
 	return 0;
 }
 
@@ -394,8 +410,7 @@ BEL_EXPORT int beluga_attach_node(struct beluga *b, int node, uint64_t bytes,
 	ret = bel_ioctl_call(b, BELUGA_IOC_ATTACH, &req);
 	if (ret)
 		return attach_fail(b, ret, &req, what);
-	if (out)
-		*out = req;
+	attach_done(b, &req, out);
 	return 0;
 }
 

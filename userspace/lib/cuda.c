@@ -64,7 +64,7 @@ static void cuda_load(void)
 {
 	/* The unversioned name exists only with the CUDA dev package. */
 	static const char *const names[] = {
-		"libcudart.so", "libcudart.so.12", "libcudart.so.11.0",
+		"libcudart.so", "libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0",
 	};
 	void *lib = NULL;
 	size_t i;
@@ -114,7 +114,7 @@ BEL_EXPORT int beluga_cuda_register(struct beluga *b, unsigned int cuda_flags)
 	pthread_once(&cuda_once, cuda_load);
 	if (!cuda.host_register)
 		return bel_fail(b, -ENOSYS,
-				"no CUDA runtime found (dlopen of libcudart.so, .so.12, .so.11.0 "
+				"no CUDA runtime found (dlopen of libcudart.so, .so.13, .so.12, .so.11.0 "
 				"failed): install the CUDA runtime or add its directory to "
 				"LD_LIBRARY_PATH");
 	if (b->cuda_registered)

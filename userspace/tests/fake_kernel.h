@@ -1,0 +1,62 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * An in-process stand-in for beluga.ko, for host tests of libbeluga and the
+ * tools without /dev/beluga. It implements the uapi semantics closely
+ * enough for the library's logic (batch limits, all-or-nothing, per-item
+ * results, leading-run lookup, pins, eviction) and records every call.
+ * It is installed by pointing the library's ioctl hook at it.
+ *
+ * One pool per process, one client: the handle's fd is only used to size
+ * the backing file so that mmap() of it works (point BELUGA_DEVICE at a
+ * regular file).
+ *
+ * Tools linked with it install it when BELUGA_FAKE_KERNEL is set:
+ *   BELUGA_FAKE_KERNEL=1
+ *   BELUGA_FAKE_REGIONS="dax0.0:4M,node1:2M"   regions present at start
+ *   BELUGA_FAKE_BLOCK_SIZE=65536               default 64 KiB
+ *   BELUGA_FAKE_MAX_BATCH=4096
+ */
+#ifndef BELUGA_FAKE_KERNEL_H
+#define BELUGA_FAKE_KERNEL_H
+
+#include <stdint.h>
+
+#include "beluga.h"
+
+#define FAKE_MAX_BLOCKS	65536
+#define FAKE_LOG_LEN	256
+
+struct fake_call {
+	unsigned int cmd;	/* BELUGA_CMD_* */
+	uint32_t count;		/* items, where the command has a count */
+};
+
+struct fake_kernel {
+	uint32_t abi_version;
+	uint32_t max_batch;
+	uint64_t block_size;
+	/* Fault injection: the fail_nth call (1-based) of fail_cmd fails. */
+	int fail_cmd;		/* -1: none */
+	unsigned int fail_nth;
+	int fail_errno;
+	unsigned int calls_of[16];
+	/* Call log. */
+	unsigned int nr_calls;
+	struct fake_call log[FAKE_LOG_LEN];
+	/* Pool counters visible to tests. */
+	uint64_t nr_pins;
+};
+
+extern struct fake_kernel fake;
+
+/* Reset to an empty pool with @block_size and @max_batch; install the hook. */
+void fake_kernel_reset(uint64_t block_size, uint32_t max_batch);
+/* Add a region as ATTACH would; returns the slot or -errno. */
+int fake_kernel_add_region(const char *name, enum beluga_backend backend, int node,
+			   uint64_t phys_start, uint64_t length);
+/* Count blocks in a state: 0 free, 1 allocated, 2 published. */
+uint64_t fake_kernel_count(int state);
+/* Calls of one command since the last reset. */
+unsigned int fake_kernel_calls(unsigned int cmd);
+
+#endif /* BELUGA_FAKE_KERNEL_H */

@@ -1,0 +1,64 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# Run the userspace host tests (built by `make check` into DIR) and print
+# one TAP stream: every program's results renumbered in order, its other
+# output as comments, the plan last. A program that exits non-zero without
+# reporting a failure (a crash, a sanitizer report) is a failure itself.
+#
+# Usage: tests/run-tests.sh DIR
+set -u
+
+dir=${1:?usage: run-tests.sh BUILD_DIR}
+here=$(cd "$(dirname "$0")" && pwd)
+# Sanitizers: fail hard on the first report. Leak checking needs ptrace-free
+# runs; keep it unless the environment cannot do it.
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=0:detect_leaks=1}
+
+n=0
+failed=0
+
+# run NAME CMD...: run a TAP-printing program and re-emit its results
+run() {
+	local name=$1 out rc line reported=0
+	shift
+	out=$("$@" 2>&1)
+	rc=$?
+	while IFS= read -r line; do
+		if [[ $line =~ ^(not\ )?ok\ [0-9]+\ (.*)$ ]]; then
+			n=$((n + 1))
+			if [ -n "${BASH_REMATCH[1]}" ]; then
+				failed=$((failed + 1))
+				reported=1
+			fi
+			echo "${BASH_REMATCH[1]}ok $n $name: ${BASH_REMATCH[2]}"
+		elif [[ $line =~ ^1\.\.[0-9]+$ ]]; then
+			:
+		elif [ -n "$line" ]; then
+			echo "# ${line#\# }"
+		fi
+	done <<<"$out"
+	if [ $rc -ne 0 ] && [ $reported -eq 0 ]; then
+		n=$((n + 1))
+		failed=$((failed + 1))
+		echo "not ok $n $name: exited with status $rc without reporting a failure (crash or sanitizer)"
+	fi
+}
+
+# LeakSanitizer cannot run under ptrace (some CI sandboxes): probe once.
+if ! "$dir/test_hash" >/dev/null 2>&1; then
+	if ASAN_OPTIONS=detect_leaks=0 "$dir/test_hash" >/dev/null 2>&1; then
+		echo "# LeakSanitizer does not work here; running without leak checks"
+		export ASAN_OPTIONS=abort_on_error=0:detect_leaks=0
+	fi
+fi
+
+run hash "$dir/test_hash"
+run batch "$dir/test_batch"
+run sysfs "$dir/test_sysfs"
+run cli "$here/test_cli.sh" "$dir"
+
+echo "1..$n"
+echo "# userspace: $((n - failed)) passed, $failed failed"
+[ $failed -eq 0 ]

@@ -1,0 +1,470 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * libbeluga against the in-process fake kernel: opening, batch splitting
+ * and the cross-chunk semantics (all-or-nothing ALLOC, leading-run LOOKUP,
+ * pins undone on error, per-item PUBLISH results), error messages, and the
+ * mapping helper.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "beluga.h"
+#include "fake_kernel.h"
+#include "internal.h"
+#include "tap.h"
+
+#define BS	4096ULL
+#define MB	(1ULL << 20)
+
+static char dev_path[64];
+
+/* A fresh fake pool of @nr_blocks blocks, batches of @max_batch, and a handle. */
+static struct beluga *setup(uint32_t max_batch, uint32_t nr_blocks)
+{
+	struct beluga *b = NULL;
+
+	fake_kernel_reset(BS, max_batch);
+	if (nr_blocks)
+		fake_kernel_add_region("dax0.0", BELUGA_BACKEND_DAX, -1, 0x390000000ULL,
+				       nr_blocks * BS);
+	if (beluga_open(dev_path, O_RDWR, &b)) {
+		printf("# beluga_open: %s\n", beluga_last_error(NULL));
+		exit(1);
+	}
+	return b;
+}
+
+static struct beluga_key key_of(uint64_t i)
+{
+	struct beluga_key k = { .lo = i * 0x9e3779b97f4a7c15ULL + 1, .hi = i };
+
+	return k;
+}
+
+/* Allocate and publish keys 0..n-1 (batch-agnostic helper). */
+static int publish_keys(struct beluga *b, uint64_t ns, size_t n)
+{
+	struct beluga_publish_item *items = calloc(n, sizeof(*items));
+	uint64_t *offs = calloc(n, sizeof(*offs));
+	size_t i;
+	int ret;
+
+	ret = beluga_alloc(b, offs, n);
+	for (i = 0; !ret && i < n; i++) {
+		items[i].offset = offs[i];
+		items[i].key = key_of(i);
+	}
+	if (!ret)
+		ret = beluga_publish(b, ns, items, n, NULL);
+	free(items);
+	free(offs);
+	return ret;
+}
+
+static void test_open(void)
+{
+	struct beluga *b = NULL;
+	int ret;
+
+	ret = beluga_open("/nonexistent/beluga", O_RDWR, &b);
+	tap_result(ret == -ENOENT && !b &&
+		   strstr(beluga_last_error(NULL), "load the module with `modprobe beluga`"),
+		   "open: a missing device says to load the module");
+
+	ret = beluga_open(dev_path, O_RDWR | O_APPEND, &b);
+	tap_result(ret == -EINVAL && strstr(beluga_last_error(NULL), "O_RDWR or O_RDONLY"),
+		   "open: unknown flags are refused");
+
+	fake_kernel_reset(BS, BELUGA_MAX_BATCH);
+	fake.abi_version = 99;
+	ret = beluga_open(dev_path, O_RDWR, &b);
+	tap_result(ret == -EPROTO && strstr(beluga_last_error(NULL), "ABI 99"),
+		   "open: an ABI mismatch is -EPROTO naming both versions");
+
+	fake_kernel_reset(BS, BELUGA_MAX_BATCH);
+	fake.fail_cmd = BELUGA_CMD_INFO;
+	fake.fail_nth = 1;
+	fake.fail_errno = ENOTTY;
+	ret = beluga_open(dev_path, O_RDWR, &b);
+	tap_result(ret == -ENOTTY && strstr(beluga_last_error(NULL), "not a Beluga device"),
+		   "open: a file without the INFO ioctl is not a Beluga device");
+
+	setenv("BELUGA_DEVICE", dev_path, 1);
+	fake_kernel_reset(BS, BELUGA_MAX_BATCH);
+	ret = beluga_open(NULL, O_RDONLY, &b);
+	tap_result(!ret && b && beluga_fd(b) >= 0, "open: NULL path uses $BELUGA_DEVICE");
+	beluga_close(b);
+	unsetenv("BELUGA_DEVICE");
+}
+
+static void test_alloc(void)
+{
+	uint64_t offs[10];
+	struct beluga *b;
+	int ret, i, distinct = 1;
+
+	b = setup(4, 16);
+	ret = beluga_alloc(b, offs, 10);
+	for (i = 1; i < 10; i++)
+		distinct &= offs[i] != offs[i - 1];
+	tap_result(!ret && fake_kernel_calls(BELUGA_CMD_ALLOC) == 3 && fake.log[1].count == 4 &&
+		   fake.log[2].count == 4 && fake.log[3].count == 2 && distinct &&
+		   fake_kernel_count(1) == 10,
+		   "alloc: 10 blocks in batches of 4 take 3 calls (4, 4, 2)");
+	beluga_close(b);
+
+	/* Only 9 free blocks: the third chunk fails, the first two are undone. */
+	b = setup(4, 9);
+	ret = beluga_alloc(b, offs, 10);
+	tap_result(ret == -ENOSPC && fake_kernel_count(1) == 0 && fake_kernel_count(0) == 9 &&
+		   fake_kernel_calls(BELUGA_CMD_FREE) == 2,
+		   "alloc: a failing later chunk frees the earlier chunks (all or nothing)");
+	tap_result(strstr(beluga_last_error(b), "release pins") != NULL,
+		   "alloc: -ENOSPC message says how to make room");
+	beluga_close(b);
+
+	b = setup(4, 9);
+	tap_result(!beluga_alloc(b, offs, 0) && fake.nr_calls == 1,
+		   "alloc: count 0 is a no-op without an ioctl");
+	beluga_close(b);
+
+	b = setup(BELUGA_MAX_BATCH, 0);
+	ret = beluga_alloc(b, offs, 1);
+	tap_result(ret == -ENODEV && strstr(beluga_last_error(b), "belugactl attach /dev/dax0.0"),
+		   "alloc: no region attached says how to attach one");
+	beluga_close(b);
+}
+
+static void test_big_batches(void)
+{
+	enum { N = 10000 };
+	uint64_t *offs = calloc(N, sizeof(*offs));
+	struct beluga_key *keys = calloc(N, sizeof(*keys));
+	struct beluga *b;
+	ssize_t hits;
+	int i;
+
+	b = setup(BELUGA_MAX_BATCH, N + 10);
+	tap_result(!publish_keys(b, 1, N) && fake_kernel_calls(BELUGA_CMD_ALLOC) == 3 &&
+		   fake_kernel_calls(BELUGA_CMD_PUBLISH) == 3 && fake_kernel_count(2) == N,
+		   "alloc+publish: 10000 items take 3 calls each at BELUGA_MAX_BATCH");
+	for (i = 0; i < N; i++)
+		keys[i] = key_of((uint64_t)i);
+	hits = beluga_lookup(b, 1, keys, N, offs, BELUGA_LOOKUP_PIN);
+	tap_result(hits == N && fake_kernel_calls(BELUGA_CMD_LOOKUP) == 3 && fake.nr_pins == N,
+		   "lookup: 10000 keys across 3 chunks all hit and are pinned");
+	tap_result(!beluga_release(b, offs, N) && fake.nr_pins == 0 &&
+		   fake_kernel_calls(BELUGA_CMD_RELEASE) == 3,
+		   "release: 10000 pins in 3 calls");
+	beluga_close(b);
+	free(offs);
+	free(keys);
+}
+
+static void test_lookup(void)
+{
+	struct beluga_key keys[10];
+	uint64_t offs[10];
+	struct beluga *b;
+	ssize_t hits;
+	int i;
+
+	for (i = 0; i < 10; i++)
+		keys[i] = key_of((uint64_t)i);
+
+	b = setup(4, 32);
+	publish_keys(b, 7, 10);
+	fake.nr_calls = 0;
+	fake.calls_of[BELUGA_CMD_LOOKUP] = 0;
+	hits = beluga_lookup(b, 7, keys, 10, offs, BELUGA_LOOKUP_PIN);
+	tap_result(hits == 10 && fake_kernel_calls(BELUGA_CMD_LOOKUP) == 3 && fake.nr_pins == 10,
+		   "lookup: full hits continue into the next chunk");
+	beluga_release(b, offs, 10);
+
+	/* Key 5 missing: chunk 1 hits 4 of 4, chunk 2 hits 1 of 4, stop. */
+	keys[5].hi ^= 0xdead;
+	fake.calls_of[BELUGA_CMD_LOOKUP] = 0;
+	hits = beluga_lookup(b, 7, keys, 10, offs, BELUGA_LOOKUP_PIN);
+	tap_result(hits == 5 && fake_kernel_calls(BELUGA_CMD_LOOKUP) == 2 && fake.nr_pins == 5,
+		   "lookup: stops at the first miss (chunk 2 of 3 not full)");
+	beluga_release(b, offs, 5);
+	keys[5].hi ^= 0xdead;
+
+	/* Miss exactly at a chunk boundary. */
+	keys[4].hi ^= 0xbeef;
+	fake.calls_of[BELUGA_CMD_LOOKUP] = 0;
+	hits = beluga_lookup(b, 7, keys, 10, offs, BELUGA_LOOKUP_PIN);
+	tap_result(hits == 4 && fake_kernel_calls(BELUGA_CMD_LOOKUP) == 2 && fake.nr_pins == 4,
+		   "lookup: a miss at a chunk boundary ends the run");
+	beluga_release(b, offs, 4);
+	keys[4].hi ^= 0xbeef;
+
+	/* Keys after a miss are not a hit even if present (chain semantics). */
+	keys[0].lo ^= 1;
+	hits = beluga_lookup(b, 7, keys, 10, offs, BELUGA_LOOKUP_PIN);
+	tap_result(hits == 0 && fake.nr_pins == 0, "lookup: a first-key miss is 0 hits");
+	keys[0].lo ^= 1;
+
+	/* Failure in chunk 2 with pins: chunk 1's pins are released. */
+	fake.calls_of[BELUGA_CMD_LOOKUP] = 0;
+	fake.fail_cmd = BELUGA_CMD_LOOKUP;
+	fake.fail_nth = 2;
+	fake.fail_errno = EFAULT;
+	hits = beluga_lookup(b, 7, keys, 10, offs, BELUGA_LOOKUP_PIN);
+	tap_result(hits == -EFAULT && fake.nr_pins == 0,
+		   "lookup: an error in a later chunk releases the earlier chunks' pins");
+	fake.fail_cmd = -1;
+
+	/* Count-only: no offsets, no pins. */
+	hits = beluga_lookup(b, 7, keys, 10, NULL, 0);
+	tap_result(hits == 10 && fake.nr_pins == 0, "lookup: count-only probe pins nothing");
+	hits = beluga_lookup(b, 8, keys, 10, NULL, 0);
+	tap_result(hits == 0, "lookup: namespaces are separate");
+
+	fake.calls_of[BELUGA_CMD_LOOKUP] = 0;
+	hits = beluga_lookup(b, 7, keys, 10, NULL, BELUGA_LOOKUP_PIN);
+	tap_result(hits == -EINVAL && fake_kernel_calls(BELUGA_CMD_LOOKUP) == 0 &&
+		   strstr(beluga_last_error(b), "offsets"),
+		   "lookup: PIN without an offsets array is refused before the ioctl");
+	beluga_close(b);
+}
+
+static void test_publish(void)
+{
+	struct beluga_publish_summary sum;
+	struct beluga_publish_item items[10];
+	uint64_t offs[10];
+	struct beluga *b;
+	int i, ok = 1, ret;
+
+	b = setup(4, 32);
+	beluga_alloc(b, offs, 10);
+	memset(items, 0xff, sizeof(items));	/* garbage result and reserved */
+	for (i = 0; i < 10; i++) {
+		items[i].offset = offs[i];
+		items[i].key = key_of((uint64_t)(i % 8));	/* items 8, 9 repeat 0, 1 */
+	}
+	items[3].offset = 12345;			/* not a block */
+	ret = beluga_publish(b, 1, items, 10, &sum);
+	for (i = 0; i < 10; i++) {
+		int want = i == 3 ? -EINVAL : i >= 8 ? BELUGA_PUBLISH_EXISTS : BELUGA_PUBLISH_OK;
+
+		ok &= items[i].result == want;
+	}
+	tap_result(!ret && ok && sum.published == 7 && sum.exists == 2 && sum.failed == 1 &&
+		   fake_kernel_calls(BELUGA_CMD_PUBLISH) == 3,
+		   "publish: per-item results and summed totals across 3 chunks");
+	beluga_close(b);
+
+	/* The second chunk fails as a whole: its items and later ones carry the error. */
+	b = setup(4, 32);
+	beluga_alloc(b, offs, 10);
+	for (i = 0; i < 10; i++) {
+		items[i].offset = offs[i];
+		items[i].key = key_of((uint64_t)i);
+	}
+	fake.fail_cmd = BELUGA_CMD_PUBLISH;
+	fake.fail_nth = 2;
+	fake.fail_errno = EFAULT;
+	ret = beluga_publish(b, 1, items, 10, &sum);
+	ok = 1;
+	for (i = 0; i < 10; i++)
+		ok &= items[i].result == (i < 4 ? BELUGA_PUBLISH_OK : -EFAULT);
+	tap_result(ret == -EFAULT && ok && sum.published == 4 && sum.failed == 6 &&
+		   fake_kernel_count(2) == 4,
+		   "publish: a failed chunk marks its items and the rest, earlier chunks stay");
+	beluga_close(b);
+}
+
+static void test_free_release(void)
+{
+	uint64_t offs[10];
+	struct beluga *b;
+	int ret;
+
+	b = setup(4, 32);
+	beluga_alloc(b, offs, 10);
+	offs[6] = 999;		/* chunk 2 holds an invalid offset */
+	ret = beluga_free(b, offs, 10);
+	tap_result(ret == -EINVAL && fake_kernel_count(1) == 6 &&
+		   strstr(beluga_last_error(b), "4 of 10 done"),
+		   "free: a bad chunk stops it; the message says how many were freed");
+	beluga_close(b);
+
+	b = setup(4, 32);
+	publish_keys(b, 1, 3);
+	{
+		struct beluga_key keys[3] = { key_of(0), key_of(1), key_of(2) };
+
+		beluga_lookup(b, 1, keys, 3, offs, BELUGA_LOOKUP_PIN);
+		beluga_lookup(b, 1, keys, 1, offs + 3, BELUGA_LOOKUP_PIN);
+	}
+	/* offs[0] and offs[3] are the same block, pinned twice. */
+	ret = beluga_release(b, offs, 4);
+	tap_result(!ret && fake.nr_pins == 0, "release: an offset listed as often as pinned");
+	ret = beluga_release(b, offs, 1);
+	tap_result(ret == -EINVAL && strstr(beluga_last_error(b), "pinned by this handle"),
+		   "release: an unpinned offset is -EINVAL with a message");
+	beluga_close(b);
+}
+
+static void test_admin_messages(void)
+{
+	struct beluga_key k = key_of(1);
+	uint64_t evicted = 0, busy = 0;
+	struct beluga *b;
+
+	b = setup(4, 32);
+	tap_result(beluga_detach(b, 5, 0, NULL) == -ENOENT &&
+		   strstr(beluga_last_error(b), "no region in slot 5"),
+		   "detach: an empty slot is -ENOENT");
+	publish_keys(b, 1, 3);
+	tap_result(beluga_detach(b, 0, 0, NULL) == -EBUSY &&
+		   strstr(beluga_last_error(b), "--evict"),
+		   "detach: published blocks without evict is -EBUSY suggesting --evict");
+	tap_result(beluga_evict_key(b, 2, &k) == -ENOENT &&
+		   strstr(beluga_last_error(b), "not present in namespace 2"),
+		   "evict: a missing key is -ENOENT");
+	tap_result(!beluga_evict_key(b, 1, &k) && fake_kernel_count(2) == 2, "evict: one key");
+	tap_result(!beluga_evict_ns(b, 1, &evicted, &busy) && evicted == 2 && busy == 0,
+		   "evict: a whole namespace");
+	tap_result(!beluga_detach(b, 0, 1, &evicted), "detach: an idle region");
+
+	fake.fail_cmd = BELUGA_CMD_ATTACH;
+	fake.fail_nth = 1;
+	fake.fail_errno = EPERM;
+	tap_result(beluga_attach_node(b, 0, 8 * MB, 0, NULL) == -EPERM &&
+		   strstr(beluga_last_error(b), "CAP_SYS_ADMIN"),
+		   "attach: -EPERM says root is needed");
+	fake.fail_cmd = -1;
+	{
+		struct beluga_attach out;
+
+		tap_result(!beluga_attach_node(b, 1, 8 * MB, 0, &out) && out.nr_blocks == 2048 &&
+			   !strcmp(out.name, "node1"),
+			   "attach: node region reports its blocks");
+		tap_result(beluga_attach_node(b, 1, 8 * MB, 0, NULL) == -EEXIST &&
+			   strstr(beluga_last_error(b), "already attached"),
+			   "attach: the same node twice is -EEXIST");
+	}
+	beluga_close(b);
+
+	tap_result(strstr(beluga_strerror(-ENODEV), "no memory region") &&
+		   strstr(beluga_strerror(ENOSPC), "pool full") && *beluga_strerror(-E2BIG) &&
+		   !strcmp(beluga_strerror(-EIO), strerror(EIO)),
+		   "strerror: Beluga meanings for its errors, strerror() for others");
+}
+
+static int map_perms(const void *addr, char perms[5])
+{
+	char line[512];
+	FILE *f = fopen("/proc/self/maps", "r");
+	int found = 0;
+
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long lo, hi;
+
+		if (sscanf(line, "%lx-%lx %4s", &lo, &hi, perms) == 3 &&
+		    (uintptr_t)addr >= lo && (uintptr_t)addr < hi) {
+			found = 1;
+			break;
+		}
+	}
+	fclose(f);
+	return found;
+}
+
+static void test_map(void)
+{
+	struct beluga *b, *ro;
+	char perms[5];
+	void *base;
+	int ret;
+
+	b = setup(4, 0);
+	ret = beluga_map(b);
+	tap_result(ret == -ENODEV && strstr(beluga_last_error(b), "no region attached"),
+		   "map: nothing attached is -ENODEV with the fix");
+	fake_kernel_add_region("dax0.0", BELUGA_BACKEND_DAX, -1, 0x390000000ULL, 6 * MB);
+	ret = beluga_map(b);
+	base = beluga_map_base(b);
+	tap_result(!ret && base && !((uintptr_t)base & (2 * MB - 1)) &&
+		   beluga_map_length(b) == 6 * MB, "map: the whole pool at a 2 MiB aligned address");
+	tap_result(beluga_ptr(b, 0) == base && beluga_ptr(b, 6 * MB - 1) == (char *)base + 6 * MB - 1 &&
+		   !beluga_ptr(b, 6 * MB), "ptr: offsets inside the mapping only");
+	memset(beluga_ptr(b, BS), 0x5a, BS);
+	tap_result(map_perms(base, perms) && perms[0] == 'r' && perms[1] == 'w' && perms[3] == 's',
+		   "map: a read-write handle maps shared read-write");
+
+	fake_kernel_add_region("dax1.0", BELUGA_BACKEND_DAX, -1, 0x3a0000000ULL, 4 * MB);
+	tap_result(!beluga_map(b) && beluga_map_length(b) == 10 * MB &&
+		   ((unsigned char *)beluga_ptr(b, BS))[7] == 0x5a,
+		   "map: remapping after an attach covers the new region, same data");
+
+	if (beluga_open(dev_path, O_RDONLY, &ro)) {
+		tap_result(0, "map: read-only open failed: %s", beluga_last_error(NULL));
+	} else {
+		tap_result(!beluga_map(ro) && map_perms(beluga_map_base(ro), perms) &&
+			   perms[0] == 'r' && perms[1] == '-' &&
+			   ((unsigned char *)beluga_ptr(ro, BS))[0] == 0x5a,
+			   "map: a read-only handle maps read-only and sees the writer's bytes");
+		beluga_close(ro);
+	}
+	beluga_unmap(b);
+	tap_result(!beluga_map_base(b) && !beluga_ptr(b, 0), "unmap: no pointers afterwards");
+
+	/*
+	 * Whatever this machine has: no runtime (-ENOSYS), a runtime but no
+	 * GPU (-EIO with CUDA's reason), or a GPU (registered in chunks).
+	 */
+	fake_kernel_add_region("node0", BELUGA_BACKEND_NODE, 0, 0, 2 * MB);
+	ret = beluga_cuda_register(b, 0);
+	if (ret == -ENOSYS)
+		tap_result(strstr(beluga_last_error(b), "no CUDA runtime found") != NULL,
+			   "cuda: without a CUDA runtime, register is -ENOSYS with a message");
+	else if (ret == -EIO)
+		tap_result(strstr(beluga_last_error(b), "cudaHostRegister of pool bytes") != NULL,
+			   "cuda: a runtime without a usable GPU is -EIO with CUDA's reason (%s)",
+			   beluga_last_error(b));
+	else
+		tap_result(!ret && beluga_map_base(b) && !beluga_cuda_unregister(b),
+			   "cuda: the mapping registers and unregisters (ret %d: %s)", ret,
+			   ret ? beluga_last_error(b) : "ok");
+	beluga_cuda_unregister(b);
+	beluga_close(b);
+
+	tap_result(!beluga_flush_range(&ret, sizeof(ret)) && !beluga_invalidate_range(&ret, 1),
+		   "flush/invalidate ranges run on this architecture");
+}
+
+int main(void)
+{
+	int fd;
+
+	snprintf(dev_path, sizeof(dev_path), "/tmp/beluga-test-dev.XXXXXX");
+	fd = mkstemp(dev_path);
+	if (fd < 0) {
+		perror("mkstemp");
+		return 1;
+	}
+	close(fd);
+
+	test_open();
+	test_alloc();
+	test_big_batches();
+	test_lookup();
+	test_publish();
+	test_free_release();
+	test_admin_messages();
+	test_map();
+	unlink(dev_path);
+	return tap_done();
+}

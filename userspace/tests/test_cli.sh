@@ -1,0 +1,286 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# belugactl and beluga-demo from the outside: argument and size parsing,
+# exit codes (0 ok, 1 failed, 2 usage), error messages that name the
+# cause and the fix, JSON and Prometheus output, the boot-time config.
+# Needs no /dev/beluga: the *-fake builds carry an in-process fake kernel
+# (tests/fake_kernel.c), enabled by BELUGA_FAKE_KERNEL.
+#
+# Usage: tests/test_cli.sh BUILD_DIR   (prints TAP)
+set -u
+
+bin=${1:?usage: test_cli.sh BUILD_DIR}
+here=$(cd "$(dirname "$0")" && pwd)
+top=$(cd "$here/../.." && pwd)
+ctl=$bin/belugactl
+fctl=$bin/belugactl-fake
+demo=$bin/beluga-demo
+fdemo=$bin/beluga-demo-fake
+
+tmp=$(mktemp -d /tmp/beluga-cli.XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+"$bin/test_sysfs" --make-tree "$tmp/sys"
+mkdir -p "$tmp/nosys"
+: >"$tmp/dev"
+
+n=0
+failed=0
+ok() { n=$((n + 1)); echo "ok $n $*"; }
+not_ok() { n=$((n + 1)); failed=$((failed + 1)); echo "not ok $n $*"; }
+
+have_python=0
+command -v python3 >/dev/null 2>&1 && have_python=1
+
+# expect NAME RC PATTERN CMD...: CMD exits RC and its stderr+stdout contains PATTERN
+expect() {
+	local name=$1 want_rc=$2 pattern=$3 out rc
+	shift 3
+	out=$("$@" 2>&1)
+	rc=$?
+	if [ "$rc" -ne "$want_rc" ]; then
+		not_ok "$name (exit $rc, expected $want_rc)"
+		printf '%s\n' "$out" | sed 's/^/#   /' | head -5
+	elif [ -n "$pattern" ] && ! grep -qF -- "$pattern" <<<"$out"; then
+		not_ok "$name (output lacks '$pattern')"
+		printf '%s\n' "$out" | sed 's/^/#   /' | head -5
+	else
+		ok "$name"
+	fi
+}
+
+# stderr_only NAME CMD...: a usage error writes to stderr, not stdout
+stderr_only() {
+	local name=$1 out
+	shift
+	out=$("$@" 2>/dev/null)
+	if [ -z "$out" ]; then ok "$name"; else not_ok "$name (wrote to stdout: $out)"; fi
+}
+
+# json_check NAME FILE [PYTHON-ASSERTION]: valid JSON, and the assertion on it (d) holds
+json_check() {
+	local name=$1 file=$2 assertion=${3:-True}
+	if [ $have_python -eq 0 ]; then
+		echo "ok $((n += 1)) $name # SKIP python3 not installed"
+		return
+	fi
+	if ! python3 -m json.tool "$file" >/dev/null 2>"$tmp/json.err"; then
+		not_ok "$name (invalid JSON: $(head -1 "$tmp/json.err"))"
+		sed 's/^/#   /' "$file" | head -20
+	elif ! python3 -c "import json,sys; d=json.load(open(sys.argv[1])); sys.exit(0 if ($assertion) else 1)" "$file"; then
+		not_ok "$name (assertion failed: $assertion)"
+		sed 's/^/#   /' "$file" | head -20
+	else
+		ok "$name"
+	fi
+}
+
+export BELUGA_DEVICE=/nonexistent/beluga
+export BELUGA_SYSFS_ROOT=$tmp/sys
+
+# ---- usage errors: exit 2, the message names the problem ----
+expect "no command is a usage error" 2 "Usage: belugactl" "$ctl"
+expect "unknown command" 2 "unknown command 'frobnicate'" "$ctl" frobnicate
+expect "unknown global option" 2 "unknown option '--bogus'" "$ctl" --bogus status
+expect "attach: invalid size names it" 2 "invalid size '12X'" "$ctl" attach --node 1 --size 12X
+stderr_only "attach: usage errors go to stderr" "$ctl" attach --node 1 --size 12X
+expect "attach: size with a fraction" 2 "invalid size '1.5G'" "$ctl" attach --node 1 --size 1.5G
+expect "attach: negative size" 2 "invalid size '-1'" "$ctl" attach --node 1 --size -1
+expect "attach: zero size" 2 "invalid size '0'" "$ctl" attach --node 1 --size 0
+expect "attach: size overflow" 2 "invalid size '99999999999999999999G'" \
+	"$ctl" attach --node 1 --size 99999999999999999999G
+expect "attach: --node without --size" 2 "--node needs --size" "$ctl" attach --node 1
+expect "attach: nothing to attach" 2 "attach what?" "$ctl" attach
+expect "attach: device and --node together" 2 "not both" "$ctl" attach /dev/dax0.0 --node 1 --size 1G
+expect "attach: --size with a dax device" 2 "--size applies to --node only" "$ctl" attach dax0.0 --size 1G
+expect "attach: bad node" 2 "invalid NUMA node 'x'" "$ctl" attach --node x --size 1G
+expect "attach: block size not a 4K multiple" 2 "multiple of 4K" "$ctl" attach dax0.0 --block-size 3000
+expect "attach: block size above 1G" 2 "multiple of 4K" "$ctl" attach dax0.0 --block-size 2G
+expect "attach: unknown option" 2 "unknown option '--bogus'" "$ctl" attach --bogus
+expect "attach: option without its value" 2 "option '--node' needs a value" "$ctl" attach --node
+expect "attach: not a dax path" 2 "not a device-dax path" "$ctl" attach /dev/sda
+expect "detach: nothing to detach" 2 "detach what?" "$ctl" detach
+expect "detach: two regions" 2 "unexpected argument '1'" "$ctl" detach 0 1
+expect "evict: --ns is required" 2 "--ns is required" "$ctl" evict --all
+expect "evict: key or all" 2 "exactly one of --key HEX and --all" "$ctl" evict --ns 1
+expect "evict: both key and all" 2 "exactly one of --key HEX and --all" "$ctl" evict --ns 1 --all --key 1
+expect "evict: bad key" 2 "invalid key 'xyz'" "$ctl" evict --ns 1 --key xyz
+expect "evict: key longer than 128 bits" 2 "invalid key" "$ctl" evict --ns 1 --key 0x123456789012345678901234567890123
+expect "evict: bad namespace" 2 "invalid namespace '-3'" "$ctl" evict --ns -3 --all
+expect "status: --json and --prometheus" 2 "one of --json and --prometheus" "$ctl" status --json --prometheus
+expect "list: no --prometheus" 2 "--prometheus is not available" "$ctl" list --prometheus
+expect "stats: stray argument" 2 "unexpected argument 'now'" "$ctl" stats now
+
+# ---- sizes that parse: the command gets as far as opening the device ----
+for s in 4096 64K 2M 2m 2MiB 2MB 1G 1T; do
+	expect "attach: size '$s' is accepted" 1 "modprobe beluga" "$ctl" attach --node 0 --size "$s"
+done
+expect "attach: block size 4K is accepted" 1 "modprobe beluga" "$ctl" attach dax0.0 --block-size 4K
+
+# ---- the device is missing or wrong ----
+expect "status: missing device says modprobe beluga" 1 \
+	"/nonexistent/beluga not found: load the module with \`modprobe beluga\`" "$ctl" status
+expect "stats: -d names the device" 1 "/nope not found: load the module" "$ctl" -d /nope stats
+expect "status: a non-Beluga file" 1 "not a Beluga device" env BELUGA_DEVICE=/dev/null "$ctl" status
+
+# ---- --help for every command ----
+for c in attach detach status stats evict list apply; do
+	expect "$c --help" 0 "Usage: belugactl $c" "$ctl" "$c" --help
+done
+expect "help COMMAND" 0 "Usage: belugactl status" "$ctl" help status
+expect "--help" 0 "Exit status: 0 ok, 1 the operation failed, 2 usage error" "$ctl" --help
+expect "--version" 0 "belugactl 1." "$ctl" --version
+
+# ---- list, against the fake sysfs ----
+"$ctl" list --json >"$tmp/list.json" 2>"$tmp/list.err"
+rc=$?
+[ $rc -eq 0 ] && ok "list --json exits 0" || not_ok "list --json exits 0 (exit $rc: $(cat "$tmp/list.err"))"
+json_check "list --json is valid JSON with every device" "$tmp/list.json" \
+	"len(d['devices']) == 7 and [x['name'] for x in d['devices']][-1] == 'dax10.0'"
+json_check "list --json: dax0.0 fields" "$tmp/list.json" \
+	"[x for x in d['devices'] if x['name'] == 'dax0.0'][0] == {'name': 'dax0.0', 'path': '/dev/dax0.0', 'size': 268435456, 'start': 0x390000000, 'mode': 'devdax', 'driver': 'device_dax', 'target_node': 1, 'numa_node': 0, 'align': 2097152, 'ranges': 1, 'source': 'cxl', 'system_ram': False, 'attachable': True, 'beluga_region': None}"
+json_check "list --json: System RAM, unbound and multi-range are not attachable" "$tmp/list.json" \
+	"[(x['system_ram'], x['attachable'], x['driver']) for x in d['devices'] if x['name'] in ('dax1.0', 'dax2.0', 'dax3.0')] == [(True, False, 'kmem'), (False, False, None), (False, False, 'device_dax')]"
+expect "list: human table" 0 "system-ram" "$ctl" list
+expect "list: human table has a header" 0 "NAME" "$ctl" list
+expect "list: nothing found explains" 0 "no dax devices" env BELUGA_SYSFS_ROOT="$tmp/nosys" "$ctl" list
+BELUGA_SYSFS_ROOT=$tmp/nosys "$ctl" list --json >"$tmp/empty.json"
+json_check "list --json: an empty list" "$tmp/empty.json" "d == {'devices': []}"
+
+# ---- status / stats output through the fake kernel ----
+fake_env=(env BELUGA_FAKE_KERNEL=1 BELUGA_DEVICE="$tmp/dev" BELUGA_FAKE_REGIONS="dax0.0:4M,node1:2M")
+"${fake_env[@]}" "$fctl" status --json >"$tmp/status.json"
+json_check "status --json: pool and regions" "$tmp/status.json" \
+	"d['nr_regions'] == 2 and d['block_size'] == 65536 and d['nr_blocks'] == 96 and [r['name'] for r in d['regions']] == ['dax0.0', 'node1'] and d['regions'][1]['backend'] == 'node' and d['regions'][0]['free_blocks'] == 64"
+"${fake_env[@]}" "$fctl" stats --json >"$tmp/stats.json"
+json_check "stats --json: every counter" "$tmp/stats.json" \
+	"list(d) == ['total_blocks', 'free_blocks', 'allocated_blocks', 'published_blocks', 'pinned_blocks', 'pins', 'clients', 'allocs', 'frees', 'publishes', 'publish_races', 'lookups', 'lookup_keys', 'lookup_hits', 'releases', 'evictions', 'alloc_failures'] and d['total_blocks'] == 96"
+expect "status: human table" 0 "2 regions, 96 blocks of 64 KiB (6 MiB)" "${fake_env[@]}" "$fctl" status
+expect "status: region line" 0 "node1" "${fake_env[@]}" "$fctl" status
+expect "status: no regions says how to attach" 0 "no regions attached: run \`belugactl attach" \
+	env BELUGA_FAKE_KERNEL=1 BELUGA_DEVICE="$tmp/dev" "$fctl" status
+"${fake_env[@]}" "$fctl" status --prometheus >"$tmp/status.prom"
+"${fake_env[@]}" "$fctl" stats --prometheus >"$tmp/stats.prom"
+# Prometheus text format: HELP/TYPE before samples, names and labels well formed
+prom_ok() {
+	awk '
+	/^# HELP beluga_[a-z_]+ .+$/ { help[$3] = 1; next }
+	/^# TYPE beluga_[a-z_]+ (gauge|counter)$/ { if (!help[$3]) bad = "TYPE before HELP: " $0; type[$3] = 1; next }
+	/^beluga_[a-z_]+(\{[a-z_]+="[^"]*"(,[a-z_]+="[^"]*")*\})? [0-9]+$/ {
+		name = $1; sub(/\{.*/, "", name)
+		if (!type[name]) bad = "sample without TYPE: " $0
+		samples++; next }
+	{ bad = "malformed line: " $0 }
+	END { if (bad) { print bad; exit 1 } if (!samples) { print "no samples"; exit 1 } }' "$1"
+}
+if out=$(prom_ok "$tmp/status.prom"); then ok "status --prometheus is valid text format"; else not_ok "status --prometheus is valid text format ($out)"; fi
+if out=$(prom_ok "$tmp/stats.prom"); then ok "stats --prometheus is valid text format"; else not_ok "stats --prometheus is valid text format ($out)"; fi
+expect "status --prometheus: region labels" 0 'beluga_region_blocks{region="dax0.0",id="0",backend="dax",node="-1"} 64' \
+	cat "$tmp/status.prom"
+expect "stats --prometheus: counters end in _total" 0 "# TYPE beluga_allocs_total counter" cat "$tmp/stats.prom"
+if grep -h '^# TYPE' "$tmp/status.prom" "$tmp/stats.prom" | awk '{print $3}' | sort | uniq -d | grep -q .; then
+	not_ok "status and stats metric names do not collide (one textfile each)"
+else
+	ok "status and stats metric names do not collide (one textfile each)"
+fi
+expect "detach by name through the fake" 0 "detached region 1 (node1)" "${fake_env[@]}" "$fctl" detach node1
+expect "detach: unknown name" 1 "no attached region named 'dax7.0'" "${fake_env[@]}" "$fctl" detach dax7.0
+expect "detach: id out of range" 1 "region ids are 0..15" "${fake_env[@]}" "$fctl" detach 99
+expect "evict: a missing key names it" 1 "key 00000000000000000000000000000abc is not present in namespace 3" \
+	"${fake_env[@]}" "$fctl" evict --ns 3 --key abc
+expect "evict --all" 0 "namespace 3: evicted 0 blocks" "${fake_env[@]}" "$fctl" evict --ns 3 --all
+expect "attach a node through the fake" 0 "attached node2: region 2, 32 blocks of 64 KiB (2 MiB)" \
+	"${fake_env[@]}" "$fctl" attach --node 2 --size 2M
+expect "attach a dax device through the fake" 0 "attached dax0.0: region 0, 128 blocks of 2 MiB" \
+	env BELUGA_FAKE_KERNEL=1 BELUGA_FAKE_BLOCK_SIZE=2097152 BELUGA_DEVICE="$tmp/dev" "$fctl" attach /dev/dax0.0
+expect "attach: System RAM is refused with the fix" 1 \
+	"dax1.0 is online as System RAM (kmem): run \`daxctl reconfigure-device --mode=devdax dax1.0\` or use \`belugactl attach --node 2" \
+	env BELUGA_FAKE_KERNEL=1 BELUGA_DEVICE="$tmp/dev" "$fctl" attach dax1.0
+
+# ---- apply and the config file ----
+expect "apply --check packaging/beluga.conf" 0 "block size" "$ctl" apply --check "$top/packaging/beluga.conf"
+cat >"$tmp/good.conf" <<'CONF'
+# test config
+block_size = 64K   # small blocks
+dax = /dev/dax0.0
+node = 1 2M
+CONF
+expect "apply --check: plan" 0 "attach node 1, 2 MiB" "$ctl" apply --check "$tmp/good.conf"
+printf 'block_size = 2M\ndax = dax0.0\nfrobs = 3\n' >"$tmp/bad.conf"
+expect "apply: unknown key names file and line" 2 "bad.conf:3: unknown key 'frobs'" "$ctl" apply --check "$tmp/bad.conf"
+printf 'node = 1\n' >"$tmp/bad2.conf"
+expect "apply: node without size" 2 "expected 'node = NODE SIZE'" "$ctl" apply --check "$tmp/bad2.conf"
+printf 'block_size = 3000\n' >"$tmp/bad3.conf"
+expect "apply: bad block size" 2 "invalid block_size '3000'" "$ctl" apply --check "$tmp/bad3.conf"
+printf 'block_size = 2M\nblock_size = 4M\n' >"$tmp/bad4.conf"
+expect "apply: block size twice" 2 "block_size given twice" "$ctl" apply --check "$tmp/bad4.conf"
+expect "apply: missing file" 1 "cannot read $tmp/none.conf" "$ctl" apply "$tmp/none.conf"
+expect "apply: without the module" 1 "modprobe beluga" "$ctl" apply "$tmp/good.conf"
+expect "apply through the fake attaches everything" 0 "attached node1" \
+	env BELUGA_FAKE_KERNEL=1 BELUGA_DEVICE="$tmp/dev" "$fctl" apply "$tmp/good.conf"
+expect "apply skips what is attached" 0 "node1: already attached as region 1" \
+	env BELUGA_FAKE_KERNEL=1 BELUGA_DEVICE="$tmp/dev" BELUGA_FAKE_REGIONS="dax9.0:2M,node1:2M" "$fctl" apply "$tmp/good.conf"
+printf 'dax = dax0.0\ndax = dax1.0\n' >"$tmp/part.conf"
+expect "apply: one failure fails the run but attaches the rest" 1 "1 of 2 regions failed" \
+	env BELUGA_FAKE_KERNEL=1 BELUGA_FAKE_BLOCK_SIZE=2097152 BELUGA_DEVICE="$tmp/dev" "$fctl" apply "$tmp/part.conf"
+
+# ---- beluga-demo ----
+expect "demo: bad block tokens" 2 "invalid block token count '0'" "$demo" --block-tokens 0
+expect "demo: unknown option" 2 "unknown option '--frob'" "$demo" --frob
+expect "demo: no device says modprobe beluga" 1 "load the module with \`modprobe beluga\`" "$demo"
+"$demo" --dry-run --json >"$tmp/d1.json"
+"$demo" --dry-run --json >"$tmp/d2.json"
+json_check "demo --dry-run --json is valid JSON" "$tmp/d1.json" "d['requests'] == 200 and 0.5 < d['hit_ratio'] < 1 and d['hits'] + d['misses'] == d['keys']"
+if diff <(grep -v seconds "$tmp/d1.json") <(grep -v seconds "$tmp/d2.json") >/dev/null; then
+	ok "demo: the synthetic workload is deterministic"
+else
+	not_ok "demo: the synthetic workload is deterministic"
+fi
+"$demo" --dry-run --json --seed 2 >"$tmp/d3.json"
+if ! diff <(grep -v seconds "$tmp/d1.json") <(grep -v seconds "$tmp/d3.json") >/dev/null; then
+	ok "demo: --seed changes the workload"
+else
+	not_ok "demo: --seed changes the workload"
+fi
+cat >"$tmp/trace.jsonl" <<'TRACE'
+{"timestamp": 0, "input_length": 1536, "output_length": 10, "hash_ids": [1, 2, 3]}
+{"timestamp": 5, "input_length": 1536, "output_length": 10, "hash_ids": [1,2,4]}
+
+{"timestamp": 9, "hash_ids": [ 1, 2, 3, 5 ], "output_length": 3}
+{"hash_ids": [7]}
+TRACE
+"$demo" --dry-run --json --trace "$tmp/trace.jsonl" >"$tmp/t.json"
+json_check "demo --trace: Mooncake hash_ids replay" "$tmp/t.json" \
+	"(d['requests'], d['keys'], d['hits'], d['misses']) == (4, 11, 5, 6)"
+"$demo" --dry-run --json --trace "$tmp/trace.jsonl" -n 2 >"$tmp/t2.json"
+json_check "demo --trace -n caps the requests" "$tmp/t2.json" "d['requests'] == 2 and d['hits'] == 2"
+printf '{"hash_ids": [1, 2]}\n{"hash_ids": [1, x]}\n' >"$tmp/bad.jsonl"
+expect "demo --trace: malformed hash_ids names the line" 1 "bad.jsonl:2: malformed" \
+	"$demo" --dry-run --trace "$tmp/bad.jsonl"
+printf '{"input_length": 3}\n' >"$tmp/nohash.jsonl"
+expect "demo --trace: a line without hash_ids" 1 "nohash.jsonl:1: no \"hash_ids\" field" \
+	"$demo" --dry-run --trace "$tmp/nohash.jsonl"
+expect "demo --trace: missing file" 1 "cannot open trace" "$demo" --dry-run --trace "$tmp/none.jsonl"
+
+# The demo end to end through the fake kernel: mapping, verification, eviction.
+demo_env=(env BELUGA_FAKE_KERNEL=1 BELUGA_DEVICE="$tmp/dev" BELUGA_FAKE_BLOCK_SIZE=16384)
+"${demo_env[@]}" BELUGA_FAKE_REGIONS="dax0.0:64M" "$fdemo" --json -n 100 >"$tmp/e.json" 2>"$tmp/e.err"
+rc=$?
+[ $rc -eq 0 ] && ok "demo through the fake kernel exits 0" || not_ok "demo through the fake kernel exits 0 (exit $rc: $(head -3 "$tmp/e.err"))"
+json_check "demo through the fake kernel: hits verified, misses published" "$tmp/e.json" \
+	"d['verify_errors'] == 0 and d['hits'] > 0 and d['bytes_verified'] == d['hits'] * 16384 and d['published'] == d['misses'] and d['bytes_written'] == d['misses'] * 16384"
+"$demo" --dry-run --json -n 100 >"$tmp/e-dry.json"
+json_check "demo: the fake kernel's hits equal the ideal cache's" "$tmp/e.json" \
+	"d['hits'] == json.load(open('$tmp/e-dry.json'))['hits']"
+"${demo_env[@]}" BELUGA_FAKE_REGIONS="dax0.0:4M" BELUGA_FAKE_MAX_BATCH=64 "$fdemo" --json -n 100 --flush \
+	--bytes-per-block 4096 >"$tmp/s.json" 2>"$tmp/s.err"
+rc=$?
+[ $rc -eq 0 ] && ok "demo in a small pool (eviction, batches of 64) exits 0" || not_ok "demo in a small pool exits 0 (exit $rc: $(head -3 "$tmp/s.err"))"
+json_check "demo in a small pool: fewer hits, no errors" "$tmp/s.json" \
+	"d['verify_errors'] == 0 and d['hits'] < json.load(open('$tmp/e.json'))['hits'] and d['bytes_verified'] == d['hits'] * 4096"
+"${demo_env[@]}" BELUGA_FAKE_REGIONS="dax0.0:4M" "$fdemo" --json --trace "$tmp/trace.jsonl" >"$tmp/tf.json" 2>&1
+json_check "demo --trace through the fake kernel" "$tmp/tf.json" \
+	"(d['hits'], d['misses'], d['verify_errors']) == (5, 6, 0)"
+
+echo "1..$n"
+[ $failed -eq 0 ]
