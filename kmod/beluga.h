@@ -17,6 +17,7 @@
 #include <linux/fs.h>
 #include <linux/kobject.h>
 #include <linux/miscdevice.h>
+#include <linux/mutex.h>
 #include <linux/rwsem.h>
 #include <linux/types.h>
 
@@ -25,9 +26,12 @@
 
 struct dev_pagemap;
 
+struct beluga_device;
+
 /* One claimed memory region. */
 struct beluga_region {
-	struct kobject kobj;		/* /sys/class/misc/beluga/regionN */
+	struct kobject kobj;		/* /sys/class/misc/<pool>/regionN */
+	struct beluga_device *dev;	/* the pool it belongs to */
 	u32 slot;
 	enum beluga_backend backend;
 	int node;
@@ -47,15 +51,21 @@ struct beluga_region {
 	atomic_t mappings;
 };
 
+/*
+ * One pool: a device node (/dev/beluga, /dev/beluga1, ...) with its own
+ * regions, index and permissions. Separate pools are how tenants are kept
+ * apart; namespaces inside one pool separate keys, not memory.
+ */
 struct beluga_device {
 	struct miscdevice misc;
+	char name[16];
 	struct bel_pool pool;
 	/*
 	 * Serialises ATTACH, DETACH and mmap() against each other, and
 	 * protects regions[] (the pointers; a region's contents are fixed
-	 * once attached, but 'mappings'). Readers: mmap(), sysfs,
-	 * REGION_INFO. Writers: ATTACH, DETACH, module unload. Taken after
-	 * mmap_lock when called from mmap().
+	 * once attached, but 'mappings'). Readers: mmap(), REGION_INFO.
+	 * Writers: ATTACH, DETACH, module unload. Taken after mmap_lock
+	 * when called from mmap(), after beluga_claim_mutex otherwise.
 	 */
 	struct rw_semaphore regions_rwsem;
 	struct beluga_region *regions[BELUGA_MAX_REGIONS];
@@ -64,17 +74,31 @@ struct beluga_device {
 	atomic64_t pmd_faults;
 };
 
-extern struct beluga_device beluga_dev;
+/* The pools, from the pools= module parameter; pool 0 is /dev/beluga. */
+extern struct beluga_device *beluga_pools;
+extern int beluga_nr_pools;
+/*
+ * Serialises ATTACH and DETACH across all pools, so that a device-dax range
+ * is never claimed by two pools. Taken before a pool's regions_rwsem.
+ */
+extern struct mutex beluga_claim_mutex;
 
 /* Per open file. */
 struct beluga_file {
+	struct beluga_device *dev;
 	struct bel_client *client;
 };
 
+static inline struct beluga_device *beluga_file_dev(struct file *file)
+{
+	return ((struct beluga_file *)file->private_data)->dev;
+}
+
 /* region.c */
-int beluga_region_attach(struct beluga_attach *arg);
-int beluga_region_detach(u32 slot, bool evict, u64 *evicted);
-void beluga_region_detach_all(void);
+int beluga_region_attach(struct beluga_device *dev, struct beluga_attach *arg);
+int beluga_region_detach(struct beluga_device *dev, u32 slot, bool evict,
+			 u64 *evicted);
+void beluga_region_detach_all(struct beluga_device *dev);
 int beluga_region_pages_busy(struct beluga_region *region);
 
 /* client.c */

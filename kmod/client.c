@@ -14,12 +14,16 @@
 
 int beluga_open(struct inode *inode, struct file *file)
 {
+	/* The misc core leaves the miscdevice in private_data for open(). */
+	struct beluga_device *dev = container_of(file->private_data,
+						 struct beluga_device, misc);
 	struct beluga_file *bf;
 
 	bf = kzalloc(sizeof(*bf), GFP_KERNEL);
 	if (!bf)
 		return -ENOMEM;
-	bf->client = bel_client_new(&beluga_dev.pool);
+	bf->dev = dev;
+	bf->client = bel_client_new(&dev->pool);
 	if (!bf->client) {
 		kfree(bf);
 		return -ENOMEM;

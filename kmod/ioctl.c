@@ -67,12 +67,12 @@ static int beluga_cmd_info(struct beluga_file *bf, union beluga_ioctl_buf *u)
 
 	if (info->flags)
 		return -EINVAL;
-	bel_pool_stats(&beluga_dev.pool, &stats);
+	bel_pool_stats(&bf->dev->pool, &stats);
 	info->abi_version = BELUGA_ABI_VERSION;
-	info->nr_regions = READ_ONCE(beluga_dev.pool.nr_regions);
-	info->block_size = READ_ONCE(beluga_dev.pool.block_size);
+	info->nr_regions = READ_ONCE(bf->dev->pool.nr_regions);
+	info->block_size = READ_ONCE(bf->dev->pool.block_size);
 	info->nr_blocks = stats.total_blocks;
-	info->map_size = bel_pool_map_size(&beluga_dev.pool);
+	info->map_size = bel_pool_map_size(&bf->dev->pool);
 	info->max_batch = BELUGA_MAX_BATCH;
 	info->max_regions = BELUGA_MAX_REGIONS;
 	return 0;
@@ -85,7 +85,7 @@ static int beluga_cmd_stats(struct beluga_file *bf, union beluga_ioctl_buf *u)
 
 	if (out->flags)
 		return -EINVAL;
-	bel_pool_stats(&beluga_dev.pool, &s);
+	bel_pool_stats(&bf->dev->pool, &s);
 	out->total_blocks = s.total_blocks;
 	out->free_blocks = s.free_blocks;
 	out->allocated_blocks = s.allocated_blocks;
@@ -267,7 +267,7 @@ out:
 
 static int beluga_cmd_attach(struct beluga_file *bf, union beluga_ioctl_buf *u)
 {
-	return beluga_region_attach(&u->attach);
+	return beluga_region_attach(bf->dev, &u->attach);
 }
 
 static int beluga_cmd_detach(struct beluga_file *bf, union beluga_ioctl_buf *u)
@@ -277,7 +277,7 @@ static int beluga_cmd_detach(struct beluga_file *bf, union beluga_ioctl_buf *u)
 	if ((arg->flags & ~BELUGA_DETACH_EVICT) || arg->__reserved)
 		return -EINVAL;
 	arg->evicted = 0;
-	return beluga_region_detach(arg->region_id, arg->flags & BELUGA_DETACH_EVICT,
+	return beluga_region_detach(bf->dev, arg->region_id, arg->flags & BELUGA_DETACH_EVICT,
 			     &arg->evicted);
 }
 
@@ -291,11 +291,11 @@ static int beluga_cmd_evict(struct beluga_file *bf, union beluga_ioctl_buf *u)
 	if (arg->flags & BELUGA_EVICT_NAMESPACE) {
 		if (arg->key.lo || arg->key.hi)
 			return -EINVAL;
-		arg->evicted = bel_evict_ns(&beluga_dev.pool, arg->ns,
+		arg->evicted = bel_evict_ns(&bf->dev->pool, arg->ns,
 					    &arg->busy);
 		return 0;
 	}
-	ret = bel_evict_key(&beluga_dev.pool, arg->ns, &arg->key);
+	ret = bel_evict_key(&bf->dev->pool, arg->ns, &arg->key);
 	arg->evicted = ret ? 0 : 1;
 	arg->busy = ret == -EBUSY ? 1 : 0;
 	return ret;
@@ -315,9 +315,9 @@ static int beluga_cmd_region_info(struct beluga_file *bf,
 	if (slot >= BELUGA_MAX_REGIONS)
 		return -ENOENT;
 
-	down_read(&beluga_dev.regions_rwsem);
-	region = beluga_dev.regions[slot];
-	if (!region || bel_region_stats(&beluga_dev.pool, slot, &rs))
+	down_read(&bf->dev->regions_rwsem);
+	region = bf->dev->regions[slot];
+	if (!region || bel_region_stats(&bf->dev->pool, slot, &rs))
 		goto out;
 	arg->backend = region->backend;
 	arg->node = region->node;
@@ -332,7 +332,7 @@ static int beluga_cmd_region_info(struct beluga_file *bf,
 	memcpy(arg->name, region->name, sizeof(arg->name));
 	ret = 0;
 out:
-	up_read(&beluga_dev.regions_rwsem);
+	up_read(&bf->dev->regions_rwsem);
 	return ret;
 }
 
@@ -410,7 +410,7 @@ long beluga_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 	if ((op->flags & BELUGA_OP_WRITE) && !(file->f_mode & FMODE_WRITE))
 		return -EBADF;
 	if ((op->flags & BELUGA_OP_POOL) &&
-	    !READ_ONCE(beluga_dev.pool.nr_regions))
+	    !READ_ONCE(bf->dev->pool.nr_regions))
 		return -ENODEV;
 
 	ret = op->execute(bf, &buf);

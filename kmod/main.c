@@ -8,6 +8,11 @@
  *   beluga.block_size=2M
  *   beluga.dax=0x390000000:256M:dax0.0,0x3a0000000:256M:dax1.0
  *   beluga.node=1:192M
+ *   beluga.pools=2
+ *
+ * pools=N creates N independent pools, /dev/beluga, /dev/beluga1, ...,
+ * each with its own regions, keys and file permissions: the way to keep
+ * tenants apart. dax= and node= attach to the first pool.
  *
  * Device-dax ranges are given by physical address and size (from
  * /sys/bus/dax/devices/daxX.Y/resource and size): a module has no supported
@@ -24,7 +29,16 @@
 
 #include "beluga.h"
 
-struct beluga_device beluga_dev;
+#define BELUGA_MAX_POOLS	16
+
+struct beluga_device *beluga_pools;
+int beluga_nr_pools;
+/* Serialises ATTACH and DETACH across pools (beluga.h). */
+DEFINE_MUTEX(beluga_claim_mutex);
+
+static unsigned int pools = 1;
+module_param(pools, uint, 0444);
+MODULE_PARM_DESC(pools, "Independent pools (device nodes) to create, 1-16 (default 1)");
 
 static char *block_size;
 module_param(block_size, charp, 0444);
@@ -64,8 +78,9 @@ static int beluga_parse_entry(char *entry, u64 *a, u64 *b, char **name)
 	return 0;
 }
 
-static int beluga_attach_param(const char *param, const char *list,
-			       enum beluga_backend backend, u64 bsize)
+static int beluga_attach_param(struct beluga_device *dev, const char *param,
+			       const char *list, enum beluga_backend backend,
+			       u64 bsize)
 {
 	char *copy, *cursor, *entry;
 	int ret = 0;
@@ -103,7 +118,7 @@ static int beluga_attach_param(const char *param, const char *list,
 		arg.length = b;
 		if (name)
 			strscpy(arg.name, name, sizeof(arg.name));
-		ret = beluga_region_attach(&arg);
+		ret = beluga_region_attach(dev, &arg);
 		if (ret) {
 			pr_err("%s=: attaching '%s' failed: %d\n", param,
 			       arg.name, ret);
@@ -114,7 +129,7 @@ static int beluga_attach_param(const char *param, const char *list,
 	return ret;
 }
 
-static int beluga_attach_params(void)
+static int beluga_attach_params(struct beluga_device *dev)
 {
 	u64 bsize = 0;
 	char *end;
@@ -128,61 +143,94 @@ static int beluga_attach_params(void)
 		}
 	}
 	if (dax) {
-		ret = beluga_attach_param("dax", dax, BELUGA_BACKEND_DAX, bsize);
-		if (ret)
-			return ret;
-	}
-	if (node) {
-		ret = beluga_attach_param("node", node, BELUGA_BACKEND_NODE,
+		ret = beluga_attach_param(dev, "dax", dax, BELUGA_BACKEND_DAX,
 					  bsize);
 		if (ret)
 			return ret;
 	}
+	if (node) {
+		ret = beluga_attach_param(dev, "node", node,
+					  BELUGA_BACKEND_NODE, bsize);
+		if (ret)
+			return ret;
+	}
 	return 0;
+}
+
+static int beluga_pool_register(struct beluga_device *dev, int id)
+{
+	int ret;
+
+	ret = bel_pool_init(&dev->pool);
+	if (ret)
+		return ret;
+	init_rwsem(&dev->regions_rwsem);
+	atomic64_set(&dev->pte_faults, 0);
+	atomic64_set(&dev->pmd_faults, 0);
+	if (id)
+		snprintf(dev->name, sizeof(dev->name), "beluga%d", id);
+	else
+		strscpy(dev->name, "beluga", sizeof(dev->name));
+
+	dev->misc.minor = MISC_DYNAMIC_MINOR;
+	dev->misc.name = dev->name;
+	dev->misc.fops = &beluga_fops;
+	dev->misc.groups = beluga_dev_groups;
+	/* Root only until udev rules or the operator grant more. */
+	dev->misc.mode = 0600;
+
+	ret = misc_register(&dev->misc);
+	if (ret)
+		bel_pool_destroy(&dev->pool);
+	return ret;
+}
+
+/* No file is open: each one holds a reference on this module. */
+static void beluga_pool_unregister(struct beluga_device *dev)
+{
+	beluga_region_detach_all(dev);
+	misc_deregister(&dev->misc);
+	bel_pool_destroy(&dev->pool);
 }
 
 static int __init beluga_init(void)
 {
 	int ret;
 
-	ret = bel_pool_init(&beluga_dev.pool);
-	if (ret)
-		return ret;
-	init_rwsem(&beluga_dev.regions_rwsem);
-	atomic64_set(&beluga_dev.pte_faults, 0);
-	atomic64_set(&beluga_dev.pmd_faults, 0);
+	if (pools < 1 || pools > BELUGA_MAX_POOLS) {
+		pr_err("pools=%u: must be 1 to %d\n", pools, BELUGA_MAX_POOLS);
+		return -EINVAL;
+	}
+	beluga_pools = kcalloc(pools, sizeof(*beluga_pools), GFP_KERNEL);
+	if (!beluga_pools)
+		return -ENOMEM;
 
-	beluga_dev.misc.minor = MISC_DYNAMIC_MINOR;
-	beluga_dev.misc.name = "beluga";
-	beluga_dev.misc.fops = &beluga_fops;
-	beluga_dev.misc.groups = beluga_dev_groups;
-	/* Opening needs group or other permission set by udev rules. */
-	beluga_dev.misc.mode = 0600;
+	for (beluga_nr_pools = 0; beluga_nr_pools < pools; beluga_nr_pools++) {
+		ret = beluga_pool_register(&beluga_pools[beluga_nr_pools],
+					   beluga_nr_pools);
+		if (ret)
+			goto err_pools;
+	}
 
-	ret = misc_register(&beluga_dev.misc);
+	ret = beluga_attach_params(&beluga_pools[0]);
 	if (ret)
-		goto err_pool;
-
-	ret = beluga_attach_params();
-	if (ret)
-		goto err_detach;
-	pr_info("ready: /dev/beluga, ABI %d\n", BELUGA_ABI_VERSION);
+		goto err_pools;
+	pr_info("ready: %d pool(s), /dev/beluga, ABI %d\n", beluga_nr_pools,
+		BELUGA_ABI_VERSION);
 	return 0;
 
-err_detach:
-	beluga_region_detach_all();
-	misc_deregister(&beluga_dev.misc);
-err_pool:
-	bel_pool_destroy(&beluga_dev.pool);
+err_pools:
+	while (beluga_nr_pools--)
+		beluga_pool_unregister(&beluga_pools[beluga_nr_pools]);
+	kfree(beluga_pools);
 	return ret;
 }
 
 static void __exit beluga_exit(void)
 {
-	/* No file is open: each one holds a reference on this module. */
-	beluga_region_detach_all();
-	misc_deregister(&beluga_dev.misc);
-	bel_pool_destroy(&beluga_dev.pool);
+	while (beluga_nr_pools--)
+		beluga_pool_unregister(&beluga_pools[beluga_nr_pools]);
+	kfree(beluga_pools);
 }
 
 module_init(beluga_init);

@@ -28,37 +28,40 @@ static unsigned long beluga_vma_slots(struct vm_area_struct *vma)
 	return (unsigned long)vma->vm_private_data;
 }
 
-static void beluga_count_mappings(unsigned long slots, int delta)
+static void beluga_count_mappings(struct beluga_device *dev,
+				  unsigned long slots, int delta)
 {
 	unsigned long slot;
 
 	for_each_set_bit(slot, &slots, BELUGA_MAX_REGIONS)
-		atomic_add(delta, &READ_ONCE(beluga_dev.regions[slot])->mappings);
+		atomic_add(delta, &READ_ONCE(dev->regions[slot])->mappings);
 }
 
 /* A VMA was split or copied (fork, mremap): the copy counts too. */
 static void beluga_vm_open(struct vm_area_struct *vma)
 {
-	beluga_count_mappings(beluga_vma_slots(vma), 1);
+	beluga_count_mappings(beluga_file_dev(vma->vm_file),
+			      beluga_vma_slots(vma), 1);
 }
 
 static void beluga_vm_close(struct vm_area_struct *vma)
 {
-	beluga_count_mappings(beluga_vma_slots(vma), -1);
+	beluga_count_mappings(beluga_file_dev(vma->vm_file),
+			      beluga_vma_slots(vma), -1);
 }
 
 /* Region and byte offset inside it behind @offset, if the VMA may use it. */
 static struct beluga_region *beluga_vma_region(struct vm_area_struct *vma,
 					       u64 offset, u64 *region_offset)
 {
+	struct beluga_device *dev = beluga_file_dev(vma->vm_file);
 	u32 slot;
 
-	if (bel_pool_find_offset(&beluga_dev.pool, offset, &slot,
-				 region_offset))
+	if (bel_pool_find_offset(&dev->pool, offset, &slot, region_offset))
 		return NULL;
 	if (!(beluga_vma_slots(vma) & BIT(slot)))
 		return NULL;
-	return READ_ONCE(beluga_dev.regions[slot]);
+	return READ_ONCE(dev->regions[slot]);
 }
 
 static pfn_t beluga_dax_pfn(struct beluga_region *region, u64 region_offset)
@@ -78,7 +81,7 @@ static vm_fault_t beluga_fault(struct vm_fault *vmf)
 	if (!region)
 		return VM_FAULT_SIGBUS;
 
-	atomic64_inc(&beluga_dev.pte_faults);
+	atomic64_inc(&region->dev->pte_faults);
 	if (region->backend == BELUGA_BACKEND_DAX)
 		return vmf_insert_mixed(vmf->vma, vmf->address,
 					beluga_dax_pfn(region, region_offset));
@@ -104,12 +107,12 @@ static vm_fault_t beluga_pmd_fault(struct vm_fault *vmf)
 	region = beluga_vma_region(vma, offset, &region_offset);
 	if (!region || region->backend != BELUGA_BACKEND_DAX)
 		return VM_FAULT_FALLBACK;
-	usable = (u64)region->nr_blocks * beluga_dev.pool.block_size;
+	usable = (u64)region->nr_blocks * region->dev->pool.block_size;
 	if (region_offset + PMD_SIZE > usable ||
 	    !IS_ALIGNED(region->phys_start + region_offset, PMD_SIZE))
 		return VM_FAULT_FALLBACK;
 
-	atomic64_inc(&beluga_dev.pmd_faults);
+	atomic64_inc(&region->dev->pmd_faults);
 	return vmf_insert_pfn_pmd(vmf, beluga_dax_pfn(region, region_offset),
 				  vmf->flags & FAULT_FLAG_WRITE);
 }
@@ -130,6 +133,7 @@ static const struct vm_operations_struct beluga_vm_ops = {
 
 int beluga_mmap(struct file *file, struct vm_area_struct *vma)
 {
+	struct beluga_device *dev = beluga_file_dev(file);
 	u64 start, len = vma->vm_end - vma->vm_start, map_size;
 	unsigned long slots = 0;
 	int ret = 0;
@@ -142,8 +146,8 @@ int beluga_mmap(struct file *file, struct vm_area_struct *vma)
 		return -ENXIO;
 	start = (u64)vma->vm_pgoff << PAGE_SHIFT;
 
-	down_read(&beluga_dev.regions_rwsem);
-	map_size = bel_pool_map_size(&beluga_dev.pool);
+	down_read(&dev->regions_rwsem);
+	map_size = bel_pool_map_size(&dev->pool);
 	if (!map_size) {
 		ret = -ENODEV;
 		goto out;
@@ -153,14 +157,14 @@ int beluga_mmap(struct file *file, struct vm_area_struct *vma)
 		goto out;
 	}
 	for (slot = 0; slot < BELUGA_MAX_REGIONS; slot++) {
-		struct beluga_region *r = beluga_dev.regions[slot];
+		struct beluga_region *r = dev->regions[slot];
 
 		if (r && r->first_offset < start + len &&
 		    start < r->first_offset + r->length)
 			slots |= BIT(slot);
 	}
 	/* Counted under regions_rwsem, so DETACH sees it or refuses first. */
-	beluga_count_mappings(slots, 1);
+	beluga_count_mappings(dev, slots, 1);
 	vma->vm_private_data = (void *)slots;
 	vma->vm_ops = &beluga_vm_ops;
 	/*
@@ -172,7 +176,7 @@ int beluga_mmap(struct file *file, struct vm_area_struct *vma)
 	 */
 	vm_flags_set(vma, VM_MIXEDMAP | VM_HUGEPAGE | VM_DONTDUMP);
 out:
-	up_read(&beluga_dev.regions_rwsem);
+	up_read(&dev->regions_rwsem);
 	return ret;
 }
 

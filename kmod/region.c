@@ -187,22 +187,37 @@ static void beluga_region_unclaim(struct beluga_region *region)
 		beluga_node_free_pages(region);
 }
 
-/* Under regions_rwsem, for writing. */
-static int beluga_check_unique(const struct beluga_region *new)
+/*
+ * Under regions_rwsem, for writing. Names are unique within a pool; a
+ * device-dax range can be claimed by one region of one pool only.
+ */
+static int beluga_check_unique(struct beluga_device *dev,
+			       const struct beluga_region *new)
 {
-	int i;
+	int i, p;
 
 	for (i = 0; i < BELUGA_MAX_REGIONS; i++) {
-		const struct beluga_region *r = beluga_dev.regions[i];
+		const struct beluga_region *r = dev->regions[i];
 
-		if (!r)
-			continue;
-		if (!strcmp(r->name, new->name))
+		if (r && !strcmp(r->name, new->name))
 			return -EEXIST;
-		if (new->backend == BELUGA_BACKEND_DAX &&
-		    r->backend == BELUGA_BACKEND_DAX &&
-		    beluga_ranges_overlap(r->phys_start, r->length,
-					  new->phys_start, new->length))
+	}
+	if (new->backend != BELUGA_BACKEND_DAX)
+		return 0;
+	/* beluga_claim_mutex keeps every pool's regions[] still. */
+	for (p = 0; p < beluga_nr_pools; p++) {
+		struct beluga_device *other = &beluga_pools[p];
+
+		for (i = 0; i < BELUGA_MAX_REGIONS; i++) {
+			const struct beluga_region *r = other->regions[i];
+
+			if (r && r->backend == BELUGA_BACKEND_DAX &&
+			    beluga_ranges_overlap(r->phys_start, r->length,
+						  new->phys_start,
+						  new->length))
+				break;
+		}
+		if (i < BELUGA_MAX_REGIONS)
 			return -EEXIST;
 	}
 	return 0;
@@ -238,7 +253,7 @@ static int beluga_attach_validate(const struct beluga_attach *arg)
 	return 0;
 }
 
-int beluga_region_attach(struct beluga_attach *arg)
+int beluga_region_attach(struct beluga_device *dev, struct beluga_attach *arg)
 {
 	struct beluga_region *region;
 	u32 slot, nr_blocks;
@@ -252,6 +267,7 @@ int beluga_region_attach(struct beluga_attach *arg)
 	region = beluga_region_alloc();
 	if (!region)
 		return -ENOMEM;
+	region->dev = dev;
 	region->backend = arg->backend;
 	region->node = arg->node;
 	region->phys_start = arg->phys_start;
@@ -263,8 +279,9 @@ int beluga_region_attach(struct beluga_attach *arg)
 		snprintf(region->name, sizeof(region->name), "node%d",
 			 arg->node);
 
-	down_write(&beluga_dev.regions_rwsem);
-	ret = beluga_check_unique(region);
+	mutex_lock(&beluga_claim_mutex);
+	down_write(&dev->regions_rwsem);
+	ret = beluga_check_unique(dev, region);
 	if (ret)
 		goto out_free;
 
@@ -275,7 +292,7 @@ int beluga_region_attach(struct beluga_attach *arg)
 	if (ret)
 		goto out_free;
 
-	ret = bel_pool_add_region(&beluga_dev.pool, region->length,
+	ret = bel_pool_add_region(&dev->pool, region->length,
 				  arg->block_size, &slot, &first_offset,
 				  &nr_blocks);
 	if (ret)
@@ -287,22 +304,25 @@ int beluga_region_attach(struct beluga_attach *arg)
 	ret = beluga_region_sysfs_add(region);
 	if (ret)
 		goto out_remove;
-	beluga_dev.regions[slot] = region;
-	up_write(&beluga_dev.regions_rwsem);
+	dev->regions[slot] = region;
+	up_write(&dev->regions_rwsem);
+	mutex_unlock(&beluga_claim_mutex);
 
 	arg->region_id = slot;
 	arg->first_offset = first_offset;
 	arg->nr_blocks = nr_blocks;
-	pr_info("attached %s as region %u: %llu bytes, %u blocks at offset 0x%llx\n",
-		region->name, slot, region->length, nr_blocks, first_offset);
+	pr_info("%s: attached %s as region %u: %llu bytes, %u blocks at offset 0x%llx\n",
+		dev->name, region->name, slot, region->length, nr_blocks,
+		first_offset);
 	return 0;
 
 out_remove:
-	bel_pool_remove_region(&beluga_dev.pool, slot, false, NULL);
+	bel_pool_remove_region(&dev->pool, slot, false, NULL);
 out_unclaim:
 	beluga_region_unclaim(region);
 out_free:
-	up_write(&beluga_dev.regions_rwsem);
+	up_write(&dev->regions_rwsem);
+	mutex_unlock(&beluga_claim_mutex);
 	beluga_region_put(region);
 	return ret;
 }
@@ -314,15 +334,15 @@ out_free:
  * Dropping Beluga's own references is still safe then: node pages stay
  * allocated until the last pin goes, and device_dax owns the dax pages.
  */
-static int beluga_detach_locked(u32 slot, bool evict, u64 *evicted,
-				bool unloading)
+static int beluga_detach_locked(struct beluga_device *dev, u32 slot,
+				bool evict, u64 *evicted, bool unloading)
 {
 	struct beluga_region *region;
 	int ret;
 
-	if (slot >= BELUGA_MAX_REGIONS || !beluga_dev.regions[slot])
+	if (slot >= BELUGA_MAX_REGIONS || !dev->regions[slot])
 		return -ENOENT;
-	region = beluga_dev.regions[slot];
+	region = dev->regions[slot];
 
 	/* mmap() holds regions_rwsem while it counts, so this is stable. */
 	if (atomic_read(&region->mappings))
@@ -334,12 +354,13 @@ static int beluga_detach_locked(u32 slot, bool evict, u64 *evicted,
 			  region->name);
 	}
 
-	ret = bel_pool_remove_region(&beluga_dev.pool, slot, evict, evicted);
+	ret = bel_pool_remove_region(&dev->pool, slot, evict, evicted);
 	if (ret)
 		return ret;
 
-	beluga_dev.regions[slot] = NULL;
-	pr_info("detached %s (region %u)\n", region->name, slot);
+	dev->regions[slot] = NULL;
+	pr_info("%s: detached %s (region %u)\n", dev->name, region->name,
+		slot);
 	/* Waits for sysfs readers, which never take regions_rwsem. */
 	beluga_region_sysfs_del(region);
 	beluga_region_unclaim(region);
@@ -347,13 +368,16 @@ static int beluga_detach_locked(u32 slot, bool evict, u64 *evicted,
 	return 0;
 }
 
-int beluga_region_detach(u32 slot, bool evict, u64 *evicted)
+int beluga_region_detach(struct beluga_device *dev, u32 slot, bool evict,
+			 u64 *evicted)
 {
 	int ret;
 
-	down_write(&beluga_dev.regions_rwsem);
-	ret = beluga_detach_locked(slot, evict, evicted, false);
-	up_write(&beluga_dev.regions_rwsem);
+	mutex_lock(&beluga_claim_mutex);
+	down_write(&dev->regions_rwsem);
+	ret = beluga_detach_locked(dev, slot, evict, evicted, false);
+	up_write(&dev->regions_rwsem);
+	mutex_unlock(&beluga_claim_mutex);
 	return ret;
 }
 
@@ -361,16 +385,19 @@ int beluga_region_detach(u32 slot, bool evict, u64 *evicted)
  * Module unload: no file is open (each holds a module reference), so no
  * mapping, allocation or pin can exist. Published blocks are dropped.
  */
-void beluga_region_detach_all(void)
+void beluga_region_detach_all(struct beluga_device *dev)
 {
 	u32 slot;
 
-	down_write(&beluga_dev.regions_rwsem);
+	mutex_lock(&beluga_claim_mutex);
+	down_write(&dev->regions_rwsem);
 	for (slot = 0; slot < BELUGA_MAX_REGIONS; slot++) {
-		if (!beluga_dev.regions[slot])
+		if (!dev->regions[slot])
 			continue;
-		if (beluga_detach_locked(slot, true, NULL, true))
-			pr_err("region %u still in use at unload\n", slot);
+		if (beluga_detach_locked(dev, slot, true, NULL, true))
+			pr_err("%s: region %u still in use at unload\n",
+			       dev->name, slot);
 	}
-	up_write(&beluga_dev.regions_rwsem);
+	up_write(&dev->regions_rwsem);
+	mutex_unlock(&beluga_claim_mutex);
 }

@@ -18,13 +18,20 @@
 
 /* --- pool attributes ---------------------------------------------------- */
 
+static struct beluga_device *to_beluga(struct device *dev)
+{
+	/* misc_register() leaves the miscdevice as the device's drvdata. */
+	return container_of((struct miscdevice *)dev_get_drvdata(dev),
+			    struct beluga_device, misc);
+}
+
 #define BELUGA_STAT_ATTR(_field)					\
 static ssize_t _field##_show(struct device *dev,			\
 			     struct device_attribute *attr, char *buf)	\
 {									\
 	struct bel_stats s;						\
 									\
-	bel_pool_stats(&beluga_dev.pool, &s);				\
+	bel_pool_stats(&to_beluga(dev)->pool, &s);			\
 	return sysfs_emit(buf, "%llu\n", s._field);			\
 }									\
 static DEVICE_ATTR_RO(_field)
@@ -50,21 +57,21 @@ BELUGA_STAT_ATTR(alloc_failures);
 static ssize_t block_size_show(struct device *dev,
 			       struct device_attribute *attr, char *buf)
 {
-	return sysfs_emit(buf, "%llu\n", READ_ONCE(beluga_dev.pool.block_size));
+	return sysfs_emit(buf, "%llu\n", READ_ONCE(to_beluga(dev)->pool.block_size));
 }
 static DEVICE_ATTR_RO(block_size);
 
 static ssize_t nr_regions_show(struct device *dev,
 			       struct device_attribute *attr, char *buf)
 {
-	return sysfs_emit(buf, "%u\n", READ_ONCE(beluga_dev.pool.nr_regions));
+	return sysfs_emit(buf, "%u\n", READ_ONCE(to_beluga(dev)->pool.nr_regions));
 }
 static DEVICE_ATTR_RO(nr_regions);
 
 static ssize_t map_size_show(struct device *dev,
 			     struct device_attribute *attr, char *buf)
 {
-	return sysfs_emit(buf, "%llu\n", bel_pool_map_size(&beluga_dev.pool));
+	return sysfs_emit(buf, "%llu\n", bel_pool_map_size(&to_beluga(dev)->pool));
 }
 static DEVICE_ATTR_RO(map_size);
 
@@ -78,14 +85,14 @@ static DEVICE_ATTR_RO(abi_version);
 static ssize_t pte_faults_show(struct device *dev,
 			       struct device_attribute *attr, char *buf)
 {
-	return sysfs_emit(buf, "%lld\n", atomic64_read(&beluga_dev.pte_faults));
+	return sysfs_emit(buf, "%lld\n", atomic64_read(&to_beluga(dev)->pte_faults));
 }
 static DEVICE_ATTR_RO(pte_faults);
 
 static ssize_t pmd_faults_show(struct device *dev,
 			       struct device_attribute *attr, char *buf)
 {
-	return sysfs_emit(buf, "%lld\n", atomic64_read(&beluga_dev.pmd_faults));
+	return sysfs_emit(buf, "%lld\n", atomic64_read(&to_beluga(dev)->pmd_faults));
 }
 static DEVICE_ATTR_RO(pmd_faults);
 
@@ -220,7 +227,7 @@ static ssize_t region_##_field##_show(struct beluga_region *r, char *buf) \
 {									\
 	struct bel_region_stats rs;					\
 									\
-	if (bel_region_stats(&beluga_dev.pool, r->slot, &rs))		\
+	if (bel_region_stats(&r->dev->pool, r->slot, &rs))		\
 		return -ENODEV;						\
 	return sysfs_emit(buf, "%llu\n", rs._field);			\
 }									\
@@ -274,7 +281,8 @@ void beluga_region_put(struct beluga_region *region)
 
 int beluga_region_sysfs_add(struct beluga_region *region)
 {
-	return kobject_add(&region->kobj, &beluga_dev.misc.this_device->kobj,
+	return kobject_add(&region->kobj,
+			   &region->dev->misc.this_device->kobj,
 			   "region%u", region->slot);
 }
 

@@ -5,6 +5,15 @@
  * This header is the whole contract between the kernel module and
  * userspace. It is installable as <linux/beluga.h>.
  *
+ * Pools
+ * -----
+ * The module serves one pool per device node: /dev/beluga, and with the
+ * pools=N module parameter also /dev/beluga1 ... /dev/beluga<N-1>. Pools
+ * share nothing: regions, keys, offsets and statistics are per pool, and
+ * each node has its own file permissions. Separate pools are how tenants
+ * are isolated; namespaces inside one pool separate keys, not memory
+ * (any file that can map a pool can read every block in it).
+ *
  * Model
  * -----
  * The pool is an array of fixed-size blocks carved out of one or more
