@@ -8,6 +8,8 @@
 #   make test            everything, in QEMU guests; ends with "N passed, N failed"
 #   make demo            a QEMU CXL guest serving a prefix-reuse workload
 #   make check           W=1 and sparse (C=1) builds against 6.1 and 6.12, checkpatch
+#   make bench           benchmarks with their baselines (table + JSON + plots)
+#   make test-debug      the in-guest suite on a KASAN/lockdep/kmemleak kernel
 KDIR ?= /lib/modules/$(shell uname -r)/build
 PREFIX ?= /usr/local
 DESTDIR ?=
@@ -39,6 +41,12 @@ demo:
 check:
 	scripts/check.sh
 
+bench:
+	scripts/bench.sh
+
+test-debug:
+	scripts/test-debug.sh
+
 clean:
 	-$(MAKE) -C kmod clean KDIR=$(KDIR) 2>/dev/null
 	-$(MAKE) -C userspace clean
@@ -46,4 +54,4 @@ clean:
 	-$(MAKE) -C tests/kselftest clean
 	rm -rf build
 
-.PHONY: all module userspace install test demo check clean
+.PHONY: all module userspace install test demo check bench test-debug clean
