@@ -1,0 +1,354 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Section "meta": the metadata path, per operation.
+ *
+ *   LOOKUP of 1, 16, 64, 256 and 4096-key chains (all hits), count-only and
+ *   pinned; RELEASE of the pins of one pinned LOOKUP; ALLOC+PUBLISH of 64
+ *   blocks on a full pool (so each call also evicts 64 LRU blocks).
+ *
+ * Baselines in the same run: the syscall floor (BELUGA_IOC_INFO, the
+ * cheapest ioctl, and getppid(), the cheapest system call), the in-process
+ * core (the algorithm alone) and the AF_UNIX server (the RPC design), all
+ * with a pool of the same geometry.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "bench.h"
+#include "target.h"
+
+#define MAX_LENS 8
+#define CHAIN_NS 1
+#define CHAIN_TAG 0xC4A1ULL
+#define FILL_NS 2
+#define FILL_TAG 0xF111ULL
+
+struct mctx {
+	struct bk *b;
+	u32 n;
+	struct beluga_key *keys;
+	u64 *offs;
+	u64 ctr;
+	struct beluga_key k64[64];
+	u64 o64[64];
+};
+
+static int op_floor(void *a)
+{
+	struct mctx *c = a;
+
+	return c->b->floor(c->b);
+}
+
+static int op_null(void *a)
+{
+	(void)a;
+	syscall(SYS_getppid);
+	return 0;
+}
+
+static int op_lookup(void *a)
+{
+	struct mctx *c = a;
+	u32 hits = 0;
+	int ret = c->b->lookup(c->b, CHAIN_NS, c->n, c->keys, false, NULL,
+			       &hits);
+
+	return ret ? ret : hits == c->n ? 0 : -ENOENT;
+}
+
+static int op_pin_release(void *a)
+{
+	struct mctx *c = a;
+	u32 hits = 0;
+	int ret = c->b->lookup(c->b, CHAIN_NS, c->n, c->keys, true, c->offs,
+			       &hits);
+
+	if (ret || hits != c->n)
+		return ret ? ret : -ENOENT;
+	return c->b->release(c->b, c->n, c->offs);
+}
+
+static int op_alloc_publish(void *a)
+{
+	struct mctx *c = a;
+	u32 i, ok = 0;
+	int ret = c->b->alloc(c->b, 64, c->o64);
+
+	if (ret)
+		return ret;
+	for (i = 0; i < 64; i++)
+		c->k64[i] = mkkey(FILL_TAG, c->ctr++);
+	ret = c->b->publish(c->b, FILL_NS, 64, c->o64, c->k64, &ok, NULL);
+	return ret ? ret : ok == 64 ? 0 : -EEXIST;
+}
+
+/* Pinned LOOKUPs and the RELEASEs of their pins, timed apart. */
+static void pin_then_release(struct mctx *c, struct fig *fl, struct fig *fr)
+{
+	u64 reps = calibrate(op_pin_release, c, "LOOKUP+RELEASE");
+	double vl[64], vr[64];
+	int s, ns = opt.samples > 64 ? 64 : opt.samples;
+
+	for (s = 0; s < ns; s++) {
+		u64 t0, t1, t2, i;
+		u32 hits;
+
+		t0 = now_ns();
+		for (i = 0; i < reps; i++)
+			if (c->b->lookup(c->b, CHAIN_NS, c->n, c->keys, true,
+					 c->offs, &hits) || hits != c->n)
+				die("%s: pinned LOOKUP of %u failed", c->b->name,
+				    c->n);
+		t1 = now_ns();
+		/* Every LOOKUP pinned the same blocks: release them as often. */
+		for (i = 0; i < reps; i++)
+			if (c->b->release(c->b, c->n, c->offs))
+				die("%s: RELEASE of %u failed", c->b->name,
+				    c->n);
+		t2 = now_ns();
+		vl[s] = (double)(t1 - t0) / reps;
+		vr[s] = (double)(t2 - t1) / reps;
+	}
+	fl->ns = median(vl, ns);
+	fl->p10 = percentile(vl, ns, 0.1);
+	fl->p90 = percentile(vl, ns, 0.9);
+	fr->ns = median(vr, ns);
+	fr->p10 = percentile(vr, ns, 0.1);
+	fr->p90 = percentile(vr, ns, 0.9);
+	fl->reps = fr->reps = reps;
+	fl->samples = fr->samples = ns;
+}
+
+struct mres {
+	bool done;
+	u64 nr_blocks;
+	struct fig floor;
+	struct fig count[MAX_LENS], pin[MAX_LENS], rel[MAX_LENS];
+	struct fig ap;
+};
+
+static void rec_fig(const char *backend, const char *op, int pin, u64 n,
+		    struct fig *f)
+{
+	rec_begin("op");
+	rec_str("backend", backend);
+	rec_str("op", op);
+	rec_int("pin", pin);
+	rec_int("n", (long long)n);
+	rec_num("ns_per_op", f->ns);
+	rec_num("p10", f->p10);
+	rec_num("p90", f->p90);
+	rec_int("reps", (long long)f->reps);
+	rec_int("samples", f->samples);
+	rec_end();
+}
+
+static void run_target(enum target_kind kind, const char *spec, u64 nblocks,
+		       u64 bs, const u64 *lens, int nlens, struct mres *m)
+{
+	struct target t;
+	struct mctx c = { 0 };
+	u64 chain = 0, i;
+	int l;
+
+	for (l = 0; l < nlens; l++)
+		if (lens[l] > chain)
+			chain = lens[l];
+	if (target_setup(&t, kind, spec, nblocks, bs, NULL))
+		return;
+	m->nr_blocks = t.nr_blocks;
+	c.b = target_open(&t, false);
+	c.keys = xcalloc(chain, sizeof(*c.keys));
+	c.offs = xcalloc(chain, sizeof(*c.offs));
+	for (i = 0; i < chain; i++)
+		c.keys[i] = mkkey(CHAIN_TAG, i);
+	target_fill(c.b, CHAIN_NS, CHAIN_TAG, 0, chain, -1, NULL);
+
+	m->floor = measure(op_floor, &c, "floor");
+	rec_fig(t.name, "floor", 0, 0, &m->floor);
+	for (l = 0; l < nlens; l++) {
+		c.n = (u32)lens[l];
+		m->count[l] = measure(op_lookup, &c, "LOOKUP");
+		rec_fig(t.name, "lookup", 0, c.n, &m->count[l]);
+		pin_then_release(&c, &m->pin[l], &m->rel[l]);
+		rec_fig(t.name, "lookup", 1, c.n, &m->pin[l]);
+		rec_fig(t.name, "release", 0, c.n, &m->rel[l]);
+	}
+	/* Fill the pool, so that every ALLOC below evicts. */
+	target_fill(c.b, FILL_NS, FILL_TAG, 0, t.nr_blocks - chain, -1, NULL);
+	c.ctr = t.nr_blocks - chain;
+	m->ap = measure(op_alloc_publish, &c, "ALLOC+PUBLISH");
+	rec_fig(t.name, "alloc_publish", 0, 64, &m->ap);
+	m->done = true;
+
+	c.b->close(c.b);
+	free(c.keys);
+	free(c.offs);
+	target_teardown(&t);
+}
+
+static double ratio(double a, double b)
+{
+	return b > 0 ? a / b : NAN;
+}
+
+static void cell(bool ok, double v, int w, int prec)
+{
+	if (ok && v == v)
+		printf(" %*.*f", w, prec, v);
+	else
+		printf(" %*s", w, "-");
+}
+
+/* One table row: absolute ns of the three targets, then the ratios. */
+static void row(const char *name, struct mres *m, struct fig *k, struct fig *c,
+		struct fig *r, double floor)
+{
+	bool kd = m[0].done, cd = m[1].done && c, rd = m[2].done;
+
+	printf("%-22s", name);
+	cell(kd, k->ns, 10, 0);
+	cell(cd, cd ? c->ns : 0, 10, 0);
+	cell(rd, r->ns, 10, 0);
+	printf("  ");
+	cell(kd && rd, ratio(r->ns, k->ns), 9, 1);
+	cell(kd && cd, cd ? ratio(k->ns - floor, c->ns) : 0, 12, 2);
+	cell(cd && rd, cd ? ratio(r->ns, c->ns) : 0, 9, 1);
+	printf("\n");
+}
+
+static void rec_ratio(const char *name, u64 n, double v, const char *target,
+		      double goal, int met)
+{
+	rec_begin("ratio");
+	rec_str("name", name);
+	rec_int("n", (long long)n);
+	rec_num("value", v);
+	rec_str("target", target);
+	rec_num("goal", goal);
+	rec_int("met", met);
+	rec_end();
+}
+
+int sec_meta(int argc, char **argv)
+{
+	const char *spec = "none";
+	u64 lens[MAX_LENS] = { 1, 16, 64, 256, 4096 };
+	int nlens = 5, i, l;
+	u64 bs = 4096, nblocks = 65536;
+	struct mres m[3] = { 0 };
+	struct mctx nc = { 0 };
+	struct fig null;
+	FILE *dat;
+
+	for (i = 1; i + 1 < argc; i += 2) {
+		if (!strcmp(argv[i], "--pool"))
+			spec = argv[i + 1];
+		else if (!strcmp(argv[i], "--bs"))
+			bs = parse_size(argv[i + 1]);
+		else if (!strcmp(argv[i], "--blocks"))
+			nblocks = parse_size(argv[i + 1]);
+		else if (!strcmp(argv[i], "--lens"))
+			nlens = parse_list(argv[i + 1], lens, MAX_LENS);
+		else
+			die("meta: unknown option %s", argv[i]);
+	}
+	if (!strncmp(spec, "dax:", 4)) {
+		u64 sz = dax_spec_size(spec);
+
+		if (sz && sz / bs < nblocks)
+			nblocks = sz / bs;
+	}
+	out_open("meta");
+	note("meta: %llu blocks of %llu bytes; chains up to %llu keys; %d samples of ~%.0f ms",
+	     (unsigned long long)nblocks, (unsigned long long)bs,
+	     (unsigned long long)lens[nlens - 1], opt.samples, opt.sample_ms);
+
+	null = measure(op_null, &nc, "getppid");
+	rec_fig("sys", "getppid", 0, 0, &null);
+
+	if (strcmp(spec, "none") && kernel_available())
+		run_target(T_KERNEL, spec, nblocks, bs, lens, nlens, &m[T_KERNEL]);
+	else
+		note("meta: no /dev/beluga or --pool none: kernel rows skipped");
+	/* The same geometry for the baselines as the kernel really got. */
+	if (m[T_KERNEL].done)
+		nblocks = m[T_KERNEL].nr_blocks;
+	run_target(T_CORE, spec, nblocks, bs, lens, nlens, &m[T_CORE]);
+	run_target(T_RPC, spec, nblocks, bs, lens, nlens, &m[T_RPC]);
+
+	printf("\n== meta (%s): ns per operation (absolute, %s) and ratios ==\n",
+	       opt.env, strcmp(opt.env, "host") ? "TCG guest: compare ratios only" :
+	       "host CPU");
+	printf("%-22s %10s %10s %10s   %9s %12s %9s\n", "operation", "kernel",
+	       "core", "rpc", "rpc/kern", "(k-floor)/c", "rpc/core");
+	printf("%-22s %10.0f\n", "getppid()", null.ns);
+	row("floor (INFO / ping)", m, &m[0].floor, NULL, &m[2].floor, 0);
+	for (l = 0; l < nlens; l++) {
+		char name[40];
+
+		snprintf(name, sizeof(name), "LOOKUP %llu count",
+			 (unsigned long long)lens[l]);
+		row(name, m, &m[0].count[l], &m[1].count[l], &m[2].count[l],
+		    m[0].floor.ns);
+		snprintf(name, sizeof(name), "LOOKUP %llu pinned",
+			 (unsigned long long)lens[l]);
+		row(name, m, &m[0].pin[l], &m[1].pin[l], &m[2].pin[l],
+		    m[0].floor.ns);
+		snprintf(name, sizeof(name), "RELEASE %llu",
+			 (unsigned long long)lens[l]);
+		row(name, m, &m[0].rel[l], &m[1].rel[l], &m[2].rel[l],
+		    m[0].floor.ns);
+	}
+	/* two system calls */
+	row("ALLOC+PUBLISH 64", m, &m[0].ap, &m[1].ap, &m[2].ap,
+	    2 * m[0].floor.ns);
+	printf("(k-floor)/c: kernel cost above the syscall floor over the in-process core's cost\n");
+
+	/* Ratios and targets (reported, never asserted). */
+	if (m[0].done) {
+		for (l = 0; l < nlens; l++) {
+			double v = ratio(m[2].count[l].ns, m[0].count[l].ns);
+			double p = ratio(m[2].pin[l].ns, m[0].pin[l].ns);
+			double k = ratio(m[0].count[l].ns - m[0].floor.ns,
+					 m[1].count[l].ns);
+
+			rec_ratio("rpc_over_kernel_lookup_count", lens[l], v,
+				  lens[l] == 64 ? ">=" : "", 10, v >= 10);
+			rec_ratio("rpc_over_kernel_lookup_pin", lens[l], p,
+				  lens[l] == 64 ? ">=" : "", 10, p >= 10);
+			rec_ratio("kernel_minus_floor_over_core_lookup_count",
+				  lens[l], k, lens[l] >= 64 ? "<=" : "", 3,
+				  k <= 3);
+		}
+		rec_ratio("rpc_ping_over_kernel_info", 0,
+			  ratio(m[2].floor.ns, m[0].floor.ns), "", 0, 1);
+		rec_ratio("rpc_over_kernel_alloc_publish_64", 64,
+			  ratio(m[2].ap.ns, m[0].ap.ns), "", 0, 1);
+	}
+	for (l = 0; l < nlens; l++) {
+		double v = ratio(m[2].count[l].ns, m[1].count[l].ns);
+
+		rec_ratio("rpc_over_core_lookup_count", lens[l], v, "", 0, 1);
+	}
+
+	dat = dat_open("meta", "keys kernel_count kernel_pin core_count core_pin rpc_count rpc_pin kernel_floor rpc_floor getppid (ns per LOOKUP)");
+	for (l = 0; l < nlens; l++)
+		fprintf(dat, "%llu %.1f %.1f %.1f %.1f %.1f %.1f %.1f %.1f %.1f\n",
+			(unsigned long long)lens[l],
+			m[0].done ? m[0].count[l].ns : NAN,
+			m[0].done ? m[0].pin[l].ns : NAN,
+			m[1].count[l].ns, m[1].pin[l].ns,
+			m[2].count[l].ns, m[2].pin[l].ns,
+			m[0].done ? m[0].floor.ns : NAN, m[2].floor.ns,
+			null.ns);
+	fclose(dat);
+	out_close();
+	return 0;
+}

@@ -1,0 +1,324 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Section "scale": cost per operation as the pool grows (1K, 16K, 256K
+ * blocks by default) with 1 and 2 threads, each thread with its own client
+ * (open file). The pool is full: N/64 chains of 64 published keys.
+ *
+ *   lookup64_hot count-only LOOKUP of the same chain every time (caches
+ *               warm: the algorithm's cost alone)
+ *   lookup64    count-only LOOKUP of a random chain (64 hits)
+ *   pin64       pinned LOOKUP of a random chain + RELEASE of its pins
+ *   alloc_pub64 ALLOC of 64 (evicting the 64 least recently used blocks,
+ *               the pool being full) + PUBLISH of 64 new keys
+ *
+ * Random chains defeat the caches the way a big pool does in production: a
+ * bigger pool means more index buckets and block records out of cache, so
+ * this measures what size costs, not a hot loop over one chain. The number
+ * of operations per sample is calibrated once (smallest pool, one thread)
+ * and kept, so every configuration does the same work.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+#include "target.h"
+
+#define SCALE_NS 3
+#define SCALE_TAG 0x5CA1EULL
+#define MAX_SIZES 8
+#define MAX_THREADS 8
+#define CHAIN 64
+
+enum { OP_HOT, OP_LOOKUP, OP_PIN, OP_AP, NR_OPS };
+static const char *opname[NR_OPS] = { "lookup64_hot", "lookup64", "pin64",
+				      "alloc_pub64" };
+
+struct sctx;
+
+struct worker {
+	struct sctx *s;
+	struct bk *b;
+	pthread_t th;
+	int id;
+	u64 rnd;
+	u64 ctr;
+	u64 offs[CHAIN];
+	struct beluga_key k[CHAIN];
+	double ns[64];		/* per-op ns of each sample */
+	u64 elapsed[64];
+	int err;
+};
+
+struct sctx {
+	struct beluga_key *keys;	/* N keys, chain c at keys[64 c] */
+	u64 nr_chains;
+	int op;
+	u64 reps;
+	int samples;
+	int nthreads;
+	pthread_barrier_t bar;
+	struct worker w[MAX_THREADS];
+};
+
+static int do_op(struct worker *w)
+{
+	struct sctx *s = w->s;
+	struct bk *b = w->b;
+	u32 hits = 0, ok = 0, i;
+	int ret;
+
+	switch (s->op) {
+	case OP_HOT:
+		/* One chain over and over: the algorithm, caches warm. */
+		ret = b->lookup(b, SCALE_NS, CHAIN, s->keys, false, NULL,
+				&hits);
+		return ret ? ret : hits == CHAIN ? 0 : -ENOENT;
+	case OP_LOOKUP: {
+		u64 c = rnd_next(&w->rnd) % s->nr_chains;
+
+		ret = b->lookup(b, SCALE_NS, CHAIN, s->keys + c * CHAIN, false,
+				NULL, &hits);
+		return ret ? ret : hits == CHAIN ? 0 : -ENOENT;
+	}
+	case OP_PIN: {
+		u64 c = rnd_next(&w->rnd) % s->nr_chains;
+
+		ret = b->lookup(b, SCALE_NS, CHAIN, s->keys + c * CHAIN, true,
+				w->offs, &hits);
+		if (ret || hits != CHAIN)
+			return ret ? ret : -ENOENT;
+		return b->release(b, CHAIN, w->offs);
+	}
+	case OP_AP:
+		ret = b->alloc(b, CHAIN, w->offs);
+		if (ret)
+			return ret;
+		for (i = 0; i < CHAIN; i++)
+			w->k[i] = mkkey(SCALE_TAG + 1 + w->id, w->ctr++);
+		ret = b->publish(b, SCALE_NS, CHAIN, w->offs, w->k, &ok, NULL);
+		return ret ? ret : ok == CHAIN ? 0 : -EEXIST;
+	}
+	return -EINVAL;
+}
+
+static void *worker_main(void *arg)
+{
+	struct worker *w = arg;
+	struct sctx *s = w->s;
+	int smp;
+
+	for (smp = 0; smp < s->samples; smp++) {
+		u64 t0, i;
+
+		pthread_barrier_wait(&s->bar);
+		t0 = now_ns();
+		for (i = 0; i < s->reps && !w->err; i++)
+			w->err = do_op(w);
+		w->elapsed[smp] = now_ns() - t0;
+		w->ns[smp] = (double)w->elapsed[smp] / (double)s->reps;
+		pthread_barrier_wait(&s->bar);
+	}
+	return NULL;
+}
+
+/* Runs s->op on s->nthreads workers; per-op ns and total ops/s. */
+static void run_op(struct sctx *s, double *ns_out, double *ops_out,
+		   double *p10, double *p90)
+{
+	double per[64], thr[64];
+	int t, smp;
+
+	pthread_barrier_init(&s->bar, NULL, s->nthreads);
+	for (t = 1; t < s->nthreads; t++)
+		if (pthread_create(&s->w[t].th, NULL, worker_main, &s->w[t]))
+			die("pthread_create failed");
+	worker_main(&s->w[0]);
+	for (t = 1; t < s->nthreads; t++)
+		pthread_join(s->w[t].th, NULL);
+	pthread_barrier_destroy(&s->bar);
+	for (t = 0; t < s->nthreads; t++)
+		if (s->w[t].err)
+			die("scale: %s on %s (thread %d): %s", opname[s->op],
+			    s->w[t].b->name, t, strerror(-s->w[t].err));
+	for (smp = 0; smp < s->samples; smp++) {
+		u64 longest = 0;
+		double sum = 0;
+
+		for (t = 0; t < s->nthreads; t++) {
+			sum += s->w[t].ns[smp];
+			if (s->w[t].elapsed[smp] > longest)
+				longest = s->w[t].elapsed[smp];
+		}
+		per[smp] = sum / s->nthreads;
+		thr[smp] = (double)s->reps * s->nthreads / (double)longest * 1e9;
+	}
+	*ns_out = median(per, s->samples);
+	*p10 = percentile(per, s->samples, 0.1);
+	*p90 = percentile(per, s->samples, 0.9);
+	*ops_out = median(thr, s->samples);
+}
+
+static int calib_op(void *arg)
+{
+	return do_op(arg);
+}
+
+int sec_scale(int argc, char **argv)
+{
+	const char *spec = "none", *targets = "kernel,core";
+	u64 sizes[MAX_SIZES] = { 1024, 16384, 262144 };
+	u64 threads[MAX_THREADS] = { 1, 2 };
+	int nsizes = 3, nthr = 2, i, k, z, th, op;
+	u64 bs = 4096, maxn = 0;
+	static double res[3][MAX_SIZES][MAX_THREADS][NR_OPS];
+	static double ops[3][MAX_SIZES][MAX_THREADS][NR_OPS];
+	u64 reps[3][NR_OPS] = { { 0 } };
+	bool done[3] = { false };
+	struct sctx *s = xcalloc(1, sizeof(*s));
+	FILE *dat;
+
+	for (i = 1; i + 1 < argc; i += 2) {
+		if (!strcmp(argv[i], "--pool"))
+			spec = argv[i + 1];
+		else if (!strcmp(argv[i], "--sizes"))
+			nsizes = parse_list(argv[i + 1], sizes, MAX_SIZES);
+		else if (!strcmp(argv[i], "--threads"))
+			nthr = parse_list(argv[i + 1], threads, MAX_THREADS);
+		else if (!strcmp(argv[i], "--bs"))
+			bs = parse_size(argv[i + 1]);
+		else if (!strcmp(argv[i], "--targets"))
+			targets = argv[i + 1];
+		else
+			die("scale: unknown option %s", argv[i]);
+	}
+	for (z = 0; z < nsizes; z++)
+		if (sizes[z] > maxn)
+			maxn = sizes[z];
+	out_open("scale");
+	note("scale: pools of up to %llu blocks of %llu bytes, threads up to %llu, targets %s",
+	     (unsigned long long)maxn, (unsigned long long)bs,
+	     (unsigned long long)threads[nthr - 1], targets);
+	s->keys = xcalloc(maxn, sizeof(*s->keys));
+	for (i = 0; i < (int)maxn; i++)
+		s->keys[i] = mkkey(SCALE_TAG, i);
+	s->samples = opt.samples > 64 ? 64 : opt.samples;
+
+	for (k = 0; k < 3; k++) {
+		if (!strstr(targets, target_kind_name[k]))
+			continue;
+		if (k == T_KERNEL && (!strcmp(spec, "none") ||
+				      !kernel_available()))
+			continue;
+		for (z = 0; z < nsizes; z++) {
+			struct target t;
+			struct bk *fill;
+
+			if (target_setup(&t, k, spec, sizes[z], bs, NULL))
+				die("scale: no pool of %llu blocks",
+				    (unsigned long long)sizes[z]);
+			fill = target_open(&t, false);
+			/* Exactly N blocks published (the kernel may round up). */
+			target_fill(fill, SCALE_NS, SCALE_TAG, 0, sizes[z], -1,
+				    NULL);
+			s->nr_chains = sizes[z] / CHAIN;
+			for (th = 0; th < MAX_THREADS; th++) {
+				s->w[th].s = s;
+				s->w[th].id = th;
+				s->w[th].rnd = 0x9E3779B97F4A7C15ULL * (th + 1);
+				s->w[th].ctr = 0;
+				s->w[th].b = th < (int)threads[nthr - 1] ?
+					     target_open(&t, false) : NULL;
+			}
+			/* Lookups first: ALLOC+PUBLISH evicts chains. */
+			for (op = 0; op < NR_OPS; op++) {
+				s->op = op;
+				if (!reps[k][op])
+					reps[k][op] = calibrate(calib_op, &s->w[0],
+								opname[op]);
+				for (i = 0; i < nthr; i++) {
+					double ns, tput, p10, p90;
+
+					s->op = op;
+					s->reps = reps[k][op];
+					s->nthreads = (int)threads[i];
+					run_op(s, &ns, &tput, &p10, &p90);
+					res[k][z][i][op] = ns;
+					ops[k][z][i][op] = tput;
+					rec_begin("op");
+					rec_str("backend", target_kind_name[k]);
+					rec_str("op", opname[op]);
+					rec_int("blocks", (long long)sizes[z]);
+					rec_int("threads", (long long)threads[i]);
+					rec_num("ns_per_op", ns);
+					rec_num("p10", p10);
+					rec_num("p90", p90);
+					rec_num("ops_per_s", tput);
+					rec_int("reps", (long long)s->reps);
+					rec_end();
+				}
+			}
+			for (th = 0; th < MAX_THREADS; th++)
+				if (s->w[th].b)
+					s->w[th].b->close(s->w[th].b);
+			fill->close(fill);
+			target_teardown(&t);
+		}
+		done[k] = true;
+	}
+
+	printf("\n== scale (%s): ns per operation by pool size (absolute%s) ==\n",
+	       opt.env, strcmp(opt.env, "host") ? ", TCG: compare ratios only" : "");
+	printf("%-7s %-12s %3s", "target", "op", "thr");
+	for (z = 0; z < nsizes; z++)
+		printf(" %10llu", (unsigned long long)sizes[z]);
+	printf("  %9s %11s\n", "big/small", "ops/s(big)");
+	dat = dat_open("scale", "blocks then, per target/op/threads, ns per op");
+	for (k = 0; k < 3; k++) {
+		if (!done[k])
+			continue;
+		for (op = 0; op < NR_OPS; op++) {
+			for (i = 0; i < nthr; i++) {
+				double r = res[k][nsizes - 1][i][op] /
+					   res[k][0][i][op];
+
+				printf("%-7s %-12s %3llu", target_kind_name[k],
+				       opname[op], (unsigned long long)threads[i]);
+				for (z = 0; z < nsizes; z++)
+					printf(" %10.0f", res[k][z][i][op]);
+				printf("  %9.2f %11.0f\n", r,
+				       ops[k][nsizes - 1][i][op]);
+				rec_begin("ratio");
+				rec_str("name", "cost_largest_over_smallest_pool");
+				rec_str("backend", target_kind_name[k]);
+				rec_str("op", opname[op]);
+				rec_int("threads", (long long)threads[i]);
+				rec_int("small", (long long)sizes[0]);
+				rec_int("large", (long long)sizes[nsizes - 1]);
+				rec_num("value", r);
+				rec_str("target", "within");
+				rec_num("goal", 0.25);
+				rec_int("met", fabs(r - 1) <= 0.25);
+				rec_end();
+			}
+		}
+	}
+	for (z = 0; z < nsizes; z++) {
+		fprintf(dat, "%llu", (unsigned long long)sizes[z]);
+		for (k = 0; k < 3; k++)
+			for (op = 0; op < NR_OPS; op++)
+				for (i = 0; i < nthr; i++)
+					fprintf(dat, " %.1f", done[k] ?
+						res[k][z][i][op] : NAN);
+		fprintf(dat, "\n");
+	}
+	fprintf(dat, "# columns after blocks: for target in kernel core rpc, op in lookup64_hot lookup64 pin64 alloc_pub64, threads in list\n");
+	fclose(dat);
+	free(s->keys);
+	free(s);
+	out_close();
+	return 0;
+}

@@ -1,0 +1,29 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+#ifndef BELBENCH_TARGET_H
+#define BELBENCH_TARGET_H
+
+#include "bench.h"
+
+enum target_kind { T_KERNEL, T_CORE, T_RPC };
+extern const char *target_kind_name[];
+
+struct target {
+	enum target_kind kind;
+	const char *name;
+	u64 nr_blocks;		/* what the pool really has */
+	u64 bs;
+	struct kregion kr;	/* T_KERNEL */
+	struct bel_pool *pool;	/* T_CORE */
+	u8 *arena;		/* T_CORE with "anon" */
+	struct rpc_server srv;	/* T_RPC */
+};
+
+/* -1 when the kernel refused the region (reported already) */
+int target_setup(struct target *t, enum target_kind kind, const char *spec,
+		 u64 nr_blocks, u64 bs, const char *arena);
+struct bk *target_open(struct target *t, bool map);
+void target_teardown(struct target *t);
+void target_fill(struct bk *b, u64 ns, u64 tag, u64 first, u64 count,
+		 int fill, u64 *offs);
+
+#endif

@@ -1,0 +1,307 @@
+// SPDX-License-Identifier: GPL-2.0
+/* belbench: errors, statistics, timing loops and result files. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+
+#include "bench.h"
+
+struct opts opt = {
+	.env = "host",
+	.out_dir = "build/bench",
+	.samples = 9,
+	.sample_ms = 20,
+};
+
+void die(const char *fmt, ...)
+{
+	va_list ap;
+
+	fflush(stdout);
+	fprintf(stderr, "belbench: error: ");
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "\n");
+	exit(1);
+}
+
+void note(const char *fmt, ...)
+{
+	va_list ap;
+
+	printf("# ");
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	printf("\n");
+	fflush(stdout);
+}
+
+void *xmalloc(size_t n)
+{
+	void *p = malloc(n ? n : 1);
+
+	if (!p)
+		die("out of memory (%zu bytes)", n);
+	return p;
+}
+
+void *xcalloc(size_t n, size_t size)
+{
+	void *p = calloc(n ? n : 1, size ? size : 1);
+
+	if (!p)
+		die("out of memory (%zu x %zu bytes)", n, size);
+	return p;
+}
+
+void *anon_buf(size_t bytes, int fill)
+{
+	void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	if (p == MAP_FAILED)
+		die("mmap of %zu anonymous bytes: %s", bytes, strerror(errno));
+	/* Written, so that reads see real pages and not the zero page. */
+	memset(p, fill, bytes);
+	return p;
+}
+
+void free_anon(void *p, size_t bytes)
+{
+	munmap(p, bytes);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+double percentile(double *v, int n, double p)
+{
+	double pos, frac;
+	int i;
+
+	if (n <= 0)
+		return 0;
+	pos = p * (n - 1);
+	i = (int)pos;
+	frac = pos - i;
+	if (i + 1 >= n)
+		return v[n - 1];
+	return v[i] + frac * (v[i + 1] - v[i]);
+}
+
+double median(double *v, int n)
+{
+	qsort(v, n, sizeof(*v), cmp_double);
+	return percentile(v, n, 0.5);
+}
+
+struct fig measure_n(op_fn fn, void *arg, u64 reps, const char *what)
+{
+	double v[64];
+	struct fig f = { .reps = reps, .samples = opt.samples };
+	int s;
+
+	if (f.samples > (int)ARRAY_SIZE(v))
+		f.samples = ARRAY_SIZE(v);
+	for (s = 0; s < f.samples; s++) {
+		u64 t0 = now_ns(), i;
+
+		for (i = 0; i < reps; i++)
+			if (fn(arg))
+				die("%s failed", what);
+		v[s] = (double)(now_ns() - t0) / (double)reps;
+	}
+	f.ns = median(v, f.samples);
+	f.p10 = percentile(v, f.samples, 0.1);
+	f.p90 = percentile(v, f.samples, 0.9);
+	return f;
+}
+
+u64 calibrate(op_fn fn, void *arg, const char *what)
+{
+	u64 reps = 1, t0, dt, target = (u64)(opt.sample_ms * 1e6);
+
+	if (fn(arg))	/* warm up */
+		die("%s failed", what);
+	/* Double until a run lasts a tenth of a sample, then scale. */
+	for (;;) {
+		u64 i;
+
+		t0 = now_ns();
+		for (i = 0; i < reps; i++)
+			if (fn(arg))
+				die("%s failed", what);
+		dt = now_ns() - t0;
+		if (dt * 10 >= target || reps >= (1ULL << 24))
+			break;
+		reps *= 2;
+	}
+	reps = dt ? (u64)((double)reps * (double)target / (double)dt) : reps;
+	return reps < 1 ? 1 : reps;
+}
+
+struct fig measure(op_fn fn, void *arg, const char *what)
+{
+	return measure_n(fn, arg, calibrate(fn, arg, what), what);
+}
+
+/* ---- output ---------------------------------------------------------- */
+
+static FILE *out_f;
+static const char *out_section;
+static int rec_fields;
+
+static void mkdir_p(const char *path)
+{
+	char buf[512], *p;
+
+	snprintf(buf, sizeof(buf), "%s", path);
+	for (p = buf + 1; *p; p++) {
+		if (*p == '/') {
+			*p = 0;
+			mkdir(buf, 0755);
+			*p = '/';
+		}
+	}
+	mkdir(buf, 0755);
+}
+
+void out_open(const char *section)
+{
+	char path[512];
+
+	mkdir_p(opt.out_dir);
+	snprintf(path, sizeof(path), "%s/%s-%s.jsonl", opt.out_dir, section,
+		 opt.env);
+	out_f = fopen(path, "w");
+	if (!out_f)
+		die("cannot write %s: %s", path, strerror(errno));
+	out_section = section;
+}
+
+void out_close(void)
+{
+	if (out_f)
+		fclose(out_f);
+	out_f = NULL;
+}
+
+static void json_str(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (; *s; s++) {
+		if (*s == '"' || *s == '\\')
+			fputc('\\', f);
+		if ((unsigned char)*s < 0x20)
+			fprintf(f, "\\u%04x", *s);
+		else
+			fputc(*s, f);
+	}
+	fputc('"', f);
+}
+
+void rec_begin(const char *kind)
+{
+	if (!out_f)
+		die("rec_begin without out_open");
+	fprintf(out_f, "{\"section\":");
+	json_str(out_f, out_section);
+	fprintf(out_f, ",\"env\":");
+	json_str(out_f, opt.env);
+	fprintf(out_f, ",\"kind\":");
+	json_str(out_f, kind);
+	rec_fields = 3;
+}
+
+void rec_str(const char *key, const char *val)
+{
+	fputc(',', out_f);
+	json_str(out_f, key);
+	fputc(':', out_f);
+	json_str(out_f, val);
+	rec_fields++;
+}
+
+void rec_num(const char *key, double val)
+{
+	fputc(',', out_f);
+	json_str(out_f, key);
+	if (val != val)		/* NaN is not JSON */
+		fprintf(out_f, ":null");
+	else
+		fprintf(out_f, ":%.6g", val);
+	rec_fields++;
+}
+
+void rec_int(const char *key, long long val)
+{
+	fputc(',', out_f);
+	json_str(out_f, key);
+	fprintf(out_f, ":%lld", val);
+	rec_fields++;
+}
+
+void rec_end(void)
+{
+	fprintf(out_f, "}\n");
+	fflush(out_f);
+}
+
+FILE *dat_open(const char *name, const char *header)
+{
+	char path[512];
+	FILE *f;
+
+	mkdir_p(opt.out_dir);
+	snprintf(path, sizeof(path), "%s/%s-%s.dat", opt.out_dir, name,
+		 opt.env);
+	f = fopen(path, "w");
+	if (!f)
+		die("cannot write %s: %s", path, strerror(errno));
+	fprintf(f, "# %s (%s)\n# %s\n", name, opt.env, header);
+	return f;
+}
+
+/* ---- parsing ----------------------------------------------------------- */
+
+u64 parse_size(const char *s)
+{
+	char *end;
+	u64 v = strtoull(s, &end, 0);
+
+	switch (*end) {
+	case 'k': case 'K': v <<= 10; end++; break;
+	case 'm': case 'M': v <<= 20; end++; break;
+	case 'g': case 'G': v <<= 30; end++; break;
+	default: break;
+	}
+	if (*end == 'i' || *end == 'B')
+		end++;
+	if (*end == 'B')
+		end++;
+	if (*end)
+		die("bad size '%s'", s);
+	return v;
+}
+
+int parse_list(const char *s, u64 *out, int max)
+{
+	char buf[256], *tok, *save = NULL;
+	int n = 0;
+
+	snprintf(buf, sizeof(buf), "%s", s);
+	for (tok = strtok_r(buf, ",", &save); tok && n < max;
+	     tok = strtok_r(NULL, ",", &save))
+		out[n++] = parse_size(tok);
+	return n;
+}
