@@ -58,7 +58,7 @@ static struct {
 	.block_tokens = 16,
 	.seed = 1,
 	.prompts = 4,
-	.conversations = 16,
+	.conversations = 8,
 };
 
 /* ---- results ---- */
@@ -118,12 +118,30 @@ static uint64_t rng_range(uint64_t lo, uint64_t hi)
 
 /* ---- block contents ---- */
 
+/*
+ * Every block starts with a header naming what it holds and how much of
+ * it was written, so that a reader verifies exactly what the writer wrote,
+ * even when the writer was another run with other options. The rest is
+ * 64-bit words, word i being pattern_word(key, i): in "full" mode every
+ * word up to @written, in "pages" mode the first 64 bytes of every 4 KiB
+ * page (enough to catch a page mapped at the wrong place, at 1/64 of the
+ * memory traffic: emulated CXL under TCG moves about 15 MB/s).
+ */
+enum verify_mode { VERIFY_FULL = 0, VERIFY_PAGES = 1 };
+
+#define PAGE_STAMP_BYTES	64
+#define STAMP_PAGE		4096
+
 struct block_header {
 	uint64_t magic;
 	uint64_t ns;
 	uint64_t key_lo;
 	uint64_t key_hi;
+	uint64_t written;	/* bytes of the block covered by the pattern */
+	uint64_t mode;		/* enum verify_mode of the writer */
 };
+
+static enum verify_mode verify_mode = VERIFY_FULL;
 
 static uint64_t pattern_word(const struct beluga_key *key, uint64_t i)
 {
@@ -140,53 +158,96 @@ static size_t payload_bytes(uint64_t block_size)
 	return (size_t)(n & ~7ULL);
 }
 
+/* Word ranges [first, end) covered by @mode over @len bytes, one per call. */
+struct span_iter {
+	enum verify_mode mode;
+	size_t len, pos;
+};
+
+static int next_span(struct span_iter *it, size_t *first, size_t *end)
+{
+	size_t span_end;
+
+	if (it->pos >= it->len)
+		return 0;
+	span_end = it->mode == VERIFY_FULL ? it->len : it->pos + PAGE_STAMP_BYTES;
+	if (span_end > it->len)
+		span_end = it->len;
+	*first = it->pos / 8;
+	*end = span_end / 8;
+	it->pos = it->mode == VERIFY_FULL ? it->len : it->pos + STAMP_PAGE;
+	return 1;
+}
+
 static void fill_block(void *dst, uint64_t ns, const struct beluga_key *key, size_t len)
 {
+	struct span_iter it = { verify_mode, len, 0 };
 	struct block_header *h = dst;
 	uint64_t *w = dst;
-	size_t i;
+	size_t i, end;
 
-	h->magic = DEMO_MAGIC;
+	while (next_span(&it, &i, &end)) {
+		if (i < sizeof(*h) / 8)
+			i = sizeof(*h) / 8;
+		if (end > i)
+			res.bytes_written += (end - i) * 8;
+		for (; i < end; i++)
+			w[i] = pattern_word(key, i);
+	}
 	h->ns = ns;
 	h->key_lo = key->lo;
 	h->key_hi = key->hi;
-	for (i = sizeof(*h) / 8; i < len / 8; i++)
-		w[i] = pattern_word(key, i);
+	h->written = len;
+	h->mode = verify_mode;
+	h->magic = DEMO_MAGIC;
+	res.bytes_written += sizeof(*h);
 	if (opt.flush)
 		beluga_flush_range(dst, len);
 }
 
-/* 0 when the block holds exactly what fill_block() wrote for @key. */
+/* 0 when the block holds what fill_block() wrote for @key. */
 static int verify_block(const void *src, uint64_t offset, uint64_t ns,
-			const struct beluga_key *key, size_t len)
+			const struct beluga_key *key, size_t len, uint64_t block_size)
 {
 	const struct block_header *h = src;
 	const uint64_t *w = src;
-	size_t i;
+	struct span_iter it;
+	size_t i, end;
 
 	if (opt.flush)
 		beluga_invalidate_range(src, len);
-	if (h->magic != DEMO_MAGIC || h->ns != ns || h->key_lo != key->lo || h->key_hi != key->hi) {
+	if (h->magic != DEMO_MAGIC || h->ns != ns || h->key_lo != key->lo || h->key_hi != key->hi ||
+	    h->written > block_size || h->written < sizeof(*h) || h->mode > VERIFY_PAGES) {
 		if (res.verify_errors++ < MAX_REPORTED_ERRORS)
 			fprintf(stderr, "beluga-demo: block at offset %#" PRIx64 " should hold "
 				"ns %" PRIu64 " key %016" PRIx64 "%016" PRIx64 " but its header says "
-				"magic %#" PRIx64 " ns %" PRIu64 " key %016" PRIx64 "%016" PRIx64 "\n",
+				"magic %#" PRIx64 " ns %" PRIu64 " key %016" PRIx64 "%016" PRIx64
+				" written %" PRIu64 " mode %" PRIu64 "\n",
 				offset, ns, (uint64_t)key->hi, (uint64_t)key->lo, h->magic, h->ns,
-				h->key_hi, h->key_lo);
+				h->key_hi, h->key_lo, h->written, h->mode);
 		return -1;
 	}
-	for (i = sizeof(*h) / 8; i < len / 8; i++) {
-		if (w[i] != pattern_word(key, i)) {
+	/* Check what was written, within what this run wants to read. */
+	it.mode = h->mode == VERIFY_PAGES ? VERIFY_PAGES : verify_mode;
+	it.len = h->written < len ? (size_t)h->written : len;
+	it.pos = 0;
+	while (next_span(&it, &i, &end)) {
+		if (i < sizeof(*h) / 8)
+			i = sizeof(*h) / 8;
+		if (end > i)
+			res.bytes_verified += (end - i) * 8;
+		for (; i < end; i++) {
+			if (w[i] == pattern_word(key, i))
+				continue;
 			if (res.verify_errors++ < MAX_REPORTED_ERRORS)
 				fprintf(stderr, "beluga-demo: block at offset %#" PRIx64 " (key %016"
 					PRIx64 "%016" PRIx64 ") differs at byte %zu: %#" PRIx64
 					" instead of %#" PRIx64 "\n", offset, (uint64_t)key->hi,
-					(uint64_t)key->lo,
-					i * 8, w[i], pattern_word(key, i));
+					(uint64_t)key->lo, i * 8, w[i], pattern_word(key, i));
 			return -1;
 		}
 	}
-	res.bytes_verified += len;
+	res.bytes_verified += sizeof(*h);
 	return 0;
 }
 
@@ -261,7 +322,7 @@ static int engine_request(struct engine *e, const struct beluga_key *keys, size_
 				beluga_map_length(e->b));
 			continue;
 		}
-		verify_block(p, e->offsets[i], opt.ns, &keys[i], e->payload);
+		verify_block(p, e->offsets[i], opt.ns, &keys[i], e->payload, e->block_size);
 	}
 	if (hits) {
 		ret = beluga_release(e->b, e->offsets, (size_t)hits);
@@ -304,7 +365,6 @@ static int engine_request(struct engine *e, const struct beluga_key *keys, size_
 				    e->offsets[i], beluga_map_length(e->b));
 		}
 		fill_block(p, opt.ns, key, e->payload);
-		res.bytes_written += e->payload;
 		e->items[i].offset = e->offsets[i];
 		e->items[i].key = *key;
 	}
@@ -455,9 +515,18 @@ struct conversation {
 	unsigned int turns;
 };
 
+/*
+ * Workload shape. Kept small by default so that a run with 2 MiB blocks,
+ * verifying every byte, finishes in minutes even on emulated CXL memory;
+ * scale it with --requests, --prompts and --conversations.
+ */
+#define PROMPT_TOKENS_MIN	96	/* a shared system prompt */
+#define PROMPT_TOKENS_MAX	384
+#define TURN_TOKENS_MIN		16	/* one user message or model answer */
+#define TURN_TOKENS_MAX		96
 /* A conversation ends after this many turns or tokens and starts over. */
-#define MAX_TURNS		8
-#define MAX_HISTORY_TOKENS	8192
+#define MAX_TURNS		6
+#define MAX_HISTORY_TOKENS	2048
 
 static int run_synthetic(struct engine *e)
 {
@@ -474,7 +543,7 @@ static int run_synthetic(struct engine *e)
 	}
 	rng_state = opt.seed;
 	for (i = 0; i < opt.prompts; i++)
-		if (tokens_append_random(&prompts[i], rng_range(256, 1024))) {
+		if (tokens_append_random(&prompts[i], rng_range(PROMPT_TOKENS_MIN, PROMPT_TOKENS_MAX))) {
 			ret = fail("out of memory");
 			goto out;
 		}
@@ -492,7 +561,7 @@ static int run_synthetic(struct engine *e)
 			c->turns = 0;
 		}
 		/* The user's new message ends the request's prompt. */
-		if (tokens_append_random(h, rng_range(16, 256))) {
+		if (tokens_append_random(h, rng_range(TURN_TOKENS_MIN, TURN_TOKENS_MAX))) {
 			ret = fail("out of memory");
 			break;
 		}
@@ -510,7 +579,7 @@ static int run_synthetic(struct engine *e)
 		n = (size_t)beluga_hash_chain(NULL, h->v, h->len, opt.block_tokens, keys, keys_cap);
 		ret = serve(e, keys, n);
 		/* The model's answer becomes history for the next turn. */
-		if (tokens_append_random(h, rng_range(32, 256)))
+		if (tokens_append_random(h, rng_range(TURN_TOKENS_MIN, TURN_TOKENS_MAX)))
 			ret = fail("out of memory");
 		c->turns++;
 	}
@@ -650,8 +719,10 @@ static void report(double seconds, uint64_t block_size)
 		printf("  \"ops\": {\"lookup\": %" PRIu64 ", \"release\": %" PRIu64 ", \"alloc\": %"
 		       PRIu64 ", \"publish\": %" PRIu64 "},\n",
 		       res.lookups, res.releases, res.allocs, res.publishes);
-		printf("  \"bytes_written\": %" PRIu64 ",\n  \"bytes_verified\": %" PRIu64 ",\n"
+		printf("  \"verify\": \"%s\",\n"
+		       "  \"bytes_written\": %" PRIu64 ",\n  \"bytes_verified\": %" PRIu64 ",\n"
 		       "  \"verify_errors\": %" PRIu64 ",\n  \"seconds\": %.6f\n}\n",
+		       verify_mode == VERIFY_PAGES ? "pages" : "full",
 		       res.bytes_written, res.bytes_verified, res.verify_errors, seconds);
 		return;
 	}
@@ -674,7 +745,8 @@ static void report(double seconds, uint64_t block_size)
 		       " alloc, %" PRIu64 " publish\n",
 		       res.lookups, res.releases, res.allocs, res.publishes);
 		printf("  bytes written    %" PRIu64 "\n", res.bytes_written);
-		printf("  bytes verified   %" PRIu64 "\n", res.bytes_verified);
+		printf("  bytes verified   %" PRIu64 " (%s)\n", res.bytes_verified,
+		       verify_mode == VERIFY_PAGES ? "64 bytes per 4 KiB page" : "every byte");
 		printf("  verify errors    %" PRIu64 "\n", res.verify_errors);
 	}
 	printf("  elapsed          %.3f s\n", seconds);
@@ -690,16 +762,19 @@ static void usage(FILE *f)
 		"cached prefix (pinning it), verify every cached byte, release, then store\n"
 		"the missing blocks.\n\n"
 		"  -d, --device PATH        device (default $BELUGA_DEVICE or /dev/beluga)\n"
-		"  -n, --requests N         requests to serve (synthetic default 200;\n"
+		"  -n, --requests N         requests to serve (synthetic default 32;\n"
 		"                           with --trace, cap the replayed lines)\n"
 		"      --ns N               namespace (default 1)\n"
 		"      --block-tokens N     tokens per block, 1..4096 (default 16)\n"
 		"      --trace FILE         replay a Mooncake trace (JSON lines with \"hash_ids\")\n"
 		"      --seed N             synthetic workload seed (default 1)\n"
 		"      --prompts N          shared system prompts (default 4)\n"
-		"      --conversations N    concurrent conversations (default 16)\n"
+		"      --conversations N    concurrent conversations (default 8)\n"
 		"      --bytes-per-block N  write/verify only the first N bytes of each block\n"
 		"                           (default: all; for slow emulated CXL)\n"
+		"      --verify MODE        full: write and verify every byte (default);\n"
+		"                           pages: the first 64 bytes of every 4 KiB page\n"
+		"                           (catches misplaced pages at 1/64 of the traffic)\n"
 		"      --flush              flush written blocks and invalidate before reading\n"
 		"                           (non-coherent multi-host pools)\n"
 		"      --dry-run            no device: an unbounded in-memory cache instead\n"
@@ -727,7 +802,7 @@ static int parse_num(const char *name, const char *s, uint64_t min, uint64_t max
 int main(int argc, char **argv)
 {
 	enum { O_NS = 256, O_BT, O_TRACE, O_SEED, O_PROMPTS, O_CONV, O_BPB, O_FLUSH, O_DRY,
-	       O_JSON };
+	       O_JSON, O_VERIFY };
 	static const struct option opts[] = {
 		{ "device", required_argument, NULL, 'd' },
 		{ "requests", required_argument, NULL, 'n' },
@@ -738,6 +813,7 @@ int main(int argc, char **argv)
 		{ "prompts", required_argument, NULL, O_PROMPTS },
 		{ "conversations", required_argument, NULL, O_CONV },
 		{ "bytes-per-block", required_argument, NULL, O_BPB },
+		{ "verify", required_argument, NULL, O_VERIFY },
 		{ "flush", no_argument, NULL, O_FLUSH },
 		{ "dry-run", no_argument, NULL, O_DRY },
 		{ "json", no_argument, NULL, O_JSON },
@@ -781,6 +857,17 @@ int main(int argc, char **argv)
 		case O_BPB:
 			bad = parse_num("bytes per block", optarg, 32, UINT64_MAX, &opt.bytes_per_block);
 			break;
+		case O_VERIFY:
+			if (!strcmp(optarg, "full")) {
+				verify_mode = VERIFY_FULL;
+			} else if (!strcmp(optarg, "pages")) {
+				verify_mode = VERIFY_PAGES;
+			} else {
+				fprintf(stderr, "beluga-demo: invalid verify mode '%s': expected "
+					"full or pages\nTry 'beluga-demo --help'.\n", optarg);
+				return 2;
+			}
+			break;
 		case O_FLUSH:
 			opt.flush = 1;
 			break;
@@ -811,7 +898,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	if (!opt.trace && !opt.requests)
-		opt.requests = 200;
+		opt.requests = 32;
 
 	if (!opt.dry_run) {
 		ret = beluga_open(opt.device, O_RDWR, &e.b);

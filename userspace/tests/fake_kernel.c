@@ -313,7 +313,7 @@ static int do_lookup(struct beluga_lookup *l)
 		if (b < 0)
 			break;
 		if (offs)
-			offs[i] = offset_of((uint32_t)b);
+			offs[i] = offset_of(fake.lookup_skew ? (uint32_t)(b + 1) % nr_blocks : (uint32_t)b);
 		if (l->flags & BELUGA_LOOKUP_PIN) {
 			blocks[b].pins++;
 			blocks[b].lru = ++lru_clock;
@@ -589,6 +589,7 @@ __attribute__((constructor)) static void fake_kernel_from_env(void)
 		return;
 	fake_kernel_reset(bs ? strtoull(bs, NULL, 0) : 65536,
 			  mb ? (uint32_t)strtoul(mb, NULL, 0) : BELUGA_MAX_BATCH);
+	fake.lookup_skew = getenv("BELUGA_FAKE_LOOKUP_SKEW") != NULL;
 	if (!regions_env)
 		return;
 	snprintf(list, sizeof(list), "%s", regions_env);

@@ -15,6 +15,7 @@
  *   BELUGA_FAKE_REGIONS="dax0.0:4M,node1:2M"   regions present at start
  *   BELUGA_FAKE_BLOCK_SIZE=65536               default 64 KiB
  *   BELUGA_FAKE_MAX_BATCH=4096
+ *   BELUGA_FAKE_LOOKUP_SKEW=1                  LOOKUP returns wrong offsets
  */
 #ifndef BELUGA_FAKE_KERNEL_H
 #define BELUGA_FAKE_KERNEL_H
@@ -43,6 +44,8 @@ struct fake_kernel {
 	/* Call log. */
 	unsigned int nr_calls;
 	struct fake_call log[FAKE_LOG_LEN];
+	/* A broken kernel: LOOKUP answers the next block's offset. */
+	int lookup_skew;
 	/* Pool counters visible to tests. */
 	uint64_t nr_pins;
 };

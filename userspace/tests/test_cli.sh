@@ -49,6 +49,15 @@ expect() {
 	fi
 }
 
+# rc_ok NAME RC ERRFILE: a command run beforehand exited 0
+rc_ok() {
+	if [ "$2" -eq 0 ]; then
+		ok "$1"
+	else
+		not_ok "$1 (exit $2: $(head -3 "$3" | tr '\n' ' '))"
+	fi
+}
+
 # stderr_only NAME CMD...: a usage error writes to stderr, not stdout
 stderr_only() {
 	local name=$1 out
@@ -134,7 +143,7 @@ expect "--version" 0 "belugactl 1." "$ctl" --version
 # ---- list, against the fake sysfs ----
 "$ctl" list --json >"$tmp/list.json" 2>"$tmp/list.err"
 rc=$?
-[ $rc -eq 0 ] && ok "list --json exits 0" || not_ok "list --json exits 0 (exit $rc: $(cat "$tmp/list.err"))"
+rc_ok "list --json exits 0" "$rc" "$tmp/list.err"
 json_check "list --json is valid JSON with every device" "$tmp/list.json" \
 	"len(d['devices']) == 7 and [x['name'] for x in d['devices']][-1] == 'dax10.0'"
 json_check "list --json: dax0.0 fields" "$tmp/list.json" \
@@ -230,7 +239,7 @@ expect "demo: unknown option" 2 "unknown option '--frob'" "$demo" --frob
 expect "demo: no device says modprobe beluga" 1 "load the module with \`modprobe beluga\`" "$demo"
 "$demo" --dry-run --json >"$tmp/d1.json"
 "$demo" --dry-run --json >"$tmp/d2.json"
-json_check "demo --dry-run --json is valid JSON" "$tmp/d1.json" "d['requests'] == 200 and 0.5 < d['hit_ratio'] < 1 and d['hits'] + d['misses'] == d['keys']"
+json_check "demo --dry-run --json is valid JSON" "$tmp/d1.json" "d['requests'] == 32 and 0.5 < d['hit_ratio'] < 1 and d['hits'] + d['misses'] == d['keys']"
 if diff <(grep -v seconds "$tmp/d1.json") <(grep -v seconds "$tmp/d2.json") >/dev/null; then
 	ok "demo: the synthetic workload is deterministic"
 else
@@ -266,7 +275,7 @@ expect "demo --trace: missing file" 1 "cannot open trace" "$demo" --dry-run --tr
 demo_env=(env BELUGA_FAKE_KERNEL=1 BELUGA_DEVICE="$tmp/dev" BELUGA_FAKE_BLOCK_SIZE=16384)
 "${demo_env[@]}" BELUGA_FAKE_REGIONS="dax0.0:64M" "$fdemo" --json -n 100 >"$tmp/e.json" 2>"$tmp/e.err"
 rc=$?
-[ $rc -eq 0 ] && ok "demo through the fake kernel exits 0" || not_ok "demo through the fake kernel exits 0 (exit $rc: $(head -3 "$tmp/e.err"))"
+rc_ok "demo through the fake kernel exits 0" "$rc" "$tmp/e.err"
 json_check "demo through the fake kernel: hits verified, misses published" "$tmp/e.json" \
 	"d['verify_errors'] == 0 and d['hits'] > 0 and d['bytes_verified'] == d['hits'] * 16384 and d['published'] == d['misses'] and d['bytes_written'] == d['misses'] * 16384"
 "$demo" --dry-run --json -n 100 >"$tmp/e-dry.json"
@@ -275,12 +284,41 @@ json_check "demo: the fake kernel's hits equal the ideal cache's" "$tmp/e.json" 
 "${demo_env[@]}" BELUGA_FAKE_REGIONS="dax0.0:4M" BELUGA_FAKE_MAX_BATCH=64 "$fdemo" --json -n 100 --flush \
 	--bytes-per-block 4096 >"$tmp/s.json" 2>"$tmp/s.err"
 rc=$?
-[ $rc -eq 0 ] && ok "demo in a small pool (eviction, batches of 64) exits 0" || not_ok "demo in a small pool exits 0 (exit $rc: $(head -3 "$tmp/s.err"))"
+rc_ok "demo in a small pool (eviction, batches of 64) exits 0" "$rc" "$tmp/s.err"
 json_check "demo in a small pool: fewer hits, no errors" "$tmp/s.json" \
 	"d['verify_errors'] == 0 and d['hits'] < json.load(open('$tmp/e.json'))['hits'] and d['bytes_verified'] == d['hits'] * 4096"
+"${demo_env[@]}" BELUGA_FAKE_REGIONS="dax0.0:64M" "$fdemo" --json -n 100 --verify pages >"$tmp/p.json" 2>&1
+json_check "demo --verify pages: 64 bytes of each 4 KiB page" "$tmp/p.json" \
+	"d['verify_errors'] == 0 and d['verify'] == 'pages' and d['bytes_verified'] == d['hits'] * 256 and d['bytes_written'] == d['misses'] * 256 and d['hits'] == json.load(open('$tmp/e.json'))['hits']"
+expect "demo: a wrong offset from LOOKUP is caught" 1 "should hold ns 1 key" \
+	"${demo_env[@]}" BELUGA_FAKE_REGIONS="dax0.0:64M" BELUGA_FAKE_LOOKUP_SKEW=1 "$fdemo" -n 20
+expect "demo: verify errors are counted at the end" 1 "blocks failed verification" \
+	"${demo_env[@]}" BELUGA_FAKE_REGIONS="dax0.0:64M" BELUGA_FAKE_LOOKUP_SKEW=1 "$fdemo" -n 20 --verify pages
+expect "demo: bad verify mode" 2 "invalid verify mode 'some'" "$demo" --verify some
 "${demo_env[@]}" BELUGA_FAKE_REGIONS="dax0.0:4M" "$fdemo" --json --trace "$tmp/trace.jsonl" >"$tmp/tf.json" 2>&1
 json_check "demo --trace through the fake kernel" "$tmp/tf.json" \
 	"(d['hits'], d['misses'], d['verify_errors']) == (5, 6, 0)"
+
+# ---- scripts/beluga-setup, against the same fake sysfs ----
+setup=$top/scripts/beluga-setup
+mkdir -p "$tmp/sys/devices/system/node/node0" "$tmp/sys/devices/system/node/node2"
+echo 0-3 >"$tmp/sys/devices/system/node/node0/cpulist"
+echo >"$tmp/sys/devices/system/node/node2/cpulist"
+printf 'Node 2 MemTotal:       262144 kB\nNode 2 MemFree:        204800 kB\n' \
+	>"$tmp/sys/devices/system/node/node2/meminfo"
+expect "beluga-setup lists modes and nodes" 0 "dax1.0        256 MiB 0x3a0000000    system-ram     2 cxl" "$setup"
+expect "beluga-setup lists memory-only nodes" 0 "node2: 256 MiB total, 200 MiB free" "$setup"
+expect "beluga-setup refuses a device without --to-devdax" 2 "only with an explicit --to-devdax dax1.0" \
+	"$setup" dax1.0
+out=$("$setup" --to-devdax /dev/dax1.0 --dry-run 2>&1 | grep '^+ ' | tr '\n' ';')
+if [ "$out" = "+ daxctl offline-memory dax1.0;+ daxctl reconfigure-device --mode=devdax dax1.0;" ]; then
+	ok "beluga-setup --to-devdax offlines the memory, then reconfigures"
+else
+	not_ok "beluga-setup --to-devdax offlines the memory, then reconfigures (ran: $out)"
+fi
+expect "beluga-setup --to-devdax on a devdax device" 0 "already in devdax mode" "$setup" --to-devdax dax0.0
+expect "beluga-setup --to-devdax on a missing device" 1 "dax7.0: no such dax device" "$setup" --to-devdax dax7.0
+expect "beluga-setup --to-devdax with a bad name" 2 "not a dax device" "$setup" --to-devdax sda
 
 echo "1..$n"
 [ $failed -eq 0 ]
