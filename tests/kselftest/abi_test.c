@@ -409,6 +409,32 @@ TEST_F(abi, size_above_zero_tail_accepted)
 #undef TAIL_IS_ZERO
 }
 
+/* "-E2BIG ... size above 4096": even with an all-zero tail. */
+TEST_F(abi, size_above_page_e2big)
+{
+	static union {
+		uint8_t b[3 * 4096];
+		struct beluga_info info;
+	} big;
+	uint32_t sizes[] = { 4097, 8192, 3 * 4096 };
+	unsigned int i;
+	int r;
+
+	for (i = 0; i < ARRAY_SIZE(sizes); i++) {
+		memset(&big, 0, sizeof(big));
+		big.info.size = sizes[i];
+		r = bt_ioctl(self->c.fd, BELUGA_IOC_INFO, &big);
+		EXPECT_EQ(-E2BIG, r) TH_LOG("INFO size %u, zero tail: %s",
+					    sizes[i], strerror(-r));
+	}
+	/* exactly 4096 with a zero tail is accepted */
+	memset(&big, 0, sizeof(big));
+	big.info.size = 4096;
+	r = bt_ioctl(self->c.fd, BELUGA_IOC_INFO, &big);
+	EXPECT_EQ(0, r) TH_LOG("INFO size 4096, zero tail: %s", strerror(-r));
+	EXPECT_EQ(BELUGA_ABI_VERSION, big.info.abi_version);
+}
+
 TEST_F(abi, unknown_flags_einval)
 {
 	union bt_argbuf buf;
@@ -878,13 +904,15 @@ TEST_F(noregion, region_info_and_detach_enoent)
 	}
 }
 
-TEST_F(noregion, mmap_fails)
+TEST_F(noregion, mmap_enodev)
 {
 	void *p = mmap(NULL, BT_REGION_LEN, PROT_READ, MAP_SHARED, self->fd, 0);
 
 	EXPECT_EQ(MAP_FAILED, p) TH_LOG("mmap with no region succeeded");
 	if (p != MAP_FAILED)
 		munmap(p, BT_REGION_LEN);
+	else
+		EXPECT_EQ(ENODEV, errno) TH_LOG("mmap: %s", strerror(errno));
 }
 
 TEST_HARNESS_MAIN

@@ -91,13 +91,13 @@ TEST_F(map, private_refused)
 	EXPECT_EQ(0, mappings_of(&self->c));
 }
 
-/* The header does not name the errno; EINVAL or ENXIO are both clear. */
+/* "-ENXIO the range reaches past map_size" */
 #define EXPECT_MMAP_REFUSED(p, what) do {				\
 	EXPECT_EQ(MAP_FAILED, (p)) TH_LOG("%s: mapped", what);		\
 	if ((p) != MAP_FAILED)						\
 		munmap((p), BT_PAGE);					\
 	else								\
-		EXPECT_TRUE(errno == EINVAL || errno == ENXIO)		\
+		EXPECT_EQ(ENXIO, errno)					\
 			TH_LOG("%s: %s", what, strerror(errno));	\
 } while (0)
 
@@ -252,40 +252,81 @@ TEST_F(map, mremap_move)
 	EXPECT_EQ(0, mappings_of(&self->c));
 }
 
-/* Device-dax: a 2 MiB aligned hint gives a 2 MiB aligned mapping. */
-TEST_F(map, dax_2mib_aligned_hint)
+/* Touch @addr in a child; returns its status (128 + signal when killed). */
+static int touch_in_child(struct bt_ctx *c, volatile char *addr, bool write)
 {
-	size_t len = self->c.info.map_size;
-	char *res, *hint, *p;
-	uint64_t o;
+	pid_t pid = bt_fork(c);
 
-	if (variant->backend != BELUGA_BACKEND_DAX)
-		SKIP(return, "2 MiB placement is a device-dax property");
-	ASSERT_LE(BT_PMD, len);
-	ASSERT_EQ(0, self->c.att[0].first_offset % BT_PMD);
-	/* find a free, aligned spot, then give it back and use it as a hint */
-	res = mmap(NULL, len + 2 * BT_PMD, PROT_NONE,
-		   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	ASSERT_NE(MAP_FAILED, res);
-	hint = (char *)(((uintptr_t)res + BT_PMD - 1) & ~(uintptr_t)(BT_PMD - 1));
-	munmap(res, len + 2 * BT_PMD);
-	p = mmap(hint, len, PROT_READ | PROT_WRITE, MAP_SHARED, self->c.fd, 0);
-	ASSERT_NE(MAP_FAILED, p) TH_LOG("mmap with hint: %s", strerror(errno));
+	if (pid == 0) {
+		if (write)
+			*addr = 1;
+		else
+			(void)*addr;
+		_exit(0);
+	}
+	return pid < 0 ? -1 : bt_wait(c, pid);
+}
+
+/*
+ * "A mapping reaches the regions attached when it was made; pages in holes
+ * or in regions attached later raise SIGBUS: map again after ATTACH."
+ */
+TEST_F(map, holes_and_later_regions_sigbus)
+{
+	struct beluga_attach a1, a0 = self->c.att[0];
+	struct beluga_info info;
+	char why[160], *p, *q;
+	int r;
+
+	if (variant->backend == BELUGA_BACKEND_NODE)
+		r = bt_attach_req(&a1, BELUGA_BACKEND_NODE, 0, 0, BT_REGION_LEN,
+				  BT_BLOCK_SIZE, "bt-hole1");
+	else if (bt_backend_ok(BELUGA_BACKEND_DAX, 0, 2 * BT_REGION_LEN, why,
+			       sizeof(why)))
+		r = bt_attach_req(&a1, BELUGA_BACKEND_DAX, 0, BT_REGION_LEN,
+				  BT_REGION_LEN, BT_BLOCK_SIZE, "bt-hole1");
+	else
+		SKIP(return, "%s", why);
+	ASSERT_EQ(0, r);
+	ASSERT_EQ(0, bt_attach(self->c.fd, &a1));
+	/* detach the first region: a hole where it was */
+	r = bt_detach(self->c.fd, a0.region_id, 0, NULL);
+	ASSERT_EQ(0, r) TH_LOG("DETACH of the idle first region: %s",
+			       strerror(-r));
+	ASSERT_EQ(0, bt_info(self->c.fd, &info));
+	ASSERT_EQ(1, info.nr_regions);
+	ASSERT_LE(a1.first_offset + a1.nr_blocks * BT_BLOCK_SIZE, info.map_size);
+	if (a1.first_offset < BT_PAGE)
+		SKIP(return, "the second region starts at offset 0: no hole");
+
+	p = mmap(NULL, info.map_size, PROT_READ | PROT_WRITE, MAP_SHARED,
+		 self->c.fd, 0);
+	ASSERT_NE(MAP_FAILED, p) TH_LOG("mmap over a hole: %s", strerror(errno));
 	self->c.map = p;
-	self->c.map_len = len;
-	EXPECT_EQ(0, (uintptr_t)p % BT_PMD)
-		TH_LOG("mapping at %p is not 2 MiB aligned (hint %p)", p, hint);
-	ASSERT_EQ(0, bt_alloc(self->c.fd, 1, &o));
-	bt_fill(p + o, 256, 99);
-	EXPECT_EQ(-1, bt_check(p + o, 256, 99));
-	bt_unmap(&self->c);
+	self->c.map_len = info.map_size;
+	r = touch_in_child(&self->c, p, false);
+	EXPECT_EQ(128 + SIGBUS, r) TH_LOG("read in the hole: status %d", r);
+	r = touch_in_child(&self->c, p + a1.first_offset, true);
+	EXPECT_EQ(0, r) TH_LOG("store into the live region: status %d", r);
 
-	/* without a hint: informational only, the header does not promise it */
-	p = mmap(NULL, len, PROT_READ, MAP_SHARED, self->c.fd, 0);
-	ASSERT_NE(MAP_FAILED, p);
-	if ((uintptr_t)p % BT_PMD)
-		TH_LOG("note: mapping without a hint at %p is not 2 MiB aligned", p);
-	munmap(p, len);
+	/* a region attached now is not reached by the old mapping */
+	memset(a0.name, 0, sizeof(a0.name));
+	snprintf(a0.name, sizeof(a0.name), "bt-hole0");
+	r = bt_attach(self->c.fd, &a0);
+	ASSERT_EQ(0, r) TH_LOG("re-ATTACH: %s", strerror(-r));
+	if (a0.first_offset + BT_PAGE <= info.map_size) {
+		r = touch_in_child(&self->c, p + a0.first_offset, false);
+		EXPECT_EQ(128 + SIGBUS, r)
+			TH_LOG("old mapping into a later region: status %d", r);
+	}
+	/* a new mapping reaches it */
+	ASSERT_EQ(0, bt_info(self->c.fd, &info));
+	q = mmap(NULL, info.map_size, PROT_READ | PROT_WRITE, MAP_SHARED,
+		 self->c.fd, 0);
+	ASSERT_NE(MAP_FAILED, q);
+	r = touch_in_child(&self->c, q + a0.first_offset, true);
+	EXPECT_EQ(0, r) TH_LOG("new mapping into the new region: status %d", r);
+	munmap(q, info.map_size);
 }
 
 /* A mapping made before a second region was attached does not cover it. */
@@ -329,6 +370,68 @@ TEST_F(map, second_region_needs_new_mapping)
 	EXPECT_EQ(0, r) TH_LOG("DETACH of the unmapped second region: %s",
 			       strerror(-r));
 	p[0] = 1;	/* the first mapping still works */
+}
+
+/* ------------------------------------------------------------------ */
+/* Device-dax placement.                                                 */
+
+FIXTURE(daxmap) {
+	struct bt_ctx c;
+};
+
+FIXTURE_SETUP(daxmap)
+{
+	if (!bt_setup(&self->c, BELUGA_BACKEND_DAX, BT_REGION_LEN, BT_BLOCK_SIZE))
+		return;
+}
+
+FIXTURE_TEARDOWN(daxmap)
+{
+	bt_teardown(&self->c);
+}
+
+/* Device-dax: a 2 MiB aligned hint gives a 2 MiB aligned mapping. */
+TEST_F(daxmap, aligned_hint)
+{
+	size_t len = self->c.info.map_size;
+	char *res, *hint, *p;
+	uint64_t o;
+
+	ASSERT_LE(BT_PMD, len);
+	ASSERT_EQ(0, self->c.att[0].first_offset % BT_PMD);
+	/* find a free, aligned spot, then give it back and use it as a hint */
+	res = mmap(NULL, len + 2 * BT_PMD, PROT_NONE,
+		   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, res);
+	hint = (char *)(((uintptr_t)res + BT_PMD - 1) & ~(uintptr_t)(BT_PMD - 1));
+	munmap(res, len + 2 * BT_PMD);
+	p = mmap(hint, len, PROT_READ | PROT_WRITE, MAP_SHARED, self->c.fd, 0);
+	ASSERT_NE(MAP_FAILED, p) TH_LOG("mmap with hint: %s", strerror(errno));
+	self->c.map = p;
+	self->c.map_len = len;
+	EXPECT_EQ(0, (uintptr_t)p % BT_PMD)
+		TH_LOG("mapping at %p is not 2 MiB aligned (hint %p)", p, hint);
+	ASSERT_EQ(0, bt_alloc(self->c.fd, 1, &o));
+	bt_fill(p + o, 256, 99);
+	EXPECT_EQ(-1, bt_check(p + o, 256, 99));
+	bt_unmap(&self->c);
+
+	/*
+	 * Without a hint: "the kernel picks a 2 MiB aligned address for
+	 * mappings of 2 MiB or more at a 2 MiB aligned offset".
+	 */
+	p = mmap(NULL, len, PROT_READ, MAP_SHARED, self->c.fd, 0);
+	ASSERT_NE(MAP_FAILED, p);
+	EXPECT_EQ(0, (uintptr_t)p % BT_PMD)
+		TH_LOG("mapping without a hint at %p is not 2 MiB aligned", p);
+	munmap(p, len);
+	/* the same for a 2 MiB piece at a 2 MiB aligned offset */
+	p = mmap(NULL, BT_PMD, PROT_READ, MAP_SHARED, self->c.fd,
+		 self->c.att[0].first_offset);
+	ASSERT_NE(MAP_FAILED, p);
+	EXPECT_EQ(0, (uintptr_t)p % BT_PMD)
+		TH_LOG("2 MiB mapping at %p is not 2 MiB aligned", p);
+	munmap(p, BT_PMD);
 }
 
 TEST_HARNESS_MAIN

@@ -1,0 +1,734 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Administration: ATTACH validation for both backends, block size rules,
+ * region slots, DETACH refusals and BELUGA_DETACH_EVICT, EVICT by key and
+ * by namespace, EPERM for unprivileged callers, and module unload refused
+ * while /dev/beluga is open (plus an opt-in unload/reload cycle).
+ */
+#include "beluga_test.h"
+
+#include <grp.h>
+
+#ifndef MODULE_INIT_COMPRESSED_FILE
+#define MODULE_INIT_COMPRESSED_FILE	4
+#endif
+
+/* ------------------------------------------------------------------ */
+/* An empty pool; each test attaches what it needs.                     */
+
+FIXTURE(admin) {
+	struct bt_ctx c;
+};
+
+FIXTURE_SETUP(admin)
+{
+	int r;
+
+	bt_ctx_init(&self->c);
+	r = bt_reset_pool();
+	ASSERT_EQ(0, r) TH_LOG("could not empty the pool: %s", strerror(-r));
+	self->c.fd = bt_open(O_RDWR);
+	ASSERT_LE(0, self->c.fd) TH_LOG("open: %s", strerror(errno));
+}
+
+FIXTURE_TEARDOWN(admin)
+{
+	bt_teardown(&self->c);
+}
+
+static int nr_regions(int fd)
+{
+	struct beluga_info info;
+	int r = bt_info(fd, &info);
+
+	return r ? r : (int)info.nr_regions;
+}
+
+#define EXPECT_ATTACH_ERR(fd, req, want, what) do {			\
+	struct beluga_attach __a = (req);				\
+	int __r = bt_attach((fd), &__a);				\
+	EXPECT_EQ((want), __r) TH_LOG("%s: %s", (what), strerror(-__r)); \
+	if (!__r)							\
+		bt_detach((fd), __a.region_id, BELUGA_DETACH_EVICT, NULL); \
+} while (0)
+
+#define EXPECT_ATTACH_ERR2(fd, req, want1, want2, what) do {		\
+	struct beluga_attach __a = (req);				\
+	int __r = bt_attach((fd), &__a);				\
+	EXPECT_TRUE(__r == (want1) || __r == (want2))			\
+		TH_LOG("%s: %s", (what), strerror(-__r));		\
+	if (!__r)							\
+		bt_detach((fd), __a.region_id, BELUGA_DETACH_EVICT, NULL); \
+} while (0)
+
+TEST_F(admin, attach_dax_validation)
+{
+	struct beluga_attach ok, a;
+	struct beluga_region_info ri;
+	uint64_t phys, size;
+	char names[BT_MAX_DAX][64];
+	char why[160];
+	int r;
+
+	if (!bt_backend_ok(BELUGA_BACKEND_DAX, 0, 2 * BT_REGION_LEN, why,
+			   sizeof(why)))
+		SKIP(return, "%s", why);
+	ASSERT_EQ(0, bt_attach_req(&ok, BELUGA_BACKEND_DAX, 0, 0, BT_REGION_LEN,
+				   BT_BLOCK_SIZE, "bt-dax"));
+	bt_env_dax(names);
+	ASSERT_EQ(0, bt_dax_geometry(names[0], &phys, &size));
+
+	a = ok; a.phys_start += BT_PAGE;
+	EXPECT_ATTACH_ERR(self->c.fd, a, -EINVAL, "phys_start + 4 KiB");
+	a = ok; a.phys_start += BT_MIB;
+	EXPECT_ATTACH_ERR(self->c.fd, a, -EINVAL, "phys_start + 1 MiB");
+	a = ok; a.length = 0;
+	EXPECT_ATTACH_ERR(self->c.fd, a, -EINVAL, "length 0");
+	a = ok; a.length = BT_REGION_LEN + BT_PAGE;
+	EXPECT_ATTACH_ERR(self->c.fd, a, -EINVAL, "length 2 MiB + 4 KiB");
+	a = ok; a.length = BT_MIB;
+	EXPECT_ATTACH_ERR(self->c.fd, a, -EINVAL, "length 1 MiB");
+	a = ok; a.node = 0;
+	EXPECT_ATTACH_ERR(self->c.fd, a, -EINVAL, "DAX with node 0");
+	a = ok; a.backend = 0;
+	EXPECT_ATTACH_ERR(self->c.fd, a, -EINVAL, "backend 0");
+	a = ok; a.backend = 3;
+	EXPECT_ATTACH_ERR(self->c.fd, a, -EINVAL, "backend 3");
+	a = ok; a.backend = 0xffffffffU;
+	EXPECT_ATTACH_ERR(self->c.fd, a, -EINVAL, "backend ~0");
+	a = ok; memset(a.name, 'x', sizeof(a.name));
+	EXPECT_ATTACH_ERR(self->c.fd, a, -EINVAL, "name without NUL");
+	a = ok; a.block_size = 4097;
+	EXPECT_ATTACH_ERR(self->c.fd, a, -EINVAL, "block size 4097");
+	a = ok; a.block_size = 2048;
+	EXPECT_ATTACH_ERR(self->c.fd, a, -EINVAL, "block size 2048");
+	a = ok; a.block_size = 6000;
+	EXPECT_ATTACH_ERR(self->c.fd, a, -EINVAL, "block size 6000");
+	a = ok; a.block_size = BELUGA_BLOCK_SIZE_MAX * 2;
+	EXPECT_ATTACH_ERR(self->c.fd, a, -EINVAL, "block size 2 GiB");
+	a = ok; a.block_size = 4 * BT_MIB;
+	EXPECT_ATTACH_ERR(self->c.fd, a, -EINVAL, "2 MiB region of 4 MiB blocks");
+	/* System RAM at physical 0, and a range running off the device */
+	a = ok; a.phys_start = 0;
+	EXPECT_ATTACH_ERR2(self->c.fd, a, -EBUSY, -EINVAL, "phys 0 (System RAM)");
+	a = ok; a.phys_start = phys + size - BT_REGION_LEN;
+	a.length = 2 * BT_REGION_LEN;
+	EXPECT_ATTACH_ERR2(self->c.fd, a, -EBUSY, -EINVAL,
+			   "range past the end of the device");
+	EXPECT_EQ(0, nr_regions(self->c.fd)) TH_LOG("a refused ATTACH attached");
+
+	/* the valid one, then duplicates */
+	a = ok;
+	r = bt_attach(self->c.fd, &a);
+	ASSERT_EQ(0, r) TH_LOG("valid ATTACH: %s", strerror(-r));
+	EXPECT_LT(a.region_id, BELUGA_MAX_REGIONS);
+	EXPECT_EQ(BT_REGION_LEN / BT_BLOCK_SIZE, a.nr_blocks);
+	ASSERT_EQ(0, bt_region_info(self->c.fd, a.region_id, &ri));
+	EXPECT_EQ(BELUGA_BACKEND_DAX, ri.backend);
+	EXPECT_EQ(ok.phys_start, ri.phys_start);
+	EXPECT_EQ(BT_REGION_LEN, ri.length);
+	EXPECT_EQ(a.first_offset, ri.first_offset);
+	EXPECT_EQ(a.nr_blocks, ri.nr_blocks);
+	EXPECT_STREQ("bt-dax", ri.name);
+	EXPECT_LE(0, ri.node) TH_LOG("DAX region without a NUMA node");
+
+	{
+		struct beluga_attach same = ok, name = ok, over = ok;
+
+		snprintf(same.name, sizeof(same.name), "bt-dax-again");
+		EXPECT_ATTACH_ERR(self->c.fd, same, -EEXIST, "the same range");
+		name.phys_start += BT_REGION_LEN;	/* other range, same name */
+		EXPECT_ATTACH_ERR(self->c.fd, name, -EEXIST, "the same name");
+		snprintf(over.name, sizeof(over.name), "bt-dax-over");
+		over.length = 2 * BT_REGION_LEN;	/* overlaps the first */
+		EXPECT_ATTACH_ERR(self->c.fd, over, -EEXIST, "an overlapping range");
+	}
+	EXPECT_EQ(1, nr_regions(self->c.fd));
+	r = bt_detach(self->c.fd, a.region_id, 0, NULL);
+	EXPECT_EQ(0, r) TH_LOG("DETACH of the idle region: %s", strerror(-r));
+	EXPECT_EQ(0, nr_regions(self->c.fd));
+	r = bt_region_info(self->c.fd, a.region_id, &ri);
+	EXPECT_EQ(-ENOENT, r);
+	r = bt_detach(self->c.fd, a.region_id, 0, NULL);
+	EXPECT_EQ(-ENOENT, r) TH_LOG("second DETACH: %s", strerror(-r));
+}
+
+TEST_F(admin, attach_node_validation)
+{
+	struct beluga_attach ok, a, b;
+	struct beluga_region_info ri;
+	char why[160], want[BELUGA_NAME_LEN];
+	int r;
+
+	if (!bt_backend_ok(BELUGA_BACKEND_NODE, 0, 0, why, sizeof(why)))
+		SKIP(return, "%s", why);
+	ASSERT_EQ(0, bt_attach_req(&ok, BELUGA_BACKEND_NODE, 0, 0, BT_REGION_LEN,
+				   BT_BLOCK_SIZE, NULL));
+
+	a = ok; a.phys_start = 0x390000000ULL;
+	EXPECT_ATTACH_ERR(self->c.fd, a, -EINVAL, "NODE with phys_start");
+	a = ok; a.length = 0;
+	EXPECT_ATTACH_ERR(self->c.fd, a, -EINVAL, "length 0");
+	a = ok; a.length = BT_REGION_LEN + 1;
+	EXPECT_ATTACH_ERR(self->c.fd, a, -EINVAL, "length not page aligned");
+	a = ok; a.length = 64 * BT_KIB; a.block_size = 0;
+	EXPECT_ATTACH_ERR(self->c.fd, a, -EINVAL,
+			  "64 KiB with the default 2 MiB block size");
+	a = ok; a.node = 1000;
+	EXPECT_ATTACH_ERR(self->c.fd, a, -ENODEV, "node 1000");
+	a = ok; a.node = -1;
+	EXPECT_ATTACH_ERR2(self->c.fd, a, -EINVAL, -ENODEV, "NODE with node -1");
+	a = ok; memset(a.name, 'n', sizeof(a.name));
+	EXPECT_ATTACH_ERR(self->c.fd, a, -EINVAL, "name without NUL");
+	a = ok; a.block_size = 4096 + 512;
+	EXPECT_ATTACH_ERR(self->c.fd, a, -EINVAL, "block size 4608");
+	EXPECT_EQ(0, nr_regions(self->c.fd)) TH_LOG("a refused ATTACH attached");
+
+	/* an empty name becomes node<N>; a second one clashes by name */
+	a = ok;
+	r = bt_attach(self->c.fd, &a);
+	ASSERT_EQ(0, r) TH_LOG("NODE ATTACH: %s", strerror(-r));
+	ASSERT_EQ(0, bt_region_info(self->c.fd, a.region_id, &ri));
+	snprintf(want, sizeof(want), "node%d", ok.node);
+	EXPECT_STREQ(want, ri.name);
+	EXPECT_EQ(BELUGA_BACKEND_NODE, ri.backend);
+	EXPECT_EQ(ok.node, ri.node);
+	EXPECT_EQ(0, ri.phys_start);
+	EXPECT_EQ(BT_REGION_LEN, ri.length);
+	b = ok;
+	EXPECT_ATTACH_ERR(self->c.fd, b, -EEXIST, "a second unnamed region of the node");
+	/* with another name, a second region from the same node is fine */
+	b = ok;
+	snprintf(b.name, sizeof(b.name), "bt-node-second");
+	r = bt_attach(self->c.fd, &b);
+	EXPECT_EQ(0, r) TH_LOG("second named NODE region: %s", strerror(-r));
+	EXPECT_EQ(r ? 1 : 2, nr_regions(self->c.fd));
+}
+
+TEST_F(admin, attach_node_enomem)
+{
+	struct beluga_attach a;
+	char why[160];
+
+	if (!bt_backend_ok(BELUGA_BACKEND_NODE, 0, 0, why, sizeof(why)))
+		SKIP(return, "%s", why);
+	/* far more than any test guest has */
+	ASSERT_EQ(0, bt_attach_req(&a, BELUGA_BACKEND_NODE, 0, 0, 1ULL << 40,
+				   BT_BLOCK_SIZE, "bt-huge"));
+	EXPECT_ATTACH_ERR(self->c.fd, a, -ENOMEM, "1 TiB from one node");
+	EXPECT_EQ(0, nr_regions(self->c.fd));
+}
+
+/* Block size: default for the first region, inherited, then enforced. */
+TEST_F(admin, block_size_rules)
+{
+	int backend = bt_pick_backend(BT_ANY_BACKEND);
+	struct beluga_attach a0, a1, a2;
+	struct beluga_info info;
+	char why[160];
+	uint64_t len = 2 * BELUGA_BLOCK_SIZE_DEFAULT;
+	int r;
+
+	if (!bt_backend_ok(backend, 0, 3 * len, why, sizeof(why)))
+		SKIP(return, "%s", why);
+	ASSERT_EQ(0, bt_attach_req(&a0, backend, 0, 0, len, 0, "bt-bs0"));
+	r = bt_attach(self->c.fd, &a0);
+	ASSERT_EQ(0, r) TH_LOG("ATTACH with block size 0: %s", strerror(-r));
+	ASSERT_EQ(0, bt_info(self->c.fd, &info));
+	EXPECT_EQ(BELUGA_BLOCK_SIZE_DEFAULT, info.block_size);
+	EXPECT_EQ(2, a0.nr_blocks);
+
+	/* 0 again: the pool's size */
+	ASSERT_EQ(0, bt_attach_req(&a1, backend, 0, len, len, 0, "bt-bs1"));
+	r = bt_attach(self->c.fd, &a1);
+	EXPECT_EQ(0, r) TH_LOG("second ATTACH with block size 0: %s",
+			       strerror(-r));
+	/* a different size: refused */
+	ASSERT_EQ(0, bt_attach_req(&a2, backend, 0, 2 * len, len, 64 * BT_KIB,
+				   "bt-bs2"));
+	r = bt_attach(self->c.fd, &a2);
+	EXPECT_EQ(-EINVAL, r) TH_LOG("block size mismatch: %s", strerror(-r));
+	/* the same size, explicitly: fine */
+	a2.block_size = BELUGA_BLOCK_SIZE_DEFAULT;
+	r = bt_attach(self->c.fd, &a2);
+	EXPECT_EQ(0, r) TH_LOG("explicit matching block size: %s", strerror(-r));
+
+	/* with every region gone the pool forgets its block size */
+	ASSERT_EQ(0, bt_reset_pool());
+	ASSERT_EQ(0, bt_info(self->c.fd, &info));
+	EXPECT_EQ(0, info.block_size);
+	EXPECT_EQ(0, info.nr_regions);
+	ASSERT_EQ(0, bt_attach_req(&a0, backend, 0, 0, len, 64 * BT_KIB, "bt-bs3"));
+	r = bt_attach(self->c.fd, &a0);
+	EXPECT_EQ(0, r) TH_LOG("new block size after the pool emptied: %s",
+			       strerror(-r));
+	ASSERT_EQ(0, bt_info(self->c.fd, &info));
+	EXPECT_EQ(64 * BT_KIB, info.block_size);
+}
+
+/* All BELUGA_MAX_REGIONS slots in use: -ENOSPC. */
+TEST_F(admin, slots_full_enospc)
+{
+	int backend = bt_pick_backend(BT_ANY_BACKEND);
+	uint64_t len = backend == BELUGA_BACKEND_NODE ? 256 * BT_KIB : BT_REGION_LEN;
+	struct beluga_attach a;
+	uint32_t seen = 0;
+	char why[160], name[32];
+	int i, r;
+
+	if (!bt_backend_ok(backend, 0, (BELUGA_MAX_REGIONS + 1) * len, why,
+			   sizeof(why)))
+		SKIP(return, "%s", why);
+	for (i = 0; i < BELUGA_MAX_REGIONS; i++) {
+		snprintf(name, sizeof(name), "bt-slot%d", i);
+		ASSERT_EQ(0, bt_attach_req(&a, backend, 0, i * len, len, BT_PAGE,
+					   name));
+		r = bt_attach(self->c.fd, &a);
+		ASSERT_EQ(0, r) TH_LOG("ATTACH %d: %s", i, strerror(-r));
+		ASSERT_LT(a.region_id, BELUGA_MAX_REGIONS);
+		EXPECT_FALSE(seen & (1U << a.region_id))
+			TH_LOG("slot %u handed out twice", a.region_id);
+		seen |= 1U << a.region_id;
+	}
+	EXPECT_EQ(BELUGA_MAX_REGIONS, nr_regions(self->c.fd));
+	snprintf(name, sizeof(name), "bt-slot%d", i);
+	ASSERT_EQ(0, bt_attach_req(&a, backend, 0, i * len, len, BT_PAGE, name));
+	r = bt_attach(self->c.fd, &a);
+	EXPECT_EQ(-ENOSPC, r) TH_LOG("ATTACH with all slots used: %s",
+				     strerror(-r));
+	EXPECT_EQ(BELUGA_MAX_REGIONS, nr_regions(self->c.fd));
+}
+
+/* ------------------------------------------------------------------ */
+/* One region attached.                                                  */
+
+FIXTURE(region) {
+	struct bt_ctx c;
+	uint64_t ns;
+};
+
+FIXTURE_SETUP(region)
+{
+	if (!bt_setup(&self->c, BT_ANY_BACKEND, BT_REGION_LEN, BT_BLOCK_SIZE))
+		return;
+	self->ns = bt_ns(0xad1);
+}
+
+FIXTURE_TEARDOWN(region)
+{
+	bt_teardown(&self->c);
+}
+
+static int publish_n(int fd, uint64_t ns, int n, uint64_t salt, uint64_t *o)
+{
+	int32_t res;
+	int i, r;
+
+	r = bt_alloc(fd, n, o);
+	if (r)
+		return r;
+	for (i = 0; i < n; i++) {
+		r = bt_publish1(fd, ns, o[i], bt_key(salt, i), &res);
+		if (r || res != BELUGA_PUBLISH_OK)
+			return r ? r : -EEXIST;
+	}
+	return 0;
+}
+
+TEST_F(region, detach_refusals_and_evict)
+{
+	uint32_t id = self->c.att[0].region_id;
+	struct beluga_key k0 = bt_key(self->ns, 0), k1 = bt_key(self->ns, 1);
+	struct beluga_region_info ri;
+	uint64_t o[2], a, got, evicted;
+	uint32_t hits;
+	char *p;
+	int r;
+
+	/* an allocated block */
+	ASSERT_EQ(0, bt_alloc(self->c.fd, 1, &a));
+	r = bt_detach(self->c.fd, id, 0, NULL);
+	EXPECT_EQ(-EBUSY, r) TH_LOG("allocated block: %s", strerror(-r));
+	r = bt_detach(self->c.fd, id, BELUGA_DETACH_EVICT, NULL);
+	EXPECT_EQ(-EBUSY, r) TH_LOG("allocated block, EVICT: %s", strerror(-r));
+	ASSERT_EQ(0, bt_free(self->c.fd, 1, &a));
+
+	/* published blocks without EVICT */
+	ASSERT_EQ(0, publish_n(self->c.fd, self->ns, 2, self->ns, o));
+	r = bt_detach(self->c.fd, id, 0, NULL);
+	EXPECT_EQ(-EBUSY, r) TH_LOG("published blocks: %s", strerror(-r));
+	EXPECT_EQ(1, bt_present(self->c.fd, self->ns, k0));
+	EXPECT_EQ(1, bt_present(self->c.fd, self->ns, k1));
+
+	/* a pinned block, even with EVICT */
+	ASSERT_EQ(0, bt_lookup(self->c.fd, self->ns, &k0, 1, &got,
+			       BELUGA_LOOKUP_PIN, &hits));
+	ASSERT_EQ(1, hits);
+	r = bt_detach(self->c.fd, id, BELUGA_DETACH_EVICT, NULL);
+	EXPECT_EQ(-EBUSY, r) TH_LOG("pinned block, EVICT: %s", strerror(-r));
+	EXPECT_EQ(1, bt_present(self->c.fd, self->ns, k0))
+		TH_LOG("a pinned block was evicted");
+	ASSERT_EQ(0, bt_release(self->c.fd, 1, &got));
+	/* (whether k1 was evicted by the refused call is not specified) */
+	if (!bt_present(self->c.fd, self->ns, k1))
+		TH_LOG("note: the refused DETACH_EVICT evicted the unpinned block");
+
+	/* a mapping */
+	p = bt_map(&self->c);
+	p[0] = 1;
+	r = bt_detach(self->c.fd, id, BELUGA_DETACH_EVICT, NULL);
+	EXPECT_EQ(-EBUSY, r) TH_LOG("mapped: %s", strerror(-r));
+	EXPECT_EQ(1, bt_present(self->c.fd, self->ns, k0));
+	bt_unmap(&self->c);
+
+	/* idle but published: EVICT detaches and says how many */
+	ASSERT_EQ(0, bt_region_info(self->c.fd, id, &ri));
+	r = bt_detach(self->c.fd, id, BELUGA_DETACH_EVICT, &evicted);
+	ASSERT_EQ(0, r) TH_LOG("DETACH_EVICT of an idle region: %s", strerror(-r));
+	EXPECT_EQ(ri.published_blocks, evicted);
+	EXPECT_EQ(0, nr_regions(self->c.fd));
+	r = bt_alloc(self->c.fd, 1, &a);
+	EXPECT_EQ(-ENODEV, r) TH_LOG("ALLOC after the last DETACH: %s",
+				     strerror(-r));
+}
+
+/* Blocks allocated or pinned by another file keep the region too. */
+TEST_F(region, detach_busy_from_other_file)
+{
+	uint32_t id = self->c.att[0].region_id;
+	struct beluga_key k = bt_key(self->ns, 0);
+	uint64_t o, got;
+	uint32_t hits;
+	int fd2, r;
+
+	ASSERT_EQ(0, publish_n(self->c.fd, self->ns, 1, self->ns, &o));
+	fd2 = bt_open(O_RDONLY);
+	ASSERT_LE(0, fd2);
+	ASSERT_EQ(0, bt_lookup(fd2, self->ns, &k, 1, &got, BELUGA_LOOKUP_PIN,
+			       &hits));
+	ASSERT_EQ(1, hits);
+	r = bt_detach(self->c.fd, id, BELUGA_DETACH_EVICT, NULL);
+	EXPECT_EQ(-EBUSY, r) TH_LOG("pinned by another file: %s", strerror(-r));
+	close(fd2);	/* drops the pin */
+	r = bt_detach(self->c.fd, id, BELUGA_DETACH_EVICT, NULL);
+	EXPECT_EQ(0, r) TH_LOG("after the pinning file closed: %s", strerror(-r));
+}
+
+/* Detaching one region leaves the other working. */
+TEST_F(region, detach_one_of_two)
+{
+	struct beluga_attach *a0 = &self->c.att[0], a1;
+	struct beluga_info info;
+	uint64_t o0[2], o1[2], o[4], evicted;
+	char why[160];
+	int r, i, backend = self->c.backend;
+
+	if (backend == BELUGA_BACKEND_NODE)
+		r = bt_attach_req(&a1, backend, 0, 0, BT_REGION_LEN,
+				  BT_BLOCK_SIZE, "bt-second");
+	else if (bt_backend_ok(backend, 0, 2 * BT_REGION_LEN, why, sizeof(why)))
+		r = bt_attach_req(&a1, backend, 0, BT_REGION_LEN, BT_REGION_LEN,
+				  BT_BLOCK_SIZE, "bt-second");
+	else
+		SKIP(return, "%s", why);
+	ASSERT_EQ(0, r);
+	r = bt_attach(self->c.fd, &a1);
+	ASSERT_EQ(0, r) TH_LOG("second ATTACH: %s", strerror(-r));
+	self->c.att[1] = a1;
+	self->c.nr = 2;
+	ASSERT_EQ(0, bt_info(self->c.fd, &self->c.info));
+
+	/* two published blocks in each region (allocation alternates) */
+	ASSERT_EQ(0, publish_n(self->c.fd, self->ns, 4, self->ns, o));
+	for (i = 0; i < 4; i++)
+		ASSERT_LE(0, bt_region_of(&self->c, o[i]));
+	o0[0] = o0[1] = o1[0] = o1[1] = 0;
+	{
+		int n0 = 0, n1 = 0;
+
+		for (i = 0; i < 4; i++) {
+			if (bt_region_of(&self->c, o[i]) == 0 && n0 < 2)
+				o0[n0++] = o[i];
+			else if (n1 < 2)
+				o1[n1++] = o[i];
+		}
+		ASSERT_EQ(2, n0) TH_LOG("round robin did not use both regions");
+	}
+	r = bt_detach(self->c.fd, a0->region_id, BELUGA_DETACH_EVICT, &evicted);
+	ASSERT_EQ(0, r) TH_LOG("DETACH_EVICT of region 0: %s", strerror(-r));
+	EXPECT_EQ(2, evicted);
+	ASSERT_EQ(0, bt_info(self->c.fd, &info));
+	EXPECT_EQ(1, info.nr_regions);
+	EXPECT_EQ(a1.nr_blocks, info.nr_blocks);
+	EXPECT_LE(a1.first_offset + a1.nr_blocks * BT_BLOCK_SIZE, info.map_size);
+	/* keys in the surviving region are still there, the others gone */
+	for (i = 0; i < 4; i++) {
+		int want = bt_region_of(&self->c, o[i]) == 1;
+
+		EXPECT_EQ(want, bt_present(self->c.fd, self->ns,
+					   bt_key(self->ns, i)));
+	}
+	/* new blocks come from the survivor */
+	ASSERT_EQ(0, bt_alloc(self->c.fd, 2, o0));
+	EXPECT_EQ(1, bt_region_of(&self->c, o0[0]));
+	EXPECT_EQ(1, bt_region_of(&self->c, o0[1]));
+	ASSERT_EQ(0, bt_free(self->c.fd, 2, o0));
+	(void)o1;
+}
+
+TEST_F(region, evict_by_key)
+{
+	struct beluga_key k0 = bt_key(self->ns, 0), k1 = bt_key(self->ns, 1);
+	struct beluga_stats s0, s1;
+	struct beluga_evict e;
+	uint64_t o[3], got;
+	uint32_t hits;
+	int r;
+
+	ASSERT_EQ(0, publish_n(self->c.fd, self->ns, 3, self->ns, o));
+	ASSERT_EQ(0, bt_lookup(self->c.fd, self->ns, &k1, 1, &got,
+			       BELUGA_LOOKUP_PIN, &hits));
+	ASSERT_EQ(1, hits);
+	ASSERT_EQ(0, bt_stats(self->c.fd, &s0));
+
+	r = bt_evict_key(self->c.fd, self->ns, k0, &e);
+	ASSERT_EQ(0, r) TH_LOG("EVICT present key: %s", strerror(-r));
+	EXPECT_EQ(1, e.evicted);
+	EXPECT_EQ(0, e.busy);
+	EXPECT_EQ(0, bt_present(self->c.fd, self->ns, k0));
+	ASSERT_EQ(0, bt_stats(self->c.fd, &s1));
+	EXPECT_EQ(s0.evictions + 1, s1.evictions);
+	EXPECT_EQ(s0.published_blocks - 1, s1.published_blocks);
+	EXPECT_EQ(s0.free_blocks + 1, s1.free_blocks);
+
+	r = bt_evict_key(self->c.fd, self->ns, k1, &e);
+	EXPECT_EQ(-EBUSY, r) TH_LOG("EVICT pinned key: %s", strerror(-r));
+	EXPECT_EQ(1, bt_present(self->c.fd, self->ns, k1));
+	r = bt_evict_key(self->c.fd, self->ns, k0, &e);
+	EXPECT_EQ(-ENOENT, r) TH_LOG("EVICT evicted key: %s", strerror(-r));
+	r = bt_evict_key(self->c.fd, self->ns, bt_key(self->ns, 77), &e);
+	EXPECT_EQ(-ENOENT, r) TH_LOG("EVICT unknown key: %s", strerror(-r));
+	r = bt_evict_key(self->c.fd, self->ns + 1, bt_key(self->ns, 2), &e);
+	EXPECT_EQ(-ENOENT, r) TH_LOG("EVICT key of another namespace: %s",
+				     strerror(-r));
+	EXPECT_EQ(1, bt_present(self->c.fd, self->ns, bt_key(self->ns, 2)));
+	ASSERT_EQ(0, bt_release(self->c.fd, 1, &got));
+	r = bt_evict_key(self->c.fd, self->ns, k1, &e);
+	EXPECT_EQ(0, r) TH_LOG("EVICT after release: %s", strerror(-r));
+}
+
+TEST_F(region, evict_namespace)
+{
+	uint64_t nsa = self->ns, nsb = self->ns ^ 0xb0b;
+	struct beluga_key ka[5];
+	struct beluga_evict e;
+	struct beluga_stats s0, s1;
+	uint64_t oa[5], ob[2], got[2];
+	uint32_t hits;
+	int i, r;
+
+	ASSERT_EQ(0, publish_n(self->c.fd, nsa, 5, nsa, oa));
+	ASSERT_EQ(0, publish_n(self->c.fd, nsb, 2, nsb, ob));
+	for (i = 0; i < 5; i++)
+		ka[i] = bt_key(nsa, i);
+	ASSERT_EQ(0, bt_lookup(self->c.fd, nsa, ka, 2, got, BELUGA_LOOKUP_PIN,
+			       &hits));
+	ASSERT_EQ(2, hits);
+	ASSERT_EQ(0, bt_stats(self->c.fd, &s0));
+
+	r = bt_evict_ns(self->c.fd, nsa, &e);
+	ASSERT_EQ(0, r) TH_LOG("EVICT_NAMESPACE: %s", strerror(-r));
+	EXPECT_EQ(3, e.evicted);
+	EXPECT_EQ(2, e.busy);
+	ASSERT_EQ(0, bt_stats(self->c.fd, &s1));
+	EXPECT_EQ(s0.evictions + 3, s1.evictions);
+	EXPECT_EQ(s0.published_blocks - 3, s1.published_blocks);
+	for (i = 0; i < 5; i++)
+		EXPECT_EQ(i < 2, bt_present(self->c.fd, nsa, ka[i]));
+	/* the other namespace is untouched */
+	EXPECT_EQ(1, bt_present(self->c.fd, nsb, bt_key(nsb, 0)));
+	EXPECT_EQ(1, bt_present(self->c.fd, nsb, bt_key(nsb, 1)));
+
+	ASSERT_EQ(0, bt_release(self->c.fd, 2, got));
+	r = bt_evict_ns(self->c.fd, nsa, &e);
+	ASSERT_EQ(0, r);
+	EXPECT_EQ(2, e.evicted);
+	EXPECT_EQ(0, e.busy);
+	/* an empty namespace: nothing to do, no error */
+	r = bt_evict_ns(self->c.fd, nsa, &e);
+	ASSERT_EQ(0, r);
+	EXPECT_EQ(0, e.evicted);
+	EXPECT_EQ(0, e.busy);
+}
+
+/* Without CAP_SYS_ADMIN: admin commands fail with EPERM, others work. */
+TEST_F(region, unprivileged_eperm)
+{
+	struct beluga_attach extra;
+	struct beluga_key k = bt_key(self->ns, 0);
+	uint64_t o;
+	pid_t pid;
+	int r;
+
+	ASSERT_EQ(0, publish_n(self->c.fd, self->ns, 1, self->ns, &o));
+	/* a second region an admin could attach */
+	if (self->c.backend == BELUGA_BACKEND_NODE)
+		r = bt_attach_req(&extra, BELUGA_BACKEND_NODE, 0, 0,
+				  BT_REGION_LEN, BT_BLOCK_SIZE, "bt-eperm");
+	else
+		r = bt_attach_req(&extra, BELUGA_BACKEND_DAX, 0, BT_REGION_LEN,
+				  BT_REGION_LEN, BT_BLOCK_SIZE, "bt-eperm");
+	ASSERT_EQ(0, r);
+
+	pid = bt_fork(&self->c);
+	ASSERT_LE(0, pid);
+	if (pid == 0) {
+		struct beluga_info info;
+		struct beluga_stats st;
+		struct beluga_evict e;
+		uint64_t a;
+		int fd = self->c.fd, fd2;
+
+		CHILD_CHECK(setgroups(0, NULL) == 0);
+		CHILD_CHECK(setresgid(65534, 65534, 65534) == 0);
+		CHILD_CHECK(setresuid(65534, 65534, 65534) == 0);
+		/* the inherited (root-opened) file still needs the capability */
+		CHILD_CHECK(bt_attach(fd, &extra) == -EPERM);
+		CHILD_CHECK(bt_detach(fd, self->c.att[0].region_id,
+				      BELUGA_DETACH_EVICT, NULL) == -EPERM);
+		CHILD_CHECK(bt_evict_key(fd, self->ns, k, &e) == -EPERM);
+		CHILD_CHECK(bt_evict_ns(fd, self->ns, &e) == -EPERM);
+		/* non-admin commands are fine */
+		CHILD_CHECK(bt_info(fd, &info) == 0);
+		CHILD_CHECK(bt_stats(fd, &st) == 0);
+		CHILD_CHECK(bt_present(fd, self->ns, k) == 1);
+		CHILD_CHECK(bt_alloc(fd, 1, &a) == 0);
+		CHILD_CHECK(bt_free(fd, 1, &a) == 0);
+		/* a file of its own, if the device node lets it open one */
+		fd2 = bt_open(O_RDONLY);
+		if (fd2 >= 0) {
+			CHILD_CHECK(bt_attach(fd2, &extra) == -EPERM);
+			CHILD_CHECK(bt_evict_ns(fd2, self->ns, &e) == -EPERM);
+			close(fd2);
+		}
+		_exit(0);
+	}
+	r = bt_wait(&self->c, pid);
+	ASSERT_EQ(0, r) TH_LOG("unprivileged child failed (%d)", r);
+	EXPECT_EQ(1, nr_regions(self->c.fd));
+	EXPECT_EQ(1, bt_present(self->c.fd, self->ns, k));
+}
+
+/* ------------------------------------------------------------------ */
+/* The module.                                                           */
+
+static long delete_module(const char *name, unsigned int flags)
+{
+	return syscall(SYS_delete_module, name, flags);
+}
+
+static int load_module(const char *path)
+{
+	size_t len = strlen(path);
+	unsigned int flags = 0;
+	int fd, r;
+
+	if ((len > 3 && !strcmp(path + len - 3, ".xz")) ||
+	    (len > 4 && !strcmp(path + len - 4, ".zst")) ||
+	    (len > 3 && !strcmp(path + len - 3, ".gz")))
+		flags = MODULE_INIT_COMPRESSED_FILE;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	r = syscall(SYS_finit_module, fd, "", flags);
+	r = r ? -errno : 0;
+	close(fd);
+	return r;
+}
+
+static int wait_for_device(void)
+{
+	struct timespec ts = { 0, 20 * 1000 * 1000 };
+	int i, fd;
+
+	for (i = 0; i < 250; i++) {
+		fd = bt_open(O_RDWR);
+		if (fd >= 0)
+			return fd;
+		nanosleep(&ts, NULL);
+	}
+	return -errno;
+}
+
+TEST_F(admin, rmmod_refused_while_open)
+{
+	const char *ko = getenv("BELUGA_TEST_KO");
+	long r;
+	int e;
+
+	r = delete_module("beluga", O_NONBLOCK);
+	e = errno;
+	if (r == 0) {
+		/* it must not have gone; put it back if we can */
+		int lr = ko ? load_module(ko) : -ENOENT;
+
+		ASSERT_NE(0, r) TH_LOG("the module unloaded while /dev/beluga "
+				       "was open (reload: %s)", strerror(-lr));
+	}
+	if (e == ENOENT)
+		SKIP(return, "no module named beluga is loaded (built in?)");
+	EXPECT_TRUE(e == EWOULDBLOCK || e == EBUSY)
+		TH_LOG("delete_module with an open file: %s", strerror(e));
+	/* still working */
+	EXPECT_EQ(0, nr_regions(self->c.fd));
+}
+
+/*
+ * Opt-in (BELUGA_TEST_KO): with no file open, the module unloads even
+ * with a region attached and published blocks, and loads again empty.
+ */
+TEST(module_unload_reload)
+{
+	const char *ko = getenv("BELUGA_TEST_KO");
+	struct beluga_attach a;
+	struct beluga_info info;
+	int backend = bt_pick_backend(BT_ANY_BACKEND);
+	char why[160];
+	uint64_t o;
+	int32_t res;
+	int fd, r;
+
+	if (!ko || !*ko)
+		SKIP(return, "BELUGA_TEST_KO not set");
+	if (access(ko, R_OK))
+		SKIP(return, "BELUGA_TEST_KO=%.200s: %s", ko, strerror(errno));
+	if (!bt_backend_ok(backend, 0, BT_REGION_LEN, why, sizeof(why)))
+		SKIP(return, "%s", why);
+	ASSERT_EQ(0, bt_reset_pool());
+	fd = bt_open(O_RDWR);
+	ASSERT_LE(0, fd);
+	ASSERT_EQ(0, bt_attach_req(&a, backend, 0, 0, BT_REGION_LEN,
+				   BT_BLOCK_SIZE, "bt-unload"));
+	ASSERT_EQ(0, bt_attach(fd, &a));
+	ASSERT_EQ(0, bt_alloc(fd, 1, &o));
+	ASSERT_EQ(0, bt_publish1(fd, 1, o, bt_key(1, 1), &res));
+	ASSERT_EQ(0, close(fd));
+
+	r = delete_module("beluga", O_NONBLOCK) ? -errno : 0;
+	ASSERT_EQ(0, r) TH_LOG("unload with no open file: %s", strerror(-r));
+	fd = bt_open(O_RDWR);
+	EXPECT_GT(0, fd) TH_LOG("/dev/beluga still opens after unload");
+	if (fd >= 0)
+		close(fd);
+	r = load_module(ko);
+	ASSERT_EQ(0, r) TH_LOG("finit_module(%s): %s -- the rest of the suite "
+			       "has no module", ko, strerror(-r));
+	fd = wait_for_device();
+	ASSERT_LE(0, fd) TH_LOG("/dev/beluga after reload: %s", strerror(-fd));
+	ASSERT_EQ(0, bt_info(fd, &info));
+	EXPECT_EQ(0, info.nr_regions);
+	EXPECT_EQ(0, info.block_size);
+	close(fd);
+}
+
+TEST_HARNESS_MAIN

@@ -1,0 +1,233 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * FOLL_LONGTERM pinning of pool mappings, the property GPU and RDMA
+ * registration need, proven without a GPU:
+ *   - io_uring fixed buffers on pool blocks, with READ_FIXED from a pipe and
+ *     WRITE_FIXED to a memfd going through them (Linux >= 6.5: older
+ *     io_uring refuses every file-backed buffer that is not shmem or
+ *     hugetlbfs, device-dax included, and the test SKIPs with that reason);
+ *   - AF_XDP umem registration (pin_user_pages(FOLL_LONGTERM)), on every
+ *     kernel.
+ * While such pins outlive the mapping, DETACH must be refused (EBUSY); once
+ * they are dropped (asynchronously), DETACH succeeds.
+ */
+#include "beluga_test.h"
+
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <linux/if_xdp.h>
+#include <liburing.h>
+
+#ifndef AF_XDP
+#define AF_XDP	44
+#endif
+#ifndef SOL_XDP
+#define SOL_XDP	283
+#endif
+
+FIXTURE(pin) {
+	struct bt_ctx c;
+};
+
+FIXTURE_VARIANT(pin) {
+	int backend;
+};
+
+FIXTURE_VARIANT_ADD(pin, node) {
+	.backend = BELUGA_BACKEND_NODE,
+};
+
+FIXTURE_VARIANT_ADD(pin, dax) {
+	.backend = BELUGA_BACKEND_DAX,
+};
+
+FIXTURE_SETUP(pin)
+{
+	if (!bt_setup(&self->c, variant->backend, BT_REGION_LEN, BT_BLOCK_SIZE))
+		return;
+}
+
+FIXTURE_TEARDOWN(pin)
+{
+	bt_teardown(&self->c);
+}
+
+/* Run one SQE and return its CQE result. */
+static int ring_run(struct io_uring *ring)
+{
+	struct io_uring_cqe *cqe;
+	int r;
+
+	r = io_uring_submit(ring);
+	if (r != 1)
+		return r < 0 ? r : -EIO;
+	r = io_uring_wait_cqe(ring, &cqe);
+	if (r)
+		return r;
+	r = cqe->res;
+	io_uring_cqe_seen(ring, cqe);
+	return r;
+}
+
+static int region_mappings(struct bt_ctx *c)
+{
+	struct beluga_region_info ri;
+	int r = bt_region_info(c->fd, c->att[0].region_id, &ri);
+
+	return r ? r : (int)ri.mappings;
+}
+
+TEST_F(pin, io_uring_fixed_buffers)
+{
+	const size_t len = 4096;
+	uint32_t id = self->c.att[0].region_id;
+	char *map = bt_map(&self->c), *buf;
+	struct io_uring ring;
+	struct io_uring_sqe *sqe;
+	struct iovec iov[2];
+	uint64_t o[2];
+	int pfd[2], mfd, r, kv = bt_kernel_version();
+
+	r = io_uring_queue_init(8, &ring, 0);
+	if (r == -ENOSYS || r == -EPERM)
+		SKIP(return, "io_uring unavailable: %s", strerror(-r));
+	ASSERT_EQ(0, r) TH_LOG("io_uring_queue_init: %s", strerror(-r));
+
+	ASSERT_EQ(0, bt_alloc(self->c.fd, 2, o));
+	iov[0].iov_base = map + o[0];
+	iov[0].iov_len = BT_BLOCK_SIZE;
+	iov[1].iov_base = map + o[1];
+	iov[1].iov_len = BT_BLOCK_SIZE;
+	r = io_uring_register_buffers(&ring, iov, 2);
+	if (r == -EOPNOTSUPP && kv && kv < 605) {
+		io_uring_queue_exit(&ring);
+		SKIP(return, "Linux %d.%d io_uring refuses fixed buffers on any "
+		     "file-backed mapping but shmem/hugetlbfs (EOPNOTSUPP); "
+		     "the AF_XDP test proves FOLL_LONGTERM pinning here",
+		     kv / 100, kv % 100);
+	}
+	ASSERT_EQ(0, r) TH_LOG("io_uring_register_buffers on pool blocks: %s",
+			       strerror(-r));
+
+	/* pipe -> block 0 through READ_FIXED */
+	ASSERT_EQ(0, pipe(pfd));
+	buf = malloc(len);
+	ASSERT_NE(NULL, buf);
+	bt_fill(buf, len, 0x1111);
+	ASSERT_EQ((ssize_t)len, write(pfd[1], buf, len));
+	sqe = io_uring_get_sqe(&ring);
+	ASSERT_NE(NULL, sqe);
+	io_uring_prep_read_fixed(sqe, pfd[0], map + o[0], len, 0, 0);
+	r = ring_run(&ring);
+	ASSERT_EQ((int)len, r) TH_LOG("READ_FIXED into a pool block: %s",
+				      r < 0 ? strerror(-r) : "short");
+	EXPECT_EQ(-1, bt_check(map + o[0], len, 0x1111));
+
+	/* block 1 -> memfd through WRITE_FIXED */
+	mfd = memfd_create("beluga-pin", MFD_CLOEXEC);
+	ASSERT_LE(0, mfd);
+	bt_fill(map + o[1], len, 0x2222);
+	sqe = io_uring_get_sqe(&ring);
+	ASSERT_NE(NULL, sqe);
+	io_uring_prep_write_fixed(sqe, mfd, map + o[1], len, 0, 1);
+	r = ring_run(&ring);
+	ASSERT_EQ((int)len, r) TH_LOG("WRITE_FIXED from a pool block: %s",
+				      r < 0 ? strerror(-r) : "short");
+	memset(buf, 0, len);
+	ASSERT_EQ((ssize_t)len, pread(mfd, buf, len, 0));
+	EXPECT_EQ(-1, bt_check(buf, len, 0x2222));
+
+	/* pinned pages outlive the mapping: DETACH must wait for them */
+	ASSERT_EQ(0, bt_free(self->c.fd, 2, o));
+	bt_unmap(&self->c);
+	EXPECT_EQ(0, region_mappings(&self->c));
+	r = bt_detach(self->c.fd, id, BELUGA_DETACH_EVICT, NULL);
+	EXPECT_EQ(-EBUSY, r) TH_LOG("DETACH with io_uring buffers registered "
+				    "after munmap: %s", strerror(-r));
+
+	ASSERT_EQ(0, io_uring_unregister_buffers(&ring));
+	io_uring_queue_exit(&ring);
+	r = bt_detach_retry(self->c.fd, id, BELUGA_DETACH_EVICT, NULL, 10000);
+	EXPECT_EQ(0, r) TH_LOG("DETACH after the buffers were unregistered: %s",
+			       strerror(-r));
+	close(mfd);
+	close(pfd[0]);
+	close(pfd[1]);
+	free(buf);
+}
+
+/* Register @len bytes at @addr as an AF_XDP umem: a FOLL_LONGTERM pin. */
+static int xdp_umem_pin(void *addr, size_t len, int *sock)
+{
+	struct xdp_umem_reg mr;
+	int s = socket(AF_XDP, SOCK_RAW | SOCK_CLOEXEC, 0);
+
+	if (s < 0)
+		return -errno;
+	memset(&mr, 0, sizeof(mr));
+	mr.addr = (uintptr_t)addr;
+	mr.len = len;
+	mr.chunk_size = 4096;
+	mr.headroom = 0;
+	if (setsockopt(s, SOL_XDP, XDP_UMEM_REG, &mr, sizeof(mr))) {
+		int e = errno;
+
+		close(s);
+		return -e;
+	}
+	*sock = s;
+	return 0;
+}
+
+TEST_F(pin, af_xdp_umem)
+{
+	uint32_t id = self->c.att[0].region_id;
+	char *map = bt_map(&self->c);
+	int s, r;
+
+	/* the whole pool, every page of it pinned */
+	r = xdp_umem_pin(map, self->c.map_len, &s);
+	if (r == -EAFNOSUPPORT || r == -ENOPROTOOPT)
+		SKIP(return, "AF_XDP unavailable: %s", strerror(-r));
+	ASSERT_EQ(0, r) TH_LOG("XDP_UMEM_REG over the pool mapping "
+			       "(pin_user_pages FOLL_LONGTERM): %s", strerror(-r));
+	/* the mapping still works while pinned */
+	bt_fill(map, 128, 3);
+	EXPECT_EQ(-1, bt_check(map, 128, 3));
+
+	bt_unmap(&self->c);
+	EXPECT_EQ(0, region_mappings(&self->c));
+	r = bt_detach(self->c.fd, id, BELUGA_DETACH_EVICT, NULL);
+	EXPECT_EQ(-EBUSY, r) TH_LOG("DETACH with the pool pinned by an AF_XDP "
+				    "umem after munmap: %s", strerror(-r));
+	close(s);
+	/* the umem is released asynchronously after close() */
+	r = bt_detach_retry(self->c.fd, id, BELUGA_DETACH_EVICT, NULL, 10000);
+	EXPECT_EQ(0, r) TH_LOG("DETACH after the umem socket closed: %s",
+			       strerror(-r));
+}
+
+/* A pin on one block of the region is enough to keep it. */
+TEST_F(pin, af_xdp_single_block)
+{
+	uint32_t id = self->c.att[0].region_id;
+	char *map = bt_map(&self->c);
+	uint64_t o;
+	int s, r;
+
+	ASSERT_EQ(0, bt_alloc(self->c.fd, 1, &o));
+	r = xdp_umem_pin(map + o, BT_BLOCK_SIZE, &s);
+	if (r == -EAFNOSUPPORT || r == -ENOPROTOOPT)
+		SKIP(return, "AF_XDP unavailable: %s", strerror(-r));
+	ASSERT_EQ(0, r) TH_LOG("XDP_UMEM_REG of one block: %s", strerror(-r));
+	ASSERT_EQ(0, bt_free(self->c.fd, 1, &o));
+	bt_unmap(&self->c);
+	r = bt_detach(self->c.fd, id, BELUGA_DETACH_EVICT, NULL);
+	EXPECT_EQ(-EBUSY, r) TH_LOG("DETACH with one block pinned: %s",
+				    strerror(-r));
+	close(s);
+	r = bt_detach_retry(self->c.fd, id, BELUGA_DETACH_EVICT, NULL, 10000);
+	EXPECT_EQ(0, r) TH_LOG("DETACH after unpin: %s", strerror(-r));
+}
+
+TEST_HARNESS_MAIN
