@@ -157,6 +157,12 @@ fi
 
 # 6. the guests, in parallel ----------------------------------------------------------
 declare -A gpid=()
+# an interrupted test.sh takes its guests (and their QEMUs, see run-guest.sh) down
+stop_guests() {
+	local p
+	for p in "${gpid[@]}"; do kill "$p" 2>/dev/null || true; done
+}
+trap 'stop_guests; exit 143' INT TERM
 for k in $kernels; do
 	args=(-q -t "$gtmo" -s "${BELUGA_GUEST_SMP:-2}" -o "$T/guest-$k" -k "${ko[$k]}")
 	[ -n "$ksft_dir" ] && args+=(-d "$ksft_dir:/tests/kselftest")

@@ -17,20 +17,24 @@
 #   -k KO|none   beluga.ko to use (default: build it for this kernel)
 #   -o DIR       output directory (default build/vm/run-ALIAS): console.log (serial
 #                console), results.tap (userspace output only: clean TAP), time
+#   -m DIR       6.12: directory of the CXL backing files mem0..mem2 (default OUTDIR/cxl,
+#                removed after the run). Two guests given the same DIR share the CXL
+#                memory like two hosts on one pool; otherwise every run has its own.
 #   -t SECS      hard timeout for the whole boot (default 1500)
 #   -s N         guest CPUs (default 2)
 #   -q           do not stream the console to stdout (the log is still written)
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
-usage() { die "usage: $0 [-r SCRIPT] [-d SRC:DEST]... [-k KO|none] [-o DIR] [-t SECS] [-s N] [-q] 6.1|6.12"; }
-run= outdir= tmo=1500 smp=2 quiet=0 mkargs=()
-while getopts r:d:k:o:t:s:q opt; do
+usage() { die "usage: $0 [-r SCRIPT] [-d SRC:DEST]... [-k KO|none] [-o DIR] [-m DIR] [-t SECS] [-s N] [-q] 6.1|6.12"; }
+run= outdir= memdir= tmo=1500 smp=2 quiet=0 mkargs=()
+while getopts r:d:k:o:m:t:s:q opt; do
 	case $opt in
 	r) run=$OPTARG ;;
 	d) mkargs+=(-d "$OPTARG") ;;
 	k) mkargs+=(-k "$OPTARG") ;;
 	o) outdir=$OPTARG ;;
+	m) memdir=$OPTARG ;;
 	t) tmo=$OPTARG ;;
 	s) smp=$OPTARG ;;
 	q) quiet=1 ;;
@@ -65,8 +69,16 @@ qemu=(qemu-system-x86_64 -accel tcg -nodefaults -no-user-config -display none -n
 
 case $alias in
 6.12)
-	# CXL memory backing files: shared mappings of files in the build dir.
-	mem=$BELUGA_BUILD/vm/cxl-$alias
+	# CXL memory backing files: shared mappings of sparse files. Private to this run
+	# unless -m names a directory on purpose (another guest writing the same files
+	# would corrupt this one's pool).
+	if [ -n "$memdir" ]; then
+		mem=$memdir
+	else
+		mem=$outdir/cxl
+		rm -rf "$mem"
+		cleanup_mem=1
+	fi
 	mkdir -p "$mem"
 	qemu+=(-M q35,cxl=on -cpu qemu64,-hypervisor -m 2G,maxmem=4G,slots=8
 		-device pxb-cxl,bus_nr=12,bus=pcie.0,id=cxl.1)
@@ -93,15 +105,33 @@ qemu+=(-append "$cmdline")
 log "booting $kver (TCG, $smp cpus, timeout ${tmo}s); console: $console"
 printf '%q ' "${qemu[@]}" >"$outdir/qemu.cmd"
 echo >>"$outdir/qemu.cmd"
-set +e
-if [ $quiet -eq 1 ]; then
-	timeout -k 10 "$tmo" "${qemu[@]}" </dev/null >"$console" 2>&1
-	qrc=$?
-else
-	timeout -k 10 "$tmo" "${qemu[@]}" </dev/null 2>&1 | tee "$console"
-	qrc=${PIPESTATUS[0]}
+# QEMU runs in the background so that an interrupted run-guest.sh takes it down too
+# (timeout --foreground: stay in our process group).
+qpid= tpid=
+cleanup() {
+	[ -n "$qpid" ] && kill "$qpid" 2>/dev/null
+	[ -n "$tpid" ] && kill "$tpid" 2>/dev/null
+	if [ "${cleanup_mem:-0}" = 1 ]; then rm -rf "$mem"; fi
+	return 0
+}
+trap cleanup EXIT
+trap 'cleanup; exit 143' INT TERM
+: >"$console"
+timeout --foreground -k 10 "$tmo" "${qemu[@]}" </dev/null >"$console" 2>&1 &
+qpid=$!
+if [ $quiet -eq 0 ]; then
+	tail --pid="$qpid" -n +1 -f "$console" &
+	tpid=$!
 fi
+set +e
+wait "$qpid"
+qrc=$?
 set -e
+qpid=
+if [ -n "$tpid" ]; then
+	wait "$tpid" 2>/dev/null || true
+	tpid=
+fi
 t2=$(date +%s.%N)
 prep=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')
 boot=$(awk -v a="$t1" -v b="$t2" 'BEGIN { printf "%.1f", b - a }')
