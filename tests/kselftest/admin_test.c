@@ -646,18 +646,37 @@ static int load_module(const char *path)
 	return r;
 }
 
-static int wait_for_device(void)
+static int load_module_params(const char *path, const char *params)
+{
+	int fd, r;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	r = syscall(SYS_finit_module, fd, params, 0);
+	r = r ? -errno : 0;
+	close(fd);
+	return r;
+}
+
+/* Open @path once it appears (devtmpfs); -errno after ~5 s. */
+static int wait_for_device_path(const char *path)
 {
 	struct timespec ts = { 0, 20 * 1000 * 1000 };
 	int i, fd;
 
 	for (i = 0; i < 250; i++) {
-		fd = bt_open(O_RDWR);
+		fd = open(path, O_RDWR | O_CLOEXEC);
 		if (fd >= 0)
 			return fd;
 		nanosleep(&ts, NULL);
 	}
 	return -errno;
+}
+
+static int wait_for_device(void)
+{
+	return wait_for_device_path(BELUGA_DEVICE_PATH);
 }
 
 TEST_F(admin, rmmod_refused_while_open)
@@ -729,6 +748,108 @@ TEST(module_unload_reload)
 	EXPECT_EQ(0, info.nr_regions);
 	EXPECT_EQ(0, info.block_size);
 	close(fd);
+}
+
+/*
+ * Opt-in (BELUGA_TEST_KO): reload with pools=2 (and, with a test node, a
+ * region attached by the node= and block_size= parameters). The two pools
+ * share nothing, and a device-dax range is never claimed by both. Then
+ * reload with no parameters.
+ */
+TEST(module_pools_param)
+{
+	const char *ko = getenv("BELUGA_TEST_KO");
+	const char *p1 = BELUGA_DEVICE_PATH "1";
+	struct beluga_info i0, i1;
+	struct beluga_attach a;
+	char params[128], why[160];
+	struct stat sb;
+	int node, fd0 = -1, fd1 = -1, r;
+	bool have_node = bt_env_node(&node) == 0;
+	bool have_dax = bt_backend_ok(BELUGA_BACKEND_DAX, 0, BT_REGION_LEN, why,
+				      sizeof(why));
+	uint64_t o;
+	int32_t res;
+
+	if (!ko || !*ko)
+		SKIP(return, "BELUGA_TEST_KO not set");
+	if (access(ko, R_OK))
+		SKIP(return, "BELUGA_TEST_KO=%.200s: %s", ko, strerror(errno));
+	ASSERT_EQ(0, bt_reset_pool());
+	if (have_node)
+		snprintf(params, sizeof(params),
+			 "pools=2 block_size=64K node=%d:2M", node);
+	else
+		snprintf(params, sizeof(params), "pools=2");
+	r = delete_module("beluga", O_NONBLOCK) ? -errno : 0;
+	ASSERT_EQ(0, r) TH_LOG("unload with no open file: %s", strerror(-r));
+	r = load_module_params(ko, params);
+	if (r) {
+		int r2 = load_module_params(ko, "");
+
+		ASSERT_EQ(0, r) TH_LOG("finit_module(%s, \"%s\"): %s (reload "
+				       "without parameters: %s)", ko, params,
+				       strerror(-r), strerror(-r2));
+	}
+	fd0 = wait_for_device();
+	ASSERT_LE(0, fd0);
+	fd1 = wait_for_device_path(p1);
+	EXPECT_LE(0, fd1) TH_LOG("%s after loading with pools=2: %s", p1,
+				 strerror(-fd1));
+	if (fd1 >= 0) {
+		ASSERT_EQ(0, bt_info(fd0, &i0));
+		ASSERT_EQ(0, bt_info(fd1, &i1));
+		EXPECT_EQ(have_node ? 1 : 0, i0.nr_regions)
+			TH_LOG("node= parameter did not attach to pool 0");
+		if (have_node)
+			EXPECT_EQ(64 * BT_KIB, i0.block_size);
+		EXPECT_EQ(0, i1.nr_regions) TH_LOG("pool 1 sees pool 0's region");
+		EXPECT_EQ(-ENODEV, bt_alloc(fd1, 1, &o));
+		if (have_dax) {
+			/* one range, two pools: the second claim is refused */
+			ASSERT_EQ(0, bt_attach_req(&a, BELUGA_BACKEND_DAX, 0, 0,
+						   BT_REGION_LEN, BT_BLOCK_SIZE,
+						   "bt-pool1"));
+			r = bt_attach(fd1, &a);
+			EXPECT_EQ(0, r) TH_LOG("ATTACH dax to pool 1: %s",
+					       strerror(-r));
+			snprintf(a.name, sizeof(a.name), "bt-pool0");
+			a.block_size = 0;
+			r = bt_attach(fd0, &a);
+			EXPECT_TRUE(r == -EEXIST || r == -EBUSY)
+				TH_LOG("the same dax range in pool 0 too: %s",
+				       strerror(-r));
+			if (!r)
+				bt_detach(fd0, a.region_id, BELUGA_DETACH_EVICT,
+					  NULL);
+		}
+		if (have_node) {
+			/* keys are per pool */
+			struct beluga_key k = bt_key(5, 5);
+
+			ASSERT_EQ(0, bt_alloc(fd0, 1, &o));
+			ASSERT_EQ(0, bt_publish1(fd0, 5, o, k, &res));
+			EXPECT_EQ(1, bt_present(fd0, 5, k));
+			if (have_dax)
+				EXPECT_EQ(0, bt_present(fd1, 5, k))
+					TH_LOG("pool 1 finds pool 0's key");
+		}
+		close(fd1);
+		EXPECT_EQ(0, bt_reset_pool_path(p1));
+	}
+	close(fd0);
+	EXPECT_EQ(0, bt_reset_pool());
+
+	/* back to the plain module for the rest of the suite */
+	r = delete_module("beluga", O_NONBLOCK) ? -errno : 0;
+	ASSERT_EQ(0, r) TH_LOG("unload: %s", strerror(-r));
+	r = load_module_params(ko, "");
+	ASSERT_EQ(0, r) TH_LOG("reload without parameters: %s -- the rest of "
+			       "the suite has no module", strerror(-r));
+	fd0 = wait_for_device();
+	ASSERT_LE(0, fd0);
+	close(fd0);
+	EXPECT_NE(0, stat(p1, &sb)) TH_LOG("%s outlived pools=2", p1);
 }
 
 TEST_HARNESS_MAIN

@@ -573,13 +573,13 @@ static inline int bt_attach(int fd, struct beluga_attach *a)
  * while: pins held by io_uring or AF_XDP are dropped asynchronously after
  * the owner closes them. Returns 0 when the pool is empty.
  */
-static inline int bt_reset_pool(void)
+static inline int bt_reset_pool_path(const char *path)
 {
 	struct beluga_region_info ri;
 	struct timespec ts = { 0, 20 * 1000 * 1000 };
 	int fd, slot, tries, r, ret = 0;
 
-	fd = bt_open(O_RDWR);
+	fd = open(path, O_RDWR | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
 	for (slot = 0; slot < BELUGA_MAX_REGIONS; slot++) {
@@ -604,6 +604,11 @@ static inline int bt_reset_pool(void)
 	}
 	close(fd);
 	return ret;
+}
+
+static inline int bt_reset_pool(void)
+{
+	return bt_reset_pool_path(BELUGA_DEVICE_PATH);
 }
 
 /* Retry DETACH while it answers EBUSY (asynchronous unpinning). */
