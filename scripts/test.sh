@@ -17,6 +17,15 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/vm/lib.sh
 
+# One `make test` per tree at a time: a second one waits (they would share build/test,
+# the per-kernel module build dirs and the CPU).
+mkdir -p "$BELUGA_BUILD"
+exec 9>"$BELUGA_BUILD/.test.lock"
+if ! flock -n 9; then
+	echo "# another make test is running in this tree; waiting for it to finish" >&2
+	flock 9
+fi
+
 T=$BELUGA_BUILD/test
 L=$T/logs
 rm -rf "$T"

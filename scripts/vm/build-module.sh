@@ -30,6 +30,9 @@ kdir=$(kdir_of "$kver")
 
 out=$BELUGA_BUILD/kmod-$kver
 mkdir -p "$out"
+# concurrent callers (two guests, make test and make check) share this tree
+exec 8>"$out.lock"
+flock 8
 
 # sync_tree SRC DST: copy files whose content differs (keeping mtimes, so an unchanged
 # tree is not rebuilt), and drop stale sources that were removed from SRC.

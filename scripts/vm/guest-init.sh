@@ -60,4 +60,5 @@ set -o pipefail
 	echo "BELUGA-GUEST-EXIT $rc"
 } 2>&1 | tee $out
 sync
+usleep 500000 # let the UARTs drain
 poweroff -f

@@ -18,9 +18,15 @@ if [ -f "$stamp" ] && [ -f "$dir/boot/vmlinuz-$kver" ] && [ -d "$dir/lib/modules
 	exit 0
 fi
 
-need_cmd apt-get dpkg
+need_cmd apt-get dpkg flock
 mkdir -p "$BELUGA_CACHE/guest" 2>/dev/null ||
 	die "cannot create $BELUGA_CACHE/guest: run as root or set BELUGA_CACHE to a writable directory"
+exec 8>"$BELUGA_CACHE/guest/.lock-$kver"
+flock 8
+if [ -f "$stamp" ] && [ -f "$dir/boot/vmlinuz-$kver" ] && [ -d "$dir/lib/modules/$kver" ]; then
+	echo "$dir" # another caller fetched it meanwhile
+	exit 0
+fi
 
 dl=$(mktemp -d "$BELUGA_CACHE/guest/.dl.XXXXXX")
 trap 'rm -rf "$dl"' EXIT

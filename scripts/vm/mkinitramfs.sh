@@ -48,10 +48,13 @@ mkdir -p "$work"
 out=${out:-$work/initramfs.cpio}
 
 # The kernel's own module index (the image package ships none): once per kernel.
-if [ ! -f "$gmod/modules.dep" ] || [ "$gmod/modules.dep" -ot "$gmod/modules.order" ]; then
-	log "depmod for the cached $kver modules (once)"
-	/sbin/depmod -b "$groot" "$kver"
-fi
+(
+	flock 8
+	if [ ! -f "$gmod/modules.dep" ] || [ "$gmod/modules.dep" -ot "$gmod/modules.order" ]; then
+		log "depmod for the cached $kver modules (once)"
+		/sbin/depmod -b "$groot" "$kver"
+	fi
+) 8>"$BELUGA_CACHE/guest/.lock-$kver"
 
 # Modules the topologies need. cxl_core/cxl_port are built in (CONFIG_CXL_BUS=y,
 # CXL_PORT=y) on Debian; names that are built in or absent are skipped.
@@ -59,8 +62,10 @@ want=(cxl_core cxl_port cxl_acpi cxl_pci cxl_mem cxl_pmem
 	libnvdimm nd_pmem nd_e820 nd_btt dax_pmem
 	dax device_dax dax_cxl kmem dax_hmem)
 
-root=$work/initramfs
-rm -rf "$root"
+# a private staging tree: several guests of one kernel may be prepared at once
+root=$(mktemp -d "$work/initramfs.XXXXXX")
+trap 'rm -rf "$root" "$out.tmp.$$"' EXIT
+chmod 0755 "$root"
 mkdir -p "$root"/{bin,sbin,usr/bin,usr/sbin,etc/beluga,lib/modules/"$kver"/updates,beluga,proc,sys,dev,tmp,run,root}
 
 declare -A seen=()
@@ -143,7 +148,7 @@ for spec in "${dirs[@]}"; do
 	cp -a "$src/." "$root$dst/"
 done
 
-(cd "$root" && find . -print0 | LC_ALL=C sort -z | cpio --null -o -H newc --quiet -R 0:0) >"$out.tmp"
-mv "$out.tmp" "$out"
+(cd "$root" && find . -print0 | LC_ALL=C sort -z | cpio --null -o -H newc --quiet -R 0:0) >"$out.tmp.$$"
+mv "$out.tmp.$$" "$out"
 log "initramfs $out ($(du -h "$out" | cut -f1))"
 echo "$out"
