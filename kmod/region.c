@@ -140,8 +140,12 @@ static int beluga_node_claim(struct beluga_region *region)
 		return -EINVAL;
 	if (node < 0 || node >= MAX_NUMNODES || !node_state(node, N_MEMORY))
 		return -ENODEV;
+	/* More than the node has can never succeed; do not even try. */
+	if (nr > node_present_pages(node))
+		return -ENOMEM;
 
-	region->pages = kvcalloc(nr, sizeof(*region->pages), GFP_KERNEL);
+	region->pages = kvcalloc(nr, sizeof(*region->pages),
+				 GFP_KERNEL | __GFP_NOWARN);
 	if (!region->pages)
 		return -ENOMEM;
 	region->nr_pages = nr;
