@@ -337,10 +337,12 @@ static void run_pin_race(struct __test_metadata *_metadata,
 	EXPECT_EQ(PIN_ITERS, it);
 	EXPECT_EQ(0, pn.err[0]) TH_LOG("pinner: %s", pn.err);
 	EXPECT_LT(0, pn.hits) TH_LOG("the pinner never found a key");
-	TH_LOG("pinner: %ld hits, %ld misses; evicted %ld, busy %ld, ENOSPC %ld",
-	       pn.hits, pn.misses, evicted, busy, enospc);
-
 	ASSERT_EQ(0, bt_stats(self->c.fd, &s1));
+	TH_LOG("pinner: %ld hits, %ld misses; EVICT: %ld evicted, %ld busy; "
+	       "ALLOC: %ld ENOSPC; pool evictions %llu", pn.hits, pn.misses,
+	       evicted, busy, enospc,
+	       (unsigned long long)(s1.evictions - s0.evictions));
+
 	ASSERT_STATS_CONSISTENT(s1);
 	EXPECT_EQ(0, s1.pins);
 	EXPECT_EQ(0, s1.allocated_blocks);
