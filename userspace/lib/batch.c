@@ -209,5 +209,10 @@ undo:
 		return bel_fail(b, ret,
 				"LOOKUP: the module reported more hits than keys: "
 				"module and library disagree on the ABI");
+	if (ret == -EOVERFLOW)
+		return bel_fail(b, ret,
+				"LOOKUP: a block already carries nearly 2^32 pins: some client "
+				"pins without releasing; find it with `belugactl stats` (pins) "
+				"and restart it");
 	return bel_fail_common(b, ret, "LOOKUP");
 }

@@ -58,6 +58,7 @@ run hash "$dir/test_hash"
 run batch "$dir/test_batch"
 run sysfs "$dir/test_sysfs"
 run cli "$here/test_cli.sh" "$dir"
+run install "$here/test_install.sh" "$here/.."
 
 echo "1..$n"
 echo "# userspace: $((n - failed)) passed, $failed failed"

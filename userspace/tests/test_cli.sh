@@ -273,7 +273,7 @@ expect "demo --trace: missing file" 1 "cannot open trace" "$demo" --dry-run --tr
 
 # The demo end to end through the fake kernel: mapping, verification, eviction.
 demo_env=(env BELUGA_FAKE_KERNEL=1 BELUGA_DEVICE="$tmp/dev" BELUGA_FAKE_BLOCK_SIZE=16384)
-"${demo_env[@]}" BELUGA_FAKE_REGIONS="dax0.0:64M" "$fdemo" --json -n 100 >"$tmp/e.json" 2>"$tmp/e.err"
+"${demo_env[@]}" BELUGA_FAKE_REGIONS="dax0.0:64M" "$fdemo" --json -n 100 --verify full >"$tmp/e.json" 2>"$tmp/e.err"
 rc=$?
 rc_ok "demo through the fake kernel exits 0" "$rc" "$tmp/e.err"
 json_check "demo through the fake kernel: hits verified, misses published" "$tmp/e.json" \
@@ -295,6 +295,9 @@ expect "demo: a wrong offset from LOOKUP is caught" 1 "should hold ns 1 key" \
 expect "demo: verify errors are counted at the end" 1 "blocks failed verification" \
 	"${demo_env[@]}" BELUGA_FAKE_REGIONS="dax0.0:64M" BELUGA_FAKE_LOOKUP_SKEW=1 "$fdemo" -n 20 --verify pages
 expect "demo: bad verify mode" 2 "invalid verify mode 'some'" "$demo" --verify some
+"${demo_env[@]}" BELUGA_FAKE_REGIONS="dax0.0:64M" "$fdemo" --json -n 10 >"$tmp/auto.json" 2>&1
+json_check "demo --verify auto measures the pool and picks a mode" "$tmp/auto.json" \
+	"d['verify_auto'] and d['calibrated_mbps'] > 0 and d['verify'] in ('full', 'pages') and d['verify_errors'] == 0"
 "${demo_env[@]}" BELUGA_FAKE_REGIONS="dax0.0:4M" "$fdemo" --json --trace "$tmp/trace.jsonl" >"$tmp/tf.json" 2>&1
 json_check "demo --trace through the fake kernel" "$tmp/tf.json" \
 	"(d['hits'], d['misses'], d['verify_errors']) == (5, 6, 0)"

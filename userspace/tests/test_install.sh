@@ -1,0 +1,93 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# `make install` into a scratch DESTDIR, then build consumers the way an
+# engine would: pkg-config, shared and static, C and C++. Also checks the
+# shared library's ABI surface: the soname, and that it exports exactly the
+# functions beluga.h declares.
+#
+# Usage: tests/test_install.sh USERSPACE_DIR   (prints TAP)
+set -u
+
+src=$(cd "${1:?usage: test_install.sh USERSPACE_DIR}" && pwd)
+tmp=$(mktemp -d /tmp/beluga-install.XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+root=$tmp/root
+n=0
+failed=0
+ok() { n=$((n + 1)); echo "ok $n $*"; }
+not_ok() { n=$((n + 1)); failed=$((failed + 1)); echo "not ok $n $*"; }
+check() { # check NAME CMD...: CMD succeeds
+	local name=$1 out
+	shift
+	if out=$("$@" 2>&1); then ok "$name"; else
+		not_ok "$name"
+		printf '%s\n' "$out" | sed 's/^/#   /' | head -10
+	fi
+}
+
+check "make install DESTDIR=... PREFIX=/usr" make -s -C "$src" install DESTDIR="$root" PREFIX=/usr
+for f in usr/lib/libbeluga.so.1 usr/lib/libbeluga.so usr/lib/libbeluga.a usr/include/beluga.h \
+	usr/include/linux/beluga.h usr/lib/pkgconfig/beluga.pc usr/bin/belugactl usr/bin/beluga-demo; do
+	if [ -e "$root/$f" ]; then ok "installed $f"; else not_ok "installed $f"; fi
+done
+if cmp -s "$root/usr/include/linux/beluga.h" "$src/../uapi/linux/beluga.h"; then
+	ok "the installed <linux/beluga.h> is the uapi header"
+else
+	not_ok "the installed <linux/beluga.h> is the uapi header"
+fi
+soname=$(readelf -d "$root/usr/lib/libbeluga.so.1" | sed -n 's/.*Library soname: \[\(.*\)\]/\1/p')
+if [ "$soname" = libbeluga.so.1 ]; then ok "soname is libbeluga.so.1"; else not_ok "soname is libbeluga.so.1 (got '$soname')"; fi
+
+# Exported functions == functions declared in the public header.
+declared=$(grep -oE '\bbeluga_[a-z0-9_]+\(' "$src/include/beluga.h" | tr -d '(' | sort -u)
+exported=$(nm -D --defined-only "$root/usr/lib/libbeluga.so.1" | awk '$2 == "T" { sub(/@.*/, "", $3); print $3 }' | sort -u)
+if [ "$declared" = "$exported" ]; then
+	ok "libbeluga.so exports exactly the functions of beluga.h ($(wc -l <<<"$exported"))"
+else
+	not_ok "libbeluga.so exports exactly the functions of beluga.h"
+	diff <(echo "$declared") <(echo "$exported") | sed 's/^/#   /'
+fi
+
+cat >"$tmp/consumer.c" <<'C'
+#include <beluga.h>
+#include <stdio.h>
+#include <string.h>
+
+int main(void)
+{
+	uint32_t tokens[4] = { 1, 2, 3, 4 };
+	struct beluga_key key;
+	char hex[33];
+
+	if (beluga_hash_chain(NULL, tokens, 4, 4, &key, 1) != 1)
+		return 1;
+	snprintf(hex, sizeof(hex), "%016llx%016llx", (unsigned long long)key.hi,
+		 (unsigned long long)key.lo);
+	return strcmp(hex, "a2bf8a25c5590ba78943ede6c6c5e9bd") != 0;
+}
+C
+export PKG_CONFIG_SYSROOT_DIR=$root PKG_CONFIG_LIBDIR=$root/usr/lib/pkgconfig
+if ! command -v pkg-config >/dev/null 2>&1; then
+	echo "ok $((n += 1)) consumers built with pkg-config # SKIP pkg-config not installed"
+else
+	# shellcheck disable=SC2046
+	check "a C consumer builds with pkg-config against the shared library" \
+		cc -std=c11 -Wall -Wextra -Werror "$tmp/consumer.c" $(pkg-config --cflags --libs beluga) \
+		-Wl,-rpath,"$root/usr/lib" -o "$tmp/consumer-shared"
+	check "the shared consumer runs and gets the published hash vector" "$tmp/consumer-shared"
+	# shellcheck disable=SC2046
+	check "a C consumer links libbeluga.a (pkg-config --static)" \
+		cc -std=c11 -Wall -Wextra -Werror "$tmp/consumer.c" $(pkg-config --cflags beluga) \
+		"$root/usr/lib/libbeluga.a" $(pkg-config --static --libs-only-l beluga | sed 's/-lbeluga//') \
+		-o "$tmp/consumer-static"
+	check "the static consumer runs" "$tmp/consumer-static"
+	if command -v c++ >/dev/null 2>&1; then
+		# shellcheck disable=SC2046
+		check "beluga.h compiles as C++" c++ -x c++ -Wall -Wextra -Werror -fsyntax-only \
+			$(pkg-config --cflags beluga) "$tmp/consumer.c"
+	fi
+fi
+
+echo "1..$n"
+[ $failed -eq 0 ]
