@@ -65,12 +65,23 @@ double median(double *v, int n);	/* sorts v */
 double percentile(double *v, int n, double p);	/* v sorted */
 
 /* Global options every section shares. */
+#define RPC_CPU_AUTO (-2)
+
 struct opts {
 	const char *env;	/* "host", "guest-6.12": tags every record */
 	const char *out_dir;	/* JSON lines and plot data go here */
 	bool quick;		/* smoke run: fewer samples, shorter samples */
 	int samples;		/* samples per figure (median taken) */
 	double sample_ms;	/* target length of one sample */
+	/*
+	 * CPU for the baseline server and for each client thread while it
+	 * talks to it; -1: the scheduler's choice; RPC_CPU_AUTO (default):
+	 * the CPU with the fastest same-CPU ping, probed once. A same-CPU
+	 * round trip is the RPC's best case (two context switches, no
+	 * cross-CPU wake-up); under TCG on a loaded host a cross-CPU wake-up
+	 * costs milliseconds, which would flatter Beluga for the wrong reason.
+	 */
+	int rpc_cpu;
 };
 extern struct opts opt;
 

@@ -21,6 +21,9 @@
  *   --quick        smoke run: 3 samples of ~2 ms
  *   --samples N    samples per figure (default 9)
  *   --sample-ms X  target length of one sample (default 20)
+ *   --rpc-cpu N|any|auto  CPU of the baseline server and its client
+ *                  threads (default auto: the fastest same-CPU placement,
+ *                  the RPC's best case; see bench.h)
  */
 #define _GNU_SOURCE
 #include <stdlib.h>
@@ -59,6 +62,10 @@ int main(int argc, char **argv)
 			opt.samples = atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--sample-ms"))
 			opt.sample_ms = atof(argv[++i]);
+		else if (!strcmp(argv[i], "--rpc-cpu"))
+			opt.rpc_cpu = !strcmp(argv[++i], "any") ? -1 :
+				      !strcmp(argv[i], "auto") ? RPC_CPU_AUTO :
+				      atoi(argv[i]);
 		else
 			usage();
 	}

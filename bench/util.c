@@ -15,6 +15,7 @@ struct opts opt = {
 	.out_dir = "build/bench",
 	.samples = 9,
 	.sample_ms = 20,
+	.rpc_cpu = RPC_CPU_AUTO,
 };
 
 void die(const char *fmt, ...)

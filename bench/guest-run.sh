@@ -1,0 +1,137 @@
+#!/bin/sh
+# belbench inside the 6.12 benchmark guest (busybox ash), run as /beluga/run by
+# the initramfs's /init after scripts/vm/guest-setup.sh made the CXL regions
+# (dax0.0, dax1.0: emulated CXL type-3 memory bound to device_dax) and loaded
+# beluga.ko. scripts/bench.sh boots it with one more medium: a memmap= legacy
+# pmem range at RAM speed, which this script turns into a devdax namespace.
+#
+# Configuration comes from /bench/config (written by scripts/bench.sh):
+#   BENCH_MODE=full|smoke  BENCH_SECTIONS="meta data scale replay"
+#   BENCH_CMDS: belbench argument lists, one per line, instead of the sections
+#               (@CXL@ and @RAMDAX@ stand for the device-dax names)
+# Output: every file belbench writes is printed between
+#   BELBENCH-FILE name / BELBENCH-END
+# lines, which scripts/bench.sh cuts out of the serial log.
+. /etc/beluga/lib.sh
+. /etc/beluga/env
+BENCH_MODE=full
+BENCH_SECTIONS="meta data scale replay"
+[ -f /bench/config ] && . /bench/config
+B=/bench/belbench
+OUT=/tmp/bench-out
+mkdir -p $OUT
+ENV=guest-$BELUGA_TEST_KERNEL
+Q=
+[ "$BENCH_MODE" = smoke ] && Q=--quick
+bb() {
+	echo "# belbench $*"
+	$B --env "$ENV" --out $OUT $Q "$@"
+	_rc=$?
+	[ $_rc -eq 0 ] || echo "# belbench $1 exited with status $_rc"
+	return $_rc
+}
+
+echo "# guest: $(uname -r), $(nproc) cpus, $(awk '/MemTotal/ {print $2 " kB"}' /proc/meminfo)"
+cxl=
+for d in $BELUGA_TEST_DAX; do
+	[ -z "$cxl" ] && cxl=$d
+done
+[ -n "$cxl" ] || echo "# no CXL device-dax instance: the CXL rows are skipped"
+
+# The RAM-speed devdax: memmap= legacy pmem (nd_e820) -> a devdax namespace.
+ramdax=
+for m in nd_e820 nd_pmem dax_pmem device_dax; do modprobe $m 2>/dev/null; done
+i=0
+while [ $i -lt 50 ] && ! ls /sys/bus/nd/devices/ 2>/dev/null | grep -q '^region'; do
+	usleep 100000
+	i=$((i + 1))
+done
+for r in /sys/bus/nd/devices/region*; do
+	[ -e "$r" ] || continue
+	ns=namespace${r##*/region}.0
+	out=$(ndctl create-namespace -f -e "$ns" -m devdax --map=mem 2>&1)
+	d=$(echo "$out" | sed -n 's/.*"chardev":"\(dax[0-9.]*\)".*/\1/p' | head -n1)
+	if [ -n "$d" ] && [ -e /dev/$d ]; then
+		ramdax=$d
+		echo "# RAM-speed devdax: ${r##*/} -> $ns -> /dev/$d, $(cat /sys/bus/dax/devices/$d/size) bytes"
+		break
+	fi
+	echo "# ndctl create-namespace -e $ns -m devdax failed:"
+	echo "$out" | sed 's/^/#   /'
+done
+[ -n "$ramdax" ] || echo "# no RAM-speed devdax (memmap= missing?): those rows are skipped"
+
+if [ "$BENCH_MODE" = smoke ]; then
+	LENS=1,64,256
+	CXL_COUNTS=1,2
+	RAM_COUNTS=1,4,16
+	SIZES=1K,16K
+	CAPS=10,100
+	DATA_SAMPLES=2
+else
+	LENS=1,16,64,256,4096
+	CXL_COUNTS=1,4,16
+	RAM_COUNTS=1,2,4,8,16,32,64
+	SIZES=1K,16K,256K
+	CAPS=10,25,50,100
+	DATA_SAMPLES=7
+fi
+
+# Ad-hoc runs (scripts/bench.sh --guest-cmd): one belbench argument list per
+# line, in place of the sections.
+if [ -n "${BENCH_CMDS:-}" ]; then
+	BENCH_SECTIONS=
+	echo "$BENCH_CMDS" | while read -r line; do
+		[ -n "$line" ] || continue
+		line=$(echo "$line" | sed "s|@CXL@|$cxl|g; s|@RAMDAX@|$ramdax|g")
+		# shellcheck disable=SC2086
+		bb $line
+	done
+fi
+
+for s in $BENCH_SECTIONS; do
+	case $s in
+	meta)
+		if [ -n "$cxl" ]; then
+			bb meta --pool dax:/dev/$cxl --lens $LENS
+		else
+			bb meta --pool none --lens $LENS
+		fi
+		;;
+	data)
+		# emulated CXL: slow under TCG (~18 MB/s), so few blocks and samples
+		[ -n "$cxl" ] && bb data --medium cxl --pool dax:/dev/$cxl --raw /dev/$cxl \
+			--counts $CXL_COUNTS --samples 3
+		[ -n "$ramdax" ] && bb data --medium ramdax --pool dax:/dev/$ramdax \
+			--raw /dev/$ramdax --limit anon --counts $RAM_COUNTS --samples $DATA_SAMPLES
+		bb data --medium node0 --pool node:0 --raw anon --counts $RAM_COUNTS \
+			--samples $DATA_SAMPLES
+		;;
+	scale)
+		if [ -n "$ramdax" ]; then
+			bb scale --pool dax:/dev/$ramdax --sizes $SIZES --threads 1,2
+		else
+			bb scale --pool node:0 --sizes $SIZES --threads 1,2
+		fi
+		;;
+	replay)
+		if [ ! -f /bench/trace.jsonl ]; then
+			echo "# replay skipped: no trace in the guest"
+		elif [ -n "$ramdax" ]; then
+			bb replay --trace /bench/trace.jsonl --pool dax:/dev/$ramdax --caps $CAPS
+		else
+			bb replay --trace /bench/trace.jsonl --pool node:0 --caps $CAPS
+		fi
+		;;
+	esac
+done
+
+echo "# module messages:"
+dmesg | grep -i -E 'beluga|WARNING|BUG:|Oops' | tail -n 40 | sed 's/^/#   /'
+for f in $OUT/*; do
+	[ -f "$f" ] || continue
+	echo "BELBENCH-FILE ${f##*/}"
+	cat "$f"
+	echo "BELBENCH-END"
+done
+exit 0

@@ -1,0 +1,177 @@
+#!/usr/bin/env bash
+# scripts/bench.sh [options]
+# Beluga against the designs it replaces, every baseline in the same run
+# (bench/README.md). Runs belbench natively on the host (the portable core and
+# the AF_UNIX baseline server) and in a Linux 6.12 QEMU guest (TCG) with
+# emulated CXL memory (device-dax), a RAM-speed device-dax made from memmap=
+# legacy pmem, and the node backend. Prints the tables, writes
+#   build/bench/results.json     every record of every run, one JSON document
+#   build/bench/results/*.jsonl  the same per section and environment
+#   build/bench/results/*.dat    plot data
+#   bench/plots/*.png            plots (full run; --smoke writes build/bench/plots)
+# and ends with the targets table (reported, never asserted).
+#
+# Options:
+#   --smoke          CI: host sections with --quick, no guest unless --guest
+#   --guest          with --smoke: also a short guest run
+#   --host-only      skip the guest
+#   --guest-only     skip the host sections
+#   --sections LIST  subset of "meta data scale replay" (default all)
+#   --trace FILE     the Mooncake trace (default ../shared/data/mooncake_conversation_trace.jsonl)
+#   --timeout SECS   guest time limit (default 5400; smoke 900)
+#   --guest-cmd ARGS instead of the sections, run "belbench ARGS" in the guest
+#                    (repeatable; @CXL@ and @RAMDAX@ name the devices), e.g.
+#                    --guest-only --guest-cmd "meta --pool dax:/dev/@CXL@ --lens 64"
+set -euo pipefail
+. "$(dirname "$0")/vm/lib.sh"
+
+smoke=0 guest=1 host=1 guest_smoke=0 sections="meta data scale replay" tmo= gcmds=
+trace=$BELUGA_ROOT/../shared/data/mooncake_conversation_trace.jsonl
+while [ $# -gt 0 ]; do
+	case $1 in
+	--smoke) smoke=1 ;;
+	--guest) guest_smoke=1 ;;
+	--host-only) guest=0 ;;
+	--guest-only) host=0 ;;
+	--sections) sections=$2; shift ;;
+	--trace) trace=$2; shift ;;
+	--timeout) tmo=$2; shift ;;
+	--guest-cmd) gcmds+="$2"$'\n'; shift ;;
+	-h | --help) sed -n '2,25p' "$0"; exit 0 ;;
+	*) die "unknown option $1 (see --help)" ;;
+	esac
+	shift
+done
+if [ $smoke -eq 1 ] && [ $guest_smoke -eq 0 ]; then guest=0; fi
+tmo=${tmo:-$([ $smoke -eq 1 ] && echo 900 || echo 5400)}
+
+out=$BELUGA_BUILD/bench
+res=$out/results
+rm -rf "$res"
+mkdir -p "$res"
+plots=$BELUGA_ROOT/bench/plots
+[ $smoke -eq 1 ] && plots=$out/plots
+
+log "building belbench (host and static)"
+make -s -C "$BELUGA_ROOT/bench" all OUT="$out" >&2
+B=$out/host/belbench
+
+has() { case " $sections " in *" $1 "*) return 0 ;; esac; return 1; }
+[ -f "$trace" ] || { log "no trace at $trace: the replay is skipped (see ../shared/data/README.md)"; trace=; }
+
+# ---- host: the portable core natively, and the baseline server ------------
+if [ $host -eq 1 ]; then
+	q=()
+	[ $smoke -eq 1 ] && q=(--quick)
+	hb() { "$B" --env host --out "$res" "${q[@]}" "$@"; }
+	if [ $smoke -eq 1 ]; then
+		lens=1,64,256 counts=1,4,16 sizes=1K,16K caps=10,100
+	else
+		lens=1,16,64,256,4096 counts=1,2,4,8,16,32,64 sizes=1K,16K,256K,4M caps=10,25,50,100
+	fi
+	log "host: $(nproc) cpus; sections: $sections"
+	has meta && hb meta --pool none --lens $lens
+	has data && hb data --medium host-ram --pool none --raw anon --counts $counts
+	has scale && hb scale --pool none --targets core --sizes $sizes --threads 1,2
+	if has replay && [ -n "$trace" ]; then
+		hb replay --trace "$trace" --targets core,rpc --caps $caps
+	fi
+fi
+
+# ---- the 6.12 guest ---------------------------------------------------------
+run_guest() {
+	local alias=6.12 kver groot stage initrd mem console tap gtmo
+	kver=$(kver_of $alias)
+	need_cmd qemu-system-x86_64 timeout
+	groot=$("$BELUGA_ROOT/scripts/vm/guest-kernel.sh" $alias) || return 1
+	stage=$out/guest-stage
+	rm -rf "$stage"
+	mkdir -p "$stage" "$out/vm"
+	cp "$out/static/belbench" "$stage/"
+	[ -n "$trace" ] && cp "$trace" "$stage/trace.jsonl"
+	printf 'BENCH_MODE=%s\nBENCH_SECTIONS="%s"\nBENCH_CMDS="%s"\n' \
+		"$([ $smoke -eq 1 ] && echo smoke || echo full)" "$sections" "$gcmds" >"$stage/config"
+	# A private build directory: other guests build the module and their
+	# initramfs in build/ at the same time.
+	local ko
+	ko=$(BELUGA_BUILD=$out/vm "$BELUGA_ROOT/scripts/vm/build-module.sh" $alias) ||
+		{ log "beluga.ko does not build for $kver"; return 1; }
+	initrd=$(BELUGA_BUILD=$out/vm "$BELUGA_ROOT/scripts/vm/mkinitramfs.sh" \
+		-o "$out/vm/initramfs.cpio" -k "$ko" -r "$BELUGA_ROOT/bench/guest-run.sh" \
+		-d "$stage:/bench" $alias) || { log "mkinitramfs.sh failed"; return 1; }
+	rm -rf "$stage"	# the trace copy must not linger
+
+	# The 6.12 topology of scripts/vm/run-guest.sh (three 256 MiB CXL type-3
+	# volatile devices behind one host bridge: dax0.0, dax1.0 and a kmem node),
+	# plus what the benchmark needs and run-guest.sh has no option for: 4 GiB
+	# of RAM and a 1.5 GiB memmap= legacy pmem range (RAM-speed device-dax)
+	# at 4 GiB, inside the RAM above the PCI hole.
+	mem=$out/vm/cxl
+	mkdir -p "$mem"
+	console=$out/vm/console.log
+	tap=$out/vm/guest-output.txt
+	rm -f "$console" "$tap"
+	gtmo=$((tmo > 120 ? tmo - 60 : tmo))
+	local qemu=(qemu-system-x86_64 -accel tcg -nodefaults -no-user-config -display none
+		-no-reboot -smp 2 -kernel "$groot/boot/vmlinuz-$kver" -initrd "$initrd"
+		-serial "file:$console" -serial stdio
+		-M q35,cxl=on -cpu qemu64,-hypervisor -m 4G,maxmem=8G,slots=8
+		-device pxb-cxl,bus_nr=12,bus=pcie.0,id=cxl.1)
+	local i
+	for i in 0 1 2; do
+		qemu+=(-object "memory-backend-file,id=cxl-mem$i,share=on,mem-path=$mem/mem$i,size=256M"
+			-device "cxl-rp,port=$i,bus=cxl.1,id=cxl-rp$i,chassis=0,slot=$((2 + i))"
+			-device "cxl-type3,bus=cxl-rp$i,volatile-memdev=cxl-mem$i,id=cxl-vmem$i")
+	done
+	qemu+=(-M cxl-fmw.0.targets.0=cxl.1,cxl-fmw.0.size=4G
+		-append "console=ttyS0 loglevel=5 panic=-1 beluga_kernel=$alias beluga_timeout=$gtmo memmap=1536M!4G")
+	log "booting $kver for the benchmark (TCG, timeout ${tmo}s); console: $console"
+	local t0=$SECONDS qrc
+	set +e
+	timeout -k 10 "$tmo" "${qemu[@]}" </dev/null | sed -u 's/\r$//' | tee "$tap"
+	qrc=${PIPESTATUS[0]}
+	set -e
+	rm -rf "$mem"
+	log "guest finished after $((SECONDS - t0)) s (QEMU status $qrc)"
+	grep -q '^BELUGA-GUEST-EXIT' "$tap" || {
+		log "the guest did not finish: last console lines:"
+		tail -n 30 "$console" | sed 's/^/    /' >&2
+		return 1
+	}
+	# cut the files out of the serial stream
+	awk -v dir="$res" '
+		/^BELBENCH-FILE / { f = dir "/" $2; printf "" > f; next }
+		/^BELBENCH-END$/ { if (f) close(f); f = ""; next }
+		f { print >> f }' "$tap"
+}
+
+guest_ok=1
+if [ $guest -eq 1 ]; then
+	if [ ! -s "$BELUGA_CACHE/kver-6.12" ] || ! command -v qemu-system-x86_64 >/dev/null; then
+		log "no 6.12 guest kernel or QEMU (scripts/install-deps.sh): guest rows skipped"
+		guest_ok=0
+	else
+		run_guest || guest_ok=0
+	fi
+fi
+
+# ---- results.json, targets, plots ------------------------------------------
+{
+	printf '{"generated":"%s","host":"%s","smoke":%s,"records":[\n' \
+		"$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$(uname -nr | tr -d '"')" \
+		"$([ $smoke -eq 1 ] && echo true || echo false)"
+	cat "$res"/*.jsonl 2>/dev/null | sed '$!s/$/,/'
+	printf ']}\n'
+} >"$out/results.json"
+log "wrote $out/results.json ($(cat "$res"/*.jsonl 2>/dev/null | wc -l) records)"
+
+"$BELUGA_ROOT/bench/report.sh" "$res"
+
+if command -v gnuplot >/dev/null; then
+	mkdir -p "$plots"
+	"$BELUGA_ROOT/bench/plots.sh" "$res" "$plots" && log "plots in $plots"
+else
+	log "gnuplot not installed: no plots"
+fi
+[ $guest_ok -eq 1 ] || exit 1
+exit 0
