@@ -778,4 +778,113 @@ TEST_F(stripe, full_region_is_skipped)
 	ASSERT_EQ(0, bt_free(self->c.fd, n0 + n1, o));
 }
 
+/* One mapping over both regions counts in both. */
+TEST_F(stripe, mapping_counts_in_each_region)
+{
+	struct beluga_region_info r0, r1;
+	char *p = bt_map(&self->c);
+	uint64_t o[2];
+
+	ASSERT_EQ(0, bt_region_info(self->c.fd, self->c.att[0].region_id, &r0));
+	ASSERT_EQ(0, bt_region_info(self->c.fd, self->c.att[1].region_id, &r1));
+	EXPECT_EQ(1, r0.mappings);
+	EXPECT_EQ(1, r1.mappings);
+	/* both regions are reachable through it */
+	ASSERT_EQ(0, bt_alloc(self->c.fd, 2, o));
+	EXPECT_NE(bt_region_of(&self->c, o[0]), bt_region_of(&self->c, o[1]));
+	bt_fill(p + o[0], 256, 1);
+	bt_fill(p + o[1], 256, 2);
+	EXPECT_EQ(-1, bt_check(p + o[0], 256, 1));
+	EXPECT_EQ(-1, bt_check(p + o[1], 256, 2));
+	bt_unmap(&self->c);
+	ASSERT_EQ(0, bt_region_info(self->c.fd, self->c.att[0].region_id, &r0));
+	ASSERT_EQ(0, bt_region_info(self->c.fd, self->c.att[1].region_id, &r1));
+	EXPECT_EQ(0, r0.mappings);
+	EXPECT_EQ(0, r1.mappings);
+}
+
+/* ------------------------------------------------------------------ */
+/* Full-size batches: BELUGA_MAX_BATCH blocks through every command.     */
+
+FIXTURE(bigbatch) {
+	struct bt_ctx c;
+};
+
+FIXTURE_SETUP(bigbatch)
+{
+	/* 16 MiB of 4 KiB blocks = 4096 = BELUGA_MAX_BATCH */
+	if (!bt_setup(&self->c, BT_ANY_BACKEND, 16 * BT_MIB, BT_PAGE))
+		return;
+	ASSERT_EQ(BELUGA_MAX_BATCH, self->c.att[0].nr_blocks);
+}
+
+FIXTURE_TEARDOWN(bigbatch)
+{
+	bt_teardown(&self->c);
+}
+
+TEST_F_TIMEOUT(bigbatch, max_batch_round_trip, 120)
+{
+	const uint32_t n = BELUGA_MAX_BATCH;
+	uint64_t ns = bt_ns(0xb16), *o, *got;
+	struct beluga_publish_item *it;
+	struct beluga_key *k;
+	struct beluga_publish p;
+	struct beluga_stats st;
+	struct beluga_evict e;
+	uint32_t i, hits;
+	int fd2;
+
+	o = calloc(n, sizeof(*o));
+	got = calloc(n, sizeof(*got));
+	it = calloc(n, sizeof(*it));
+	k = calloc(n, sizeof(*k));
+	ASSERT_TRUE(o && got && it && k);
+
+	ASSERT_EQ(0, bt_alloc(self->c.fd, n, o));
+	for (i = 0; i < n; i++) {
+		ASSERT_TRUE(bt_is_block(&self->c, o[i]));
+		k[i] = bt_key(ns, i);
+		it[i].offset = o[i];
+		it[i].key = k[i];
+	}
+	ASSERT_EQ(0, bt_stats(self->c.fd, &st));
+	EXPECT_EQ(0, st.free_blocks);
+	ASSERT_EQ(0, bt_publish(self->c.fd, ns, it, n, &p));
+	EXPECT_EQ(n, p.published);
+	for (i = 0; i < n; i++)
+		ASSERT_EQ(BELUGA_PUBLISH_OK, it[i].result) TH_LOG("item %u", i);
+	ASSERT_EQ(0, bt_lookup(self->c.fd, ns, k, n, got, BELUGA_LOOKUP_PIN,
+			       &hits));
+	ASSERT_EQ(n, hits);
+	for (i = 0; i < n; i++)
+		ASSERT_EQ(o[i], got[i]) TH_LOG("key %u", i);
+	ASSERT_EQ(0, bt_stats(self->c.fd, &st));
+	EXPECT_EQ(n, st.pins);
+	EXPECT_EQ(n, st.pinned_blocks);
+
+	/* a second file pins them all too; the first lets go */
+	fd2 = bt_open(O_RDONLY);
+	ASSERT_LE(0, fd2);
+	ASSERT_EQ(0, bt_lookup(fd2, ns, k, n, got, BELUGA_LOOKUP_PIN, &hits));
+	ASSERT_EQ(n, hits);
+	ASSERT_EQ(0, bt_release(self->c.fd, n, o));
+	ASSERT_EQ(0, bt_stats(self->c.fd, &st));
+	EXPECT_EQ(n, st.pins);
+	EXPECT_EQ(n, st.pinned_blocks);
+	EXPECT_EQ(-ENOSPC, bt_alloc(self->c.fd, 1, got));
+	close(fd2);
+	ASSERT_EQ(0, bt_stats(self->c.fd, &st));
+	EXPECT_EQ(0, st.pins);
+	ASSERT_EQ(0, bt_evict_ns(self->c.fd, ns, &e));
+	EXPECT_EQ(n, e.evicted);
+	EXPECT_EQ(0, e.busy);
+	ASSERT_EQ(0, bt_stats(self->c.fd, &st));
+	EXPECT_EQ(n, st.free_blocks);
+	free(o);
+	free(got);
+	free(it);
+	free(k);
+}
+
 TEST_HARNESS_MAIN
