@@ -1,0 +1,1466 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * beluga_fuzz: an in-guest ioctl fuzzer for /dev/beluga (static, TAP).
+ *
+ * It sets up a small pool of its own (a node region and a device-dax region
+ * from BELUGA_TEST_NODE / BELUGA_TEST_DAX, 16 KiB blocks, so that eviction
+ * happens all the time), then runs ROUNDS rounds of PROCS worker processes.
+ * Each worker performs ITERS operations drawn from a PRNG seeded by (seed,
+ * round, worker):
+ *   - valid traffic: ALLOC, write + PUBLISH, FREE, LOOKUP (pin or probe),
+ *     RELEASE, EVICT, mmap/munmap/mremap, fork with the file and mappings
+ *     shared, close + reopen with a live mapping, ATTACH/DETACH of extra
+ *     regions;
+ *   - hostile but valid sequences: double FREE, double RELEASE, FREE after
+ *     PUBLISH, PUBLISH of another process's block, a key published twice in
+ *     one call, LOOKUP while other workers evict;
+ *   - garbage: random command encodings, sizes, flags, counts, reserved
+ *     fields and user pointers (NULL, unmapped, kernel, read-only, straddling
+ *     the end of a page).
+ * Every result is checked against what the ABI (uapi/linux/beluga.h) allows,
+ * and against the worker's own model of what it owns and pins. Readers check
+ * the contents of every block they pin (blocks are filled with a pattern
+ * derived from their key before PUBLISH). Some workers kill themselves at a
+ * seeded point (e.g. between ALLOC and PUBLISH); the parent SIGKILLs others
+ * at seeded moments.
+ *
+ * Invariants, checked by the parent while the workers run and after each
+ * round: STATS occupancy adds up (free + allocated + published = total,
+ * pins >= pinned blocks, nothing negative); once every worker of a round has
+ * exited, no allocation or pin is left and only the parent's file is open.
+ * At the end every region detaches (nothing mapped or pinned was leaked).
+ * The kernel log (KASAN, UBSAN, lockdep, kmemleak) is the lane's job.
+ *
+ * Determinism: each worker's operation sequence depends only on the seed;
+ * the interleaving of workers does not. The seed is printed first; rerun
+ * with -s SEED to replay, and with -R ROUND -W WORKER to run one worker's
+ * sequence alone (which is then fully deterministic).
+ *
+ * Usage: beluga_fuzz [-s SEED] [-r ROUNDS] [-p PROCS] [-i ITERS]
+ *                    [-R ROUND -W WORKER] [-k] [-v]
+ *   -k  no parent-side kills (self-kills still happen)
+ *   -v  print every worker operation (to stderr)
+ * Environment: BELUGA_FUZZ_SEED (default seed), BELUGA_TEST_NODE,
+ * BELUGA_TEST_DAX, BELUGA_DEV.
+ */
+#include "../reliability/rel.h"
+
+#include <dirent.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <sys/prctl.h>
+
+#define MAX_PROCS	16
+#define NR_NS		3
+#define NR_KEYS		24
+#define MAX_OWN		48
+#define MAX_PIN		48
+#define FZ_BSIZE	(16 * REL_KIB)
+#define FZ_REGION	(2 * REL_MIB)
+#define FZ_EXTRA	(2 * REL_MIB)
+#define MSG_LEN		512
+
+/* Shared between the parent and every worker (MAP_SHARED anonymous). */
+struct board {
+	uint64_t seed;
+	uint64_t ns[NR_NS];
+	uint64_t main_end;		/* offsets below: main regions, mapped */
+	uint64_t bsize;
+	uint32_t nr_main;		/* main regions are slots 0..nr_main-1 */
+	uint32_t extra_seq;		/* unique names for extra regions */
+	int dax_extra_ok;		/* a second device-dax for extra regions */
+	volatile uint64_t posted[MAX_PROCS][8];	/* offsets others allocated */
+	volatile uint64_t ops[MAX_PROCS];
+	volatile uint64_t verified;	/* pinned blocks whose bytes were checked */
+	volatile uint64_t hostile;	/* hostile calls made */
+	volatile uint64_t pubs, lookups_hit;
+	volatile uint64_t abi_violations;	/* failed calls that changed state */
+	char msg[MAX_PROCS][MSG_LEN];
+};
+
+static struct board *B;
+static int verbose;
+
+struct pin {
+	uint64_t off;
+	int ns, key;
+};
+
+struct worker {
+	int id, round;
+	struct rel_rng rng;
+	int fd;
+	uint8_t *map;
+	size_t map_len;
+	uint64_t owned[MAX_OWN];
+	int nowned;
+	struct pin pins[MAX_PIN];
+	int npins;
+	uint64_t op;
+	const char *opname;
+	uint8_t *rw;		/* 2 pages, random junk */
+	uint8_t *ro;		/* 1 page, read-only junk */
+	uint8_t *edge;		/* 1 rw page followed by an unmapped page */
+	uint64_t kill_at;	/* self-kill before this op (0: never) */
+};
+
+static struct worker *W;	/* this process's worker */
+
+static void wfail(struct worker *w, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3), noreturn));
+
+static void wfail(struct worker *w, const char *fmt, ...)
+{
+	char *m = B->msg[w->id];
+	int n;
+	va_list ap;
+
+	n = snprintf(m, MSG_LEN, "round %d worker %d op %" PRIu64 " (%s): ",
+		     w->round, w->id, w->op, w->opname ? w->opname : "?");
+	va_start(ap, fmt);
+	vsnprintf(m + n, MSG_LEN - n, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "# FAIL %s\n", m);
+	_exit(1);
+}
+
+#define CHECK(w, cond, ...) do { if (!(cond)) wfail(w, __VA_ARGS__); } while (0)
+
+static const char *ename(int e)
+{
+	static char buf[8][32];
+	static int i;
+	char *b = buf[i++ & 7];
+
+	if (e == 0)
+		return "0";
+	snprintf(b, 32, "-%s", strerrorname_np(-e) ? strerrorname_np(-e) : "?");
+	return b;
+}
+
+/* Errors any command may return on hostile input. */
+static bool allowed_err(int r)
+{
+	switch (-r) {
+	case ENOTTY: case EFAULT: case EINVAL: case E2BIG: case EPERM:
+	case EBADF: case ENODEV: case ENOSPC: case ENOENT: case EBUSY:
+	case EEXIST: case ENOMEM: case EOVERFLOW: case EINTR:
+		return true;
+	}
+	return false;
+}
+
+static uint64_t ns_of(int i)
+{
+	return B->ns[i];
+}
+
+static bool in_main(uint64_t off)
+{
+	return off + B->bsize <= B->main_end;
+}
+
+/* ------------------------------------------------------------------ */
+/* The worker's model                                                   */
+
+static void own_add(struct worker *w, uint64_t off)
+{
+	CHECK(w, off % B->bsize == 0, "ALLOC returned unaligned offset 0x%" PRIx64, off);
+	for (int i = 0; i < w->nowned; i++)
+		CHECK(w, w->owned[i] != off, "ALLOC returned 0x%" PRIx64
+		      " which this file already owns", off);
+	for (int i = 0; i < w->npins; i++)
+		CHECK(w, w->pins[i].off != off, "ALLOC returned 0x%" PRIx64
+		      " which this file holds a pin on", off);
+	if (w->nowned < MAX_OWN)
+		w->owned[w->nowned++] = off;
+	B->posted[w->id][rel_below(&w->rng, 8)] = off;
+}
+
+static void own_del_at(struct worker *w, int i)
+{
+	w->owned[i] = w->owned[--w->nowned];
+}
+
+static bool owned(struct worker *w, uint64_t off)
+{
+	for (int i = 0; i < w->nowned; i++)
+		if (w->owned[i] == off)
+			return true;
+	return false;
+}
+
+static bool pinned(struct worker *w, uint64_t off)
+{
+	for (int i = 0; i < w->npins; i++)
+		if (w->pins[i].off == off)
+			return true;
+	return false;
+}
+
+/* An offset that names a block slot but is neither owned nor pinned here. */
+static uint64_t foreign_offset(struct worker *w)
+{
+	for (int t = 0; t < 16; t++) {
+		uint64_t off;
+
+		if (rel_one_in(&w->rng, 2)) {
+			int o = (int)rel_below(&w->rng, MAX_PROCS);
+
+			off = B->posted[o][rel_below(&w->rng, 8)];
+			if (!off && o != w->id)
+				continue;
+		} else {
+			off = rel_below(&w->rng, (B->main_end + 8 * REL_MIB) / B->bsize) *
+			      B->bsize;
+		}
+		if (!owned(w, off) && !pinned(w, off))
+			return off;
+	}
+	return B->main_end + 64 * REL_MIB;	/* no block there */
+}
+
+static void verify_block(struct worker *w, uint64_t off, int ns, int key,
+			 const char *why)
+{
+	long bad;
+
+	if (!in_main(off) || off + B->bsize > w->map_len)
+		return;
+	bad = rel_check(w->map + off, B->bsize,
+			rel_key_seed(ns_of(ns), rel_key(ns_of(ns), key)));
+	CHECK(w, bad < 0, "%s: pinned block 0x%" PRIx64 " (ns %d key %d) "
+	      "corrupted at word %ld", why, off, ns, key, bad);
+	__atomic_add_fetch(&B->verified, 1, __ATOMIC_RELAXED);
+}
+
+/* ------------------------------------------------------------------ */
+/* Valid operations                                                     */
+
+static void op_alloc(struct worker *w)
+{
+	uint32_t n = 1 + (uint32_t)rel_below(&w->rng, 6);
+	uint64_t offs[8];
+	int r;
+
+	if (w->nowned + (int)n > MAX_OWN)
+		return;
+	memset(offs, 0xa5, sizeof(offs));
+	r = rel_alloc(w->fd, n, offs);
+	CHECK(w, r == 0 || r == -ENOSPC, "ALLOC %u: %s", n, ename(r));
+	if (r == 0)
+		for (uint32_t i = 0; i < n; i++)
+			own_add(w, offs[i]);
+}
+
+/* Publish 1-4 owned blocks (writing their pattern first). */
+static void op_publish(struct worker *w)
+{
+	struct beluga_publish_item it[6];
+	struct beluga_publish p;
+	uint64_t offs[6];
+	int nsi = (int)rel_below(&w->rng, NR_NS), keys[6], n = 0, r, dup = -1;
+	int i;
+
+	if (!w->nowned)
+		return;
+	n = 1 + (int)rel_below(&w->rng, w->nowned < 4 ? w->nowned : 4);
+	memset(it, 0, sizeof(it));
+	for (i = 0; i < n; i++) {
+		int j = (int)rel_below(&w->rng, w->nowned);
+
+		offs[i] = w->owned[j];
+		own_del_at(w, j);
+		keys[i] = (int)rel_below(&w->rng, NR_KEYS);
+		it[i].offset = offs[i];
+		it[i].key = rel_key(ns_of(nsi), keys[i]);
+		it[i].result = 0x5a5a5a5a;
+		if (in_main(offs[i]))
+			rel_fill(w->map + offs[i], B->bsize,
+				 rel_key_seed(ns_of(nsi), it[i].key));
+	}
+	/* hostile: the same key twice in one call -> the second EXISTS */
+	if (n < 6 && w->nowned && rel_one_in(&w->rng, 6)) {
+		int j = (int)rel_below(&w->rng, w->nowned);
+
+		offs[n] = w->owned[j];
+		own_del_at(w, j);
+		keys[n] = keys[0];
+		it[n] = it[0];
+		it[n].offset = offs[n];
+		if (in_main(offs[n]))
+			rel_fill(w->map + offs[n], B->bsize,
+				 rel_key_seed(ns_of(nsi), it[n].key));
+		dup = n++;
+	}
+	r = rel_publish(w->fd, ns_of(nsi), it, n, &p);
+	CHECK(w, r == 0, "PUBLISH of %d owned blocks: %s", n, ename(r));
+	CHECK(w, p.published + p.exists + p.failed == (uint32_t)n && !p.failed,
+	      "PUBLISH counters %u+%u+%u for %d owned blocks", p.published,
+	      p.exists, p.failed, n);
+	for (i = 0; i < n; i++)
+		CHECK(w, it[i].result == BELUGA_PUBLISH_OK ||
+		      it[i].result == BELUGA_PUBLISH_EXISTS,
+		      "PUBLISH item %d (own block 0x%" PRIx64 "): result %d", i,
+		      offs[i], it[i].result);
+	if (dup >= 0)
+		CHECK(w, it[dup].result == BELUGA_PUBLISH_EXISTS,
+		      "PUBLISH: a key listed twice in one call was published twice");
+	__atomic_add_fetch(&B->pubs, p.published, __ATOMIC_RELAXED);
+
+	/* hostile: publishing a block again (now PUBLISHED or freed) */
+	if (rel_one_in(&w->rng, 4)) {
+		int32_t res;
+
+		r = rel_publish1(w->fd, ns_of(nsi), offs[0],
+				 rel_key(ns_of(nsi), NR_KEYS + 1), &res);
+		B->hostile++;
+		/* -EINVAL: freed (EXISTS) and its extra region detached since */
+		if (!owned(w, offs[0]))
+			CHECK(w, r == 0 && (res == -EPERM ||
+					    (res == -EINVAL && !in_main(offs[0]))),
+			      "re-PUBLISH of 0x%" PRIx64 ": %s, result %d",
+			      offs[0], ename(r), res);
+	}
+	/* hostile: FREE after PUBLISH */
+	if (rel_one_in(&w->rng, 4)) {
+		r = rel_free(w->fd, 1, &offs[0]);
+		B->hostile++;
+		if (!owned(w, offs[0]))
+			CHECK(w, r == -EINVAL, "FREE after PUBLISH of 0x%" PRIx64 ": %s",
+			      offs[0], ename(r));
+	}
+}
+
+static void op_free_fixed(struct worker *w)
+{
+	uint64_t offs[4];
+	int n, r, i;
+
+	if (!w->nowned)
+		return;
+	n = 1 + (int)rel_below(&w->rng, w->nowned < 3 ? w->nowned : 3);
+	for (i = 0; i < n; i++)
+		offs[i] = w->owned[w->nowned - 1 - i];
+	if (rel_one_in(&w->rng, 5)) {
+		offs[n] = offs[0];
+		r = rel_free(w->fd, n + 1, offs);
+		B->hostile++;
+		CHECK(w, r == -EINVAL, "FREE listing 0x%" PRIx64 " twice: %s",
+		      offs[0], ename(r));
+	}
+	if (rel_one_in(&w->rng, 5)) {
+		offs[n] = foreign_offset(w);
+		r = rel_free(w->fd, n + 1, offs);
+		B->hostile++;
+		CHECK(w, r == -EINVAL, "FREE with foreign 0x%" PRIx64 ": %s",
+		      offs[n], ename(r));
+	}
+	r = rel_free(w->fd, n, offs);
+	CHECK(w, r == 0, "FREE of %d owned blocks: %s", n, ename(r));
+	w->nowned -= n;	/* the last n entries */
+	/* hostile: double FREE */
+	if (rel_one_in(&w->rng, 4)) {
+		r = rel_free(w->fd, 1, &offs[0]);
+		B->hostile++;
+		CHECK(w, r == -EINVAL, "double FREE of 0x%" PRIx64 ": %s",
+		      offs[0], ename(r));
+	}
+}
+
+static void op_lookup(struct worker *w)
+{
+	struct beluga_key keys[8];
+	uint64_t offs[8];
+	uint32_t n = 1 + (uint32_t)rel_below(&w->rng, 6), hits = 0;
+	int nsi = (int)rel_below(&w->rng, NR_NS);
+	int k0 = (int)rel_below(&w->rng, NR_KEYS);
+	bool pin = rel_below(&w->rng, 3) != 0;
+	int r;
+
+	if (pin && w->npins + (int)n > MAX_PIN)
+		pin = false;
+	for (uint32_t i = 0; i < n; i++)
+		keys[i] = rel_key(ns_of(nsi), (k0 + (int)i) % NR_KEYS);
+	r = rel_lookup(w->fd, ns_of(nsi), keys, n, pin || rel_one_in(&w->rng, 2) ? offs : NULL,
+		       pin ? BELUGA_LOOKUP_PIN : 0, &hits);
+	CHECK(w, r == 0, "LOOKUP%s of %u keys: %s", pin ? "+PIN" : "", n, ename(r));
+	CHECK(w, hits <= n, "LOOKUP: hits %u > count %u", hits, n);
+	if (!pin)
+		return;
+	__atomic_add_fetch(&B->lookups_hit, hits, __ATOMIC_RELAXED);
+	for (uint32_t i = 0; i < hits; i++) {
+		CHECK(w, offs[i] % B->bsize == 0, "LOOKUP: unaligned offset");
+		CHECK(w, !owned(w, offs[i]), "LOOKUP pinned 0x%" PRIx64
+		      " which this file has ALLOCATED", offs[i]);
+		w->pins[w->npins].off = offs[i];
+		w->pins[w->npins].ns = nsi;
+		w->pins[w->npins].key = (k0 + (int)i) % NR_KEYS;
+		w->npins++;
+		verify_block(w, offs[i], nsi, (k0 + (int)i) % NR_KEYS, "LOOKUP");
+	}
+}
+
+static int pins_on(struct worker *w, uint64_t off)
+{
+	int c = 0;
+
+	for (int i = 0; i < w->npins; i++)
+		c += w->pins[i].off == off;
+	return c;
+}
+
+static void op_release(struct worker *w)
+{
+	uint64_t offs[8];
+	int n, r, i;
+
+	if (!w->npins)
+		return;
+	/* re-check a pinned block first: eviction pressure must not touch it */
+	i = (int)rel_below(&w->rng, w->npins);
+	verify_block(w, w->pins[i].off, w->pins[i].ns, w->pins[i].key, "RELEASE");
+	n = 1 + (int)rel_below(&w->rng, w->npins < 4 ? w->npins : 4);
+	for (i = 0; i < n; i++)
+		offs[i] = w->pins[w->npins - 1 - i].off;
+	/* hostile: one release too many -> -EINVAL, nothing released */
+	if (rel_one_in(&w->rng, 4)) {
+		int extra = pins_on(w, offs[0]);
+
+		for (i = 0; i < extra && n + i < 8; i++)
+			offs[n + i] = offs[0];
+		if (n + extra < 8) {
+			/* offs[0] now appears 1 + extra > pins times */
+			r = rel_release(w->fd, n + extra, offs);
+			B->hostile++;
+			CHECK(w, r == -EINVAL, "RELEASE of 0x%" PRIx64
+			      " once more than pinned: %s", offs[0], ename(r));
+		}
+	}
+	if (rel_one_in(&w->rng, 5)) {
+		offs[n] = foreign_offset(w);
+		r = rel_release(w->fd, n + 1, offs);
+		B->hostile++;
+		CHECK(w, r == -EINVAL, "RELEASE with unpinned 0x%" PRIx64 ": %s",
+		      offs[n], ename(r));
+	}
+	r = rel_release(w->fd, n, offs);
+	CHECK(w, r == 0, "RELEASE of %d held pins: %s", n, ename(r));
+	w->npins -= n;
+}
+
+static void op_evict(struct worker *w)
+{
+	int nsi = (int)rel_below(&w->rng, NR_NS), r;
+
+	if (rel_one_in(&w->rng, 6)) {
+		uint64_t ev = 0, busy = 0;
+
+		r = rel_evict_ns(w->fd, ns_of(nsi), &ev, &busy);
+		CHECK(w, r == 0, "EVICT namespace: %s", ename(r));
+		return;
+	}
+	r = rel_evict_key(w->fd, ns_of(nsi), rel_key(ns_of(nsi),
+			  (int)rel_below(&w->rng, NR_KEYS)));
+	CHECK(w, r == 0 || r == -ENOENT || r == -EBUSY, "EVICT key: %s", ename(r));
+}
+
+/* Extra regions (attached and detached while everything else runs). */
+static void op_region(struct worker *w)
+{
+	struct beluga_attach a;
+	int r;
+
+	if (rel_one_in(&w->rng, 2)) {
+		uint32_t seq = __atomic_fetch_add(&B->extra_seq, 1, __ATOMIC_RELAXED);
+		char name[32];
+
+		snprintf(name, sizeof(name), "fzx%u", seq);
+		if (B->dax_extra_ok && rel_one_in(&w->rng, 2))
+			r = rel_attach_dax(w->fd, 1, (seq % 4) * FZ_EXTRA, FZ_EXTRA,
+					   0, name, &a);
+		else
+			r = rel_attach_node(w->fd, FZ_EXTRA, 0, name, &a);
+		CHECK(w, r == 0 || r == -EEXIST || r == -ENOSPC || r == -ENOMEM ||
+		      r == -EINTR, "ATTACH extra region %s: %s", name, ename(r));
+		if (r == 0)
+			CHECK(w, a.first_offset >= B->main_end,
+			      "extra region placed at 0x%" PRIx64 " inside the main range",
+			      (uint64_t)a.first_offset);
+		return;
+	}
+	uint32_t slot = (uint32_t)rel_below(&w->rng, BELUGA_MAX_REGIONS + 1);
+
+	r = rel_detach(w->fd, slot, rel_one_in(&w->rng, 2) ? BELUGA_DETACH_EVICT : 0);
+	if (slot < B->nr_main)
+		CHECK(w, r == -EBUSY, "DETACH of mapped main region %u: %s", slot,
+		      ename(r));
+	else
+		CHECK(w, r == 0 || r == -EBUSY || r == -ENOENT,
+		      "DETACH of region %u: %s", slot, ename(r));
+}
+
+static sigjmp_buf bus_jmp;
+static volatile sig_atomic_t bus_armed;
+
+static void on_bus(int sig)
+{
+	(void)sig;
+	if (bus_armed)
+		siglongjmp(bus_jmp, 1);
+	signal(SIGBUS, SIG_DFL);
+	raise(SIGBUS);
+}
+
+/* mmap with random geometry; check the documented errors. */
+static void op_mmap(struct worker *w)
+{
+	struct beluga_info info;
+	uint64_t off, len, pages;
+	bool priv = rel_one_in(&w->rng, 6);
+	void *p;
+	int r;
+
+	r = rel_info(w->fd, &info);
+	CHECK(w, r == 0, "INFO: %s", ename(r));
+	pages = (info.map_size + 4 * REL_MIB) / REL_PAGE;
+	if (rel_one_in(&w->rng, 3))
+		off = rel_below(&w->rng, pages / 512 + 1) * 2 * REL_MIB;
+	else
+		off = rel_below(&w->rng, pages) * REL_PAGE;
+	len = (1 + rel_below(&w->rng, rel_one_in(&w->rng, 3) ? 1024 : 8)) * REL_PAGE;
+	p = mmap(NULL, len, PROT_READ | (rel_one_in(&w->rng, 2) ? PROT_WRITE : 0),
+		 priv ? MAP_PRIVATE : MAP_SHARED, w->fd, (off_t)off);
+	if (priv) {
+		CHECK(w, p == MAP_FAILED && errno == EINVAL,
+		      "MAP_PRIVATE mmap: %s", p == MAP_FAILED ? strerror(errno) : "mapped");
+		return;
+	}
+	if (off + len > info.map_size) {
+		/* map_size may have grown meanwhile (extra regions) */
+		CHECK(w, p == MAP_FAILED ? (errno == ENXIO || errno == ENOMEM) : true,
+		      "mmap past map_size: %s", strerror(errno));
+		if (p != MAP_FAILED)
+			munmap(p, len);
+		return;
+	}
+	if (p == MAP_FAILED) {
+		CHECK(w, errno == ENXIO || errno == ENOMEM, "mmap [0x%" PRIx64 ", +0x%"
+		      PRIx64 ") inside map_size: %s", off, len, strerror(errno));
+		return;
+	}
+	/* touch what lies in the main range (always mapped, never SIGBUS) */
+	for (uint64_t o = 0; o < len; o += 64 * REL_PAGE)
+		if (in_main(off + o)) {
+			volatile uint8_t c = ((volatile uint8_t *)p)[o];
+			(void)c;
+		}
+	/* an unmapped hole / detached or later region: SIGBUS is documented */
+	if (rel_one_in(&w->rng, 4)) {
+		uint64_t o = rel_below(&w->rng, len / REL_PAGE) * REL_PAGE;
+
+		bus_armed = 1;
+		if (!sigsetjmp(bus_jmp, 1)) {
+			volatile uint8_t c = ((volatile uint8_t *)p)[o];
+			(void)c;
+		}
+		bus_armed = 0;
+	}
+	/* split the VMA (vm_open on the copy), grow it, unmap in pieces */
+	if (len >= 3 * REL_PAGE && rel_one_in(&w->rng, 2))
+		munmap((uint8_t *)p + REL_PAGE, REL_PAGE);
+	if (rel_one_in(&w->rng, 4)) {
+		void *q = mremap(p, REL_PAGE, 2 * REL_PAGE, MREMAP_MAYMOVE);
+
+		if (q != MAP_FAILED) {
+			munmap(q, 2 * REL_PAGE);
+			if (q != p)
+				munmap(p, REL_PAGE);
+			else
+				p = (uint8_t *)p + 2 * REL_PAGE, len = len > 2 * REL_PAGE ?
+					len - 2 * REL_PAGE : 0;
+		}
+	}
+	if (len)
+		munmap(p, len);
+}
+
+/* fork: the child shares the file description, its blocks and pins. */
+static void op_fork(struct worker *w)
+{
+	pid_t pid = fork();
+	int st;
+
+	CHECK(w, pid >= 0, "fork: %s", strerror(errno));
+	if (pid == 0) {
+		uint64_t off;
+		int32_t res;
+		int r;
+
+		/* the parent's pins are the child's too: the bytes still match */
+		for (int i = 0; i < w->npins; i++)
+			verify_block(w, w->pins[i].off, w->pins[i].ns, w->pins[i].key,
+				     "fork child");
+		r = rel_alloc(w->fd, 1, &off);
+		CHECK(w, r == 0 || r == -ENOSPC, "child ALLOC: %s", ename(r));
+		if (r == 0 && in_main(off) && rel_one_in(&w->rng, 2)) {
+			int k = (int)rel_below(&w->rng, NR_KEYS);
+
+			rel_fill(w->map + off, B->bsize,
+				 rel_key_seed(ns_of(0), rel_key(ns_of(0), k)));
+			r = rel_publish1(w->fd, ns_of(0), off, rel_key(ns_of(0), k), &res);
+			CHECK(w, r == 0 && (res == 0 || res == 1), "child PUBLISH: %s/%d",
+			      ename(r), res);
+		}
+		/* else: the block stays with the shared file until it closes */
+		_exit(0);
+	}
+	if (rel_one_in(&w->rng, 2)) {
+		rel_msleep((unsigned int)rel_below(&w->rng, 3));
+		kill(pid, SIGKILL);
+	}
+	CHECK(w, waitpid(pid, &st, 0) == pid, "waitpid");
+	CHECK(w, (WIFEXITED(st) && WEXITSTATUS(st) == 0) ||
+	      (WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL),
+	      "fork child ended with status 0x%x", st);
+	if (WIFEXITED(st) && WEXITSTATUS(st))
+		_exit(1);	/* its message is on the board */
+}
+
+static void map_main(struct worker *w)
+{
+	w->map_len = B->main_end;
+	w->map = rel_map(w->fd, w->map_len, PROT_READ | PROT_WRITE);
+	CHECK(w, w->map, "mmap of the main range: %s", strerror(errno));
+}
+
+/*
+ * close() with a live mapping: the file (and what it owns) lives on until
+ * the mapping goes; then everything returns, and the new file owns nothing.
+ */
+static void op_reopen(struct worker *w)
+{
+	uint64_t old = w->nowned ? w->owned[0] : UINT64_MAX;
+	int fd, r;
+
+	close(w->fd);
+	if (old != UINT64_MAX) {
+		/* still allocated to the old file: the mapping holds it */
+		fd = rel_open(O_RDWR);
+		CHECK(w, fd >= 0, "reopen: %s", strerror(errno));
+		r = rel_free(fd, 1, &old);
+		CHECK(w, r == -EINVAL, "FREE of the old file's block through a new file: %s",
+		      ename(r));
+		close(fd);
+	}
+	munmap(w->map, w->map_len);	/* last reference: release runs now */
+	w->nowned = 0;
+	w->npins = 0;
+	w->fd = rel_open(O_RDWR);
+	CHECK(w, w->fd >= 0, "reopen: %s", strerror(errno));
+	map_main(w);
+	if (old != UINT64_MAX) {
+		r = rel_free(w->fd, 1, &old);
+		CHECK(w, r == -EINVAL, "FREE of a released block: %s", ename(r));
+	}
+}
+
+/* A read-only file: no ALLOC / FREE / PUBLISH, no writable mapping. */
+static void op_readonly(struct worker *w)
+{
+	int fd = rel_open(O_RDONLY), r;
+	uint64_t off = w->nowned ? w->owned[0] : 0;
+	void *p;
+
+	CHECK(w, fd >= 0, "open O_RDONLY: %s", strerror(errno));
+	r = rel_alloc(fd, 1, &off);
+	CHECK(w, r == -EBADF, "ALLOC on a read-only file: %s", ename(r));
+	r = rel_free(fd, 1, &off);
+	CHECK(w, r == -EBADF, "FREE on a read-only file: %s", ename(r));
+	r = rel_publish1(fd, ns_of(0), off, rel_key(1, 2), NULL);
+	CHECK(w, r == -EBADF, "PUBLISH on a read-only file: %s", ename(r));
+	p = mmap(NULL, REL_PAGE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	CHECK(w, p == MAP_FAILED && errno == EACCES, "writable mmap of a read-only file: %s",
+	      p == MAP_FAILED ? strerror(errno) : "mapped");
+	p = mmap(NULL, REL_PAGE, PROT_READ, MAP_SHARED, fd, 0);
+	CHECK(w, p != MAP_FAILED, "read-only mmap of a read-only file: %s", strerror(errno));
+	CHECK(w, mprotect(p, REL_PAGE, PROT_READ | PROT_WRITE) && errno == EACCES,
+	      "mprotect(PROT_WRITE) on a read-only file's mapping: %s", strerror(errno));
+	munmap(p, REL_PAGE);
+	close(fd);
+}
+
+/* Read every sysfs attribute of the pool while regions come and go. */
+static void read_dir(const char *dir, int depth)
+{
+	char path[512], buf[256];
+	struct dirent *de;
+	DIR *d = opendir(dir);
+
+	if (!d)
+		return;
+	while ((de = readdir(d))) {
+		int fd;
+
+		if (de->d_name[0] == '.' || !strcmp(de->d_name, "subsystem") ||
+		    !strcmp(de->d_name, "device") || !strcmp(de->d_name, "power"))
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+		if (de->d_type == DT_DIR && depth < 2) {
+			read_dir(path, depth + 1);
+			continue;
+		}
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd >= 0) {
+			ssize_t n = read(fd, buf, sizeof(buf));
+
+			(void)n;
+			close(fd);
+		}
+	}
+	closedir(d);
+}
+
+static void op_sysfs(struct worker *w)
+{
+	(void)w;
+	read_dir("/sys/class/misc/beluga", 0);
+}
+
+/*
+ * Two threads on one file (one client): each allocates, publishes, pins and
+ * releases its own blocks; the client's mutex and pin table must keep their
+ * results exact.
+ */
+struct tctx {
+	struct worker *w;
+	uint64_t seed;
+	char err[256];
+};
+
+static void *thread_body(void *arg)
+{
+	struct tctx *t = arg;
+	struct rel_rng rng = { t->seed };
+	uint64_t own[8], pins[16];
+	int nown = 0, npins = 0, r;
+
+	for (int i = 0; i < 40 && !t->err[0]; i++) {
+		switch (rel_below(&rng, 4)) {
+		case 0:
+			if (nown < 4 && (r = rel_alloc(t->w->fd, 2, own + nown)) == 0)
+				nown += 2;
+			else if (nown < 4 && r != -ENOSPC)
+				snprintf(t->err, sizeof(t->err), "thread ALLOC: %s", ename(r));
+			break;
+		case 1:
+			if (nown) {
+				int nsi = (int)rel_below(&rng, NR_NS);
+				int k = (int)rel_below(&rng, NR_KEYS);
+				int32_t res;
+
+				nown--;
+				if (in_main(own[nown]))
+					rel_fill(t->w->map + own[nown], B->bsize,
+						 rel_key_seed(ns_of(nsi), rel_key(ns_of(nsi), k)));
+				r = rel_publish1(t->w->fd, ns_of(nsi), own[nown],
+						 rel_key(ns_of(nsi), k), &res);
+				if (r || (res != 0 && res != 1))
+					snprintf(t->err, sizeof(t->err), "thread PUBLISH: %s/%d",
+						 ename(r), res);
+			}
+			break;
+		case 2: {
+			int nsi = (int)rel_below(&rng, NR_NS);
+			struct beluga_key keys[4];
+			uint32_t hits = 0;
+
+			if (npins > 12)
+				break;
+			for (int k = 0; k < 4; k++)
+				keys[k] = rel_key(ns_of(nsi), (uint64_t)rel_below(&rng, NR_KEYS));
+			r = rel_lookup(t->w->fd, ns_of(nsi), keys, 4, pins + npins,
+				       BELUGA_LOOKUP_PIN, &hits);
+			if (r)
+				snprintf(t->err, sizeof(t->err), "thread LOOKUP: %s", ename(r));
+			else
+				npins += (int)hits;
+			break;
+		}
+		default:
+			if (npins && (r = rel_release(t->w->fd, npins, pins)))
+				snprintf(t->err, sizeof(t->err), "thread RELEASE of %d own pins: %s",
+					 npins, ename(r));
+			npins = 0;
+			if (nown && (r = rel_free(t->w->fd, nown, own)))
+				snprintf(t->err, sizeof(t->err), "thread FREE of %d own blocks: %s",
+					 nown, ename(r));
+			nown = 0;
+		}
+	}
+	if (!t->err[0] && npins && (r = rel_release(t->w->fd, npins, pins)))
+		snprintf(t->err, sizeof(t->err), "thread final RELEASE: %s", ename(r));
+	if (!t->err[0] && nown && (r = rel_free(t->w->fd, nown, own)))
+		snprintf(t->err, sizeof(t->err), "thread final FREE: %s", ename(r));
+	return NULL;
+}
+
+static void op_threads(struct worker *w)
+{
+	struct tctx t[2];
+	pthread_t th[2];
+
+	for (int i = 0; i < 2; i++) {
+		memset(&t[i], 0, sizeof(t[i]));
+		t[i].w = w;
+		t[i].seed = rel_next(&w->rng);
+		CHECK(w, pthread_create(&th[i], NULL, thread_body, &t[i]) == 0,
+		      "pthread_create");
+	}
+	for (int i = 0; i < 2; i++) {
+		pthread_join(th[i], NULL);
+		CHECK(w, !t[i].err[0], "thread %d: %s", i, t[i].err);
+	}
+}
+
+/* ------------------------------------------------------------------ */
+/* Hostile arguments                                                    */
+
+struct cmdinfo {
+	const char *name;
+	uint32_t size, v1;
+};
+
+static const struct cmdinfo cmds[] = {
+	{ "INFO", sizeof(struct beluga_info), BELUGA_INFO_SIZE_V1 },
+	{ "STATS", sizeof(struct beluga_stats), BELUGA_STATS_SIZE_V1 },
+	{ "ALLOC", sizeof(struct beluga_alloc), BELUGA_ALLOC_SIZE_V1 },
+	{ "FREE", sizeof(struct beluga_blocks), BELUGA_BLOCKS_SIZE_V1 },
+	{ "PUBLISH", sizeof(struct beluga_publish), BELUGA_PUBLISH_SIZE_V1 },
+	{ "LOOKUP", sizeof(struct beluga_lookup), BELUGA_LOOKUP_SIZE_V1 },
+	{ "RELEASE", sizeof(struct beluga_blocks), BELUGA_BLOCKS_SIZE_V1 },
+	{ "ATTACH", sizeof(struct beluga_attach), BELUGA_ATTACH_SIZE_V1 },
+	{ "DETACH", sizeof(struct beluga_detach), BELUGA_DETACH_SIZE_V1 },
+	{ "EVICT", sizeof(struct beluga_evict), BELUGA_EVICT_SIZE_V1 },
+	{ "REGION_INFO", sizeof(struct beluga_region_info), BELUGA_REGION_INFO_SIZE_V1 },
+};
+#define NR_CMDS (sizeof(cmds) / sizeof(cmds[0]))
+
+/* A user pointer of some hostile kind; *kind tells which. */
+enum { P_GOOD, P_NULL, P_UNMAPPED, P_KERNEL, P_RO, P_EDGE, P_ODD };
+
+static uint64_t hostile_ptr(struct worker *w, int *kind, size_t need)
+{
+	*kind = (int)rel_below(&w->rng, 7);
+	switch (*kind) {
+	case P_NULL:
+		return 0;
+	case P_UNMAPPED:
+		return (uintptr_t)(w->edge + REL_PAGE + rel_below(&w->rng, 64) * 8);
+	case P_KERNEL:
+		return 0xffffffff81000000ULL + rel_below(&w->rng, 1 << 20) * 8;
+	case P_RO:
+		return (uintptr_t)w->ro;
+	case P_EDGE:	/* straddles into the unmapped page */
+		return (uintptr_t)(w->edge + REL_PAGE - (need > 8 ? need / 2 : 4));
+	case P_ODD:
+		return (uintptr_t)(w->rw + 1 + rel_below(&w->rng, 7));
+	}
+	return (uintptr_t)w->rw;
+}
+
+/* Random junk that is never an offset this worker owns or has pinned. */
+static void junk_fill(struct worker *w, uint8_t *p, size_t len)
+{
+	uint64_t *q = (uint64_t *)p;
+
+	for (size_t i = 0; i < len / 8; i++) {
+		switch (rel_below(&w->rng, 4)) {
+		case 0:
+			q[i] = foreign_offset(w);
+			break;
+		case 1:	/* small, but never 0: offset 0 may be ours */
+			q[i] = 1 + rel_below(&w->rng, 4);
+			break;
+		default:
+			q[i] = rel_next(&w->rng);
+		}
+	}
+}
+
+/* A random command encoding, argument and size; checks the error class. */
+static void op_garbage(struct worker *w)
+{
+	uint8_t *arg;
+	uint32_t nr = (uint32_t)rel_below(&w->rng, NR_CMDS + 3);
+	unsigned long cmd;
+	bool enc_ok = true, arg_ok = true;
+	uint32_t size;
+	int kind = P_GOOD, r;
+	const struct cmdinfo *ci = nr < NR_CMDS ? &cmds[nr] : NULL;
+
+	w->opname = ci ? ci->name : "bad-nr";
+	B->hostile++;
+	/* the command word */
+	switch (rel_below(&w->rng, 8)) {
+	case 0:
+		cmd = _IOWR(BELUGA_TYPE, nr, struct beluga_alloc);
+		enc_ok = false;
+		break;
+	case 1:
+		cmd = _IO(BELUGA_TYPE ^ (1 + rel_below(&w->rng, 255)), nr);
+		enc_ok = false;
+		break;
+	case 2:
+		cmd = (unsigned long)rel_next(&w->rng);
+		enc_ok = cmd == _IO(BELUGA_TYPE, nr);
+		break;
+	default:
+		cmd = _IO(BELUGA_TYPE, nr);
+	}
+	if (nr >= NR_CMDS)
+		enc_ok = false;
+
+	/* the argument: junk in rw (or elsewhere), size of some kind */
+	junk_fill(w, w->rw, 2 * REL_PAGE);
+	arg = w->rw + rel_below(&w->rng, 64) * 8;
+	if (ci) {
+		switch (rel_below(&w->rng, 9)) {
+		case 0: size = (uint32_t)rel_below(&w->rng, ci->v1); break;
+		case 1: size = ci->v1; break;
+		case 2: size = ci->size + 8 * (1 + (uint32_t)rel_below(&w->rng, 8)); break;
+		case 3: size = 4096 + 1 + (uint32_t)rel_below(&w->rng, 1 << 20); break;
+		case 4: size = (uint32_t)rel_next(&w->rng); break;
+		default: size = ci->size;
+		}
+		memcpy(arg, &size, 4);
+		/* plausible fields most of the time, so that deeper code runs */
+		if (rel_below(&w->rng, 3)) {
+			uint32_t *u = (uint32_t *)arg;
+			size_t need = 0;
+
+			if (rel_below(&w->rng, 3))
+				u[1] = 0;	/* flags */
+			switch (nr) {
+			case BELUGA_CMD_ALLOC: case BELUGA_CMD_FREE: case BELUGA_CMD_RELEASE: {
+				struct beluga_blocks *b = (void *)arg;
+
+				b->count = rel_one_in(&w->rng, 5) ? (uint32_t)rel_next(&w->rng) :
+					   (uint32_t)rel_below(&w->rng, 10);
+				if (rel_below(&w->rng, 3))
+					b->__reserved = 0;
+				need = (size_t)b->count * 8;
+				b->offsets = rel_below(&w->rng, 2) ?
+					     hostile_ptr(w, &kind, need) :
+					     (uintptr_t)(w->rw + REL_PAGE);
+				break;
+			}
+			case BELUGA_CMD_PUBLISH: {
+				struct beluga_publish *p = (void *)arg;
+				struct beluga_publish_item *it = (void *)(w->rw + REL_PAGE);
+
+				p->count = (uint32_t)rel_below(&w->rng, 6);
+				p->ns = ns_of((int)rel_below(&w->rng, NR_NS));
+				for (uint32_t i = 0; i < 6; i++)
+					if (rel_below(&w->rng, 4))
+						it[i].__reserved = 0;
+				need = (size_t)p->count * sizeof(*it);
+				p->items = rel_below(&w->rng, 2) ? hostile_ptr(w, &kind, need) :
+					   (uintptr_t)it;
+				break;
+			}
+			case BELUGA_CMD_LOOKUP: {
+				struct beluga_lookup *l = (void *)arg;
+
+				l->count = (uint32_t)rel_below(&w->rng, 9);
+				l->ns = ns_of((int)rel_below(&w->rng, NR_NS));
+				l->flags &= BELUGA_LOOKUP_PIN | (rel_one_in(&w->rng, 4) ? ~0U : 0);
+				need = (size_t)l->count * 16;
+				l->keys = rel_below(&w->rng, 2) ? hostile_ptr(w, &kind, need) :
+					  (uintptr_t)(w->rw + REL_PAGE);
+				l->offsets = rel_below(&w->rng, 2) ? hostile_ptr(w, &kind, need) :
+					     (uintptr_t)(w->rw + REL_PAGE + 1024);
+				break;
+			}
+			case BELUGA_CMD_ATTACH: {
+				struct beluga_attach *a = (void *)arg;
+
+				a->backend = (uint32_t)rel_below(&w->rng, 4);
+				a->node = (int)rel_below(&w->rng, 4) - 1;
+				a->phys_start = rel_one_in(&w->rng, 2) ? 0 :
+					rel_below(&w->rng, 1 << 20) * REL_PAGE;
+				a->length = rel_below(&w->rng, 4) * REL_MIB / 2;
+				a->block_size = rel_below(&w->rng, 3) * REL_PAGE * 4;
+				a->name[rel_below(&w->rng, BELUGA_NAME_LEN)] = 0;
+				if (rel_below(&w->rng, 3))
+					a->__reserved = 0;
+				break;
+			}
+			case BELUGA_CMD_DETACH: {
+				struct beluga_detach *d = (void *)arg;
+
+				/* never the main regions by luck: test that elsewhere */
+				d->region_id = B->nr_main + (uint32_t)rel_below(&w->rng, 20);
+				d->flags &= rel_one_in(&w->rng, 2) ? ~0U : 1;
+				break;
+			}
+			case BELUGA_CMD_REGION_INFO:
+				((struct beluga_region_info *)arg)->region_id =
+					(uint32_t)rel_below(&w->rng, 20);
+				break;
+			}
+		}
+	} else {
+		size = (uint32_t)rel_next(&w->rng);
+	}
+	/* the argument pointer itself */
+	switch (rel_below(&w->rng, 10)) {
+	case 0:
+		arg = NULL;
+		arg_ok = false;
+		break;
+	case 1:
+		arg = w->edge + REL_PAGE;	/* unmapped */
+		arg_ok = false;
+		break;
+	case 2:
+		arg = (uint8_t *)0xffff888000000000ULL;
+		arg_ok = false;
+		break;
+	case 3:	/* straddling: size readable, the rest not */
+		memcpy(w->edge + REL_PAGE - 8, arg, 8);
+		arg = w->edge + REL_PAGE - 8;
+		break;
+	default:
+		break;
+	}
+	r = ioctl(w->fd, cmd, arg) < 0 ? -errno : 0;
+	if (!enc_ok) {
+		CHECK(w, r == -ENOTTY, "bad command 0x%lx: %s (want -ENOTTY)", cmd, ename(r));
+		return;
+	}
+	if (!arg_ok) {
+		CHECK(w, r == -EFAULT, "command 0x%lx with bad argument pointer %p: %s "
+		      "(want -EFAULT)", cmd, (void *)arg, ename(r));
+		return;
+	}
+	CHECK(w, r == 0 || allowed_err(r), "%s size %u: unexpected %s", ci->name, size,
+	      ename(r));
+	if (arg != w->edge + REL_PAGE - 8) {
+		if (size < ci->v1)
+			CHECK(w, r == -EINVAL, "%s with size %u < %u: %s", ci->name, size,
+			      ci->v1, ename(r));
+		else if (size > 4096)
+			CHECK(w, r == -E2BIG, "%s with size %u > 4096: %s", ci->name, size,
+			      ename(r));
+	} else if (size > 8) {
+		CHECK(w, r == -EFAULT || r == -EINVAL || r == -E2BIG,
+		      "%s straddling a page end: %s", ci->name, ename(r));
+	}
+	if (r == 0 && nr == BELUGA_CMD_DETACH)
+		CHECK(w, ((struct beluga_detach *)arg)->region_id >= B->nr_main,
+		      "garbage DETACH removed a main region");
+	if (r == 0 && (kind == P_NULL || kind == P_UNMAPPED || kind == P_KERNEL)) {
+		/* a pointer the kernel had to use could not have been used */
+		bool used = false;
+		uint32_t cnt = ((uint32_t *)arg)[2];
+
+		if (nr == BELUGA_CMD_ALLOC || nr == BELUGA_CMD_FREE ||
+		    nr == BELUGA_CMD_RELEASE || nr == BELUGA_CMD_PUBLISH)
+			used = cnt != 0;
+		CHECK(w, !used, "%s succeeded with an inaccessible array pointer",
+		      ci->name);
+	}
+}
+
+/*
+ * ALLOC / LOOKUP+PIN whose struct sits in read-only memory: the kernel
+ * does the work, then cannot write the struct back. The ABI says a failed
+ * command changes nothing, so nothing may be left allocated or pinned.
+ */
+static void op_ro_struct(struct worker *w)
+{
+	uint64_t *offs = (uint64_t *)(w->rw + REL_PAGE);
+	struct beluga_alloc *a;
+	int r;
+
+	B->hostile++;
+	for (int i = 0; i < 4; i++)
+		offs[i] = UINT64_MAX;
+	mprotect(w->ro, REL_PAGE, PROT_READ | PROT_WRITE);
+	a = (struct beluga_alloc *)w->ro;
+	memset(a, 0, sizeof(*a));
+	a->size = sizeof(*a);
+	a->count = 2;
+	a->offsets = (uintptr_t)offs;
+	mprotect(w->ro, REL_PAGE, PROT_READ);
+	r = rel_ioctl(w->fd, BELUGA_IOC_ALLOC, a);
+	CHECK(w, r == -EFAULT || r == -ENOSPC || r == 0,
+	      "ALLOC with a read-only struct: %s", ename(r));
+	if (r == 0) {
+		/* a kernel that does not copy the struct back on success */
+		own_add(w, offs[0]);
+		own_add(w, offs[1]);
+	} else if (r == -EFAULT && offs[0] != UINT64_MAX) {
+		int f = rel_free(w->fd, 2, offs);
+
+		/* reported once per run by the parent (failed-call-no-effect) */
+		if (f == 0 && !__atomic_fetch_add(&B->abi_violations, 1, __ATOMIC_RELAXED))
+			fprintf(stderr, "# round %d worker %d op %" PRIu64 ": ALLOC with its "
+				"struct in read-only memory failed with -EFAULT but left blocks "
+				"0x%" PRIx64 ", 0x%" PRIx64 " allocated to the file (FREE "
+				"succeeded); the ABI says a failed command changes nothing\n",
+				w->round, w->id, w->op, offs[0], offs[1]);
+		CHECK(w, f == 0 || f == -EINVAL, "FREE after the failed ALLOC: %s", ename(f));
+	}
+}
+
+/* ------------------------------------------------------------------ */
+/* Worker                                                               */
+
+static void worker_setup(struct worker *w)
+{
+	w->fd = rel_open(O_RDWR);
+	CHECK(w, w->fd >= 0, "open: %s", strerror(errno));
+	map_main(w);
+	w->rw = mmap(NULL, 2 * REL_PAGE, PROT_READ | PROT_WRITE,
+		     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	w->ro = mmap(NULL, REL_PAGE, PROT_READ | PROT_WRITE,
+		     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	w->edge = mmap(NULL, 2 * REL_PAGE, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	CHECK(w, w->rw != MAP_FAILED && w->ro != MAP_FAILED && w->edge != MAP_FAILED,
+	      "scratch mmap");
+	junk_fill(w, w->ro, REL_PAGE);
+	mprotect(w->ro, REL_PAGE, PROT_READ);
+	munmap(w->edge + REL_PAGE, REL_PAGE);
+}
+
+static void worker_run(struct worker *w, uint64_t iters)
+{
+	static const struct {
+		void (*fn)(struct worker *);
+		const char *name;
+		int weight;
+	} ops[] = {
+		{ op_alloc, "alloc", 20 },
+		{ op_publish, "publish", 16 },
+		{ op_free_fixed, "free", 8 },
+		{ op_lookup, "lookup", 20 },
+		{ op_release, "release", 14 },
+		{ op_evict, "evict", 4 },
+		{ op_garbage, "garbage", 14 },
+		{ op_mmap, "mmap", 4 },
+		{ op_region, "region", 2 },
+		{ op_fork, "fork", 1 },
+		{ op_reopen, "reopen", 1 },
+		{ op_readonly, "readonly", 1 },
+		{ op_ro_struct, "ro-struct", 1 },
+		{ op_sysfs, "sysfs", 2 },
+		{ op_threads, "threads", 2 },
+	};
+	int total = 0;
+
+	for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++)
+		total += ops[i].weight;
+	for (w->op = 1; w->op <= iters; w->op++) {
+		int pick = (int)rel_below(&w->rng, total);
+		size_t i;
+
+		if (w->op == w->kill_at) {
+			if (verbose)
+				fprintf(stderr, "# w%d: self-kill at op %" PRIu64
+					" (%d owned, %d pinned)\n", w->id, w->op,
+					w->nowned, w->npins);
+			kill(getpid(), SIGKILL);
+		}
+		for (i = 0; pick >= ops[i].weight; i++)
+			pick -= ops[i].weight;
+		w->opname = ops[i].name;
+		if (verbose)
+			fprintf(stderr, "# w%d op %" PRIu64 " %s\n", w->id, w->op, ops[i].name);
+		ops[i].fn(w);
+		B->ops[w->id]++;
+	}
+	/* leave with whatever is still owned and pinned: close returns it */
+}
+
+static uint64_t worker_seed(uint64_t seed, int round, int id)
+{
+	return rel_mix64(seed ^ rel_mix64(((uint64_t)round << 32) | (uint32_t)id));
+}
+
+static void worker_init(struct worker *w, int round, int id, uint64_t iters)
+{
+	memset(w, 0, sizeof(*w));
+	w->id = id;
+	w->round = round;
+	w->rng.s = worker_seed(B->seed, round, id);
+	/* one worker in four kills itself at a seeded point */
+	if (rel_one_in(&w->rng, 4))
+		w->kill_at = 1 + rel_below(&w->rng, iters);
+}
+
+static pid_t worker_spawn(int round, int id, uint64_t iters)
+{
+	pid_t pid = fork();
+
+	if (pid)
+		return pid;
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	W = calloc(1, sizeof(*W));
+	worker_init(W, round, id, iters);
+	worker_setup(W);
+	worker_run(W, iters);
+	_exit(0);
+}
+
+/* ------------------------------------------------------------------ */
+/* Parent                                                               */
+
+static int setup_pool(int fd, char *why, size_t len)
+{
+	struct beluga_attach a;
+	struct beluga_info info;
+	char dev[64];
+	int r, nr = 0;
+
+	r = rel_reset_pool_fd(fd, 5000);
+	if (r) {
+		snprintf(why, len, "cannot empty the pool: %s", ename(r));
+		return r;
+	}
+	r = rel_attach_node(fd, FZ_REGION, FZ_BSIZE, "fz-node", &a);
+	if (r == 0)
+		nr++;
+	else if (r != -ENOENT) {
+		snprintf(why, len, "attach node region: %s", ename(r));
+		return r;
+	}
+	r = rel_attach_dax(fd, 0, 0, FZ_REGION, FZ_BSIZE, "fz-dax", &a);
+	if (r == 0)
+		nr++;
+	else if (r != -ENOENT) {
+		snprintf(why, len, "attach dax region: %s", ename(r));
+		return r;
+	}
+	if (!nr) {
+		snprintf(why, len, "neither BELUGA_TEST_NODE nor BELUGA_TEST_DAX is set");
+		return -ENOENT;
+	}
+	B->dax_extra_ok = rel_env_dax(1, dev, sizeof(dev)) == 0;
+	r = rel_info(fd, &info);
+	if (r) {
+		snprintf(why, len, "INFO: %s", ename(r));
+		return r;
+	}
+	B->nr_main = (uint32_t)nr;
+	B->main_end = info.map_size;
+	B->bsize = info.block_size;
+	return 0;
+}
+
+static uint64_t total_ops(void)
+{
+	uint64_t n = 0;
+
+	for (int i = 0; i < MAX_PROCS; i++)
+		n += B->ops[i];
+	return n;
+}
+
+static void usage(void)
+{
+	fprintf(stderr, "usage: beluga_fuzz [-s SEED] [-r ROUNDS] [-p PROCS] [-i ITERS] "
+		"[-R ROUND -W WORKER] [-k] [-v]\n");
+	exit(2);
+}
+
+int main(int argc, char **argv)
+{
+	uint64_t seed, iters = 300;
+	int rounds = 4, procs = 4, only_round = -1, only_worker = -1, kills = 1;
+	const char *env = getenv("BELUGA_FUZZ_SEED");
+	struct beluga_stats st0, st;
+	char why[256];
+	void *pmap;
+	int fd, opt, r;
+	bool round_ok, all_ok = true;
+	double t0 = rel_now();
+
+	seed = env && *env ? strtoull(env, NULL, 0) :
+	       rel_mix64((uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32));
+	while ((opt = getopt(argc, argv, "s:r:p:i:R:W:kv")) != -1) {
+		switch (opt) {
+		case 's': seed = strtoull(optarg, NULL, 0); break;
+		case 'r': rounds = atoi(optarg); break;
+		case 'p': procs = atoi(optarg); break;
+		case 'i': iters = strtoull(optarg, NULL, 0); break;
+		case 'R': only_round = atoi(optarg); break;
+		case 'W': only_worker = atoi(optarg); break;
+		case 'k': kills = 0; break;
+		case 'v': verbose = 1; break;
+		default: usage();
+		}
+	}
+	if (procs < 1 || procs > MAX_PROCS || rounds < 1)
+		usage();
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	signal(SIGBUS, on_bus);
+	printf("TAP version 13\n");
+	rel_diag("beluga_fuzz seed=0x%016" PRIx64 " rounds=%d procs=%d iters=%" PRIu64
+		 " (replay: beluga_fuzz -s 0x%" PRIx64 " -r %d -p %d -i %" PRIu64 ")",
+		 seed, rounds, procs, iters, seed, rounds, procs, iters);
+
+	B = mmap(NULL, sizeof(*B), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (B == MAP_FAILED)
+		return 1;
+	memset(B, 0, sizeof(*B));
+	B->seed = seed;
+	for (int i = 0; i < NR_NS; i++)
+		B->ns[i] = rel_mix64(seed + 0x6e73 + i);
+
+	fd = rel_open(O_RDWR);
+	if (fd < 0) {
+		rel_skip("setup", "cannot open the device (is beluga.ko loaded?)");
+		return rel_done();
+	}
+	r = setup_pool(fd, why, sizeof(why));
+	if (r == -ENOENT) {
+		rel_skip("setup", why);
+		return rel_done();
+	}
+	if (r) {
+		rel_diag("%s", why);
+		rel_fail("setup");
+		return rel_done();
+	}
+	/* The parent maps the main regions for the whole run: never detachable. */
+	pmap = rel_map(fd, B->main_end, PROT_READ);
+	if (!pmap || rel_stats(fd, &st0)) {
+		rel_diag("mapping the pool: %s", strerror(errno));
+		rel_fail("setup");
+		return rel_done();
+	}
+	rel_stats_print("start", &st0);
+	rel_ok("setup");
+
+	for (int round = 0; round < rounds; round++) {
+		pid_t pids[MAX_PROCS] = { 0 };
+		int live = 0, status[MAX_PROCS];
+		struct rel_rng krng = { rel_mix64(seed ^ 0x6b696c6cULL ^ (uint64_t)round) };
+		double next_kill, rstart = rel_now();
+		int killed = 0, self_killed = 0;
+		char name[64];
+
+		if (only_round >= 0 && round != only_round)
+			continue;
+		round_ok = true;
+		for (int i = 0; i < procs; i++) {
+			if (only_worker >= 0 && i != only_worker)
+				continue;
+			memset(B->msg[i], 0, MSG_LEN);
+			pids[i] = worker_spawn(round, i, iters);
+			live++;
+		}
+		next_kill = rel_now() + 0.05 + rel_below(&krng, 400) / 1000.0;
+		while (live) {
+			int ws;
+			pid_t p = waitpid(-1, &ws, WNOHANG);
+
+			if (p > 0) {
+				for (int i = 0; i < procs; i++)
+					if (pids[i] == p) {
+						status[i] = ws;
+						pids[i] = -pids[i];
+						live--;
+					}
+				continue;
+			}
+			if (rel_stats(fd, &st) || !rel_stats_sane(&st, why, sizeof(why))) {
+				rel_diag("round %d: STATS invariant broken while running: %s",
+					 round, why);
+				round_ok = false;
+			}
+			/* at most one parent kill per round: most workers finish */
+			if (kills && !killed && only_worker < 0 && rel_now() > next_kill &&
+			    live > 1) {
+				int victim = (int)rel_below(&krng, procs);
+
+				if (pids[victim] > 0) {
+					kill(pids[victim], SIGKILL);
+					killed++;
+				}
+				next_kill = rel_now() + 0.1 + rel_below(&krng, 800) / 1000.0;
+			}
+			rel_msleep(5);
+		}
+		for (int i = 0; i < procs; i++) {
+			int s = status[i];
+
+			if (!pids[i])
+				continue;
+			if (WIFEXITED(s) && WEXITSTATUS(s) == 0)
+				continue;
+			if (WIFSIGNALED(s) && WTERMSIG(s) == SIGKILL) {
+				self_killed++;
+				continue;
+			}
+			round_ok = false;
+			if (B->msg[i][0])
+				rel_diag("%s", B->msg[i]);
+			else
+				rel_diag("round %d worker %d died: %s", round, i,
+					 WIFSIGNALED(s) ? strsignal(WTERMSIG(s)) : "exit status");
+			rel_diag("replay this worker alone: beluga_fuzz -s 0x%" PRIx64
+				 " -i %" PRIu64 " -p %d -R %d -W %d -k -v", seed, iters,
+				 procs, round, i);
+		}
+		/* every worker is gone: nothing may be left allocated or pinned */
+		if (!rel_wait_quiet(fd, st0.clients, 3000, &st)) {
+			rel_stats_print("after round", &st);
+			rel_diag("round %d: allocations, pins or files leaked after every "
+				 "worker exited", round);
+			round_ok = false;
+		}
+		if (!rel_stats_sane(&st, why, sizeof(why))) {
+			rel_diag("round %d: %s", round, why);
+			round_ok = false;
+		}
+		snprintf(name, sizeof(name), "round-%d", round);
+		rel_diag("round %d: %.1f s, %d SIGKILLed (%d by the parent), ops so far "
+			 "%" PRIu64 ", pinned blocks verified %" PRIu64 ", published %" PRIu64
+			 ", evictions %" PRIu64, round, rel_now() - rstart, self_killed,
+			 killed, total_ops(), B->verified,
+			 B->pubs, st.evictions);
+		rel_result(round_ok, name);
+		if (!round_ok)
+			all_ok = false;
+	}
+
+	if (B->abi_violations) {
+		rel_diag("%" PRIu64 " call(s) failed with -EFAULT after changing state "
+			 "(ALLOC with a read-only struct; see the worker's message above)",
+			 B->abi_violations);
+		rel_fail("failed-call-no-effect");
+	} else {
+		rel_ok("failed-call-no-effect");
+	}
+
+	/* the end: drop everything; every region must detach */
+	munmap(pmap, B->main_end);
+	r = rel_reset_pool_fd(fd, 5000);
+	if (rel_stats(fd, &st) == 0)
+		rel_stats_print("end", &st);
+	if (r || st.total_blocks || st.allocated_blocks || st.pins) {
+		rel_diag("the pool did not return to empty: every region should detach "
+			 "once nothing is mapped, allocated or pinned");
+		rel_fail("final-state");
+	} else {
+		rel_ok("final-state");
+	}
+	close(fd);
+	rel_diag("%.1f s, %" PRIu64 " hostile calls, seed 0x%" PRIx64 "%s", rel_now() - t0,
+		 B->hostile, seed, all_ok ? "" : " (FAILED: replay with the seed above)");
+	return rel_done();
+}
