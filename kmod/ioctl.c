@@ -180,6 +180,9 @@ static int beluga_cmd_publish(struct beluga_file *bf,
 	int ret;
 	u32 i;
 
+	arg->published = 0;
+	arg->exists = 0;
+	arg->failed = 0;
 	if (arg->flags)
 		return -EINVAL;
 	items = beluga_copy_array_in(arg->items, arg->count, sizeof(*items));
@@ -340,7 +343,11 @@ out:
 #define BELUGA_OP_ADMIN		BIT(0)	/* CAP_SYS_ADMIN */
 #define BELUGA_OP_WRITE		BIT(1)	/* a file opened for writing */
 #define BELUGA_OP_POOL		BIT(2)	/* an attached region, else -ENODEV */
-/* Takes effect even when results cannot be copied out: copy the struct. */
+/*
+ * May have taken effect even when it fails (PUBLISH whose results cannot be
+ * written, DETACH_EVICT that evicted but stayed busy): copy the struct's
+ * counters back on error too.
+ */
 #define BELUGA_OP_EFFECTIVE	BIT(3)
 
 struct beluga_ioctl_op {
@@ -374,7 +381,8 @@ static const struct beluga_ioctl_op beluga_ops[] = {
 	BELUGA_OP(LOOKUP, beluga_cmd_lookup, beluga_lookup, BELUGA_OP_POOL),
 	BELUGA_OP(RELEASE, beluga_cmd_release, beluga_blocks, BELUGA_OP_POOL),
 	BELUGA_OP(ATTACH, beluga_cmd_attach, beluga_attach, BELUGA_OP_ADMIN),
-	BELUGA_OP(DETACH, beluga_cmd_detach, beluga_detach, BELUGA_OP_ADMIN),
+	BELUGA_OP(DETACH, beluga_cmd_detach, beluga_detach,
+		  BELUGA_OP_ADMIN | BELUGA_OP_EFFECTIVE),
 	BELUGA_OP(EVICT, beluga_cmd_evict, beluga_evict, BELUGA_OP_ADMIN),
 	BELUGA_OP(REGION_INFO, beluga_cmd_region_info, beluga_region_info, 0),
 };
@@ -394,6 +402,12 @@ long beluga_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 		return -ENOTTY;
 	op = &beluga_ops[nr];
 
+	/* Who may ask comes before what is asked. */
+	if ((op->flags & BELUGA_OP_ADMIN) && !capable(CAP_SYS_ADMIN))
+		return -EPERM;
+	if ((op->flags & BELUGA_OP_WRITE) && !(file->f_mode & FMODE_WRITE))
+		return -EBADF;
+
 	if (get_user(usize, (u32 __user *)uarg))
 		return -EFAULT;
 	if (usize < op->min_size)
@@ -405,16 +419,12 @@ long beluga_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 	if (ret)
 		return ret;
 
-	if ((op->flags & BELUGA_OP_ADMIN) && !capable(CAP_SYS_ADMIN))
-		return -EPERM;
-	if ((op->flags & BELUGA_OP_WRITE) && !(file->f_mode & FMODE_WRITE))
-		return -EBADF;
 	if ((op->flags & BELUGA_OP_POOL) &&
 	    !READ_ONCE(bf->dev->pool.nr_regions))
 		return -ENODEV;
 
 	ret = op->execute(bf, &buf);
-	if (ret && !(ret == -EFAULT && (op->flags & BELUGA_OP_EFFECTIVE)))
+	if (ret && !(op->flags & BELUGA_OP_EFFECTIVE))
 		return ret;
 	if (copy_to_user(uarg, &buf, min_t(size_t, usize, op->size)))
 		return -EFAULT;

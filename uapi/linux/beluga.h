@@ -46,8 +46,9 @@
  *
  * Mapping: mmap() of /dev/beluga maps the offset space [0, map_size) from
  * BELUGA_IOC_INFO, or any page-aligned part of it. Mappings are pinnable
- * with FOLL_LONGTERM (cudaHostRegister, ibv_reg_mr, io_uring fixed
- * buffers). Device-dax regions are mapped with 2 MiB pages where the
+ * with FOLL_LONGTERM (cudaHostRegister, ibv_reg_mr, AF_XDP umems, and
+ * io_uring fixed buffers on kernels whose io_uring accepts file-backed
+ * memory, 6.5 and later). Device-dax regions are mapped with 2 MiB pages where the
  * mapping address, the offset and the region allow it; the kernel picks a
  * 2 MiB aligned address for mappings of 2 MiB or more at a 2 MiB aligned
  * offset. A mapping reaches the regions attached when it was made; pages in
@@ -68,19 +69,22 @@
  *   - a larger size from newer userspace is accepted when the bytes the
  *     kernel does not know are zero, else -E2BIG;
  *   - output is written back up to the smaller of the two sizes.
- * Common errors for every command:
+ * Common errors for every command, checked in this order:
  *   -ENOTTY  unknown command number or a command encoded with a size or
  *            direction;
+ *   -EPERM   an admin command without CAP_SYS_ADMIN;
+ *   -EBADF   ALLOC, FREE or PUBLISH on a file not opened for writing;
  *   -EFAULT  the argument or a user pointer inside it is not accessible;
  *   -EINVAL  size below the first version, unknown flags, a nonzero
  *            reserved field or a count of 0;
  *   -E2BIG   size above the kernel's with nonzero trailing bytes, size
  *            above 4096, or a count above BELUGA_MAX_BATCH;
- *   -EPERM   an admin command without CAP_SYS_ADMIN;
- *   -EBADF   ALLOC, FREE or PUBLISH on a file not opened for writing;
- *   -ENODEV  a pool operation while no region is attached.
- * A command that fails with an error leaves no state changed, unless its
- * description below says that results are reported per item.
+ *   -ENODEV  ALLOC, FREE, PUBLISH, LOOKUP or RELEASE while no region is
+ *            attached (INFO, STATS and REGION_INFO work on an empty pool).
+ * A command that fails with an error leaves the pool unchanged, unless its
+ * description below says otherwise (PUBLISH, DETACH with
+ * BELUGA_DETACH_EVICT). The counters of STATS count attempts: a call
+ * undone on -EFAULT still shows in allocs and frees.
  */
 #ifndef _UAPI_LINUX_BELUGA_H
 #define _UAPI_LINUX_BELUGA_H
@@ -247,9 +251,9 @@ struct beluga_alloc {
  * listed offset (an offset may be listed as often as it is pinned).
  *
  * All or nothing: when one offset is invalid (not a block, not allocated
- * by this file for FREE, not pinned by this file as often as listed for
- * RELEASE) the call fails with -EINVAL and nothing changes. FREE needs a
- * writable file (-EBADF).
+ * by this file for FREE, listed twice for FREE, not pinned by this file as
+ * often as listed for RELEASE) the call fails with -EINVAL and nothing
+ * changes. FREE needs a writable file (-EBADF).
  */
 struct beluga_blocks {
 	__u32 size;
@@ -336,7 +340,8 @@ struct beluga_publish {
  * @hits: out: length of the leading run of keys that are PUBLISHED
  * @keys: in: user pointer to struct beluga_key[@count]
  * @offsets: out: user pointer to __u64[@count]; the first @hits entries
- *	receive block offsets. Required with BELUGA_LOOKUP_PIN; may be 0
+ *	receive block offsets, nothing else is written (so with no hit the
+ *	pointer is not touched). Required with BELUGA_LOOKUP_PIN; may be 0
  *	otherwise (a count-only probe).
  *
  * With BELUGA_LOOKUP_PIN every hit gets one pin owned by the calling file
@@ -373,7 +378,8 @@ enum beluga_backend {
  * @size: sizeof(struct beluga_attach)
  * @flags: must be 0
  * @backend: in: BELUGA_BACKEND_DAX or BELUGA_BACKEND_NODE
- * @node: in: NODE: the NUMA node to reserve memory from. DAX: must be -1.
+ * @node: in: NODE: the NUMA node to reserve memory from, >= 0. DAX: must
+ *	be -1.
  * @phys_start: in: DAX: physical address of the device-dax range (from
  *	/sys/bus/dax/devices/daxX.Y/resource). NODE: must be 0.
  * @length: in: DAX: bytes of the range. NODE: bytes to reserve.
@@ -381,8 +387,8 @@ enum beluga_backend {
  *	[BELUGA_BLOCK_SIZE_MIN, BELUGA_BLOCK_SIZE_MAX]; 0 means the pool's
  *	size, or BELUGA_BLOCK_SIZE_DEFAULT for the first region. Every region
  *	of a pool has the same block size.
- * @name: in: NUL-terminated label, e.g. "dax0.0"; for NODE it may be empty
- *	and becomes "node<N>"
+ * @name: in: NUL-terminated label, e.g. "dax0.0", unique in the pool;
+ *	required for DAX; for NODE it may be empty and becomes "node<N>"
  * @region_id: out: slot of the new region, 0..BELUGA_MAX_REGIONS-1
  * @__reserved: must be 0
  * @first_offset: out: offset of the region's first block
@@ -398,8 +404,9 @@ enum beluga_backend {
  * Errors: -EEXIST the range or a name is already attached; -EBUSY the
  * range is not device-dax memory bound to device_dax, or System RAM;
  * -ENOSPC no free slot; -ENOMEM the node has not that much free memory;
- * -EINVAL bad alignment, block size mismatch, length smaller than one block;
- * -ENODEV the node is not online.
+ * -EINVAL bad alignment, block size mismatch, length smaller than one block,
+ * a missing or unterminated name, a negative NODE node; -ENODEV the node
+ * has no memory online.
  */
 struct beluga_attach {
 	__u32 size;
@@ -434,7 +441,9 @@ struct beluga_attach {
  * while any page of it is still pinned by a past mapping (io_uring, RDMA),
  * while any of its blocks is ALLOCATED or pinned, or while any is
  * PUBLISHED and BELUGA_DETACH_EVICT is not given. With
- * BELUGA_DETACH_EVICT the unpinned published blocks are evicted first.
+ * BELUGA_DETACH_EVICT the unpinned published blocks are evicted first;
+ * if the region is still busy after that (allocated or pinned blocks), the
+ * evictions stand, -EBUSY is returned and @evicted is written back.
  * -ENOENT: no region in that slot.
  */
 struct beluga_detach {
@@ -482,7 +491,8 @@ struct beluga_evict {
  * @region_id: in: slot, 0..BELUGA_MAX_REGIONS-1
  * @backend: out: enum beluga_backend
  * @node: out: NUMA node of the memory
- * @mappings: out: live mappings of /dev/beluga that cover the region
+ * @mappings: out: VMAs of /dev/beluga mappings that cover the region (a
+ *	mapping split by munmap() or copied by fork() counts once per piece)
  * @phys_start: out: DAX: physical start; NODE: 0
  * @length: out: bytes claimed
  * @first_offset: out: offset of the region's first block
