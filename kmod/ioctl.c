@@ -134,7 +134,11 @@ out:
 	return ret;
 }
 
-static int beluga_cmd_free(struct beluga_file *bf, union beluga_ioctl_buf *u)
+/* FREE and RELEASE: the same all-or-nothing list of offsets. */
+static int beluga_cmd_block_list(struct beluga_file *bf,
+				 union beluga_ioctl_buf *u,
+				 int (*apply)(struct bel_client *client,
+					      u32 count, const u64 *offsets))
 {
 	struct beluga_blocks *arg = &u->blocks;
 	u64 *offsets;
@@ -146,27 +150,20 @@ static int beluga_cmd_free(struct beluga_file *bf, union beluga_ioctl_buf *u)
 				       sizeof(*offsets));
 	if (IS_ERR(offsets))
 		return PTR_ERR(offsets);
-	ret = bel_free(bf->client, arg->count, offsets);
+	ret = apply(bf->client, arg->count, offsets);
 	kvfree(offsets);
 	return ret;
+}
+
+static int beluga_cmd_free(struct beluga_file *bf, union beluga_ioctl_buf *u)
+{
+	return beluga_cmd_block_list(bf, u, bel_free);
 }
 
 static int beluga_cmd_release(struct beluga_file *bf,
 			      union beluga_ioctl_buf *u)
 {
-	struct beluga_blocks *arg = &u->blocks;
-	u64 *offsets;
-	int ret;
-
-	if (arg->flags || arg->__reserved)
-		return -EINVAL;
-	offsets = beluga_copy_array_in(arg->offsets, arg->count,
-				       sizeof(*offsets));
-	if (IS_ERR(offsets))
-		return PTR_ERR(offsets);
-	ret = bel_release(bf->client, arg->count, offsets);
-	kvfree(offsets);
-	return ret;
+	return beluga_cmd_block_list(bf, u, bel_release);
 }
 
 static int beluga_cmd_publish(struct beluga_file *bf,
