@@ -1,6 +1,7 @@
 # shellcheck shell=sh
 # Guest topology setup, sourced by /init (busybox ash) with lib.sh loaded.
-# Writes /etc/beluga/env (BELUGA_TEST_DAX, BELUGA_TEST_NODE) and reports each step
+# Writes /etc/beluga/env (BELUGA_TEST_DAX, BELUGA_TEST_NODE, BELUGA_TEST_KO: the
+# module file, for unload/reload tests) and reports each step
 # as a TAP result, so a broken topology is a visible failure.
 #
 #   6.12: three CXL type-3 volatile devices. Two become CXL ram regions whose dax
@@ -196,4 +197,5 @@ cat >/etc/beluga/env <<EOT
 export BELUGA_TEST_KERNEL=$BELUGA_TEST_KERNEL
 export BELUGA_TEST_DAX='$BELUGA_TEST_DAX'
 export BELUGA_TEST_NODE=$BELUGA_TEST_NODE
+export BELUGA_TEST_KO=$([ -f /lib/modules/$KVER/updates/beluga.ko ] && echo /lib/modules/$KVER/updates/beluga.ko)
 EOT

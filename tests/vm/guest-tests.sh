@@ -35,7 +35,8 @@ if [ -x /usr/bin/belugactl ]; then
 		tap_check beluga-demo timeout 600 /usr/bin/beluga-demo -n 50 --bytes-per-block 4096
 	fi
 	for d in $BELUGA_TEST_DAX ${BELUGA_TEST_NODE:+node$BELUGA_TEST_NODE}; do
-		tap_check "belugactl-detach-$d" belugactl detach "$d"
+		# --evict: the demo left published blocks behind
+		tap_check "belugactl-detach-$d" belugactl detach "$d" --evict
 	done
 else
 	tap_skip belugactl-smoke "belugactl is not in the guest (userspace/build/static/belugactl not built)"
