@@ -43,7 +43,7 @@ set -o pipefail
 	. /etc/beluga/lib.sh
 	. /etc/beluga/setup.sh
 	[ -f /etc/beluga/env ] && . /etc/beluga/env
-	echo "# environment: BELUGA_TEST_KERNEL=$BELUGA_TEST_KERNEL BELUGA_TEST_DAX='$BELUGA_TEST_DAX' BELUGA_TEST_NODE=$BELUGA_TEST_NODE BELUGA_TEST_KO=$BELUGA_TEST_KO"
+	echo "# environment: BELUGA_TEST_KERNEL=$BELUGA_TEST_KERNEL BELUGA_TEST_DAX='$BELUGA_TEST_DAX' BELUGA_TEST_DAX_CXL='$BELUGA_TEST_DAX_CXL' BELUGA_TEST_NODE=$BELUGA_TEST_NODE BELUGA_TEST_KO=$BELUGA_TEST_KO"
 	echo "# uptime after setup: $(cut -d' ' -f1 /proc/uptime) s"
 	rc=0
 	if [ -x /beluga/run ]; then

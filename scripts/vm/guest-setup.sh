@@ -8,10 +8,14 @@
 #         devices are bound to device_dax (dax0.0 dax1.0); the third is onlined as
 #         System RAM by kmem on a CPU-less NUMA node (ZONE_NORMAL, pinnable).
 #   6.1:  two memmap= legacy pmem ranges turned into devdax namespaces (dax0.0
-#         dax1.0), and a CPU-less NUMA node 1 from QEMU's -numa options.
+#         dax1.0), a CXL pmem region as devdax (dax2.0, NUMA node 2), and a CPU-less
+#         NUMA node 1 from QEMU's -numa options.
+# BELUGA_TEST_DAX_CXL lists the device-dax instances backed by emulated CXL memory
+# (6.12: dax0.0 dax1.0; 6.1: dax2.0).
 
 KVER=$(uname -r)
 BELUGA_TEST_DAX=
+BELUGA_TEST_DAX_CXL=
 BELUGA_TEST_NODE=
 
 # wait_for PATH [TENTHS]: poll until PATH exists
@@ -119,6 +123,7 @@ setup_612() {
 				echo $_dax >/sys/bus/dax/drivers/device_dax/new_id
 			if wait_for /dev/$_dax 50 &&
 				[ "$(basename "$(readlink -f /sys/bus/dax/devices/$_dax/driver)")" = device_dax ]; then
+				BELUGA_TEST_DAX_CXL="$BELUGA_TEST_DAX_CXL${BELUGA_TEST_DAX_CXL:+ }$_dax"
 				echo "# $_r -> /dev/$_dax (device_dax), resource $(cat /sys/bus/dax/devices/$_dax/resource), size $(cat /sys/bus/dax/devices/$_dax/size)"
 				tap_ok setup:devdax-$_dax
 				BELUGA_TEST_DAX="$BELUGA_TEST_DAX${BELUGA_TEST_DAX:+ }$_dax"
@@ -164,6 +169,42 @@ setup_61() {
 			tap_fail setup:devdax-$_r "ndctl create-namespace -e $_ns -m devdax failed (status $_rc)" "$_out"
 		fi
 	done
+	# CXL on 6.1: one type-3 persistent-memory device -> CXL pmem region -> nd region
+	# -> devdax namespace (6.1 cannot make CXL ram regions). Not in BELUGA_TEST_DAX,
+	# which keeps the two RAM-speed memmap devices; listed in BELUGA_TEST_DAX_CXL.
+	load cxl_acpi cxl_pci cxl_mem cxl_pmem
+	_i=0
+	while [ -z "$(ls -d /sys/bus/cxl/devices/endpoint* 2>/dev/null)" ] && [ $_i -lt 100 ]; do
+		usleep 100000
+		_i=$((_i + 1))
+	done
+	if [ -e /sys/bus/cxl/devices/mem0 ] && [ -n "$(ls -d /sys/bus/cxl/devices/endpoint* 2>/dev/null)" ]; then
+		_before=$(ls /sys/bus/nd/devices/ | grep '^region' | sort)
+		_out=$(cxl create-region -m -d decoder0.0 -w 1 -t pmem mem0 -s 256M 2>&1)
+		_rc=$?
+		_ndr=
+		_i=0
+		while [ -z "$_ndr" ] && [ $_i -lt 50 ]; do
+			_ndr=$(ls /sys/bus/nd/devices/ | grep '^region' | sort | grep -vxF "$_before" | head -n1)
+			[ -n "$_ndr" ] || usleep 100000
+			_i=$((_i + 1))
+		done
+		if [ $_rc -eq 0 ] && [ -n "$_ndr" ] &&
+			_out=$(ndctl create-namespace -r "$_ndr" -m devdax --map=mem 2>&1); then
+			_dax=$(echo "$_out" | sed -n 's/.*"chardev":"\(dax[0-9.]*\)".*/\1/p' | head -n1)
+			if [ -n "$_dax" ] && wait_for /dev/$_dax 50; then
+				echo "# CXL pmem $_ndr -> /dev/$_dax (device_dax), node $(cat /sys/bus/dax/devices/$_dax/target_node), resource $(cat /sys/bus/dax/devices/$_dax/resource), size $(cat /sys/bus/dax/devices/$_dax/size)"
+				tap_ok setup:cxl-pmem-devdax-$_dax
+				BELUGA_TEST_DAX_CXL=$_dax
+			else
+				tap_fail setup:cxl-pmem-devdax "no dax device from the devdax namespace on $_ndr" "$_out"
+			fi
+		else
+			tap_fail setup:cxl-pmem-devdax "cxl create-region -t pmem / ndctl create-namespace failed" "$_out"
+		fi
+	else
+		tap_fail setup:cxl-pmem-devdax "no CXL memory device mem0 (QEMU cxl-type3 persistent-memdev?)"
+	fi
 	if [ -d /sys/devices/system/node/node1 ] && [ -z "$(cat /sys/devices/system/node/node1/cpulist)" ] &&
 		setup_node_zone 1; then
 		node_report 1
@@ -197,5 +238,6 @@ cat >/etc/beluga/env <<EOT
 export BELUGA_TEST_KERNEL=$BELUGA_TEST_KERNEL
 export BELUGA_TEST_DAX='$BELUGA_TEST_DAX'
 export BELUGA_TEST_NODE=$BELUGA_TEST_NODE
+export BELUGA_TEST_DAX_CXL='$BELUGA_TEST_DAX_CXL'
 export BELUGA_TEST_KO=$([ -f /lib/modules/$KVER/updates/beluga.ko ] && echo /lib/modules/$KVER/updates/beluga.ko)
 EOT

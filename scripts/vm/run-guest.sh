@@ -9,8 +9,9 @@
 #   6.12  q35 with cxl=on, three 256 MiB CXL type-3 volatile devices behind one host
 #         bridge (three root ports) and one 4 GiB fixed memory window; the guest makes
 #         dax0.0 + dax1.0 (device_dax) and a kmem NUMA node from them.
-#   6.1   two memmap= pmem ranges (devdax namespaces dax0.0 + dax1.0) and a
-#         CPU-less NUMA node 1 (512 MiB, above 4 GiB).
+#   6.1   two memmap= pmem ranges (devdax namespaces dax0.0 + dax1.0), a CPU-less
+#         NUMA node 1 (512 MiB, above 4 GiB), and one 256 MiB CXL type-3
+#         persistent-memory device (CXL pmem region -> devdax dax2.0, node 2).
 # Options:
 #   -r SCRIPT    guest script (default tests/vm/guest-tests.sh)
 #   -d SRC:DEST  directory to copy into the guest (repeatable; see mkinitramfs.sh)
@@ -96,10 +97,26 @@ case $alias in
 	# node 0: 2304 MiB (0-2 GiB + 4-4.25 GiB), node 1: 512 MiB above 4 GiB, no CPUs.
 	# Two 256 MiB legacy pmem ranges inside node 0's low memory, with a gap so that
 	# e820 does not merge them into one region.
-	qemu+=(-M q35 -cpu qemu64 -m 2816M
+	qemu+=(-M q35,cxl=on -cpu qemu64,-hypervisor -m 2816M,maxmem=4G,slots=8
 		-object memory-backend-ram,id=m0,size=2304M -object memory-backend-ram,id=m1,size=512M
 		-numa node,nodeid=0,cpus=0-$((smp - 1)),memdev=m0 -numa node,nodeid=1,memdev=m1)
 	cmdline+=" memmap=256M!1G memmap=256M!1536M"
+	# plus one CXL type-3 persistent-memory device (Linux 6.1 has no CXL ram
+	# regions): the guest makes a CXL pmem region and a devdax namespace on it
+	if [ -n "$memdir" ]; then
+		mem=$memdir
+	else
+		mem=$outdir/cxl
+		rm -rf "$mem"
+		cleanup_mem=1
+	fi
+	mkdir -p "$mem"
+	qemu+=(-object "memory-backend-file,id=cxl-pmem0,share=on,mem-path=$mem/pmem0,size=256M"
+		-object "memory-backend-file,id=cxl-lsa0,share=on,mem-path=$mem/lsa0,size=256K"
+		-device pxb-cxl,bus_nr=12,bus=pcie.0,id=cxl.1
+		-device cxl-rp,port=0,bus=cxl.1,id=cxl-rp0,chassis=0,slot=2
+		-device cxl-type3,bus=cxl-rp0,persistent-memdev=cxl-pmem0,lsa=cxl-lsa0,id=cxl-pmem0
+		-M cxl-fmw.0.targets.0=cxl.1,cxl-fmw.0.size=4G)
 	;;
 esac
 qemu+=(-append "$cmdline")

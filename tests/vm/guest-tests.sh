@@ -21,7 +21,9 @@ done
 [ $found -eq 1 ] || tap_fail kselftest "no kselftest binaries in /tests/kselftest (make -C tests/kselftest did not produce any)"
 
 if [ -x /usr/bin/belugactl ]; then
-	for d in $BELUGA_TEST_DAX; do
+	# every device-dax the topology made (6.1: the CXL one is extra)
+	all_dax=$(printf '%s\n' $BELUGA_TEST_DAX $BELUGA_TEST_DAX_CXL | sort -u)
+	for d in $all_dax; do
 		tap_check "belugactl-attach-$d" belugactl attach /dev/$d
 	done
 	if [ -n "$BELUGA_TEST_NODE" ]; then
@@ -34,7 +36,7 @@ if [ -x /usr/bin/belugactl ]; then
 		# small writes: emulated CXL memory is slow under TCG (~15 MB/s)
 		tap_check beluga-demo timeout 600 /usr/bin/beluga-demo -n 50 --bytes-per-block 4096
 	fi
-	for d in $BELUGA_TEST_DAX ${BELUGA_TEST_NODE:+node$BELUGA_TEST_NODE}; do
+	for d in $all_dax ${BELUGA_TEST_NODE:+node$BELUGA_TEST_NODE}; do
 		# --evict: the demo left published blocks behind
 		tap_check "belugactl-detach-$d" belugactl detach "$d" --evict
 	done
