@@ -293,16 +293,38 @@ static void op_publish(struct worker *w)
 				 rel_key_seed(ns_of(nsi), it[n].key));
 		dup = n++;
 	}
+	/* hostile: another process's block (or no block) in the same call */
+	int foreign = -1;
+
+	if (n < 6 && rel_one_in(&w->rng, 5)) {
+		foreign = n;
+		offs[n] = foreign_offset(w);
+		memset(&it[n], 0, sizeof(it[n]));
+		it[n].offset = offs[n];
+		it[n].key = rel_key(ns_of(nsi), (int)rel_below(&w->rng, NR_KEYS));
+		n++;
+		B->hostile++;
+	}
 	r = rel_publish(w->fd, ns_of(nsi), it, n, &p);
-	CHECK(w, r == 0, "PUBLISH of %d owned blocks: %s", n, ename(r));
-	CHECK(w, p.published + p.exists + p.failed == (uint32_t)n && !p.failed,
-	      "PUBLISH counters %u+%u+%u for %d owned blocks", p.published,
-	      p.exists, p.failed, n);
-	for (i = 0; i < n; i++)
+	CHECK(w, r == 0, "PUBLISH of %d blocks: %s", n, ename(r));
+	CHECK(w, p.published + p.exists + p.failed == (uint32_t)n &&
+	      p.failed == (foreign >= 0 ? 1U : 0U),
+	      "PUBLISH counters %u+%u+%u for %d blocks (%d foreign)", p.published,
+	      p.exists, p.failed, n, foreign >= 0);
+	for (i = 0; i < n; i++) {
+		if (i == foreign) {
+			CHECK(w, it[i].result == -EPERM || it[i].result == -EINVAL,
+			      "PUBLISH of foreign block 0x%" PRIx64 ": result %d",
+			      offs[i], it[i].result);
+			continue;
+		}
 		CHECK(w, it[i].result == BELUGA_PUBLISH_OK ||
 		      it[i].result == BELUGA_PUBLISH_EXISTS,
 		      "PUBLISH item %d (own block 0x%" PRIx64 "): result %d", i,
 		      offs[i], it[i].result);
+	}
+	if (foreign >= 0)
+		n--;	/* the rest looks at own blocks only */
 	if (dup >= 0)
 		CHECK(w, it[dup].result == BELUGA_PUBLISH_EXISTS,
 		      "PUBLISH: a key listed twice in one call was published twice");
@@ -601,18 +623,29 @@ static void op_fork(struct worker *w)
 		for (int i = 0; i < w->npins; i++)
 			verify_block(w, w->pins[i].off, w->pins[i].ns, w->pins[i].key,
 				     "fork child");
-		r = rel_alloc(w->fd, 1, &off);
+		/*
+		 * Allocate through a file of its own: a block the child left
+		 * allocated to the shared file (killed right after ALLOC)
+		 * would be invisible to the parent's model. Shared ownership
+		 * itself is checked exactly by beluga_rel's fork-ownership.
+		 */
+		int own = rel_open(O_RDWR);
+		struct beluga_stats st;
+
+		CHECK(w, own >= 0, "child open: %s", strerror(errno));
+		CHECK(w, rel_stats(w->fd, &st) == 0, "child STATS on the shared file");
+		r = rel_alloc(own, 1, &off);
 		CHECK(w, r == 0 || r == -ENOSPC, "child ALLOC: %s", ename(r));
 		if (r == 0 && in_main(off) && rel_one_in(&w->rng, 2)) {
 			int k = (int)rel_below(&w->rng, NR_KEYS);
 
 			rel_fill(w->map + off, B->bsize,
 				 rel_key_seed(ns_of(0), rel_key(ns_of(0), k)));
-			r = rel_publish1(w->fd, ns_of(0), off, rel_key(ns_of(0), k), &res);
+			r = rel_publish1(own, ns_of(0), off, rel_key(ns_of(0), k), &res);
 			CHECK(w, r == 0 && (res == 0 || res == 1), "child PUBLISH: %s/%d",
 			      ename(r), res);
 		}
-		/* else: the block stays with the shared file until it closes */
+		/* else: the block returns when the child's file closes */
 		_exit(0);
 	}
 	if (rel_one_in(&w->rng, 2)) {
@@ -863,10 +896,10 @@ static uint64_t hostile_ptr(struct worker *w, int *kind, size_t need)
 		return (uintptr_t)w->ro;
 	case P_EDGE:	/* straddles into the unmapped page */
 		return (uintptr_t)(w->edge + REL_PAGE - (need > 8 ? need / 2 : 4));
-	case P_ODD:
-		return (uintptr_t)(w->rw + 1 + rel_below(&w->rng, 7));
+	case P_ODD:	/* misaligned; in the second page, away from the struct */
+		return (uintptr_t)(w->rw + REL_PAGE + 2048 + 1 + rel_below(&w->rng, 7));
 	}
-	return (uintptr_t)w->rw;
+	return (uintptr_t)(w->rw + REL_PAGE + 1024);
 }
 
 /* Random junk that is never an offset this worker owns or has pinned. */
@@ -907,13 +940,29 @@ static void op_garbage(struct worker *w)
 		cmd = _IOWR(BELUGA_TYPE, nr, struct beluga_alloc);
 		enc_ok = false;
 		break;
-	case 1:
-		cmd = _IO(BELUGA_TYPE ^ (1 + rel_below(&w->rng, 255)), nr);
+	case 1: {
+		/* not a type the VFS answers itself (FIGETBSZ is _IO(0, 2)) */
+		unsigned int type;
+
+		do
+			type = BELUGA_TYPE ^ (1 + (unsigned int)rel_below(&w->rng, 255));
+		while (type == 0 || type == 'T' || type == 'X' || type == 'f' ||
+		       type == 0x94 || type == 0x12);
+		cmd = _IO(type, nr);
 		enc_ok = false;
 		break;
+	}
 	case 2:
+		/* random: VFS-generic numbers are possible, so only the class counts */
 		cmd = (unsigned long)rel_next(&w->rng);
-		enc_ok = cmd == _IO(BELUGA_TYPE, nr);
+		if (_IOC_TYPE(cmd) != BELUGA_TYPE) {
+			r = ioctl(w->fd, cmd, w->rw) < 0 ? -errno : 0;
+			CHECK(w, r != 0 || _IOC_TYPE(cmd) == 0 || _IOC_TYPE(cmd) == 'T' ||
+			      _IOC_TYPE(cmd) == 'X' || _IOC_TYPE(cmd) == 'f',
+			      "random command 0x%lx succeeded", cmd);
+			return;
+		}
+		enc_ok = (unsigned int)cmd == _IO(BELUGA_TYPE, nr);
 		break;
 	default:
 		cmd = _IO(BELUGA_TYPE, nr);
@@ -1056,6 +1105,14 @@ static void op_garbage(struct worker *w)
 	} else if (size > 8) {
 		CHECK(w, r == -EFAULT || r == -EINVAL || r == -E2BIG,
 		      "%s straddling a page end: %s", ci->name, ename(r));
+	}
+	/* an ALLOC that got through (valid count and array): give the blocks back */
+	if (r == 0 && nr == BELUGA_CMD_ALLOC) {
+		struct beluga_alloc *a = (void *)arg;
+		int f = rel_free(w->fd, a->count, (uint64_t *)(uintptr_t)a->offsets);
+
+		CHECK(w, f == 0, "FREE of the %u blocks a garbage ALLOC returned: %s",
+		      a->count, ename(f));
 	}
 	if (r == 0 && nr == BELUGA_CMD_DETACH)
 		CHECK(w, ((struct beluga_detach *)arg)->region_id >= B->nr_main,

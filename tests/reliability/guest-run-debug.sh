@@ -27,6 +27,7 @@ for a in $(cat /proc/cmdline); do
 done
 # a development aid: an initramfs may carry the step list in a file
 [ -z "$ONLY" ] && [ -s /etc/beluga/debug-only ] && ONLY=",$(cat /etc/beluga/debug-only),"
+[ -s /etc/beluga/debug-fuzz ] && FUZZ_ARGS=$(cat /etc/beluga/debug-fuzz)
 want() {
 	[ -z "$ONLY" ] || case $ONLY in *",$1,"*) return 0 ;; *) return 1 ;; esac
 }
