@@ -71,8 +71,13 @@ struct opts {
 	const char *env;	/* "host", "guest-6.12": tags every record */
 	const char *out_dir;	/* JSON lines and plot data go here */
 	bool quick;		/* smoke run: fewer samples, shorter samples */
-	int samples;		/* samples per figure (median taken) */
-	double sample_ms;	/* target length of one sample */
+	/*
+	 * Samples per figure and their length. Many short samples, median
+	 * taken: on a shared host the TCG vCPUs are preempted for
+	 * milliseconds at a time, and a short sample is more often clean.
+	 */
+	int samples;
+	double sample_ms;
 	/*
 	 * CPU for the baseline server and for each client thread while it
 	 * talks to it; -1: the scheduler's choice; RPC_CPU_AUTO (default):
@@ -104,6 +109,7 @@ FILE *dat_open(const char *name, const char *header);
 struct fig {
 	double ns;		/* median ns per operation */
 	double p10, p90;	/* spread of the samples */
+	double min;		/* the fastest sample */
 	u64 reps;		/* operations per sample */
 	int samples;
 };
@@ -153,7 +159,8 @@ u64 parse_size(const char *s);	/* 4096, 4K, 2M, 1G */
  */
 struct bk {
 	const char *name;
-	int (*floor)(struct bk *b);	/* the cheapest round trip */
+	/* the cheapest round trip: kernel -ENOTTY ioctl, rpc ping, core none */
+	int (*floor)(struct bk *b);
 	int (*lookup)(struct bk *b, u64 ns, u32 n,
 		      const struct beluga_key *keys, bool pin, u64 *offsets,
 		      u32 *hits);
@@ -204,6 +211,7 @@ void kregion_detach(struct kregion *r);
 u64 dax_spec_size(const char *spec);
 struct bk *kernel_open(bool map);
 int kernel_info(struct bk *b, struct beluga_info *info);
+int kernel_info_op(struct bk *b);	/* one BELUGA_IOC_INFO */
 int kernel_stats(struct bk *b, struct beluga_stats *st);
 
 /* backend_core.c */

@@ -18,9 +18,9 @@
  * Global options:
  *   --env NAME     tag for every record and file name (default host)
  *   --out DIR      output directory (default build/bench)
- *   --quick        smoke run: 3 samples of ~2 ms
- *   --samples N    samples per figure (default 9)
- *   --sample-ms X  target length of one sample (default 20)
+ *   --quick        smoke run: 5 samples of ~1 ms
+ *   --samples N    samples per figure, median taken (default 31, at most 64)
+ *   --sample-ms X  target length of one sample (default 2)
  *   --rpc-cpu N|any|auto  CPU of the baseline server and its client
  *                  threads (default auto: the fastest same-CPU placement,
  *                  the RPC's best case; see bench.h)
@@ -48,8 +48,8 @@ int main(int argc, char **argv)
 	for (i = 1; i < argc && !strncmp(argv[i], "--", 2); i++) {
 		if (!strcmp(argv[i], "--quick")) {
 			opt.quick = true;
-			opt.samples = 3;
-			opt.sample_ms = 2;
+			opt.samples = 5;
+			opt.sample_ms = 1;
 			continue;
 		}
 		if (i + 1 >= argc)

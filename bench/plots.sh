@@ -47,14 +47,14 @@ set title "LOOKUP cost against chain length (6.12 TCG guest; absolute times mean
 set xlabel "keys in the chain"
 set ylabel "ns per LOOKUP (guest clock)"
 set logscale xy
-set key top left
+set key outside below
 set grid
 plot "$f" using 1:2 with linespoints lw 2 pt 7 title "Beluga ioctl, count-only", \
      "$f" using 1:3 with linespoints lw 2 pt 5 title "Beluga ioctl, pinned", \
      "$f" using 1:6 with linespoints lw 2 pt 9 title "AF_UNIX server, count-only", \
      "$f" using 1:7 with linespoints lw 2 pt 11 title "AF_UNIX server, pinned", \
      "$f" using 1:4 with linespoints lw 1 pt 1 title "core in process (no transport)", \
-     "$f" using 1:8 with lines dt 2 lw 1 title "syscall floor (INFO ioctl)", \
+     "$f" using 1:8 with lines dt 2 lw 1 title "syscall floor (ENOTTY ioctl)", \
      "$f" using 1:9 with lines dt 3 lw 1 title "RPC floor (ping)"
 EOF
 elif f=$(pick "$res/meta-host.dat"); then
@@ -99,7 +99,8 @@ if [ ${#media[@]} -gt 0 ]; then
 			node0) t="$t (node backend on RAM: limit = anon memcpy)" ;;
 			esac
 			echo "set title \"$t\""
-			echo "plot \"$f\" using 1:2 with linespoints lw 2 pt 7 title \"Beluga (mapping)\", \"$f\" using 1:3 with linespoints lw 2 dt 2 title \"limit\", \"$f\" using 1:4 with linespoints lw 2 pt 5 title \"staged (AF_UNIX server)\""
+			# columns: blocks beluga raw anon staged limit
+			echo "plot \"$f\" using 1:2 with linespoints lw 2 pt 7 title \"Beluga (mapping)\", \"$f\" using 1:6 with linespoints lw 2 dt 2 pt 6 title \"limit\", \"$f\" using 1:5 with linespoints lw 2 pt 5 title \"staged (AF_UNIX server)\", \"$f\" using 1:3 with lines lw 1 dt 3 title \"raw mapping\", \"$f\" using 1:4 with lines lw 1 dt 4 title \"anon memcpy\""
 		done
 		echo "unset multiplot"
 	} | gnuplot

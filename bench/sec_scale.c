@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Section "scale": cost per operation as the pool grows (1K, 16K, 256K
+ * Section "scale" [--ops lookup64_hot,lookup64,pin64,alloc_pub64]: cost per
+ * operation as the pool grows (1K, 16K, 256K
  * blocks by default) with 1 and 2 threads, each thread with its own client
  * (open file). The pool is full: N/64 chains of 64 published keys.
  *
@@ -162,6 +163,20 @@ static void run_op(struct sctx *s, double *ns_out, double *ops_out,
 	*ops_out = median(thr, s->samples);
 }
 
+/* "--ops a,b": exact names */
+static bool op_selected(const char *list, int op)
+{
+	size_t n = strlen(opname[op]);
+	const char *p = list;
+
+	while ((p = strstr(p, opname[op]))) {
+		if ((p == list || p[-1] == ',') && (p[n] == ',' || !p[n]))
+			return true;
+		p += n;
+	}
+	return false;
+}
+
 static int calib_op(void *arg)
 {
 	return do_op(arg);
@@ -169,7 +184,7 @@ static int calib_op(void *arg)
 
 int sec_scale(int argc, char **argv)
 {
-	const char *spec = "none", *targets = "kernel,core";
+	const char *spec = "none", *targets = "kernel,core", *ops_sel = NULL;
 	u64 sizes[MAX_SIZES] = { 1024, 16384, 262144 };
 	u64 threads[MAX_THREADS] = { 1, 2 };
 	int nsizes = 3, nthr = 2, i, k, z, th, op;
@@ -192,6 +207,8 @@ int sec_scale(int argc, char **argv)
 			bs = parse_size(argv[i + 1]);
 		else if (!strcmp(argv[i], "--targets"))
 			targets = argv[i + 1];
+		else if (!strcmp(argv[i], "--ops"))
+			ops_sel = argv[i + 1];
 		else
 			die("scale: unknown option %s", argv[i]);
 	}
@@ -235,6 +252,8 @@ int sec_scale(int argc, char **argv)
 			}
 			/* Lookups first: ALLOC+PUBLISH evicts chains. */
 			for (op = 0; op < NR_OPS; op++) {
+				if (ops_sel && !op_selected(ops_sel, op))
+					continue;
 				s->op = op;
 				if (!reps[k][op])
 					reps[k][op] = calibrate(calib_op, &s->w[0],

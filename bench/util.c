@@ -13,8 +13,8 @@
 struct opts opt = {
 	.env = "host",
 	.out_dir = "build/bench",
-	.samples = 9,
-	.sample_ms = 20,
+	.samples = 31,
+	.sample_ms = 2,
 	.rpc_cpu = RPC_CPU_AUTO,
 };
 
@@ -123,6 +123,7 @@ struct fig measure_n(op_fn fn, void *arg, u64 reps, const char *what)
 		v[s] = (double)(now_ns() - t0) / (double)reps;
 	}
 	f.ns = median(v, f.samples);
+	f.min = v[0];
 	f.p10 = percentile(v, f.samples, 0.1);
 	f.p90 = percentile(v, f.samples, 0.9);
 	return f;

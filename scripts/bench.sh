@@ -47,8 +47,10 @@ tmo=${tmo:-$([ $smoke -eq 1 ] && echo 900 || echo 5400)}
 
 out=$BELUGA_BUILD/bench
 res=$out/results
-rm -rf "$res"
 mkdir -p "$res"
+# A partial run (--host-only, --guest-only) keeps the other environment's results.
+[ $host -eq 1 ] && rm -f "$res"/*-host.jsonl "$res"/*-host.dat
+[ $guest -eq 1 ] && rm -f "$res"/*-guest-6.12.jsonl "$res"/*-guest-6.12.dat
 plots=$BELUGA_ROOT/bench/plots
 [ $smoke -eq 1 ] && plots=$out/plots
 
