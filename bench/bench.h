@@ -237,6 +237,11 @@ void rpc_server_start(struct rpc_server *s, u64 nr_blocks, u64 bs,
 		      const char *arena);
 void rpc_server_stop(struct rpc_server *s);
 struct bk *rpc_open(struct rpc_server *s);
+/*
+ * Single-threaded sections run every target on the CPU the baseline server
+ * gets (opt.rpc_cpu), so that no target has a quieter CPU than another.
+ */
+void bench_pin_cpu(void);
 int server_main(int argc, char **argv);
 
 /* ---- sections -------------------------------------------------------- */

@@ -375,14 +375,35 @@ static void rpc_pick_cpu(void)
 	opt.rpc_cpu = pick;
 }
 
-void rpc_server_start(struct rpc_server *s, u64 nr_blocks, u64 bs,
-		      const char *arena)
+static void rpc_resolve_cpu(void)
 {
 	if (opt.rpc_cpu == RPC_CPU_AUTO) {
 		rpc_pick_cpu();
 		note("rpc placement: CPU %d for the baseline server and its clients",
 		     opt.rpc_cpu);
 	}
+}
+
+void bench_pin_cpu(void)
+{
+	cpu_set_t set;
+
+	rpc_resolve_cpu();
+	if (opt.rpc_cpu < 0)
+		return;
+	CPU_ZERO(&set);
+	CPU_SET(opt.rpc_cpu, &set);
+	if (sched_setaffinity(0, sizeof(set), &set))
+		note("cannot pin to CPU %d: %s", opt.rpc_cpu, strerror(errno));
+	else
+		note("every target runs on CPU %d (single-threaded section)",
+		     opt.rpc_cpu);
+}
+
+void rpc_server_start(struct rpc_server *s, u64 nr_blocks, u64 bs,
+		      const char *arena)
+{
+	rpc_resolve_cpu();
 	rpc_server_spawn(s, nr_blocks, bs, arena);
 }
 

@@ -147,6 +147,7 @@ int sec_data(int argc, char **argv)
 
 	snprintf(name, sizeof(name), "data-%s", medium);
 	out_open(name);
+	bench_pin_cpu();
 	note("data (%s): %llu-byte blocks, counts up to %llu, %d samples; pool %s, raw %s, limit %s, staged arena %s",
 	     medium, (unsigned long long)bs, (unsigned long long)maxc, samples,
 	     spec, raw, c.limit_anon ? "anon" : raw, rpc_arena);

@@ -289,6 +289,7 @@ int sec_meta(int argc, char **argv)
 			nblocks = sz / bs;
 	}
 	out_open("meta");
+	bench_pin_cpu();
 	note("meta: %llu blocks of %llu bytes; chains up to %llu keys; %d samples of ~%.0f ms",
 	     (unsigned long long)nblocks, (unsigned long long)bs,
 	     (unsigned long long)lens[nlens - 1], opt.samples, opt.sample_ms);

@@ -272,6 +272,7 @@ int sec_replay(int argc, char **argv)
 	if (ret)
 		die("replay: cannot read %s: %s", path, strerror(-ret));
 	out_open("replay");
+	bench_pin_cpu();
 	note("replay: %u requests, %llu block references, %llu distinct blocks, infinite-cache bound %.2f%% of references",
 	     tr.nr_req, (unsigned long long)tr.nr_refs,
 	     (unsigned long long)tr.nr_distinct,
