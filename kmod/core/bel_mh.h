@@ -1,0 +1,695 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Beluga multi-host: several hosts share one CXL region without cache
+ * coherence and without cross-host atomics. See docs/multihost.md.
+ *
+ * This header holds the versioned on-media format (explicit offsets, fixed
+ * width little-endian fields, static size checks), the accessor layer that
+ * every access to shared metadata goes through, and the API of the portable
+ * protocol in mh_format.c, mh_host.c and mh_ops.c. Like the rest of the
+ * core it depends on bel_env.h only, so it compiles into the kernel module
+ * and into the userspace simulator (tests/unit/mh).
+ *
+ * Files:
+ *   mh_format.c  layout, superblock check, format, attach/join/leave
+ *   mh_host.c    heartbeat, liveness, partition claim/release/rebuild
+ *   mh_ops.c     alloc, free, publish, lookup (+pin), release, evict
+ */
+#ifndef BEL_MH_H
+#define BEL_MH_H
+
+#include "bel_env.h"
+#include <linux/beluga.h>
+
+#ifdef __KERNEL__
+#include <linux/build_bug.h>
+#include <linux/compiler.h>
+#include <linux/math64.h>
+#include <asm/byteorder.h>
+#define BEL_MH_STATIC_ASSERT(c, m)	static_assert(c, m)
+#define BEL_MH_READ_ONCE(x)		READ_ONCE(x)
+#define BEL_MH_WRITE_ONCE(x, v)		WRITE_ONCE(x, v)
+static inline u64 bel_mh_div64(u64 a, u64 b)
+{
+	return div64_u64(a, b);
+}
+#else
+#include <endian.h>
+#define cpu_to_le16(x)	((__le16)htole16(x))
+#define cpu_to_le32(x)	((__le32)htole32(x))
+#define cpu_to_le64(x)	((__le64)htole64(x))
+#define le16_to_cpu(x)	((u16)le16toh(x))
+#define le32_to_cpu(x)	((u32)le32toh(x))
+#define le64_to_cpu(x)	((u64)le64toh(x))
+#define BEL_MH_STATIC_ASSERT(c, m)	_Static_assert(c, m)
+#define BEL_MH_READ_ONCE(x)		__atomic_load_n(&(x), __ATOMIC_RELAXED)
+#define BEL_MH_WRITE_ONCE(x, v)		__atomic_store_n(&(x), (v), __ATOMIC_RELAXED)
+static inline u64 bel_mh_div64(u64 a, u64 b)
+{
+	return a / b;
+}
+#endif
+
+/* --- on-media format, version 1 ---------------------------------------- */
+
+#define BEL_MH_LINE		64U	/* unit of single-writer ownership */
+#define BEL_MH_MAX_HOSTS	16U	/* hard cap; a pool's is max_hosts */
+#define BEL_MH_DEF_HOSTS	8U
+#define BEL_MH_MAGIC		0x484d4147554c4542ULL	/* "BELUGAMH" */
+#define BEL_MH_VERSION_MAJOR	1U
+#define BEL_MH_VERSION_MINOR	0U
+
+/* Version-independent locations: a later format keeps these. */
+#define BEL_MH_SB_OFF		0ULL
+#define BEL_MH_SB_SIZE		192U
+#define BEL_MH_INTENT_OFF	4096ULL	/* one line per host id, 64 ids */
+#define BEL_MH_HOST_OFF		8192ULL	/* one line per host id */
+
+#define BEL_MH_DEF_HEARTBEAT_MS	100U
+#define BEL_MH_DEF_LEASE_MS	2000U
+#define BEL_MH_DEF_DATA_ALIGN	(2ULL << 20)
+
+/* Bucket heads per line: __le32 each, block number + 1, 0 ends a chain. */
+#define BEL_MH_BUCKETS_PER_LINE	(BEL_MH_LINE / 4)
+
+/*
+ * The superblock: written once by the formatting host, after every other
+ * area has been zeroed and flushed; read by every joining host. @csum is
+ * bel_mh_csum() of everything before it.
+ */
+struct bel_mh_super {
+	__le64 magic;
+	__le32 version_major;
+	__le32 version_minor;
+	u8 uuid[16];
+	__le64 region_size;	/* bytes of the shared region */
+	__le64 block_size;
+	__le64 data_off;	/* first block */
+	__le64 nr_blocks;
+	__le32 max_hosts;	/* host ids and partitions */
+	__le32 buckets;		/* per partition, a power of two */
+	__le64 host_off;	/* host records */
+	__le64 pin_off;		/* pin arrays */
+	__le64 pin_stride;	/* bytes of one host's pin array */
+	__le64 index_off;	/* entry of block b at index_off + b * 64 */
+	__le64 bucket_off;	/* bucket heads of partition p at ... */
+	__le64 bucket_stride;	/* ... bucket_off + p * bucket_stride */
+	__le64 data_align;
+	__le32 heartbeat_ms;
+	__le32 lease_ms;
+	__le32 flags;		/* 0 */
+	__le32 reserved[12];
+	__le32 csum;
+};
+BEL_MH_STATIC_ASSERT(sizeof(struct bel_mh_super) == BEL_MH_SB_SIZE,
+		     "superblock is three lines");
+
+/* Format intent of one host id (line at BEL_MH_INTENT_OFF + id * 64). */
+struct bel_mh_intent {
+	__le64 nonce;		/* 0: no intent */
+	__le64 progress;	/* advanced while formatting */
+	__le64 reserved[6];
+};
+BEL_MH_STATIC_ASSERT(sizeof(struct bel_mh_intent) == BEL_MH_LINE,
+		     "intent is one line");
+
+enum bel_mh_host_state {
+	BEL_MH_HOST_NONE = 0,	/* never joined since format */
+	BEL_MH_HOST_ACTIVE = 1,
+	BEL_MH_HOST_LEFT = 2,	/* detached cleanly */
+};
+
+/* One host's record, written only by that host. */
+struct bel_mh_host_rec {
+	__le32 state;		/* enum bel_mh_host_state */
+	__le32 incarnation;	/* +1 at every join, never 0 once joined */
+	__le64 heartbeat;	/* +1 every heartbeat period */
+	__le32 owned;		/* bitmask of owned partitions */
+	__le32 flags;		/* 0 */
+	char name[24];
+	__le64 reserved[2];
+};
+BEL_MH_STATIC_ASSERT(sizeof(struct bel_mh_host_rec) == BEL_MH_LINE,
+		     "host record is one line");
+
+enum bel_mh_ent_state {
+	BEL_MH_ENT_EMPTY = 0,	/* never used since format */
+	BEL_MH_ENT_TENTATIVE = 2,	/* publish in progress */
+	BEL_MH_ENT_PUBLISHED = 3,
+	BEL_MH_ENT_EVICTING = 4,	/* eviction in progress */
+};
+
+/*
+ * The index entry of one block (a line at index_off + block * 64), written
+ * only by the owner of the block's partition. While linked into the chain
+ * of its key's bucket it is TENTATIVE, PUBLISHED or EVICTING; once
+ * unlinked it keeps its last contents (readers that reach it through a
+ * stale pointer see a key of its old bucket, or of another bucket, which
+ * tells them they were diverted) until the block is published again.
+ */
+struct bel_mh_entry {
+	__le32 state;		/* enum bel_mh_ent_state */
+	__le32 block;		/* the block, for checking */
+	__le64 ns;
+	__le64 key_lo;
+	__le64 key_hi;
+	__le64 seq;		/* publish sequence in the partition */
+	__le32 writer;		/* host id that wrote the entry */
+	__le32 writer_inc;	/* and its incarnation */
+	__le32 next;		/* next block in the chain + 1; 0 ends it */
+	__le32 reserved[3];
+};
+BEL_MH_STATIC_ASSERT(sizeof(struct bel_mh_entry) == BEL_MH_LINE,
+		     "index entry is one line");
+
+/* --- flush and invalidate sites ----------------------------------------- */
+
+/*
+ * Every flush and every invalidate of shared metadata has a site number,
+ * so that a test build can disable exactly one and show that some test
+ * notices (tests/unit/mh, "make mutate").
+ */
+#define BEL_MH_SITES(X)							\
+	X(F_INTENT_SET, "flush format intent")				\
+	X(F_INTENT_CLEAR, "flush format intent withdrawal")		\
+	X(F_FMT_ZERO, "flush zeroed metadata at format")		\
+	X(F_SUPER, "flush superblock at format")			\
+	X(F_REC_HB, "flush own host record (join, heartbeat, release)") \
+	X(F_REC_CLAIM, "flush partition claim")				\
+	X(F_REC_LEAVE, "flush host record LEFT")			\
+	X(F_PIN, "flush pin word")					\
+	X(F_UNPIN, "flush pin word clear")				\
+	X(F_ENT_TENTATIVE, "flush tentative index entry")		\
+	X(F_ENT_LINK, "flush bucket head linking a new entry")		\
+	X(F_ENT_COMMIT, "flush published index entry")			\
+	X(F_ENT_WITHDRAW, "flush unlink of a withdrawn entry")		\
+	X(F_ENT_EVICTING, "flush evicting index entry")			\
+	X(F_ENT_ROLLBACK, "flush eviction rollback")			\
+	X(F_ENT_UNLINK, "flush unlink of an evicted entry")		\
+	X(F_ENT_REBUILD, "flush entry repaired at takeover")		\
+	X(F_PAYLOAD, "flush block payload")				\
+	X(I_SUPER, "invalidate superblock")				\
+	X(I_INTENT, "invalidate format intents")			\
+	X(I_REC_OBSERVE, "invalidate host records (observe)")		\
+	X(I_REC_CLAIM, "invalidate host records (claim check)")	\
+	X(I_PROBE, "invalidate index lines (lookup)")			\
+	X(I_PUB_PRE, "invalidate index lines (publish pre-check)")	\
+	X(I_PUB_CHECK, "invalidate index lines (publish race check)")	\
+	X(I_PIN_CHECK, "invalidate index entry (pin validation)")	\
+	X(I_EVICT_PINS, "invalidate pin words (eviction)")		\
+	X(I_REBUILD, "invalidate index at takeover")			\
+	X(I_PAYLOAD, "invalidate block payload before read")
+
+#define BEL_MH_SITE_ENUM(name, desc)	BEL_MH_##name,
+enum bel_mh_site {
+	BEL_MH_SITE_NONE = 0,
+	BEL_MH_SITES(BEL_MH_SITE_ENUM)
+	BEL_MH_NR_SITES
+};
+#undef BEL_MH_SITE_ENUM
+
+/* "F_PIN" style short names and descriptions, indexed by site. */
+extern const char *const bel_mh_site_names[BEL_MH_NR_SITES];
+extern const char *const bel_mh_site_descs[BEL_MH_NR_SITES];
+
+#ifdef BEL_MH_TESTING
+/* The one disabled site, or BEL_MH_SITE_NONE. Defined by the simulator. */
+extern int bel_mh_site_off;
+static inline bool bel_mh_site_on(int site)
+{
+	return site != bel_mh_site_off;
+}
+#else
+static inline bool bel_mh_site_on(int site)
+{
+	(void)site;
+	return true;
+}
+#endif
+
+/* --- the environment: memory accessors, clock --------------------------- */
+
+/*
+ * How one host reaches the shared region. Offsets are bytes from the start
+ * of the region. The kernel implements read/write as plain copies through
+ * its mapping, flush as CLWB of every line (arch_wb_cache_pmem), inval as
+ * CLFLUSHOPT of every line (clflush_cache_range), fence as mb(). The
+ * simulator implements them over a private cache model per host.
+ *
+ * relax() is called in wait loops (with the host mutex held); it may sleep.
+ * now_ns() is this host's monotonic clock.
+ */
+struct bel_mh_mem_ops {
+	void (*read)(void *priv, u64 off, void *dst, u32 len);
+	void (*write)(void *priv, u64 off, const void *src, u32 len);
+	void (*flush)(void *priv, int site, u64 off, u64 len);
+	void (*inval)(void *priv, int site, u64 off, u64 len);
+	void (*fence)(void *priv);
+	u64 (*now_ns)(void *priv);
+	void (*relax)(void *priv);
+};
+
+/* Accesses made through the accessor layer, in lines (or calls). */
+struct bel_mh_counters {
+	u64 reads;		/* lines read */
+	u64 writes;		/* lines written */
+	u64 flushes;		/* lines flushed */
+	u64 invals;		/* lines invalidated */
+	u64 fences;
+};
+
+/* --- the host ------------------------------------------------------------ */
+
+struct bel_mh_config {
+	u32 host_id;		/* 0 .. max_hosts - 1, unique in the rack */
+	u64 block_size;		/* join: 0 accepts the pool's; format: 0 = 2 MiB */
+	bool format;		/* reformat even a valid pool (explicit) */
+	/* Used only when this host formats: */
+	u32 max_hosts;		/* 0 = BEL_MH_DEF_HOSTS */
+	u64 data_align;		/* 0 = BEL_MH_DEF_DATA_ALIGN */
+	u32 heartbeat_ms;	/* 0 = default */
+	u32 lease_ms;		/* 0 = default */
+	u64 nonce;		/* random, nonzero: uuid and format intent */
+	char name[24];		/* shown by status */
+};
+
+/* Decoded, checked superblock. */
+struct bel_mh_geo {
+	u64 region_size;
+	u64 block_size;
+	u64 data_off;
+	u64 data_align;
+	u32 nr_blocks;
+	u32 max_hosts;
+	u32 buckets;
+	u64 host_off;
+	u64 pin_off;
+	u64 pin_stride;
+	u64 index_off;
+	u64 bucket_off;
+	u64 bucket_stride;
+	u64 heartbeat_ns;
+	u64 lease_ns;
+	u8 uuid[16];
+};
+
+/* Another host as this host sees it. */
+struct bel_mh_view {
+	u32 state;		/* enum bel_mh_host_state, as last read */
+	u32 inc;
+	u32 owned;
+	u64 hb;
+	u64 changed_at;		/* our clock when (inc, hb) last changed */
+	bool dead;		/* lease expired for incarnation @inc */
+};
+
+/* DRAM state of one partition; meaningful while @owned. */
+struct bel_mh_part {
+	bool owned;
+	bool releasing;		/* no longer ours to keep: drain, release */
+	u32 first;		/* blocks [first, first + nr) */
+	u32 nr;
+	u32 free_head;		/* free list through blk_next */
+	u32 nr_free;
+	u32 lru_head;		/* PUBLISHED blocks, oldest first */
+	u32 lru_tail;
+	u32 nr_allocated;
+	u32 nr_published;
+	u64 next_seq;
+	u32 backoff;		/* ticks to wait before claiming again */
+};
+
+enum bel_mh_blk_state {
+	BEL_MH_BLK_FREE = 0,	/* or not in an owned partition */
+	BEL_MH_BLK_ALLOCATED,
+	BEL_MH_BLK_PUBLISHED,
+};
+
+struct bel_mh_client;
+
+struct bel_mh_host {
+	const struct bel_mh_mem_ops *ops;
+	void *priv;
+	struct bel_mh_config cfg;
+	struct bel_mh_geo geo;
+	u32 id;
+
+	/* Serialises every operation and the maintenance tick; may sleep. */
+	bel_mutex_t lock;
+	/* Protects rec and last_hb: the heartbeat takes only this. */
+	bel_spinlock_t rec_lock;
+	struct bel_mh_host_rec rec;	/* image of the own record */
+	u64 last_hb;			/* our clock at the last heartbeat */
+	u64 fence_ns;			/* lease / 2 */
+	bool joined;
+	bool leased;			/* writes are subject to the lease */
+	bool fenced;			/* stopped writing; must rejoin */
+	bool formatted;			/* this attach formatted the pool */
+
+	/* Format intents of the other ids as last seen (attach only). */
+	struct {
+		u64 nonce;
+		u64 progress;
+		u64 since;
+	} intent_seen[BEL_MH_MAX_HOSTS];
+	u64 intent_progress;
+
+	struct bel_mh_view view[BEL_MH_MAX_HOSTS];
+	struct bel_mh_part part[BEL_MH_MAX_HOSTS];
+	u32 rotor;			/* next partition to allocate from */
+	u64 lru_clock;
+
+	/* Per block of the pool (geo.nr_blocks entries). */
+	u32 *blk_next;			/* free list / LRU links */
+	u32 *blk_prev;
+	u64 *blk_stamp;			/* PUBLISHED: LRU stamp */
+	u32 *blk_pins;			/* this host's pins on the block */
+	u8 *blk_state;			/* enum bel_mh_blk_state */
+	struct bel_mh_client **blk_owner;	/* ALLOCATED: owner */
+
+	u32 nr_allocated;		/* ALLOCATED blocks of all clients */
+	u64 nr_pins;			/* pins of all clients */
+	struct bel_mh_counters cnt;
+	const char *why;		/* reason of the last refusal */
+};
+
+/* One open file: its allocations and pins (released on close). */
+struct bel_mh_client {
+	struct bel_mh_host *host;
+	u32 nr_allocated;
+	u32 nr_pins;			/* entries used in @pins */
+	u32 cap_pins;
+	u32 *pins;			/* block numbers, one per pin */
+};
+
+#define BEL_MH_NONE	0xffffffffU
+
+/* --- accessors: the only way the protocol touches shared metadata ------- */
+
+static inline u64 bel_mh_nlines(u64 off, u64 len)
+{
+	if (!len)
+		return 0;
+	return ((off + len - 1) / BEL_MH_LINE) - off / BEL_MH_LINE + 1;
+}
+
+/*
+ * Self-fence: once the own heartbeat is older than lease/2, this host stores
+ * nothing in the pool any more (not even a write-back), because the other
+ * hosts may soon act on its lease expiry. Checked at every store, so the
+ * window between the check and the store is a few instructions.
+ */
+static inline bool bel_mh_fenced_now(struct bel_mh_host *h)
+{
+	if (!h->leased)
+		return false;
+	if (BEL_MH_READ_ONCE(h->fenced))
+		return true;
+	if (h->ops->now_ns(h->priv) - BEL_MH_READ_ONCE(h->last_hb) >
+	    h->fence_ns) {
+		BEL_MH_WRITE_ONCE(h->fenced, true);
+		return true;
+	}
+	return false;
+}
+
+static inline void bel_mh_read(struct bel_mh_host *h, u64 off, void *dst,
+			       u32 len)
+{
+	h->cnt.reads += bel_mh_nlines(off, len);
+	h->ops->read(h->priv, off, dst, len);
+}
+
+static inline void bel_mh_write(struct bel_mh_host *h, u64 off,
+				const void *src, u32 len)
+{
+	if (bel_mh_fenced_now(h))
+		return;
+	h->cnt.writes += bel_mh_nlines(off, len);
+	h->ops->write(h->priv, off, src, len);
+}
+
+static inline void bel_mh_flush_at(struct bel_mh_host *h, int site, u64 off,
+				   u64 len)
+{
+	if (!bel_mh_site_on(site) || bel_mh_fenced_now(h))
+		return;
+	h->cnt.flushes += bel_mh_nlines(off, len);
+	h->ops->flush(h->priv, site, off, len);
+}
+
+static inline void bel_mh_inval_at(struct bel_mh_host *h, int site, u64 off,
+				   u64 len)
+{
+	if (!bel_mh_site_on(site) || bel_mh_fenced_now(h))
+		return;
+	h->cnt.invals += bel_mh_nlines(off, len);
+	h->ops->inval(h->priv, site, off, len);
+}
+
+static inline void bel_mh_fence(struct bel_mh_host *h)
+{
+	h->cnt.fences++;
+	h->ops->fence(h->priv);
+}
+
+#define BEL_MH_FLUSH(h, site, off, len) \
+	bel_mh_flush_at((h), BEL_MH_##site, (off), (len))
+#define BEL_MH_INVAL(h, site, off, len) \
+	bel_mh_inval_at((h), BEL_MH_##site, (off), (len))
+
+/* Write then flush: a store other hosts may depend on. */
+#define BEL_MH_PUT(h, site, off, src, len) do {				\
+	bel_mh_write((h), (off), (src), (len));				\
+	BEL_MH_FLUSH((h), site, (off), (len));				\
+} while (0)
+
+/* Invalidate then read: a line another host may have written. */
+#define BEL_MH_GET(h, site, off, dst, len) do {				\
+	BEL_MH_INVAL((h), site, (off), (len));				\
+	bel_mh_read((h), (off), (dst), (len));				\
+} while (0)
+
+/* Read, after invalidating at @site unless it is 0 (a line we write). */
+static inline void bel_mh_load(struct bel_mh_host *h, int site, u64 off,
+			       void *dst, u32 len)
+{
+	if (site)
+		bel_mh_inval_at(h, site, off, len);
+	bel_mh_read(h, off, dst, len);
+}
+
+/* Chain links: block + 1, 0 for none. */
+static inline u32 bel_mh_link_dec(__le32 v)
+{
+	u32 x = le32_to_cpu(v);
+
+	return x ? x - 1 : BEL_MH_NONE;
+}
+
+static inline __le32 bel_mh_link_enc(u32 b)
+{
+	return cpu_to_le32(b == BEL_MH_NONE ? 0 : b + 1);
+}
+
+static inline u64 bel_mh_now(struct bel_mh_host *h)
+{
+	return h->ops->now_ns(h->priv);
+}
+
+/* --- small helpers shared by the mh files ------------------------------- */
+
+static inline u64 bel_mh_mix64(u64 x)
+{
+	x ^= x >> 33;
+	x *= 0xff51afd7ed558ccdULL;
+	x ^= x >> 33;
+	x *= 0xc4ceb9fe1a85ec53ULL;
+	x ^= x >> 33;
+	return x;
+}
+
+u32 bel_mh_csum(const void *buf, u32 len);
+
+static inline u64 bel_mh_rec_off(const struct bel_mh_geo *g, u32 id)
+{
+	return g->host_off + (u64)id * BEL_MH_LINE;
+}
+
+static inline u64 bel_mh_pin_off(const struct bel_mh_geo *g, u32 id,
+				 u32 block)
+{
+	return g->pin_off + (u64)id * g->pin_stride + (u64)block * 4;
+}
+
+static inline u64 bel_mh_ent_off(const struct bel_mh_geo *g, u32 block)
+{
+	return g->index_off + (u64)block * BEL_MH_LINE;
+}
+
+static inline u64 bel_mh_bucket_off(const struct bel_mh_geo *g, u32 part,
+				    u32 bucket)
+{
+	return g->bucket_off + (u64)part * g->bucket_stride +
+	       (u64)bucket * 4;
+}
+
+/* Bucket of (ns, key): the same in every partition. */
+static inline u32 bel_mh_bucket_of(const struct bel_mh_geo *g, u64 ns,
+				   u64 key_lo, u64 key_hi)
+{
+	u64 x = bel_mh_mix64(ns * 0x9e3779b97f4a7c15ULL ^ key_hi);
+
+	x = bel_mh_mix64(x ^ key_lo);
+	return (u32)x & (g->buckets - 1);
+}
+
+/* Byte offset of block @block in the region. */
+static inline u64 bel_mh_block_off(const struct bel_mh_geo *g, u32 block)
+{
+	return g->data_off + (u64)block * g->block_size;
+}
+
+/* The partition holding @block. */
+u32 bel_mh_part_of(const struct bel_mh_host *h, u32 block);
+
+/* --- mh_format.c --------------------------------------------------------- */
+
+/*
+ * Compute a layout for @region_size and the format parameters of @cfg.
+ * -EINVAL when the region cannot hold the metadata and one block per
+ * partition.
+ */
+int bel_mh_layout(u64 region_size, const struct bel_mh_config *cfg,
+		  struct bel_mh_geo *geo);
+
+/*
+ * Attach host cfg->host_id to the region: format it when it carries no
+ * valid superblock (or cfg->format), else check the superblock and join.
+ * May sleep (waits up to a lease for a previous incarnation or, with
+ * cfg->format, for the other hosts to be gone). On failure h->why says why:
+ *   -EUCLEAN          superblock checksum mismatch (corrupt pool)
+ *   -EPROTONOSUPPORT  unknown on-media major version
+ *   -EINVAL           geometry mismatch (region size, block size, layout)
+ *   -ERANGE           host id >= the pool's max_hosts
+ *   -EADDRINUSE       another live host uses this host id
+ *   -EBUSY            cfg->format while other hosts are alive
+ *   -ENOMEM
+ * After success, call bel_mh_tick() periodically (every heartbeat period)
+ * and bel_mh_heartbeat() at least as often.
+ */
+int bel_mh_attach(struct bel_mh_host *h, const struct bel_mh_mem_ops *ops,
+		  void *priv, u64 region_size,
+		  const struct bel_mh_config *cfg);
+
+/*
+ * Clean leave: -EBUSY while a client holds allocations or pins. Releases
+ * every partition, writes LEFT. The host may then be destroyed.
+ */
+int bel_mh_leave(struct bel_mh_host *h);
+
+/* Free DRAM state; writes nothing to the pool (after leave, fence, crash). */
+void bel_mh_destroy(struct bel_mh_host *h);
+
+/* --- mh_host.c ----------------------------------------------------------- */
+
+/*
+ * Advance the heartbeat (write + flush the own record), or self-fence when
+ * the previous heartbeat is older than lease/2. Takes only rec_lock: it
+ * must run even while an operation holds the host mutex.
+ */
+void bel_mh_heartbeat(struct bel_mh_host *h);
+
+/*
+ * Maintenance, every heartbeat period: observe the other hosts, release
+ * partitions that are no longer ours, claim and rebuild those that are
+ * designated to us, then heartbeat.
+ */
+void bel_mh_tick(struct bel_mh_host *h);
+
+/* Alive in this host's view (itself: while joined and not fenced). */
+bool bel_mh_alive(const struct bel_mh_host *h, u32 id);
+/* Designated owner of partition @p in this host's view, or BEL_MH_NONE. */
+u32 bel_mh_designated(const struct bel_mh_host *h, u32 p);
+
+/* One claim attempt of partition @p (h->lock held): 0 or -EBUSY. */
+int bel_mh_try_claim(struct bel_mh_host *h, u32 p);
+/*
+ * Give up owned partition @p now (-EBUSY while this host has blocks of it
+ * ALLOCATED). The tick may claim it again if it is designated to us.
+ */
+int bel_mh_release_part(struct bel_mh_host *h, u32 p);
+
+/* Status of every host id, as this host sees it now. */
+struct bel_mh_host_info {
+	u32 state;
+	u32 incarnation;
+	u64 heartbeat;
+	u32 owned;
+	bool alive;
+	bool self;
+	u64 silent_ns;		/* since its heartbeat last moved */
+	char name[24];
+};
+int bel_mh_hosts(struct bel_mh_host *h, struct bel_mh_host_info *out,
+		 u32 max);
+
+/* --- internal, shared between the mh files ----------------------------- */
+
+void bel_mh_view_update(struct bel_mh_host *h, u32 x,
+			const struct bel_mh_host_rec *r, u64 now);
+/* Invalidate and read every other host's record; update the views. */
+void bel_mh_observe(struct bel_mh_host *h);
+/* 0, -ENODEV (not joined) or -ESTALE (fenced). */
+int bel_mh_usable(struct bel_mh_host *h);
+/* Owned partition @p: its LRU of unpinned PUBLISHED blocks, free list. */
+void bel_mh_lru_add(struct bel_mh_host *h, u32 p, u32 b);
+void bel_mh_lru_del(struct bel_mh_host *h, u32 p, u32 b);
+void bel_mh_free_push(struct bel_mh_host *h, u32 p, u32 b);
+u32 bel_mh_free_pop(struct bel_mh_host *h, u32 p);
+/* Bucket heads of partition @p: read (invalidating at @site unless 0). */
+u32 bel_mh_get_head(struct bel_mh_host *h, u32 p, u32 bucket, int site);
+void bel_mh_set_head(struct bel_mh_host *h, u32 p, u32 bucket, u32 block,
+		     int site);
+u32 bel_mh_ent_bucket(const struct bel_mh_host *h,
+		      const struct bel_mh_entry *e);
+/* Is writer (@w, @winc) of an entry dead in this host's view? */
+bool bel_mh_writer_dead(const struct bel_mh_host *h, u32 w, u32 winc);
+
+/* --- mh_ops.c ------------------------------------------------------------ */
+
+void bel_mh_client_init(struct bel_mh_host *h, struct bel_mh_client *c);
+/* Frees the client's allocations and drops its pins (close). */
+void bel_mh_client_release(struct bel_mh_client *c);
+
+/*
+ * The block operations. Block numbers, 0 .. nr_blocks-1; the glue turns
+ * them into mapping offsets. Besides the errors of the single-host core:
+ * -ESTALE when the host is fenced (it must rejoin), -ENODEV before attach.
+ */
+int bel_mh_alloc(struct bel_mh_client *c, u32 count, u32 *blocks);
+int bel_mh_free(struct bel_mh_client *c, u32 count, const u32 *blocks);
+/*
+ * Per item: BELUGA_PUBLISH_OK, BELUGA_PUBLISH_EXISTS (the block is
+ * freed), -EINVAL / -EPERM (block unchanged), -EAGAIN (a racing publish of
+ * another host did not resolve within two leases; block unchanged).
+ */
+int bel_mh_publish(struct bel_mh_client *c, u64 ns, u32 count,
+		   const u32 *blocks, const struct beluga_key *keys,
+		   s32 *results);
+int bel_mh_lookup(struct bel_mh_client *c, u64 ns, u32 count,
+		  const struct beluga_key *keys, bool pin, u32 *blocks,
+		  u32 *hits);
+int bel_mh_release(struct bel_mh_client *c, u32 count, const u32 *blocks);
+
+/*
+ * Payload helpers for CPU access through the accessor layer: write +
+ * flush, and invalidate + read. The kernel leaves payloads to userspace
+ * (docs/multihost.md, section 10); the simulator uses these.
+ */
+void bel_mh_payload_write(struct bel_mh_host *h, u32 block, u64 off,
+			  const void *src, u32 len);
+void bel_mh_payload_read(struct bel_mh_host *h, u32 block, u64 off,
+			 void *dst, u32 len);
+
+#endif /* BEL_MH_H */

@@ -1,0 +1,746 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Multi-host block operations: alloc, free, publish, lookup (+pin),
+ * release, eviction. See docs/multihost.md, section 5.
+ *
+ * Each host allocates only from partitions it owns, and alone writes their
+ * index. Publish dedup across hosts and pins against eviction both use the
+ * store-buffer pattern: write the own record, flush, fence, then read the
+ * other side's after invalidating. Lines of owned partitions are read
+ * without invalidating: this host is their only writer since it took them
+ * over (bel_mh_rebuild() invalidated them then).
+ *
+ * Every function here runs with h->lock held.
+ */
+#include "bel_mh.h"
+
+enum bel_mh_race {
+	BEL_MH_PROCEED = 0,
+	BEL_MH_WAIT,		/* a higher tentative or an eviction: wait */
+	BEL_MH_YIELD,		/* a lower tentative: withdraw, then wait */
+	BEL_MH_LOST,		/* published elsewhere */
+};
+
+/* Wait loops give up after this many leases (a live racer resolves fast). */
+#define BEL_MH_WAIT_LEASES	2
+/* Victims tried per eviction before giving up (remote pins). */
+#define BEL_MH_EVICT_TRIES	16
+
+u32 bel_mh_get_head(struct bel_mh_host *h, u32 p, u32 bucket, int site)
+{
+	__le32 v;
+
+	bel_mh_load(h, site, bel_mh_bucket_off(&h->geo, p, bucket), &v,
+		    sizeof(v));
+	return bel_mh_link_dec(v);
+}
+
+void bel_mh_set_head(struct bel_mh_host *h, u32 p, u32 bucket, u32 block,
+		     int site)
+{
+	__le32 v = bel_mh_link_enc(block);
+	u64 off = bel_mh_bucket_off(&h->geo, p, bucket);
+
+	bel_mh_write(h, off, &v, sizeof(v));
+	bel_mh_flush_at(h, site, off, sizeof(v));
+}
+
+u32 bel_mh_ent_bucket(const struct bel_mh_host *h,
+		      const struct bel_mh_entry *e)
+{
+	return bel_mh_bucket_of(&h->geo, le64_to_cpu(e->ns),
+				le64_to_cpu(e->key_lo), le64_to_cpu(e->key_hi));
+}
+
+static bool bel_mh_ent_is(const struct bel_mh_entry *e, u64 ns,
+			  const struct beluga_key *key)
+{
+	return le64_to_cpu(e->ns) == ns && le64_to_cpu(e->key_lo) == key->lo &&
+	       le64_to_cpu(e->key_hi) == key->hi;
+}
+
+static bool bel_mh_ent_live(u32 st)
+{
+	return st == BEL_MH_ENT_TENTATIVE || st == BEL_MH_ENT_PUBLISHED ||
+	       st == BEL_MH_ENT_EVICTING;
+}
+
+/*
+ * Walk the chain of (ns, key) in partition @p: the state of its entry (the
+ * block in *@blk, the contents in *@e), or EMPTY when there is none. Foreign
+ * partitions are read after invalidating, at @site. *@sure is false when
+ * the walk may have been diverted (an entry of another bucket, a link out
+ * of the partition, too many steps): the owner unlinked and reused an entry
+ * under us, so a miss proves nothing and the caller retries. A hit is
+ * always real: the entry held the key when we read it.
+ */
+static u32 bel_mh_probe(struct bel_mh_host *h, u32 p, int site, u64 ns,
+			const struct beluga_key *key, u32 *blk,
+			struct bel_mh_entry *e, bool *sure)
+{
+	struct bel_mh_part *pt = &h->part[p];
+	int s = pt->owned ? 0 : site;
+	u32 bkt = bel_mh_bucket_of(&h->geo, ns, key->lo, key->hi);
+	u32 n, steps = 0;
+
+	*sure = true;
+	n = bel_mh_get_head(h, p, bkt, s);
+	while (n != BEL_MH_NONE) {
+		u32 st;
+
+		if (n < pt->first || n >= pt->first + pt->nr ||
+		    steps++ > pt->nr)
+			break;
+		bel_mh_load(h, s, bel_mh_ent_off(&h->geo, n), e, sizeof(*e));
+		st = le32_to_cpu(e->state);
+		if (!bel_mh_ent_live(st))
+			break;
+		if (bel_mh_ent_is(e, ns, key)) {
+			*blk = n;
+			return st;
+		}
+		if (bel_mh_ent_bucket(h, e) != bkt)
+			break;
+		n = bel_mh_link_dec(e->next);
+	}
+	if (n != BEL_MH_NONE)
+		*sure = false;
+	return BEL_MH_ENT_EMPTY;
+}
+
+/*
+ * Unlink the entry @e of block @b from its chain in owned partition @p;
+ * the one line that changes (the bucket head or the predecessor's link) is
+ * written and flushed at @site. The entry keeps its contents.
+ */
+static void bel_mh_unlink(struct bel_mh_host *h, u32 p, u32 b,
+			  const struct bel_mh_entry *e, int site)
+{
+	u32 bkt = bel_mh_ent_bucket(h, e);
+	u32 prev = BEL_MH_NONE, steps = 0;
+	u32 n = bel_mh_get_head(h, p, bkt, 0);
+	struct bel_mh_entry pe;
+
+	while (n != BEL_MH_NONE && n != b && steps++ <= h->part[p].nr) {
+		bel_mh_read(h, bel_mh_ent_off(&h->geo, n), &pe, sizeof(pe));
+		prev = n;
+		n = bel_mh_link_dec(pe.next);
+	}
+	if (n != b) {
+		BEL_ASSERT(0);
+		return;
+	}
+	if (prev == BEL_MH_NONE) {
+		bel_mh_set_head(h, p, bkt, bel_mh_link_dec(e->next), site);
+		return;
+	}
+	pe.next = e->next;
+	bel_mh_write(h, bel_mh_ent_off(&h->geo, prev), &pe, sizeof(pe));
+	bel_mh_flush_at(h, site, bel_mh_ent_off(&h->geo, prev), sizeof(pe));
+}
+
+/* Is pin word @w of host @x a pin that an evictor must respect? */
+static bool bel_mh_pin_counts(const struct bel_mh_host *h, u32 x, u32 w)
+{
+	const struct bel_mh_view *v = &h->view[x];
+
+	if (!w)
+		return false;
+	if ((s32)(w - v->inc) < 0)
+		return false;		/* left by an older incarnation */
+	if (w == v->inc)
+		return !v->dead;
+	return true;			/* a newer incarnation than we know */
+}
+
+static void bel_mh_put_pin(struct bel_mh_host *h, u32 b, u32 w, int site)
+{
+	__le32 word = cpu_to_le32(w);
+	u64 off = bel_mh_pin_off(&h->geo, h->id, b);
+
+	bel_mh_write(h, off, &word, sizeof(word));
+	bel_mh_flush_at(h, site, off, sizeof(word));
+}
+
+/* --- allocation and eviction --------------------------------------------- */
+
+static u32 bel_mh_take_free(struct bel_mh_host *h)
+{
+	u32 n = h->geo.max_hosts;
+	u32 i;
+
+	for (i = 0; i < n; i++) {
+		u32 p = (h->rotor + i) % n;
+		struct bel_mh_part *pt = &h->part[p];
+
+		if (pt->owned && !pt->releasing && pt->nr_free) {
+			h->rotor = (p + 1) % n;
+			return bel_mh_free_pop(h, p);
+		}
+	}
+	return BEL_MH_NONE;
+}
+
+/*
+ * Try to evict PUBLISHED block @b of owned partition @p (not pinned here).
+ * Mark it EVICTING, flush, fence, then read every other host's pin word
+ * for it after invalidating. A pin -> roll back. None -> tombstone: free.
+ */
+static bool bel_mh_evict_block(struct bel_mh_host *h, u32 p, u32 b)
+{
+	u64 off = bel_mh_ent_off(&h->geo, b);
+	struct bel_mh_entry e;
+	bool pinned = false;
+	u32 x;
+
+	bel_mh_read(h, off, &e, sizeof(e));
+	e.state = cpu_to_le32(BEL_MH_ENT_EVICTING);
+	BEL_MH_PUT(h, F_ENT_EVICTING, off, &e, sizeof(e));
+	bel_mh_fence(h);
+
+	for (x = 0; x < h->geo.max_hosts && !pinned; x++) {
+		__le32 w;
+
+		if (x == h->id)
+			continue;
+		BEL_MH_GET(h, I_EVICT_PINS, bel_mh_pin_off(&h->geo, x, b), &w,
+			   sizeof(w));
+		pinned = bel_mh_pin_counts(h, x, le32_to_cpu(w));
+	}
+	bel_mh_lru_del(h, p, b);
+	if (pinned || bel_mh_usable(h)) {
+		e.state = cpu_to_le32(BEL_MH_ENT_PUBLISHED);
+		BEL_MH_PUT(h, F_ENT_ROLLBACK, off, &e, sizeof(e));
+		bel_mh_lru_add(h, p, b);
+		return false;
+	}
+	bel_mh_unlink(h, p, b, &e, BEL_MH_F_ENT_UNLINK);
+	h->part[p].nr_published--;
+	bel_mh_free_push(h, p, b);
+	return true;
+}
+
+/* Evict the least recently used evictable block; false when none. */
+static bool bel_mh_evict_one(struct bel_mh_host *h)
+{
+	u32 tries;
+
+	for (tries = 0; tries < BEL_MH_EVICT_TRIES; tries++) {
+		u32 best_p = BEL_MH_NONE, b = BEL_MH_NONE, p;
+
+		for (p = 0; p < h->geo.max_hosts; p++) {
+			struct bel_mh_part *pt = &h->part[p];
+
+			if (!pt->owned || pt->releasing ||
+			    pt->lru_head == BEL_MH_NONE)
+				continue;
+			if (b == BEL_MH_NONE ||
+			    h->blk_stamp[pt->lru_head] < h->blk_stamp[b]) {
+				b = pt->lru_head;
+				best_p = p;
+			}
+		}
+		if (b == BEL_MH_NONE || bel_mh_usable(h))
+			return false;
+		if (bel_mh_evict_block(h, best_p, b))
+			return true;
+	}
+	return false;
+}
+
+static void bel_mh_free_block(struct bel_mh_host *h, struct bel_mh_client *c,
+			      u32 b)
+{
+	u32 p = bel_mh_part_of(h, b);
+
+	h->blk_owner[b] = NULL;
+	h->part[p].nr_allocated--;
+	h->nr_allocated--;
+	c->nr_allocated--;
+	bel_mh_free_push(h, p, b);
+}
+
+int bel_mh_alloc(struct bel_mh_client *c, u32 count, u32 *blocks)
+{
+	struct bel_mh_host *h = c->host;
+	u32 i;
+	int ret;
+
+	if (!count || count > BELUGA_MAX_BATCH)
+		return -EINVAL;
+	bel_mutex_lock(&h->lock);
+	ret = bel_mh_usable(h);
+	for (i = 0; !ret && i < count; i++) {
+		u32 b = bel_mh_take_free(h);
+
+		if (b == BEL_MH_NONE && bel_mh_evict_one(h))
+			b = bel_mh_take_free(h);
+		if (b == BEL_MH_NONE) {
+			ret = bel_mh_usable(h);
+			if (!ret)
+				ret = -ENOSPC;
+			break;
+		}
+		h->blk_state[b] = BEL_MH_BLK_ALLOCATED;
+		h->blk_owner[b] = c;
+		h->part[bel_mh_part_of(h, b)].nr_allocated++;
+		h->nr_allocated++;
+		c->nr_allocated++;
+		blocks[i] = b;
+	}
+	if (ret)
+		while (i--)
+			bel_mh_free_block(h, c, blocks[i]);
+	bel_mutex_unlock(&h->lock);
+	return ret;
+}
+
+static bool bel_mh_owns_alloc(struct bel_mh_host *h, struct bel_mh_client *c,
+			      u32 b)
+{
+	return b < h->geo.nr_blocks &&
+	       h->blk_state[b] == BEL_MH_BLK_ALLOCATED && h->blk_owner[b] == c;
+}
+
+int bel_mh_free(struct bel_mh_client *c, u32 count, const u32 *blocks)
+{
+	struct bel_mh_host *h = c->host;
+	u32 i, j;
+	int ret;
+
+	if (!count || count > BELUGA_MAX_BATCH)
+		return -EINVAL;
+	bel_mutex_lock(&h->lock);
+	ret = bel_mh_usable(h);
+	for (i = 0; !ret && i < count; i++) {
+		if (!bel_mh_owns_alloc(h, c, blocks[i]))
+			ret = -EINVAL;
+		for (j = 0; !ret && j < i; j++)
+			if (blocks[j] == blocks[i])
+				ret = -EINVAL;
+	}
+	for (i = 0; !ret && i < count; i++)
+		bel_mh_free_block(h, c, blocks[i]);
+	bel_mutex_unlock(&h->lock);
+	return ret;
+}
+
+/* --- publish --------------------------------------------------------------- */
+
+/*
+ * After our TENTATIVE entry is in the device: look for (ns, key) in every
+ * partition we do not own (our own ones cannot race: they are serialised
+ * by h->lock). *@wp, *@ws, *@we: the entry to wait for on YIELD.
+ */
+static enum bel_mh_race bel_mh_race_check(struct bel_mh_host *h, u64 ns,
+					  const struct beluga_key *key,
+					  u32 *wp, struct bel_mh_entry *we)
+{
+	enum bel_mh_race verdict = BEL_MH_PROCEED;
+	u32 q;
+
+	for (q = 0; q < h->geo.max_hosts; q++) {
+		struct bel_mh_entry e;
+		u32 st, w, blk;
+		bool sure;
+
+		if (h->part[q].owned)
+			continue;
+		st = bel_mh_probe(h, q, BEL_MH_I_PUB_CHECK, ns, key, &blk, &e,
+				  &sure);
+		if (st == BEL_MH_ENT_PUBLISHED)
+			return BEL_MH_LOST;
+		if (st == BEL_MH_ENT_EVICTING || !sure) {
+			/* Resolves within the other host's operation. */
+			if (verdict < BEL_MH_WAIT)
+				verdict = BEL_MH_WAIT;
+			continue;
+		}
+		if (st != BEL_MH_ENT_TENTATIVE)
+			continue;
+		w = le32_to_cpu(e.writer);
+		if (bel_mh_writer_dead(h, w, le32_to_cpu(e.writer_inc)))
+			continue;
+		if (w < h->id) {
+			/* The lower host id wins: make way. */
+			verdict = BEL_MH_YIELD;
+			*wp = q;
+			*we = e;
+		} else if (verdict < BEL_MH_WAIT) {
+			/* It withdraws if it saw us, or commits: wait. */
+			verdict = BEL_MH_WAIT;
+		}
+	}
+	return verdict;
+}
+
+/* Is the lower host's tentative entry @was in partition @p resolved? */
+static bool bel_mh_resolved(struct bel_mh_host *h, u32 p, u64 ns,
+			    const struct beluga_key *key,
+			    const struct bel_mh_entry *was)
+{
+	struct bel_mh_entry e;
+	u32 st, blk;
+	bool sure;
+
+	st = bel_mh_probe(h, p, BEL_MH_I_PUB_CHECK, ns, key, &blk, &e, &sure);
+	if (st == BEL_MH_ENT_EMPTY)
+		return sure;
+	if (st != BEL_MH_ENT_TENTATIVE || e.writer != was->writer ||
+	    e.writer_inc != was->writer_inc || e.seq != was->seq)
+		return true;
+	return bel_mh_writer_dead(h, le32_to_cpu(e.writer),
+				  le32_to_cpu(e.writer_inc));
+}
+
+static s32 bel_mh_publish_one(struct bel_mh_host *h, struct bel_mh_client *c,
+			      u64 ns, const struct beluga_key *key, u32 b)
+{
+	u64 deadline = bel_mh_now(h) + BEL_MH_WAIT_LEASES * h->geo.lease_ns;
+	u64 off = bel_mh_ent_off(&h->geo, b);
+	struct bel_mh_entry e, we;
+	u32 p, q, bkt, blk, wp = 0;
+	bool sure;
+	int ret;
+
+	if (b >= h->geo.nr_blocks)
+		return -EINVAL;
+	if (!bel_mh_owns_alloc(h, c, b))
+		return -EPERM;
+	p = bel_mh_part_of(h, b);
+	bkt = bel_mh_bucket_of(&h->geo, ns, key->lo, key->hi);
+	memset(&we, 0, sizeof(we));
+
+restart:
+	ret = bel_mh_usable(h);
+	if (ret)
+		return ret;
+	/* 1. Present anywhere already? */
+	for (q = 0; q < h->geo.max_hosts; q++) {
+		if (bel_mh_probe(h, q, BEL_MH_I_PUB_PRE, ns, key, &blk, &e,
+				 &sure) == BEL_MH_ENT_PUBLISHED) {
+			bel_mh_free_block(h, c, b);
+			return BELUGA_PUBLISH_EXISTS;
+		}
+	}
+
+	/* 2. Announce: a TENTATIVE entry at the head of its chain. */
+	memset(&e, 0, sizeof(e));
+	e.state = cpu_to_le32(BEL_MH_ENT_TENTATIVE);
+	e.block = cpu_to_le32(b);
+	e.ns = cpu_to_le64(ns);
+	e.key_lo = cpu_to_le64(key->lo);
+	e.key_hi = cpu_to_le64(key->hi);
+	e.seq = cpu_to_le64(h->part[p].next_seq++);
+	e.writer = cpu_to_le32(h->id);
+	e.writer_inc = h->rec.incarnation;
+	e.next = bel_mh_link_enc(bel_mh_get_head(h, p, bkt, 0));
+	BEL_MH_PUT(h, F_ENT_TENTATIVE, off, &e, sizeof(e));
+	bel_mh_set_head(h, p, bkt, b, BEL_MH_F_ENT_LINK);
+	bel_mh_fence(h);
+
+	/* 3. Did anyone else announce or publish the key? */
+	for (;;) {
+		enum bel_mh_race r = bel_mh_race_check(h, ns, key, &wp, &we);
+
+		if (r == BEL_MH_PROCEED) {
+			e.state = cpu_to_le32(BEL_MH_ENT_PUBLISHED);
+			BEL_MH_PUT(h, F_ENT_COMMIT, off, &e, sizeof(e));
+			h->blk_owner[b] = NULL;
+			h->blk_state[b] = BEL_MH_BLK_PUBLISHED;
+			h->part[p].nr_allocated--;
+			h->part[p].nr_published++;
+			h->nr_allocated--;
+			c->nr_allocated--;
+			if (!h->blk_pins[b])
+				bel_mh_lru_add(h, p, b);
+			return BELUGA_PUBLISH_OK;
+		}
+		if (r == BEL_MH_LOST) {
+			bel_mh_unlink(h, p, b, &e, BEL_MH_F_ENT_WITHDRAW);
+			bel_mh_free_block(h, c, b);
+			return BELUGA_PUBLISH_EXISTS;
+		}
+		if (r == BEL_MH_YIELD || bel_mh_now(h) > deadline ||
+		    bel_mh_usable(h)) {
+			bel_mh_unlink(h, p, b, &e, BEL_MH_F_ENT_WITHDRAW);
+			break;
+		}
+		/* WAIT */
+		h->ops->relax(h->priv);
+		bel_mh_observe(h);
+	}
+
+	/* Withdrawn: wait for the lower host's entry, then start over. */
+	while (bel_mh_now(h) <= deadline && !bel_mh_usable(h)) {
+		if (bel_mh_resolved(h, wp, ns, key, &we))
+			goto restart;
+		h->ops->relax(h->priv);
+		bel_mh_observe(h);
+	}
+	ret = bel_mh_usable(h);
+	return ret ? ret : -EAGAIN;
+}
+
+int bel_mh_publish(struct bel_mh_client *c, u64 ns, u32 count,
+		   const u32 *blocks, const struct beluga_key *keys,
+		   s32 *results)
+{
+	struct bel_mh_host *h = c->host;
+	u32 i;
+	int ret;
+
+	if (!count || count > BELUGA_MAX_BATCH)
+		return -EINVAL;
+	bel_mutex_lock(&h->lock);
+	ret = bel_mh_usable(h);
+	for (i = 0; !ret && i < count; i++)
+		results[i] = bel_mh_publish_one(h, c, ns, &keys[i], blocks[i]);
+	bel_mutex_unlock(&h->lock);
+	return ret;
+}
+
+/* --- lookup, pins ------------------------------------------------------- */
+
+/*
+ * Find a PUBLISHED entry of (ns, key): first in partition @hint (where the
+ * previous key of the chain was), then in owned partitions, then in the
+ * rest. Returns the partition or BEL_MH_NONE.
+ */
+static u32 bel_mh_find(struct bel_mh_host *h, u64 ns,
+		       const struct beluga_key *key, u32 hint, u32 *blk,
+		       struct bel_mh_entry *e)
+{
+	u32 n = h->geo.max_hosts;
+	u32 seen = 0, round, p, tries;
+	bool sure;
+
+	if (hint != BEL_MH_NONE) {
+		seen |= 1U << hint;
+		if (bel_mh_probe(h, hint, BEL_MH_I_PROBE, ns, key, blk, e,
+				 &sure) == BEL_MH_ENT_PUBLISHED)
+			return hint;
+	}
+	for (round = 0; round < 2; round++) {
+		for (p = 0; p < n; p++) {
+			if ((seen & (1U << p)) ||
+			    (round == 0 && !h->part[p].owned))
+				continue;
+			seen |= 1U << p;
+			/* A diverted walk is retried a few times. */
+			for (tries = 0; tries < 4; tries++) {
+				if (bel_mh_probe(h, p, BEL_MH_I_PROBE, ns, key,
+						 blk, e, &sure) ==
+				    BEL_MH_ENT_PUBLISHED)
+					return p;
+				if (sure)
+					break;
+			}
+		}
+	}
+	return BEL_MH_NONE;
+}
+
+static int bel_mh_client_reserve(struct bel_mh_client *c, u32 more)
+{
+	u32 need = c->nr_pins + more;
+	u32 cap = c->cap_pins ? c->cap_pins : 16;
+	u32 *n;
+
+	if (need <= c->cap_pins)
+		return 0;
+	while (cap < need)
+		cap *= 2;
+	n = bel_calloc(cap, sizeof(*n));
+	if (!n)
+		return -ENOMEM;
+	if (c->nr_pins)
+		memcpy(n, c->pins, (size_t)c->nr_pins * sizeof(*n));
+	bel_kvfree(c->pins);
+	c->pins = n;
+	c->cap_pins = cap;
+	return 0;
+}
+
+static bool bel_mh_same_entry(const struct bel_mh_entry *a,
+			      const struct bel_mh_entry *b)
+{
+	return a->block == b->block && a->ns == b->ns &&
+	       a->key_lo == b->key_lo && a->key_hi == b->key_hi &&
+	       a->seq == b->seq;
+}
+
+/*
+ * Pin block @b of the entry @e just found in partition @p: announce the
+ * pin, then check that the entry is still the same PUBLISHED one. An entry
+ * being evicted is EVICTING; an evicted one is unlinked and never goes back
+ * to PUBLISHED without a new sequence number. False: not pinned.
+ */
+static bool bel_mh_pin(struct bel_mh_host *h, struct bel_mh_client *c, u32 p,
+		       u32 b, const struct bel_mh_entry *e)
+{
+	if (b >= h->geo.nr_blocks || bel_mh_part_of(h, b) != p)
+		return false;
+	if (!h->blk_pins[b]) {
+		bel_mh_put_pin(h, b, le32_to_cpu(h->rec.incarnation),
+			       BEL_MH_F_PIN);
+		if (!h->part[p].owned) {
+			struct bel_mh_entry now;
+
+			bel_mh_fence(h);
+			BEL_MH_GET(h, I_PIN_CHECK, bel_mh_ent_off(&h->geo, b),
+				   &now, sizeof(now));
+			if (le32_to_cpu(now.state) != BEL_MH_ENT_PUBLISHED ||
+			    !bel_mh_same_entry(&now, e)) {
+				bel_mh_put_pin(h, b, 0, BEL_MH_F_UNPIN);
+				return false;
+			}
+		} else if (h->blk_state[b] == BEL_MH_BLK_PUBLISHED) {
+			bel_mh_lru_del(h, p, b);
+		}
+	}
+	h->blk_pins[b]++;
+	h->nr_pins++;
+	c->pins[c->nr_pins++] = b;
+	return true;
+}
+
+int bel_mh_lookup(struct bel_mh_client *c, u64 ns, u32 count,
+		  const struct beluga_key *keys, bool pin, u32 *blocks,
+		  u32 *hits)
+{
+	struct bel_mh_host *h = c->host;
+	u32 hint = BEL_MH_NONE;
+	u32 i;
+	int ret;
+
+	if (!count || count > BELUGA_MAX_BATCH)
+		return -EINVAL;
+	bel_mutex_lock(&h->lock);
+	ret = bel_mh_usable(h);
+	if (!ret && pin)
+		ret = bel_mh_client_reserve(c, count);
+	for (i = 0; !ret && i < count; i++) {
+		struct bel_mh_entry e;
+		u32 p, b;
+
+		p = bel_mh_find(h, ns, &keys[i], hint, &b, &e);
+		if (p == BEL_MH_NONE)
+			break;
+		if (pin && !bel_mh_pin(h, c, p, b, &e))
+			break;
+		if (blocks)
+			blocks[i] = b;
+		hint = p;
+	}
+	*hits = ret ? 0 : i;
+	bel_mutex_unlock(&h->lock);
+	return ret;
+}
+
+static void bel_mh_unpin(struct bel_mh_host *h, u32 b)
+{
+	u32 p;
+
+	h->nr_pins--;
+	if (--h->blk_pins[b])
+		return;
+	bel_mh_put_pin(h, b, 0, BEL_MH_F_UNPIN);
+	p = bel_mh_part_of(h, b);
+	if (h->part[p].owned && h->blk_state[b] == BEL_MH_BLK_PUBLISHED)
+		bel_mh_lru_add(h, p, b);
+}
+
+/* Index of one pin of @b in the client's list, at or after @from. */
+static u32 bel_mh_client_find_pin(const struct bel_mh_client *c, u32 b,
+				  u32 from)
+{
+	u32 i;
+
+	for (i = from; i < c->nr_pins; i++)
+		if (c->pins[i] == b)
+			return i;
+	return BEL_MH_NONE;
+}
+
+int bel_mh_release(struct bel_mh_client *c, u32 count, const u32 *blocks)
+{
+	struct bel_mh_host *h = c->host;
+	u32 i, j;
+	int ret = 0;
+
+	if (!count || count > BELUGA_MAX_BATCH)
+		return -EINVAL;
+	bel_mutex_lock(&h->lock);
+	/* All or nothing: each block pinned at least as often as listed. */
+	for (i = 0; !ret && i < count; i++) {
+		u32 need = 0, have = 0, k = 0;
+
+		for (j = 0; j < count; j++)
+			need += blocks[j] == blocks[i];
+		while ((k = bel_mh_client_find_pin(c, blocks[i], k)) !=
+		       BEL_MH_NONE) {
+			have++;
+			k++;
+		}
+		if (have < need)
+			ret = -EINVAL;
+	}
+	for (i = 0; !ret && i < count; i++) {
+		u32 k = bel_mh_client_find_pin(c, blocks[i], 0);
+
+		c->pins[k] = c->pins[--c->nr_pins];
+		bel_mh_unpin(h, blocks[i]);
+	}
+	bel_mutex_unlock(&h->lock);
+	return ret;
+}
+
+void bel_mh_client_init(struct bel_mh_host *h, struct bel_mh_client *c)
+{
+	memset(c, 0, sizeof(*c));
+	c->host = h;
+}
+
+void bel_mh_client_release(struct bel_mh_client *c)
+{
+	struct bel_mh_host *h = c->host;
+	u32 b;
+
+	bel_mutex_lock(&h->lock);
+	/* After a leave or a crash the block table is gone: nothing to do. */
+	if (h->blk_state && c->nr_allocated)
+		for (b = 0; b < h->geo.nr_blocks; b++)
+			if (bel_mh_owns_alloc(h, c, b))
+				bel_mh_free_block(h, c, b);
+	while (c->nr_pins) {
+		b = c->pins[--c->nr_pins];
+		if (h->blk_pins)
+			bel_mh_unpin(h, b);
+	}
+	bel_mutex_unlock(&h->lock);
+	bel_kvfree(c->pins);
+	c->pins = NULL;
+	c->cap_pins = 0;
+}
+
+/* --- payload --------------------------------------------------------------- */
+
+void bel_mh_payload_write(struct bel_mh_host *h, u32 block, u64 off,
+			  const void *src, u32 len)
+{
+	u64 o = bel_mh_block_off(&h->geo, block) + off;
+
+	bel_mh_write(h, o, src, len);
+	BEL_MH_FLUSH(h, F_PAYLOAD, o, len);
+	bel_mh_fence(h);
+}
+
+void bel_mh_payload_read(struct bel_mh_host *h, u32 block, u64 off,
+			 void *dst, u32 len)
+{
+	u64 o = bel_mh_block_off(&h->geo, block) + off;
+
+	BEL_MH_INVAL(h, I_PAYLOAD, o, len);
+	bel_mh_read(h, o, dst, len);
+}

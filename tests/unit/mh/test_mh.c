@@ -1,0 +1,1438 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Multi-host scenarios over the simulator (TAP). Every scenario runs with
+ * the non-coherent cache model unless --coherent is given; rounds use
+ * seeds derived from --seed, printed on failure.
+ *
+ *   test_mh [--coherent] [--seed N] [--scale N] [--only NAME]
+ *           [--disable-site N|NAME] [--list-sites]
+ *
+ * --disable-site turns one flush/invalidate site of the protocol into a
+ * no-op (the mutation check, see mutate.sh).
+ */
+#include <getopt.h>
+#include "world.h"
+#include "../tap.h"
+
+#define W_CHECK_CLEAN(w) do {						\
+	if ((w)->s->violations) {					\
+		fprintf(stderr, "# %s:%d: seed %llu: %d violation(s), first: %s\n", \
+			__FILE__, __LINE__,				\
+			(unsigned long long)(w)->seed,			\
+			(w)->s->violations, (w)->s->first_violation);	\
+		tap_case_failures++;					\
+		(w)->s->violations = 0;					\
+	}								\
+} while (0)
+
+#define CHECK_SEED(w, cond) do {					\
+	if (!(cond)) {							\
+		fprintf(stderr, "# %s:%d: seed %llu: CHECK(%s) failed\n", \
+			__FILE__, __LINE__,				\
+			(unsigned long long)(w)->seed, #cond);		\
+		tap_case_failures++;					\
+	}								\
+} while (0)
+
+static u32 g_round;
+
+static u64 seed_of(u32 test, u32 round)
+{
+	return bel_mh_mix64(g_seed * 1000003ULL + test * 1009ULL + round);
+}
+
+static int rounds(int base)
+{
+	int r = base * g_scale;
+
+	return r < 1 ? 1 : r;
+}
+
+/* Attach hosts 0..n-1 one after the other; all must succeed. */
+static struct world *w_up(int n, const u32 *ids, u64 seed)
+{
+	struct world *w = w_new(n, ids, seed);
+	int i, ret;
+
+	for (i = 0; i < n; i++) {
+		ret = -1;
+		w_run1(w, i, s_attach, &ret);
+		CHECK_SEED(w, ret == 0);
+	}
+	w_settle(w, 3 * W_MS);
+	return w;
+}
+
+static const u32 ids3[] = { 0, 1, 2 };
+
+/* --- attach, format, refusals ----------------------------------------------- */
+
+struct hosts_arg {
+	struct bel_mh_host_info info[BEL_MH_MAX_HOSTS];
+	int n;
+};
+
+static void s_hosts(struct sim_host *sh, void *arg)
+{
+	struct hosts_arg *a = arg;
+
+	sim_maybe_tick(sh);
+	a->n = bel_mh_hosts(&sh->mh, a->info, BEL_MH_MAX_HOSTS);
+}
+
+static void test_format_join(void)
+{
+	struct world *w = w_new(2, ids3, seed_of(1, 0));
+	struct hosts_arg ha;
+	int r0 = -1, r1 = -1;
+
+	w_run1(w, 0, s_attach, &r0);
+	w_run1(w, 1, s_attach, &r1);
+	CHECK_EQ(r0, 0);
+	CHECK_EQ(r1, 0);
+	CHECK(w->h[0]->mh.formatted);
+	CHECK(!w->h[1]->mh.formatted);
+	CHECK(!memcmp(w->h[0]->mh.geo.uuid, w->h[1]->mh.geo.uuid, 16));
+	CHECK(w->h[0]->mh.geo.nr_blocks >= 60);
+	CHECK_EQ(w->h[0]->mh.geo.nr_blocks, w->h[1]->mh.geo.nr_blocks);
+	w_settle(w, 4 * W_MS);
+	CHECK_EQ(w_owner(w, 0), 0);
+	CHECK_EQ(w_owner(w, 1), 1);
+	CHECK(w_owner(w, 2) >= 0 && w_owner(w, 3) >= 0);
+	w_run1(w, 1, s_hosts, &ha);
+	CHECK_EQ(ha.n, W_HOSTS);
+	CHECK(ha.info[0].alive && ha.info[1].alive && ha.info[1].self);
+	CHECK(!ha.info[2].alive && !ha.info[3].alive);
+	CHECK_EQ(ha.info[2].state, BEL_MH_HOST_NONE);
+	w_final_check(w);
+	W_CHECK_CLEAN(w);
+	w_free(w);
+}
+
+static void test_concurrent_format(void)
+{
+	int r, i;
+
+	for (r = 0; r < rounds(12); r++) {
+		struct world *w = w_new(3, ids3, seed_of(2, r));
+		sim_fn fns[SIM_MAX_HOSTS] = { s_attach, s_attach, s_attach };
+		int rets[3] = { -1, -1, -1 };
+		void *args[SIM_MAX_HOSTS] = { &rets[0], &rets[1], &rets[2] };
+		u64 t0 = w->s->clock;
+		int formatted = 0;
+
+		w_run(w, fns, args);
+		for (i = 0; i < 3; i++) {
+			CHECK_SEED(w, rets[i] == 0);
+			formatted += w->h[i]->mh.formatted;
+			CHECK_SEED(w, !memcmp(w->h[i]->mh.geo.uuid,
+					      w->h[0]->mh.geo.uuid, 16));
+		}
+		CHECK_SEED(w, formatted == 1);
+		/* Nobody waited for a stale intent. */
+		CHECK_SEED(w, w->s->clock - t0 < W_LEASE);
+		w_settle(w, 3 * W_MS);
+		w_final_check(w);
+		W_CHECK_CLEAN(w);
+		w_free(w);
+	}
+}
+
+struct raw_attach {
+	u64 size;
+	int ret;
+};
+
+static void s_attach_size(struct sim_host *sh, void *arg)
+{
+	struct raw_attach *a = arg;
+	struct bel_mh_host tmp;
+
+	a->ret = bel_mh_attach(&tmp, &sim_ops, sh, a->size, &sh->cfg);
+	if (!a->ret) {
+		bel_mh_leave(&tmp);
+		bel_mh_destroy(&tmp);
+	}
+}
+
+static void test_refuse_mismatch(void)
+{
+	struct world *w = w_new(2, ids3, seed_of(3, 0));
+	struct bel_mh_super sb, bad;
+	struct raw_attach ra;
+	struct sim_host *h5;
+	int r = -1;
+
+	w_run1(w, 0, s_attach, &r);
+	CHECK_EQ(r, 0);
+	sim_dev_read(w->s, 0, &sb, sizeof(sb));
+
+	/* An unknown major version, checksum intact. */
+	bad = sb;
+	bad.version_major = cpu_to_le32(2);
+	bad.csum = cpu_to_le32(bel_mh_csum(&bad, offsetof(struct bel_mh_super,
+							  csum)));
+	memcpy(w->s->mem, &bad, sizeof(bad));
+	w_run1(w, 1, s_attach, &r);
+	CHECK_EQ(r, -EPROTONOSUPPORT);
+	CHECK(strstr(w->h[1]->mh.why, "version") != NULL);
+
+	/* A corrupt superblock. */
+	bad = sb;
+	bad.nr_blocks = cpu_to_le64(le64_to_cpu(sb.nr_blocks) ^ 4);
+	memcpy(w->s->mem, &bad, sizeof(bad));
+	w_run1(w, 1, s_attach, &r);
+	CHECK_EQ(r, -EUCLEAN);
+	CHECK(strstr(w->h[1]->mh.why, "checksum") != NULL);
+	memcpy(w->s->mem, &sb, sizeof(sb));
+
+	/* Another block size, another region size, a host id too big. */
+	w->h[1]->cfg.block_size = 8192;
+	w_run1(w, 1, s_attach, &r);
+	CHECK_EQ(r, -EINVAL);
+	CHECK(strstr(w->h[1]->mh.why, "block size") != NULL);
+	w->h[1]->cfg.block_size = W_BS;
+	ra.size = W_REGION - 4096;
+	ra.ret = -1;
+	w_run1(w, 1, s_attach_size, &ra);
+	CHECK_EQ(ra.ret, -EINVAL);
+	h5 = w_add(w, 5);
+	w_run1(w, h5->idx, s_attach, &r);
+	CHECK_EQ(r, -ERANGE);
+
+	/* The pool is untouched: a correct host still joins. */
+	w_run1(w, 1, s_attach, &r);
+	CHECK_EQ(r, 0);
+	CHECK(!w->h[1]->mh.formatted);
+	w_settle(w, 3 * W_MS);
+	w_final_check(w);
+	W_CHECK_CLEAN(w);
+	w_free(w);
+}
+
+static void test_reformat_busy(void)
+{
+	struct world *w = w_up(1, ids3, seed_of(4, 0));
+	struct sim_host *h1 = w_add(w, 1);
+	int r = -1;
+
+	h1->cfg.format = true;
+	w_run1(w, h1->idx, s_attach, &r);
+	CHECK_EQ(r, -EBUSY);
+	W_CHECK_CLEAN(w);
+	w_free(w);
+}
+
+static void test_duplicate_id(void)
+{
+	struct world *w = w_up(1, ids3, seed_of(5, 0));
+	struct sim_host *dup = w_add(w, 0);
+	int r = -1;
+
+	w_run1(w, dup->idx, s_attach, &r);
+	CHECK_EQ(r, -EADDRINUSE);
+	CHECK(w_live(w, 0));
+	W_CHECK_CLEAN(w);
+	w_free(w);
+}
+
+/* --- publish, lookup, read ------------------------------------------------------ */
+
+struct pubs {
+	struct world *w;
+	u32 base;
+	u32 n;
+	s32 res[16];
+	u32 hits[SIM_MAX_HOSTS];
+};
+
+static void s_publish_own(struct sim_host *sh, void *arg)
+{
+	struct pubs *a = arg;
+	u32 i;
+
+	for (i = 0; i < a->n; i++) {
+		sim_maybe_tick(sh);
+		CHECK_EQ(w_put(a->w, sh, 0, a->base + 100 * sh->host_id + i,
+			       NULL), BELUGA_PUBLISH_OK);
+	}
+}
+
+/* Pin every host's chain, check bytes, release. */
+static void s_read_all(struct sim_host *sh, void *arg)
+{
+	struct pubs *a = arg;
+	int x;
+
+	for (x = 0; x < a->w->n; x++) {
+		u32 ks[16], b[16], i, hits = 0;
+
+		sim_maybe_tick(sh);
+		for (i = 0; i < a->n; i++) {
+			ks[i] = a->base + 100 * a->w->h[x]->host_id + i;
+			if (w_pin(a->w, sh, 1, ks[i], &b[i]))
+				hits++;
+			else
+				break;
+		}
+		a->hits[sh->idx] += hits;
+		for (i = 0; i < hits; i++)
+			w_release(a->w, sh, 1, b[i]);
+		/* The count-only probe agrees. */
+		CHECK_EQ(w_probe(a->w, sh, ks, a->n), hits);
+	}
+}
+
+static void test_cross_host_rw(void)
+{
+	struct world *w = w_up(3, ids3, seed_of(6, 0));
+	sim_fn fns[SIM_MAX_HOSTS] = { s_publish_own, s_publish_own,
+				      s_publish_own };
+	struct pubs a = { .w = w, .base = 1000, .n = 5 };
+	void *args[SIM_MAX_HOSTS] = { &a, &a, &a };
+	int i;
+
+	w_run(w, fns, args);
+	for (i = 0; i < 3; i++)
+		fns[i] = s_read_all;
+	w_run(w, fns, args);
+	for (i = 0; i < 3; i++)
+		CHECK_EQ(a.hits[i], 15);
+	w_final_check(w);
+	W_CHECK_CLEAN(w);
+	w_free(w);
+}
+
+struct race {
+	struct world *w;
+	u32 keys[4];
+	s32 res[SIM_MAX_HOSTS][4];
+	u32 blk[SIM_MAX_HOSTS][4];
+};
+
+static void s_race(struct sim_host *sh, void *arg)
+{
+	struct race *a = arg;
+	u32 i;
+
+	for (i = 0; i < 4; i++) {
+		u32 b;
+
+		a->res[sh->idx][i] = -1000;
+		if (w_alloc1(a->w, sh, 0, &b))
+			continue;
+		w_write(a->w, sh, b, a->keys[i]);
+		a->blk[sh->idx][i] = b;
+		a->res[sh->idx][i] = w_publish(a->w, sh, 0, a->keys[i], b);
+		sim_maybe_tick(sh);
+	}
+}
+
+static void s_race_read(struct sim_host *sh, void *arg)
+{
+	struct race *a = arg;
+	u32 i, b;
+
+	for (i = 0; i < 4; i++) {
+		bool hit = w_pin(a->w, sh, 1, a->keys[i], &b);
+
+		CHECK_SEED(a->w, hit);
+		if (hit)
+			w_release(a->w, sh, 1, b);
+	}
+}
+
+static void test_publish_race(void)
+{
+	int r, i, n;
+
+	for (n = 2; n <= 3; n++)
+		for (r = 0; r < rounds(15); r++) {
+			struct world *w = w_up(n, ids3, seed_of(7 + n, r));
+			sim_fn fns[SIM_MAX_HOSTS] = { 0 };
+			void *args[SIM_MAX_HOSTS] = { 0 };
+			struct race a;
+			int k;
+
+			memset(&a, 0, sizeof(a));
+			a.w = w;
+			for (k = 0; k < 4; k++)
+				a.keys[k] = 5000 + r * 10 + k;
+			for (i = 0; i < n; i++) {
+				fns[i] = s_race;
+				args[i] = &a;
+			}
+			w_run(w, fns, args);
+			for (k = 0; k < 4; k++) {
+				int ok = 0, exists = 0;
+
+				for (i = 0; i < n; i++) {
+					ok += a.res[i][k] == BELUGA_PUBLISH_OK;
+					exists += a.res[i][k] ==
+						  BELUGA_PUBLISH_EXISTS;
+				}
+				CHECK_SEED(w, ok == 1 && exists == n - 1);
+				CHECK_SEED(w, w_dev_published(w, a.keys[k], NULL,
+							      NULL) == 1);
+			}
+			for (i = 0; i < n; i++)
+				fns[i] = s_race_read;
+			w_run(w, fns, args);
+			w_final_check(w);
+			W_CHECK_CLEAN(w);
+			w_free(w);
+		}
+}
+
+/* --- pins against eviction -------------------------------------------------------- */
+
+struct pinev {
+	struct world *w;
+	u32 key;
+	u32 blk;
+	u32 cap;
+	u32 got;
+	bool hit;
+	int step;
+};
+
+static u32 owned_blocks(struct sim_host *sh)
+{
+	u32 p, n = 0;
+
+	for (p = 0; p < sh->mh.geo.max_hosts; p++)
+		if (sh->mh.part[p].owned)
+			n += sh->mh.part[p].nr;
+	return n;
+}
+
+static void s_pinev_a(struct sim_host *sh, void *arg)
+{
+	struct pinev *a = arg;
+	u32 i;
+
+	if (a->step == 0) {
+		CHECK_EQ(w_put(a->w, sh, 0, a->key, &a->blk),
+			 BELUGA_PUBLISH_OK);
+		return;
+	}
+	if (a->step == 1) {
+		/* Fill everything we own twice over: eviction must skip the pin. */
+		a->cap = owned_blocks(sh);
+		for (i = 0; i < 2 * a->cap; i++) {
+			sim_maybe_tick(sh);
+			if (w_put(a->w, sh, 0, 20000 + i, NULL) !=
+			    BELUGA_PUBLISH_OK) {
+				CHECK_SEED(a->w, 0);
+				break;
+			}
+		}
+		return;
+	}
+	a->got = w_alloc_all(a->w, sh, 2);
+}
+
+static void s_pinev_b(struct sim_host *sh, void *arg)
+{
+	struct pinev *a = arg;
+	u32 b;
+
+	if (a->step == 0) {
+		a->hit = w_pin(a->w, sh, 0, a->key, &b);
+		CHECK_SEED(a->w, a->hit && b == a->blk);
+		return;
+	}
+	/* Still there, still ours, bytes intact; then let go. */
+	CHECK_SEED(a->w, w_probe(a->w, sh, &a->key, 1) == 1);
+	w_reverify(a->w, sh, a->key, a->blk);
+	CHECK_SEED(a->w, w_pin(a->w, sh, 1, a->key, &b) && b == a->blk);
+	w_release(a->w, sh, 1, b);
+	w_release(a->w, sh, 0, a->blk);
+}
+
+static void test_pin_blocks_eviction(void)
+{
+	struct world *w = w_up(2, ids3, seed_of(10, 0));
+	struct pinev a = { .w = w, .key = 77 };
+
+	w_run1(w, 0, s_pinev_a, &a);
+	w_run1(w, 1, s_pinev_b, &a);
+	a.step = 1;
+	w_run1(w, 0, s_pinev_a, &a);
+	w_run1(w, 1, s_pinev_b, &a);
+	a.step = 2;
+	w_run1(w, 0, s_pinev_a, &a);
+	/* After the release, every block host 0 owns can be had. */
+	CHECK_EQ(a.got, a.cap);
+	w_final_check(w);
+	W_CHECK_CLEAN(w);
+	w_free(w);
+}
+
+struct churn {
+	struct world *w;
+	u32 next_key;		/* keys published so far: [first, next) */
+	u32 first;
+	u32 iters;
+	u32 cap;
+	u32 pinned_hits;
+};
+
+static void s_churn_writer(struct sim_host *sh, void *arg)
+{
+	struct churn *a = arg;
+	u32 i;
+
+	for (i = 0; i < a->iters; i++) {
+		s32 r;
+
+		sim_maybe_tick(sh);
+		r = w_put(a->w, sh, 0, a->next_key, NULL);
+		if (r == BELUGA_PUBLISH_OK)
+			a->next_key++;
+	}
+}
+
+static void s_churn_reader(struct sim_host *sh, void *arg)
+{
+	struct churn *a = arg;
+	u32 i;
+
+	for (i = 0; i < a->iters; i++) {
+		u32 span = a->next_key - a->first, k, b;
+
+		sim_maybe_tick(sh);
+		if (!span)
+			continue;
+		/* Recent keys: the ones the writer's eviction is after. */
+		k = a->next_key - 1 -
+		    (u32)(sim_rand(a->w->s) % (span < a->cap ? span : a->cap));
+		if (!w_pin(a->w, sh, 0, k, &b))
+			continue;
+		a->pinned_hits++;
+		sim_sleep(sh, 1000 * (1 + sim_rand(a->w->s) % 50));
+		w_reverify(a->w, sh, k, b);
+		w_release(a->w, sh, 0, b);
+	}
+}
+
+static void test_pin_evict_race(void)
+{
+	int r;
+
+	for (r = 0; r < rounds(6); r++) {
+		struct world *w = w_up(3, ids3, seed_of(11, r));
+		sim_fn fns[SIM_MAX_HOSTS] = { s_churn_writer, s_churn_reader,
+					      s_churn_reader };
+		struct churn a = { .w = w, .first = 30000,
+				   .next_key = 30000 };
+		void *args[SIM_MAX_HOSTS] = { &a, &a, &a };
+
+		a.cap = owned_blocks(w->h[0]);
+		a.iters = a.cap;
+		w_run1(w, 0, s_churn_writer, &a);
+		a.iters = 3 * a.cap;
+		w_run(w, fns, args);
+		CHECK_SEED(w, a.pinned_hits > 0);
+		w_final_check(w);
+		W_CHECK_CLEAN(w);
+		w_free(w);
+	}
+}
+
+/* --- stale views ------------------------------------------------------------------- */
+
+struct stale {
+	struct world *w;
+	u32 key;
+	u32 key2;
+	u32 blk;
+	int step;
+	s32 res;
+};
+
+/* Host 0 takes blocks until it gets @blk back (evicting), frees the rest. */
+static bool take_back(struct world *w, struct sim_host *sh, u32 blk)
+{
+	u32 got[W_MAXB], n = 0, i;
+	bool found = false;
+
+	while (n < W_MAXB && w_alloc1(w, sh, 0, &got[n]) == 0) {
+		if (got[n++] == blk) {
+			found = true;
+			break;
+		}
+	}
+	for (i = 0; i < n; i++)
+		if (got[i] != blk)
+			w_free_block(w, sh, 0, got[i]);
+	return found;
+}
+
+static void s_stale_a(struct sim_host *sh, void *arg)
+{
+	struct stale *a = arg;
+	u32 b;
+
+	switch (a->step) {
+	case 0:
+		CHECK_EQ(w_put(a->w, sh, 0, a->key, &a->blk),
+			 BELUGA_PUBLISH_OK);
+		break;
+	case 1:
+		/* Evict the key by taking its block back. */
+		CHECK_SEED(a->w, take_back(a->w, sh, a->blk));
+		if (a->key2) {
+			w_write(a->w, sh, a->blk, a->key2);
+			CHECK_EQ(w_publish(a->w, sh, 0, a->key2, a->blk),
+				 BELUGA_PUBLISH_OK);
+		} else {
+			w_free_block(a->w, sh, 0, a->blk);
+		}
+		break;
+	case 2:
+		CHECK_SEED(a->w, w_pin(a->w, sh, 0, a->key2 ? a->key2 : a->key,
+				       &b));
+		w_release(a->w, sh, 0, b);
+		break;
+	}
+}
+
+static void s_stale_b(struct sim_host *sh, void *arg)
+{
+	struct stale *a = arg;
+	u32 b;
+
+	if (a->step == 0) {
+		/* Read the key once: its lines are now in our cache. */
+		CHECK_SEED(a->w, w_pin(a->w, sh, 0, a->key, &b));
+		w_release(a->w, sh, 0, b);
+		return;
+	}
+	if (a->key2) {
+		/* The same block now holds another key's bytes. */
+		CHECK_SEED(a->w, w_pin(a->w, sh, 0, a->key2, &b));
+		CHECK_SEED(a->w, b == a->blk);
+		w_release(a->w, sh, 0, b);
+		CHECK_SEED(a->w, w_probe(a->w, sh, &a->key, 1) == 0);
+		return;
+	}
+	/* The key is gone: publishing it again must succeed. */
+	a->res = w_put(a->w, sh, 0, a->key, NULL);
+	CHECK_EQ(a->res, BELUGA_PUBLISH_OK);
+}
+
+static void run_stale(u32 key2, u32 test)
+{
+	struct world *w = w_up(2, ids3, seed_of(test, 0));
+	struct stale a = { .w = w, .key = 31, .key2 = key2 };
+
+	w_run1(w, 0, s_stale_a, &a);
+	w_run1(w, 1, s_stale_b, &a);
+	a.step = 1;
+	w_run1(w, 0, s_stale_a, &a);
+	w_run1(w, 1, s_stale_b, &a);
+	a.step = 2;
+	w_run1(w, 0, s_stale_a, &a);
+	w_final_check(w);
+	W_CHECK_CLEAN(w);
+	w_free(w);
+}
+
+/* A host that saw a key must not take its stale copy for the truth. */
+static void test_republish_after_evict(void)
+{
+	run_stale(0, 12);
+}
+
+/* A reader that read a block must see the next key's bytes in it. */
+static void test_block_reuse_read(void)
+{
+	run_stale(32, 13);
+}
+
+/* Tombstones must not pile up in the device: remote misses stay cheap. */
+static void s_probe_miss(struct sim_host *sh, void *arg)
+{
+	u64 *invals = arg;
+	u64 before = sh->mh.cnt.invals;
+	u32 i;
+
+	for (i = 0; i < 50; i++) {
+		u32 k = 900000 + i;
+
+		sim_maybe_tick(sh);
+		CHECK_EQ(w_probe(NULL, sh, &k, 1), 0);
+	}
+	*invals = sh->mh.cnt.invals - before;
+}
+
+static void test_probe_chains(void)
+{
+	struct world *w = w_up(2, ids3, seed_of(14, 0));
+	struct churn a = { .w = w, .first = 40000, .next_key = 40000 };
+	u64 invals = 0;
+
+	a.cap = owned_blocks(w->h[0]);
+	a.iters = 8 * a.cap;
+	w_run1(w, 0, s_churn_writer, &a);
+	w_run1(w, 1, s_probe_miss, &invals);
+	/* Partitions of host 0 read remotely, < 3 lines each on average. */
+	CHECK_SEED(w, invals < 50 * 3 * (W_HOSTS - 1));
+	if (invals >= 50 * 3 * (W_HOSTS - 1))
+		fprintf(stderr, "# %llu lines for 50 misses\n",
+			(unsigned long long)invals);
+	w_final_check(w);
+	W_CHECK_CLEAN(w);
+	w_free(w);
+}
+
+/* --- partition claims --------------------------------------------------------------- */
+
+static void s_release_parts(struct sim_host *sh, void *arg)
+{
+	u32 p;
+
+	(void)arg;
+	for (p = 0; p < W_HOSTS; p++)
+		if (p != sh->host_id && sh->mh.part[p].owned)
+			CHECK_EQ(bel_mh_release_part(&sh->mh, p), 0);
+}
+
+static void s_claim(struct sim_host *sh, void *arg)
+{
+	int *won = arg;
+	u32 p;
+
+	for (p = 0; p < W_HOSTS; p++) {
+		if (p == 1 || p == 2)
+			continue;
+		bel_mutex_lock(&sh->mh.lock);
+		if (bel_mh_try_claim(&sh->mh, p) == 0)
+			won[p]++;
+		bel_mutex_unlock(&sh->mh.lock);
+	}
+}
+
+static void test_claim_race(void)
+{
+	static const u32 ids12[] = { 1, 2 };
+	int r;
+
+	for (r = 0; r < rounds(15); r++) {
+		struct world *w = w_up(2, ids12, seed_of(15, r));
+		sim_fn fns[SIM_MAX_HOSTS] = { s_release_parts,
+					      s_release_parts };
+		int won[W_HOSTS] = { 0 };
+		void *args[SIM_MAX_HOSTS] = { won, won };
+
+		w_run(w, fns, args);
+		CHECK_SEED(w, w_owner(w, 0) == -1 && w_owner(w, 3) == -1);
+		fns[0] = s_claim;
+		fns[1] = s_claim;
+		w_run(w, fns, args);
+		CHECK_SEED(w, won[0] <= 1 && won[3] <= 1);
+		w_settle(w, 6 * W_MS);
+		w_final_check(w);
+		W_CHECK_CLEAN(w);
+		w_free(w);
+	}
+}
+
+/* --- failures ------------------------------------------------------------------------ */
+
+struct death {
+	struct world *w;
+	u32 nkeys;		/* setup keys per host: 10*id + i */
+	u32 pinned_blk;
+	u32 lookups_missed;
+	u32 lookups;
+	u32 got[SIM_MAX_HOSTS];
+	int round;
+};
+
+static void s_setup_keys(struct sim_host *sh, void *arg)
+{
+	struct death *a = arg;
+	u32 i;
+
+	for (i = 0; i < a->nkeys; i++)
+		CHECK_EQ(w_put(a->w, sh, 0, 10 * sh->host_id + i, NULL),
+			 BELUGA_PUBLISH_OK);
+	/* Host 0 pins host 1's first key and never lets go. */
+	if (sh->host_id == 0)
+		CHECK_SEED(a->w, w_pin(a->w, sh, 1, 10, &a->pinned_blk));
+}
+
+/* Host 0's workload until it is killed. */
+static void s_victim(struct sim_host *sh, void *arg)
+{
+	struct death *a = arg;
+	u32 n = 0, na = 0, i, b;
+
+	/* Less than it owns: the setup keys must not be evicted. */
+	for (i = 0; i < 100000; i++) {
+		u64 op = sim_rand(a->w->s) % 4;
+
+		sim_maybe_tick(sh);
+		if (op == 0 && n < 8) {
+			w_put(a->w, sh, 0, 1000 + 100 * a->round + n, NULL);
+			n++;
+		} else if (op == 1 && na < 4 && w_alloc1(a->w, sh, 2, &b) == 0) {
+			w_write(a->w, sh, b, 777);
+			na++;
+		} else if (op == 2) {
+			u32 k = 10 * (1 + sim_rand(a->w->s) % 2) +
+				(u32)(sim_rand(a->w->s) % a->nkeys);
+
+			if (w_pin(a->w, sh, 3, k, &b))
+				w_release(a->w, sh, 3, b);
+		} else {
+			sim_sleep(sh, 50000);
+		}
+	}
+}
+
+/* Survivors: host 0's keys must be found all along. */
+static void s_survivor(struct sim_host *sh, void *arg)
+{
+	struct death *a = arg;
+	u64 end = sh->sim->clock + 3 * W_LEASE;
+
+	while (sh->sim->clock < end) {
+		u32 k = (u32)(sim_rand(a->w->s) % a->nkeys), b;
+
+		sim_maybe_tick(sh);
+		a->lookups++;
+		if (w_pin(a->w, sh, 0, k, &b))
+			w_release(a->w, sh, 0, b);
+		else
+			a->lookups_missed++;
+		sim_sleep(sh, 200000);
+	}
+}
+
+static void s_alloc_all(struct sim_host *sh, void *arg)
+{
+	struct death *a = arg;
+
+	a->got[sh->idx] = w_alloc_all(a->w, sh, 2);
+}
+
+/* Every survivor takes all it owns: together that must be every block. */
+static void check_reclaim(struct world *w, struct death *a)
+{
+	u32 total = 0;
+	int i;
+
+	w_settle(w, 3 * W_MS);
+	for (i = 0; i < w->n; i++) {
+		if (!w_live(w, i))
+			continue;
+		a->got[i] = 0;
+		w_run1(w, i, s_alloc_all, a);
+		total += a->got[i];
+	}
+	CHECK_SEED(w, total == w->geo.nr_blocks);
+	if (total != w->geo.nr_blocks)
+		fprintf(stderr, "# reclaimed %u of %u blocks\n", total,
+			w->geo.nr_blocks);
+}
+
+static void test_host_death(void)
+{
+	int r;
+
+	for (r = 0; r < rounds(8); r++) {
+		struct world *w = w_up(3, ids3, seed_of(16, r));
+		sim_fn fns[SIM_MAX_HOSTS] = { s_setup_keys, s_setup_keys,
+					      s_setup_keys };
+		struct death a = { .w = w, .nkeys = 3, .round = r };
+		void *args[SIM_MAX_HOSTS] = { &a, &a, &a };
+		struct hosts_arg ha;
+
+		w_run(w, fns, args);
+		/* Somewhere in the first lease of the survivors' watch. */
+		w->h[0]->kill_at_clock = w->s->clock + 1 +
+					 sim_rand(w->s) % W_LEASE;
+		fns[0] = s_victim;
+		fns[1] = s_survivor;
+		fns[2] = s_survivor;
+		w_run(w, fns, args);
+		CHECK_SEED(w, w->h[0]->killed);
+		CHECK_SEED(w, a.lookups > 20 && a.lookups_missed == 0);
+		if (a.lookups_missed || a.lookups <= 20)
+			fprintf(stderr, "# %u of %u lookups missed\n", a.lookups_missed, a.lookups);
+		w_run1(w, 1, s_hosts, &ha);
+		CHECK_SEED(w, !ha.info[0].alive && ha.info[2].alive);
+		/* Host 0's pin and allocations are void: all comes back. */
+		check_reclaim(w, &a);
+		w_final_check(w);
+		W_CHECK_CLEAN(w);
+		w_free(w);
+	}
+}
+
+struct site_kill {
+	struct world *w;
+	int site;
+	u32 key;
+};
+
+static void s_site_victim(struct sim_host *sh, void *arg)
+{
+	struct site_kill *a = arg;
+	u32 i, b;
+
+	switch (a->site) {
+	case BEL_MH_F_REC_CLAIM:
+		/* Dies claiming its home partition back after joining. */
+		if (sim_attach(sh) == 0)
+			sim_idle(sh, 10 * W_MS);
+		break;
+	case BEL_MH_F_PIN:
+		w_pin(a->w, sh, 0, 10, &b);
+		break;
+	case BEL_MH_F_ENT_EVICTING:
+	case BEL_MH_F_ENT_UNLINK:
+		/* Fill what we own; the next allocation evicts key 0. */
+		for (i = 0; i < 2 * owned_blocks(sh); i++) {
+			sim_maybe_tick(sh);
+			w_put(a->w, sh, 0, 500 + i, NULL);
+		}
+		break;
+	default:
+		w_put(a->w, sh, 0, a->key, NULL);
+		break;
+	}
+}
+
+static void s_site_after(struct sim_host *sh, void *arg)
+{
+	struct site_kill *a = arg;
+	u32 i, b, k;
+
+	/*
+	 * Whatever host 0 had published is still served, but for the key
+	 * its eviction took out (the oldest, key 0) once the unlink was in
+	 * the device; an interrupted eviction was rolled back.
+	 */
+	for (i = 0; i < 3; i++) {
+		if (i == 0 && a->site == BEL_MH_F_ENT_UNLINK) {
+			CHECK_SEED(a->w, w_probe(a->w, sh, &i, 1) == 0);
+			continue;
+		}
+		if (w_pin(a->w, sh, 0, i, &b))
+			w_release(a->w, sh, 0, b);
+		else
+			CHECK_SEED(a->w, 0);
+	}
+	/* The key host 0 was publishing can be published (or is there). */
+	k = a->key;
+	if (w_put(a->w, sh, 0, k, NULL) < 0)
+		CHECK_SEED(a->w, 0);
+	CHECK_SEED(a->w, w_pin(a->w, sh, 1, k, &b));
+	w_release(a->w, sh, 1, b);
+}
+
+static void s_host0_keys(struct sim_host *sh, void *arg)
+{
+	struct site_kill *a = arg;
+	u32 i;
+
+	for (i = 0; sh->host_id == 0 && i < 3; i++)
+		CHECK_EQ(w_put(a->w, sh, 0, i, NULL), BELUGA_PUBLISH_OK);
+	if (sh->host_id == 1)
+		CHECK_EQ(w_put(a->w, sh, 0, 10, NULL), BELUGA_PUBLISH_OK);
+}
+
+static void test_kill_at_sites(void)
+{
+	static const int sites[] = {
+		BEL_MH_F_PAYLOAD, BEL_MH_F_ENT_TENTATIVE, BEL_MH_F_ENT_COMMIT,
+		BEL_MH_F_ENT_EVICTING, BEL_MH_F_ENT_UNLINK, BEL_MH_F_PIN,
+		BEL_MH_F_REC_CLAIM,
+	};
+	u32 i;
+
+	for (i = 0; i < sizeof(sites) / sizeof(sites[0]); i++) {
+		struct world *w = w_up(3, ids3, seed_of(17, i));
+		struct site_kill a = { .w = w, .site = sites[i], .key = 600 };
+		struct death d = { .w = w };
+		sim_fn fns[SIM_MAX_HOSTS] = { s_host0_keys, s_host0_keys };
+		void *args[SIM_MAX_HOSTS] = { &a, &a };
+		int fails = tap_case_failures;
+
+		if (getenv("MH_DEBUG"))
+			fprintf(stderr, "# site %s\n", bel_mh_site_names[sites[i]]);
+		w_run(w, fns, args);
+		if (sites[i] == BEL_MH_F_REC_CLAIM) {
+			/* Leave cleanly, come back, die while claiming. */
+			int r = -1;
+
+			w_run1(w, 0, s_leave, &r);
+			CHECK_EQ(r, 0);
+			w_settle(w, 3 * W_MS);
+		}
+		w->h[0]->trig_site = sites[i];
+		w->h[0]->trig_nth = 1;
+		w->h[0]->trig_hits = 0;
+		w->h[0]->trig_stall_ns = 0;
+		w_run1(w, 0, s_site_victim, &a);
+		CHECK_SEED(w, w->h[0]->killed);
+		w_settle(w, 2 * W_LEASE);
+		if (sites[i] != BEL_MH_F_REC_CLAIM)
+			w_run1(w, 1, s_site_after, &a);
+		check_reclaim(w, &d);
+		w_final_check(w);
+		if (w->s->violations || tap_case_failures > fails)
+			fprintf(stderr, "# (killed after site %s)\n",
+				bel_mh_site_names[sites[i]]);
+		W_CHECK_CLEAN(w);
+		w_free(w);
+	}
+}
+
+struct rejoin {
+	struct world *w;
+	int ret;
+	u32 inc;
+	u32 blk;
+};
+
+static void s_rejoin(struct sim_host *sh, void *arg)
+{
+	struct rejoin *a = arg;
+
+	a->ret = sim_attach(sh);
+	a->inc = le32_to_cpu(sh->mh.rec.incarnation);
+}
+
+static void s_after_rejoin(struct sim_host *sh, void *arg)
+{
+	struct rejoin *a = arg;
+	u32 i, b;
+
+	for (i = 0; i < 3; i++) {
+		CHECK_SEED(a->w, w_pin(a->w, sh, 0, i, &b));
+		w_release(a->w, sh, 0, b);
+		CHECK_SEED(a->w, w_pin(a->w, sh, 0, 10 + i, &b));
+		w_release(a->w, sh, 0, b);
+	}
+	CHECK_EQ(w_put(a->w, sh, 0, 99, &a->blk), BELUGA_PUBLISH_OK);
+}
+
+static void s_keys_by_id(struct sim_host *sh, void *arg)
+{
+	struct world *w = arg;
+	u32 i;
+
+	for (i = 0; i < 3; i++)
+		CHECK_EQ(w_put(w, sh, 0, 10 * sh->host_id + i, NULL),
+			 BELUGA_PUBLISH_OK);
+}
+
+static void test_rejoin(void)
+{
+	struct world *w = w_up(2, ids3, seed_of(18, 0));
+	sim_fn fns[SIM_MAX_HOSTS] = { s_keys_by_id, s_keys_by_id };
+	void *args[SIM_MAX_HOSTS] = { w, w };
+	struct rejoin a = { .w = w, .ret = -1 };
+	struct death d = { .w = w };
+	u32 inc0 = le32_to_cpu(w->h[0]->mh.rec.incarnation);
+
+	w_run(w, fns, args);
+	sim_kill(w->h[0]);
+	w_settle(w, 2 * W_MS);
+	CHECK(w->h[0]->killed);
+	w_settle(w, 2 * W_LEASE);
+	CHECK_EQ(w_owner(w, 0), 1);
+	w_run1(w, 0, s_rejoin, &a);
+	CHECK_EQ(a.ret, 0);
+	CHECK_EQ(a.inc, inc0 + 1);
+	/* The adopter hands the home partition back. */
+	w_settle(w, 5 * W_MS);
+	CHECK_EQ(w_owner(w, 0), 0);
+	w_run1(w, 0, s_after_rejoin, &a);
+	CHECK(a.blk < w->h[0]->mh.part[1].first);
+	check_reclaim(w, &d);
+	w_final_check(w);
+	W_CHECK_CLEAN(w);
+	w_free(w);
+}
+
+struct stall {
+	struct world *w;
+	s32 first;
+	int second;
+	s32 other;
+};
+
+static void s_stalled(struct sim_host *sh, void *arg)
+{
+	struct stall *a = arg;
+	u32 b;
+
+	sh->trig_site = BEL_MH_F_ENT_TENTATIVE;
+	sh->trig_nth = 1;
+	sh->trig_hits = 0;
+	sh->trig_stall_ns = 3 * W_LEASE;
+	a->first = w_put(a->w, sh, 0, 4242, NULL);
+	a->second = w_alloc1(a->w, sh, 1, &b);
+}
+
+static void s_stall_other(struct sim_host *sh, void *arg)
+{
+	struct stall *a = arg;
+
+	sim_idle(sh, W_LEASE + W_LEASE / 2);
+	a->other = w_put(a->w, sh, 0, 4242, NULL);
+	sim_idle(sh, 2 * W_LEASE);
+}
+
+static void s_drop_rejoin(struct sim_host *sh, void *arg)
+{
+	int *ret = arg;
+
+	sim_drop(sh);
+	*ret = sim_attach(sh);
+}
+
+static void test_stall_fence(void)
+{
+	struct world *w = w_up(2, ids3, seed_of(19, 0));
+	sim_fn fns[SIM_MAX_HOSTS] = { s_stalled, s_stall_other };
+	struct stall a = { .w = w };
+	void *args[SIM_MAX_HOSTS] = { &a, &a };
+	struct death d = { .w = w };
+	int ret = -1;
+
+	w_run(w, fns, args);
+	/* The stalled host noticed and stored nothing (the sim checks). */
+	CHECK_EQ(a.second, -ESTALE);
+	CHECK_EQ(a.other, BELUGA_PUBLISH_OK);
+	CHECK(w->h[0]->mh.fenced);
+	CHECK_EQ(w_dev_published(w, 4242, NULL, NULL), 1);
+	w_run1(w, 0, s_drop_rejoin, &ret);
+	CHECK_EQ(ret, 0);
+	check_reclaim(w, &d);
+	w_final_check(w);
+	W_CHECK_CLEAN(w);
+	w_free(w);
+}
+
+/* --- leaving ------------------------------------------------------------------------- */
+
+struct leave {
+	struct world *w;
+	u32 pin_blk;
+	int busy;
+	int ret;
+};
+
+static void s_leave_busy(struct sim_host *sh, void *arg)
+{
+	struct leave *a = arg;
+	u32 b;
+
+	CHECK_SEED(a->w, w_pin(a->w, sh, 0, 0, &b));
+	a->busy = bel_mh_leave(&sh->mh);
+	w_release(a->w, sh, 0, b);
+	a->ret = sim_leave(sh);
+}
+
+static void s_pin_key0(struct sim_host *sh, void *arg)
+{
+	struct leave *a = arg;
+
+	CHECK_SEED(a->w, w_pin(a->w, sh, 0, 0, &a->pin_blk));
+}
+
+static void s_after_leave(struct sim_host *sh, void *arg)
+{
+	struct leave *a = arg;
+	u32 i, x, b;
+
+	for (x = 0; x < 3; x++)
+		for (i = 0; i < 3; i++) {
+			CHECK_SEED(a->w, w_pin(a->w, sh, 1, 10 * x + i, &b));
+			w_release(a->w, sh, 1, b);
+		}
+	if (sh->host_id == 1) {
+		w_reverify(a->w, sh, 0, a->pin_blk);
+		w_release(a->w, sh, 0, a->pin_blk);
+	}
+}
+
+static void test_clean_leave(void)
+{
+	struct world *w = w_up(3, ids3, seed_of(20, 0));
+	sim_fn fns[SIM_MAX_HOSTS] = { s_keys_by_id, s_keys_by_id,
+				      s_keys_by_id };
+	void *args[SIM_MAX_HOSTS] = { w, w, w };
+	struct leave a = { .w = w, .busy = 1, .ret = -1 };
+	struct death d = { .w = w };
+
+	w_run(w, fns, args);
+	w_run1(w, 1, s_pin_key0, &a);
+	w_run1(w, 2, s_leave_busy, &a);
+	CHECK_EQ(a.busy, -EBUSY);
+	CHECK_EQ(a.ret, 0);
+	/* Its partition moves at once, without waiting for a lease. */
+	w_settle(w, 3 * W_MS);
+	CHECK(w_owner(w, 2) == 0 || w_owner(w, 2) == 1);
+	w_run1(w, 0, s_after_leave, &a);
+	w_run1(w, 1, s_after_leave, &a);
+	check_reclaim(w, &d);
+	w_final_check(w);
+	W_CHECK_CLEAN(w);
+	w_free(w);
+}
+
+static void s_count_keys(struct sim_host *sh, void *arg)
+{
+	u32 *hits = arg;
+	u32 i, x, b;
+
+	*hits = 0;
+	for (x = 0; x < 2; x++)
+		for (i = 0; i < 3; i++) {
+			u32 k = 10 * x + i;
+
+			if (w_probe(NULL, sh, &k, 1) == 1)
+				(*hits)++;
+		}
+	(void)b;
+}
+
+static void s_verify_keys(struct sim_host *sh, void *arg)
+{
+	struct world *w = arg;
+	u32 i, x, b;
+
+	for (x = 0; x < 2; x++)
+		for (i = 0; i < 3; i++) {
+			CHECK_SEED(w, w_pin(w, sh, 0, 10 * x + i, &b));
+			w_release(w, sh, 0, b);
+		}
+}
+
+static void test_last_leave_reuse(void)
+{
+	struct world *w = w_up(2, ids3, seed_of(21, 0));
+	sim_fn fns[SIM_MAX_HOSTS] = { s_keys_by_id, s_keys_by_id };
+	void *args[SIM_MAX_HOSTS] = { w, w };
+	struct sim_host *h2 = w_add(w, 2);
+	int r0 = -1, r1 = -1, r = -1;
+	u32 hits = 99;
+
+	w_run(w, fns, args);
+	w_run1(w, 1, s_leave, &r1);
+	w_run1(w, 0, s_leave, &r0);
+	CHECK_EQ(r0, 0);
+	CHECK_EQ(r1, 0);
+	/* The next attach reuses the pool and finds every key. */
+	w_run1(w, h2->idx, s_attach, &r);
+	CHECK_EQ(r, 0);
+	CHECK(!h2->mh.formatted);
+	w_settle(w, 3 * W_MS);
+	w_run1(w, h2->idx, s_verify_keys, w);
+	w_final_check(w);
+	w_run1(w, h2->idx, s_leave, &r);
+	CHECK_EQ(r, 0);
+	/* Reformat on request: everything is gone. */
+	w->h[0]->cfg.format = true;
+	w_run1(w, 0, s_attach, &r);
+	CHECK_EQ(r, 0);
+	CHECK(w->h[0]->mh.formatted);
+	memset(w->kblock, 0xff, sizeof(w->kblock));
+	memset(w->bstate, 0, sizeof(w->bstate));
+	w->h[1]->cfg.format = false;
+	w_run1(w, 1, s_attach, &r);
+	CHECK_EQ(r, 0);
+	w_settle(w, 3 * W_MS);
+	w_run1(w, 1, s_count_keys, &hits);
+	CHECK_EQ(hits, 0);
+	w_final_check(w);
+	W_CHECK_CLEAN(w);
+	w_free(w);
+}
+
+/* --- everything at once ------------------------------------------------------------------ */
+
+struct rnd {
+	struct world *w;
+	u32 held[SIM_MAX_HOSTS][8];
+	u32 held_key[SIM_MAX_HOSTS][8];
+	u32 nheld[SIM_MAX_HOSTS];
+	u32 alloc[SIM_MAX_HOSTS][8];
+	u32 nalloc[SIM_MAX_HOSTS];
+	int iters;
+};
+
+static void s_random(struct sim_host *sh, void *arg)
+{
+	struct rnd *a = arg;
+	int i = sh->idx, it;
+
+	for (it = 0; it < a->iters; it++) {
+		u64 op = sim_rand(a->w->s) % 6;
+		u32 k = 60000 + (u32)(sim_rand(a->w->s) % 40), b;
+
+		sim_maybe_tick(sh);
+		if (op == 0 || op == 1) {
+			w_put(a->w, sh, 0, k, NULL);
+		} else if (op == 2 && a->nheld[i] < 8) {
+			if (w_pin(a->w, sh, 1, k, &b)) {
+				a->held[i][a->nheld[i]] = b;
+				a->held_key[i][a->nheld[i]++] = k;
+			}
+		} else if (op == 3 && a->nheld[i]) {
+			u32 j = (u32)(sim_rand(a->w->s) % a->nheld[i]);
+
+			w_reverify(a->w, sh, a->held_key[i][j],
+				   a->held[i][j]);
+			w_release(a->w, sh, 1, a->held[i][j]);
+			a->held[i][j] = a->held[i][--a->nheld[i]];
+			a->held_key[i][j] = a->held_key[i][a->nheld[i]];
+		} else if (op == 4 && a->nalloc[i] < 8) {
+			if (w_alloc1(a->w, sh, 2, &b) == 0)
+				a->alloc[i][a->nalloc[i]++] = b;
+		} else if (op == 5 && a->nalloc[i]) {
+			b = a->alloc[i][--a->nalloc[i]];
+			if (sim_rand(a->w->s) % 2) {
+				w_free_block(a->w, sh, 2, b);
+			} else {
+				w_write(a->w, sh, b, k);
+				w_publish(a->w, sh, 2, k, b);
+			}
+		}
+	}
+	while (a->nheld[i]) {
+		a->nheld[i]--;
+		w_release(a->w, sh, 1, a->held[i][a->nheld[i]]);
+	}
+	while (a->nalloc[i])
+		w_free_block(a->w, sh, 2, a->alloc[i][--a->nalloc[i]]);
+}
+
+static void test_random_workload(void)
+{
+	int r;
+
+	for (r = 0; r < rounds(5); r++) {
+		struct world *w = w_up(3, ids3, seed_of(22, r));
+		sim_fn fns[SIM_MAX_HOSTS] = { s_random, s_random, s_random };
+		struct rnd a;
+		void *args[SIM_MAX_HOSTS] = { &a, &a, &a };
+
+		memset(&a, 0, sizeof(a));
+		a.w = w;
+		a.iters = 150;
+		w_run(w, fns, args);
+		w_final_check(w);
+		W_CHECK_CLEAN(w);
+		w_free(w);
+	}
+}
+
+/* --- main --------------------------------------------------------------------------------- */
+
+struct test {
+	const char *name;
+	void (*fn)(void);
+};
+
+#define T(fn) { #fn, fn }
+static const struct test tests[] = {
+	T(test_format_join),
+	T(test_concurrent_format),
+	T(test_refuse_mismatch),
+	T(test_reformat_busy),
+	T(test_duplicate_id),
+	T(test_cross_host_rw),
+	T(test_publish_race),
+	T(test_pin_blocks_eviction),
+	T(test_pin_evict_race),
+	T(test_republish_after_evict),
+	T(test_block_reuse_read),
+	T(test_probe_chains),
+	T(test_claim_race),
+	T(test_host_death),
+	T(test_kill_at_sites),
+	T(test_rejoin),
+	T(test_stall_fence),
+	T(test_clean_leave),
+	T(test_last_leave_reuse),
+	T(test_random_workload),
+};
+
+static int parse_site(const char *arg)
+{
+	int i;
+
+	for (i = 1; i < BEL_MH_NR_SITES; i++)
+		if (!strcmp(arg, bel_mh_site_names[i]))
+			return i;
+	i = atoi(arg);
+	if (i <= 0 || i >= BEL_MH_NR_SITES) {
+		fprintf(stderr, "unknown site '%s'\n", arg);
+		exit(2);
+	}
+	return i;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "coherent", no_argument, NULL, 'c' },
+		{ "seed", required_argument, NULL, 's' },
+		{ "scale", required_argument, NULL, 'n' },
+		{ "only", required_argument, NULL, 'o' },
+		{ "disable-site", required_argument, NULL, 'd' },
+		{ "list-sites", no_argument, NULL, 'l' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *only = NULL;
+	size_t i;
+	int c;
+
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (c) {
+		case 'c':
+			g_coherent = true;
+			break;
+		case 's':
+			g_seed = strtoull(optarg, NULL, 0);
+			break;
+		case 'n':
+			g_scale = atoi(optarg);
+			break;
+		case 'o':
+			only = optarg;
+			break;
+		case 'd':
+			bel_mh_site_off = parse_site(optarg);
+			/* Hold stale lines as long as the hardware may. */
+			g_evict = 0;
+			break;
+		case 'l':
+			for (c = 1; c < BEL_MH_NR_SITES; c++)
+				printf("%d %s %s\n", c, bel_mh_site_names[c],
+				       bel_mh_site_descs[c]);
+			return 0;
+		default:
+			return 2;
+		}
+	}
+	printf("# multi-host protocol, %s mode, seed %llu%s%s\n",
+	       g_coherent ? "coherent" : "non-coherent",
+	       (unsigned long long)g_seed,
+	       bel_mh_site_off ? ", disabled site " : "",
+	       bel_mh_site_off ? bel_mh_site_names[bel_mh_site_off] : "");
+	(void)g_round;
+	for (i = 0; i < sizeof(tests) / sizeof(tests[0]); i++)
+		if (!only || strstr(tests[i].name, only))
+			tap_run(tests[i].name + 5, tests[i].fn);
+	return tap_done();
+}
