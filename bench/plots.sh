@@ -87,10 +87,11 @@ if [ ${#media[@]} -gt 0 ]; then
 		echo "set output \"$dst/bandwidth.png\""
 		echo "set multiplot layout $(((${#media[@]} + 1) / 2)),2 title \"Reading a hit prefix of 2 MiB blocks into a destination buffer (MB/s)\""
 		echo "set logscale x 2"
+		echo "set logscale y"
 		echo "set grid"
-		echo "set key top left"
+		echo "set key bottom right opaque box samplen 2 font \",8\""
 		echo "set xlabel \"blocks\""
-		echo "set ylabel \"MB/s\""
+		echo "set ylabel \"MB/s (log)\""
 		for m in "${media[@]}"; do
 			if [ "$m" = host-ram ]; then f=$res/data-host-ram-host.dat; t="host RAM (in-process core + mapping, no module)"; else f=$res/data-$m-$G.dat; t="6.12 guest: $m"; fi
 			case $m in
@@ -108,23 +109,31 @@ else
 	echo "plots: no data-path data: bandwidth.png skipped" >&2
 fi
 
-# 4. cost per operation against pool size (columns: see the .dat header)
-if f=$(pick "$res/scale-$G.dat" "$res/scale-host.dat"); then
-	gnuplot <<EOF
-$term
-set output "$dst/scale.png"
-set title "Cost per operation against pool size, 1 thread ($(basename "$f" .dat))"
-set xlabel "blocks in the pool (full)"
-set ylabel "ns per operation"
-set logscale x 2
-set logscale y
-set key outside right
-set grid
-# columns after blocks: target (kernel core rpc) x op (lookup64_hot lookup64 pin64 alloc_pub64) x threads (1 2)
-c(t, o, th) = 2 + t * 8 + o * 2 + th
-plot for [t=0:1] for [o=0:3] "$f" using 1:(column(c(t, o, 0))) with linespoints lw 2 \
-     title sprintf("%s %s", word("kernel core rpc", t + 1), word("lookup64_hot lookup64 pin64 alloc_pub64", o + 1))
-EOF
+# 4. cost per operation against pool size (columns: see the .dat header), one
+# panel per environment: the guest (kernel and core) and the host (core)
+panels=()
+for e in "$G" host; do [ -s "$res/scale-$e.dat" ] && panels+=("$e"); done
+if [ ${#panels[@]} -gt 0 ]; then
+	{
+		echo "set terminal pngcairo size $((640 * ${#panels[@]})),560 font \"sans,10\" noenhanced"
+		echo "set output \"$dst/scale.png\""
+		echo "set multiplot layout 1,${#panels[@]} title \"Cost per operation against pool size (full pool, 1 thread)\""
+		echo "set xlabel \"blocks in the pool\""
+		echo "set ylabel \"ns per operation (log)\""
+		echo "set logscale x 2"
+		echo "set logscale y"
+		echo "set format x \"%.0s%c\""
+		echo "set key top left font \",8\" samplen 2"
+		echo "set grid"
+		# after blocks: target (kernel core rpc) x op (lookup64_hot lookup64 pin64 alloc_pub64) x threads (1 2)
+		echo "c(t, o, th) = 2 + t * 8 + o * 2 + th"
+		for e in "${panels[@]}"; do
+			f=$res/scale-$e.dat
+			if [ "$e" = host ]; then t0=1; echo "set title \"host, natively (the portable core)\""; else t0=0; echo "set title \"6.12 TCG guest (module and core)\""; fi
+			echo "plot for [t=$t0:1] for [o=0:3] \"$f\" using 1:(column(c(t, o, 0))) with linespoints lw 2 title sprintf(\"%s %s\", word(\"kernel core rpc\", t + 1), word(\"lookup64_hot lookup64 pin64 alloc_pub64\", o + 1))"
+		done
+		echo "unset multiplot"
+	} | gnuplot
 else
 	echo "plots: no scale data: scale.png skipped" >&2
 fi

@@ -12,11 +12,13 @@
  * call path without the module: the floor where there is no module), the
  * in-process
  * core (the algorithm alone) and the AF_UNIX server (the RPC design), all
- * with a pool of the same geometry.
+ * with a pool of the same geometry. The targets run in rotation --repeat
+ * times (default 3) and each figure is the median of the rounds' medians.
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
@@ -149,6 +151,51 @@ struct mres {
 	struct fig ap;
 };
 
+/* The median over rounds of one figure (its spread: the round's median). */
+static void comb_fig(struct fig *out, struct mres *rounds, int repeat, int kind,
+		     size_t off)
+{
+	double v[16], lo = 0;
+	struct fig *best = NULL;
+	int r;
+
+	for (r = 0; r < repeat; r++) {
+		struct fig *f = (struct fig *)((char *)&rounds[r * 3 + kind] + off);
+
+		v[r] = f->ns;
+		if (!best || f->min < lo) {
+			lo = f->min;
+			best = f;
+		}
+	}
+	*out = *best;
+	out->ns = median(v, repeat);
+	out->min = lo;
+	out->samples = best->samples * repeat;
+}
+
+static void combine(struct mres *out, struct mres *rounds, int repeat,
+		    int kind, int nlens)
+{
+	int l;
+
+	out->done = rounds[kind].done;
+	if (!out->done)
+		return;
+	out->nr_blocks = rounds[kind].nr_blocks;
+	comb_fig(&out->floor, rounds, repeat, kind, offsetof(struct mres, floor));
+	comb_fig(&out->info, rounds, repeat, kind, offsetof(struct mres, info));
+	comb_fig(&out->ap, rounds, repeat, kind, offsetof(struct mres, ap));
+	for (l = 0; l < nlens; l++) {
+		comb_fig(&out->count[l], rounds, repeat, kind,
+			 offsetof(struct mres, count) + l * sizeof(struct fig));
+		comb_fig(&out->pin[l], rounds, repeat, kind,
+			 offsetof(struct mres, pin) + l * sizeof(struct fig));
+		comb_fig(&out->rel[l], rounds, repeat, kind,
+			 offsetof(struct mres, rel) + l * sizeof(struct fig));
+	}
+}
+
 static void rec_fig(const char *backend, const char *op, int pin, u64 n,
 		    struct fig *f)
 {
@@ -165,6 +212,7 @@ static void rec_fig(const char *backend, const char *op, int pin, u64 n,
 	rec_int("samples", f->samples);
 	rec_end();
 }
+
 
 static void run_target(enum target_kind kind, const char *spec, u64 nblocks,
 		       u64 bs, const u64 *lens, int nlens, struct mres *m)
@@ -188,24 +236,17 @@ static void run_target(enum target_kind kind, const char *spec, u64 nblocks,
 	target_fill(c.b, CHAIN_NS, CHAIN_TAG, 0, chain, -1, NULL);
 
 	m->floor = measure(op_floor, &c, "floor");
-	rec_fig(t.name, "floor", 0, 0, &m->floor);
-	if (kind == T_KERNEL) {
+	if (kind == T_KERNEL)
 		m->info = measure(op_info, &c, "INFO");
-		rec_fig(t.name, "info", 0, 0, &m->info);
-	}
 	for (l = 0; l < nlens; l++) {
 		c.n = (u32)lens[l];
 		m->count[l] = measure(op_lookup, &c, "LOOKUP");
-		rec_fig(t.name, "lookup", 0, c.n, &m->count[l]);
 		pin_then_release(&c, &m->pin[l], &m->rel[l]);
-		rec_fig(t.name, "lookup", 1, c.n, &m->pin[l]);
-		rec_fig(t.name, "release", 0, c.n, &m->rel[l]);
 	}
 	/* Fill the pool, so that every ALLOC below evicts. */
 	target_fill(c.b, FILL_NS, FILL_TAG, 0, t.nr_blocks - chain, -1, NULL);
 	c.ctr = t.nr_blocks - chain;
 	m->ap = measure(op_alloc_publish, &c, "ALLOC+PUBLISH");
-	rec_fig(t.name, "alloc_publish", 0, 64, &m->ap);
 	m->done = true;
 
 	c.b->close(c.b);
@@ -265,7 +306,8 @@ int sec_meta(int argc, char **argv)
 	u64 lens[MAX_LENS] = { 1, 16, 64, 256, 4096 };
 	int nlens = 5, i, l;
 	u64 bs = 4096, nblocks = 65536;
-	struct mres m[3] = { 0 };
+	struct mres m[3] = { 0 }, *rounds;
+	int r, repeat = opt.quick ? 1 : 3;
 	struct mctx nc = { 0 };
 	struct fig null;
 	FILE *dat;
@@ -279,6 +321,8 @@ int sec_meta(int argc, char **argv)
 			nblocks = parse_size(argv[i + 1]);
 		else if (!strcmp(argv[i], "--lens"))
 			nlens = parse_list(argv[i + 1], lens, MAX_LENS);
+		else if (!strcmp(argv[i], "--repeat"))
+			repeat = atoi(argv[i + 1]);
 		else
 			die("meta: unknown option %s", argv[i]);
 	}
@@ -288,6 +332,8 @@ int sec_meta(int argc, char **argv)
 		if (sz && sz / bs < nblocks)
 			nblocks = sz / bs;
 	}
+	if (repeat < 1 || repeat > 16)
+		die("meta: --repeat must be 1..16");
 	out_open("meta");
 	bench_pin_cpu();
 	note("meta: %llu blocks of %llu bytes; chains up to %llu keys; %d samples of ~%.0f ms",
@@ -301,15 +347,44 @@ int sec_meta(int argc, char **argv)
 	rec_fig("sys", "null_ioctl", 0, 0, &null);
 	close(devnull);
 
-	if (strcmp(spec, "none") && kernel_available())
-		run_target(T_KERNEL, spec, nblocks, bs, lens, nlens, &m[T_KERNEL]);
-	else
+	if (!strcmp(spec, "none") || !kernel_available())
 		note("meta: no /dev/beluga or --pool none: kernel rows skipped");
-	/* The same geometry for the baselines as the kernel really got. */
-	if (m[T_KERNEL].done)
-		nblocks = m[T_KERNEL].nr_blocks;
-	run_target(T_CORE, spec, nblocks, bs, lens, nlens, &m[T_CORE]);
-	run_target(T_RPC, spec, nblocks, bs, lens, nlens, &m[T_RPC]);
+	/*
+	 * The three targets in rotation, --repeat times; each figure is the
+	 * median over the rounds, so that a slow minute of a shared host
+	 * does not land on one target only.
+	 */
+	rounds = xcalloc(repeat * 3, sizeof(*rounds));
+	for (r = 0; r < repeat; r++) {
+		struct mres *mr = rounds + r * 3;
+
+		if (strcmp(spec, "none") && kernel_available())
+			run_target(T_KERNEL, spec, nblocks, bs, lens, nlens,
+				   &mr[T_KERNEL]);
+		/* The same geometry for the baselines as the kernel got. */
+		if (mr[T_KERNEL].done)
+			nblocks = mr[T_KERNEL].nr_blocks;
+		run_target(T_CORE, spec, nblocks, bs, lens, nlens, &mr[T_CORE]);
+		run_target(T_RPC, spec, nblocks, bs, lens, nlens, &mr[T_RPC]);
+	}
+	for (i = 0; i < 3; i++) {
+		combine(m + i, rounds, repeat, i, nlens);
+		if (!m[i].done)
+			continue;
+		rec_fig(target_kind_name[i], "floor", 0, 0, &m[i].floor);
+		if (i == T_KERNEL)
+			rec_fig(target_kind_name[i], "info", 0, 0, &m[i].info);
+		for (l = 0; l < nlens; l++) {
+			rec_fig(target_kind_name[i], "lookup", 0, lens[l],
+				&m[i].count[l]);
+			rec_fig(target_kind_name[i], "lookup", 1, lens[l],
+				&m[i].pin[l]);
+			rec_fig(target_kind_name[i], "release", 0, lens[l],
+				&m[i].rel[l]);
+		}
+		rec_fig(target_kind_name[i], "alloc_publish", 0, 64, &m[i].ap);
+	}
+	free(rounds);
 
 	printf("\n== meta (%s): ns per operation (absolute, %s) and ratios ==\n",
 	       opt.env, strcmp(opt.env, "host") ? "TCG guest: compare ratios only" :

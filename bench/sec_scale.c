@@ -12,6 +12,8 @@
  *   alloc_pub64 ALLOC of 64 (evicting the 64 least recently used blocks,
  *               the pool being full) + PUBLISH of 64 new keys
  *
+ * The whole sweep runs --repeat times (default 3), medians taken.
+ *
  * Random chains defeat the caches the way a big pool does in production: a
  * bigger pool means more index buckets and block records out of cache, so
  * this measures what size costs, not a hot loop over one chain. The number
@@ -191,6 +193,9 @@ int sec_scale(int argc, char **argv)
 	u64 bs = 4096, maxn = 0;
 	static double res[3][MAX_SIZES][MAX_THREADS][NR_OPS];
 	static double ops[3][MAX_SIZES][MAX_THREADS][NR_OPS];
+	static double rres[16][3][MAX_SIZES][MAX_THREADS][NR_OPS];
+	static double rops[16][3][MAX_SIZES][MAX_THREADS][NR_OPS];
+	int r, repeat = opt.quick ? 1 : 3;
 	u64 reps[3][NR_OPS] = { { 0 } };
 	bool done[3] = { false };
 	struct sctx *s = xcalloc(1, sizeof(*s));
@@ -209,9 +214,13 @@ int sec_scale(int argc, char **argv)
 			targets = argv[i + 1];
 		else if (!strcmp(argv[i], "--ops"))
 			ops_sel = argv[i + 1];
+		else if (!strcmp(argv[i], "--repeat"))
+			repeat = atoi(argv[i + 1]);
 		else
 			die("scale: unknown option %s", argv[i]);
 	}
+	if (repeat < 1 || repeat > 16)
+		die("scale: --repeat must be 1..16");
 	for (z = 0; z < nsizes; z++)
 		if (sizes[z] > maxn)
 			maxn = sizes[z];
@@ -224,6 +233,12 @@ int sec_scale(int argc, char **argv)
 		s->keys[i] = mkkey(SCALE_TAG, i);
 	s->samples = opt.samples > 64 ? 64 : opt.samples;
 
+	/*
+	 * The size sweep runs --repeat times (default 3) and each figure is
+	 * the median over the sweeps: the sizes are minutes apart, and a slow
+	 * minute of a shared host must not land on one size only.
+	 */
+	for (r = 0; r < repeat; r++)
 	for (k = 0; k < 3; k++) {
 		if (!strstr(targets, target_kind_name[k]))
 			continue;
@@ -265,19 +280,8 @@ int sec_scale(int argc, char **argv)
 					s->reps = reps[k][op];
 					s->nthreads = (int)threads[i];
 					run_op(s, &ns, &tput, &p10, &p90);
-					res[k][z][i][op] = ns;
-					ops[k][z][i][op] = tput;
-					rec_begin("op");
-					rec_str("backend", target_kind_name[k]);
-					rec_str("op", opname[op]);
-					rec_int("blocks", (long long)sizes[z]);
-					rec_int("threads", (long long)threads[i]);
-					rec_num("ns_per_op", ns);
-					rec_num("p10", p10);
-					rec_num("p90", p90);
-					rec_num("ops_per_s", tput);
-					rec_int("reps", (long long)s->reps);
-					rec_end();
+					rres[r][k][z][i][op] = ns;
+					rops[r][k][z][i][op] = tput;
 				}
 			}
 			for (th = 0; th < MAX_THREADS; th++)
@@ -287,6 +291,37 @@ int sec_scale(int argc, char **argv)
 			target_teardown(&t);
 		}
 		done[k] = true;
+	}
+
+	for (k = 0; k < 3; k++) {
+		if (!done[k])
+			continue;
+		for (z = 0; z < nsizes; z++)
+			for (i = 0; i < nthr; i++)
+				for (op = 0; op < NR_OPS; op++) {
+					double v[16], w[16];
+
+					if (ops_sel && !op_selected(ops_sel, op))
+						continue;
+					for (r = 0; r < repeat; r++) {
+						v[r] = rres[r][k][z][i][op];
+						w[r] = rops[r][k][z][i][op];
+					}
+					res[k][z][i][op] = median(v, repeat);
+					ops[k][z][i][op] = median(w, repeat);
+					rec_begin("op");
+					rec_str("backend", target_kind_name[k]);
+					rec_str("op", opname[op]);
+					rec_int("blocks", (long long)sizes[z]);
+					rec_int("threads", (long long)threads[i]);
+					rec_num("ns_per_op", res[k][z][i][op]);
+					rec_num("sweep_min", v[0]);
+					rec_num("sweep_max", v[repeat - 1]);
+					rec_num("ops_per_s", ops[k][z][i][op]);
+					rec_int("reps", (long long)reps[k][op]);
+					rec_int("sweeps", repeat);
+					rec_end();
+				}
 	}
 
 	/* The target compares 1K with 256K blocks; bigger pools are shown too. */
