@@ -459,6 +459,19 @@ static int bel_mh_format_or_check(struct bel_mh_host *h, u64 region_size)
 				       bel_mh_cfg_hb_ns(&h->cfg));
 			continue;
 		}
+		/*
+		 * Someone may have formatted between our look at the
+		 * superblock and our intent; a formatter writes the
+		 * superblock before it withdraws its intent, so it is
+		 * visible now.
+		 */
+		if (!force) {
+			BEL_MH_GET(h, I_SUPER, BEL_MH_SB_OFF, &sb, sizeof(sb));
+			if (le64_to_cpu(sb.magic) == BEL_MH_MAGIC) {
+				bel_mh_put_intent(h, BEL_MH_F_INTENT_CLEAR, 0);
+				continue;
+			}
+		}
 		ret = bel_mh_format(h, region_size);
 		bel_mh_put_intent(h, BEL_MH_F_INTENT_CLEAR, 0);
 		return ret;

@@ -316,6 +316,7 @@ void sim_run(struct sim *s)
 		sh->kill_at_step = 0;
 		sh->kill_at_clock = 0;
 		sh->trig_site = 0;
+		sh->trig_before = false;
 	}
 }
 
@@ -428,12 +429,15 @@ static void sim_op_flush(void *priv, int site, u64 off, u64 len)
 
 	sim_yield(sh);
 	sim_bounds(sh, off, len);
+	if (sh->trig_before)
+		sim_trigger(sh, site);
 	if (!s->cfg.coherent)
 		for (l = off / BEL_MH_LINE; l <= (off + len - 1) / BEL_MH_LINE;
 		     l++)
 			if (sh->cst[l] == 2)
 				sim_writeback(sh, l);
-	sim_trigger(sh, site);
+	if (!sh->trig_before)
+		sim_trigger(sh, site);
 }
 
 static void sim_op_inval(void *priv, int site, u64 off, u64 len)
@@ -444,6 +448,8 @@ static void sim_op_inval(void *priv, int site, u64 off, u64 len)
 
 	sim_yield(sh);
 	sim_bounds(sh, off, len);
+	if (sh->trig_before)
+		sim_trigger(sh, site);
 	if (!s->cfg.coherent)
 		for (l = off / BEL_MH_LINE; l <= (off + len - 1) / BEL_MH_LINE;
 		     l++) {
@@ -460,7 +466,8 @@ static void sim_op_inval(void *priv, int site, u64 off, u64 len)
 			}
 			sh->cst[l] = 0;
 		}
-	sim_trigger(sh, site);
+	if (!sh->trig_before)
+		sim_trigger(sh, site);
 }
 
 static void sim_op_fence(void *priv)

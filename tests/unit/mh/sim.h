@@ -67,6 +67,7 @@ struct sim_host {
 	u32 trig_nth;		/* ... executed this many times ... */
 	u32 trig_hits;
 	u64 trig_stall_ns;	/* ... stall that long (0: crash) */
+	bool trig_before;	/* ... or just before it ran */
 	sigjmp_buf jb;
 	/* Cache model. */
 	u8 *cdata;

@@ -540,6 +540,70 @@ static void test_pin_evict_race(void)
 	}
 }
 
+/*
+ * A pinner whose pin reaches the device late (stalled between its store and
+ * its flush) while the owner evicts the block: its validation must see the
+ * eviction, not its own cached copy of the entry.
+ */
+struct pinval {
+	struct world *w;
+	u32 key;
+	u32 cap;
+	bool hit;
+	s32 put;
+};
+
+static void s_pinval_fill(struct sim_host *sh, void *arg)
+{
+	struct pinval *a = arg;
+	u32 i;
+
+	a->cap = owned_blocks(sh);
+	for (i = 0; i < a->cap; i++)
+		CHECK_EQ(w_put(a->w, sh, 0, a->key + i, NULL),
+			 BELUGA_PUBLISH_OK);
+}
+
+static void s_pinval_pinner(struct sim_host *sh, void *arg)
+{
+	struct pinval *a = arg;
+	u32 b;
+
+	sh->trig_site = BEL_MH_F_PIN;
+	sh->trig_nth = 1;
+	sh->trig_hits = 0;
+	sh->trig_before = true;
+	sh->trig_stall_ns = W_MS;
+	a->hit = w_pin(a->w, sh, 0, a->key, &b);
+	if (a->hit)
+		w_release(a->w, sh, 0, b);
+}
+
+static void s_pinval_evictor(struct sim_host *sh, void *arg)
+{
+	struct pinval *a = arg;
+
+	sim_sleep(sh, 300000);
+	/* Evicts the oldest key, the one being pinned. */
+	a->put = w_put(a->w, sh, 0, a->key + 1000, NULL);
+}
+
+static void test_pin_validation(void)
+{
+	struct world *w = w_up(2, ids3, seed_of(23, 0));
+	struct pinval a = { .w = w, .key = 50000 };
+	sim_fn fns[SIM_MAX_HOSTS] = { s_pinval_evictor, s_pinval_pinner };
+	void *args[SIM_MAX_HOSTS] = { &a, &a };
+
+	w_run1(w, 0, s_pinval_fill, &a);
+	w_run(w, fns, args);
+	CHECK_EQ(a.put, BELUGA_PUBLISH_OK);
+	CHECK(!a.hit);
+	w_final_check(w);
+	W_CHECK_CLEAN(w);
+	w_free(w);
+}
+
 /* --- stale views ------------------------------------------------------------------- */
 
 struct stale {
@@ -704,6 +768,10 @@ static void s_claim(struct sim_host *sh, void *arg)
 	int *won = arg;
 	u32 p;
 
+	/* Look at the other host once: a stale copy must not be trusted. */
+	bel_mutex_lock(&sh->mh.lock);
+	bel_mh_observe(&sh->mh);
+	bel_mutex_unlock(&sh->mh.lock);
 	for (p = 0; p < W_HOSTS; p++) {
 		if (p == 1 || p == 2)
 			continue;
@@ -759,9 +827,14 @@ static void s_setup_keys(struct sim_host *sh, void *arg)
 	for (i = 0; i < a->nkeys; i++)
 		CHECK_EQ(w_put(a->w, sh, 0, 10 * sh->host_id + i, NULL),
 			 BELUGA_PUBLISH_OK);
-	/* Host 0 pins host 1's first key and never lets go. */
-	if (sh->host_id == 0)
-		CHECK_SEED(a->w, w_pin(a->w, sh, 1, 10, &a->pinned_blk));
+}
+
+/* Host 0 pins host 1's first key and never lets go. */
+static void s_pin10(struct sim_host *sh, void *arg)
+{
+	struct death *a = arg;
+
+	CHECK_SEED(a->w, w_pin(a->w, sh, 1, 10, &a->pinned_blk));
 }
 
 /* Host 0's workload until it is killed. */
@@ -852,6 +925,7 @@ static void test_host_death(void)
 		struct hosts_arg ha;
 
 		w_run(w, fns, args);
+		w_run1(w, 0, s_pin10, &a);
 		/* Somewhere in the first lease of the survivors' watch. */
 		w->h[0]->kill_at_clock = w->s->clock + 1 +
 					 sim_rand(w->s) % W_LEASE;
@@ -1354,6 +1428,7 @@ static const struct test tests[] = {
 	T(test_publish_race),
 	T(test_pin_blocks_eviction),
 	T(test_pin_evict_race),
+	T(test_pin_validation),
 	T(test_republish_after_evict),
 	T(test_block_reuse_read),
 	T(test_probe_chains),
