@@ -470,8 +470,11 @@ void w_reverify(struct world *w, struct sim_host *sh, u32 k, u32 b)
 
 void w_release(struct world *w, struct sim_host *sh, int ci, u32 b)
 {
-	if (bel_mh_release(&sh->cl[ci], 1, &b) == 0 && w->pins[sh->idx][b])
+	/* The caller stops relying on the pin when it asks to drop it. */
+	if (w->pins[sh->idx][b])
 		w->pins[sh->idx][b]--;
+	if (bel_mh_release(&sh->cl[ci], 1, &b))
+		w->pins[sh->idx][b]++;
 }
 
 u32 w_probe(struct world *w, struct sim_host *sh, const u32 *ks, u32 n)
