@@ -26,7 +26,6 @@
 #include <linux/compiler.h>
 #include <linux/math64.h>
 #include <asm/byteorder.h>
-#define BEL_MH_STATIC_ASSERT(c, m)	static_assert(c, m)
 #define BEL_MH_READ_ONCE(x)		READ_ONCE(x)
 #define BEL_MH_WRITE_ONCE(x, v)		WRITE_ONCE(x, v)
 static inline u64 bel_mh_div64(u64 a, u64 b)
@@ -41,7 +40,6 @@ static inline u64 bel_mh_div64(u64 a, u64 b)
 #define le16_to_cpu(x)	((u16)le16toh(x))
 #define le32_to_cpu(x)	((u32)le32toh(x))
 #define le64_to_cpu(x)	((u64)le64toh(x))
-#define BEL_MH_STATIC_ASSERT(c, m)	_Static_assert(c, m)
 #define BEL_MH_READ_ONCE(x)		__atomic_load_n(&(x), __ATOMIC_RELAXED)
 #define BEL_MH_WRITE_ONCE(x, v)		__atomic_store_n(&(x), (v), __ATOMIC_RELAXED)
 static inline u64 bel_mh_div64(u64 a, u64 b)
@@ -101,8 +99,9 @@ struct bel_mh_super {
 	__le32 reserved[12];
 	__le32 csum;
 };
-BEL_MH_STATIC_ASSERT(sizeof(struct bel_mh_super) == BEL_MH_SB_SIZE,
-		     "superblock is three lines");
+
+static_assert(sizeof(struct bel_mh_super) == BEL_MH_SB_SIZE,
+	      "superblock is three lines");
 
 /* Format intent of one host id (line at BEL_MH_INTENT_OFF + id * 64). */
 struct bel_mh_intent {
@@ -110,8 +109,9 @@ struct bel_mh_intent {
 	__le64 progress;	/* advanced while formatting */
 	__le64 reserved[6];
 };
-BEL_MH_STATIC_ASSERT(sizeof(struct bel_mh_intent) == BEL_MH_LINE,
-		     "intent is one line");
+
+static_assert(sizeof(struct bel_mh_intent) == BEL_MH_LINE,
+	      "intent is one line");
 
 enum bel_mh_host_state {
 	BEL_MH_HOST_NONE = 0,	/* never joined since format */
@@ -129,8 +129,9 @@ struct bel_mh_host_rec {
 	char name[24];
 	__le64 reserved[2];
 };
-BEL_MH_STATIC_ASSERT(sizeof(struct bel_mh_host_rec) == BEL_MH_LINE,
-		     "host record is one line");
+
+static_assert(sizeof(struct bel_mh_host_rec) == BEL_MH_LINE,
+	      "host record is one line");
 
 enum bel_mh_ent_state {
 	BEL_MH_ENT_EMPTY = 0,	/* never used since format */
@@ -159,58 +160,57 @@ struct bel_mh_entry {
 	__le32 next;		/* next block in the chain + 1; 0 ends it */
 	__le32 reserved[3];
 };
-BEL_MH_STATIC_ASSERT(sizeof(struct bel_mh_entry) == BEL_MH_LINE,
-		     "index entry is one line");
+
+static_assert(sizeof(struct bel_mh_entry) == BEL_MH_LINE,
+	      "index entry is one line");
 
 /* --- flush and invalidate sites ----------------------------------------- */
 
 /*
  * Every flush and every invalidate of shared metadata has a site number,
  * so that a test build can disable exactly one and show that some test
- * notices (tests/unit/mh, "make mutate").
+ * notices (tests/unit/mh, "make mutate"). bel_mh_sites[] names them.
  */
-#define BEL_MH_SITES(X)							\
-	X(F_INTENT_SET, "flush format intent")				\
-	X(F_INTENT_CLEAR, "flush format intent withdrawal")		\
-	X(F_FMT_ZERO, "flush zeroed metadata at format")		\
-	X(F_SUPER, "flush superblock at format")			\
-	X(F_REC_HB, "flush own host record (join, heartbeat, release)") \
-	X(F_REC_CLAIM, "flush partition claim")				\
-	X(F_REC_LEAVE, "flush host record LEFT")			\
-	X(F_PIN, "flush pin word")					\
-	X(F_UNPIN, "flush pin word clear")				\
-	X(F_ENT_TENTATIVE, "flush tentative index entry")		\
-	X(F_ENT_LINK, "flush bucket head linking a new entry")		\
-	X(F_ENT_COMMIT, "flush published index entry")			\
-	X(F_ENT_WITHDRAW, "flush unlink of a withdrawn entry")		\
-	X(F_ENT_EVICTING, "flush evicting index entry")			\
-	X(F_ENT_ROLLBACK, "flush eviction rollback")			\
-	X(F_ENT_UNLINK, "flush unlink of an evicted entry")		\
-	X(F_ENT_REBUILD, "flush entry repaired at takeover")		\
-	X(F_PAYLOAD, "flush block payload")				\
-	X(I_SUPER, "invalidate superblock")				\
-	X(I_INTENT, "invalidate format intents")			\
-	X(I_REC_OBSERVE, "invalidate host records (observe)")		\
-	X(I_REC_CLAIM, "invalidate host records (claim check)")	\
-	X(I_PROBE, "invalidate index lines (lookup)")			\
-	X(I_PUB_PRE, "invalidate index lines (publish pre-check)")	\
-	X(I_PUB_CHECK, "invalidate index lines (publish race check)")	\
-	X(I_PIN_CHECK, "invalidate index entry (pin validation)")	\
-	X(I_EVICT_PINS, "invalidate pin words (eviction)")		\
-	X(I_REBUILD, "invalidate index at takeover")			\
-	X(I_PAYLOAD, "invalidate block payload before read")
-
-#define BEL_MH_SITE_ENUM(name, desc)	BEL_MH_##name,
 enum bel_mh_site {
 	BEL_MH_SITE_NONE = 0,
-	BEL_MH_SITES(BEL_MH_SITE_ENUM)
+	BEL_MH_F_INTENT_SET,
+	BEL_MH_F_INTENT_CLEAR,
+	BEL_MH_F_FMT_ZERO,
+	BEL_MH_F_SUPER,
+	BEL_MH_F_REC_HB,
+	BEL_MH_F_REC_CLAIM,
+	BEL_MH_F_REC_LEAVE,
+	BEL_MH_F_PIN,
+	BEL_MH_F_UNPIN,
+	BEL_MH_F_ENT_TENTATIVE,
+	BEL_MH_F_ENT_LINK,
+	BEL_MH_F_ENT_COMMIT,
+	BEL_MH_F_ENT_WITHDRAW,
+	BEL_MH_F_ENT_EVICTING,
+	BEL_MH_F_ENT_ROLLBACK,
+	BEL_MH_F_ENT_UNLINK,
+	BEL_MH_F_ENT_REBUILD,
+	BEL_MH_F_PAYLOAD,
+	BEL_MH_I_SUPER,
+	BEL_MH_I_INTENT,
+	BEL_MH_I_REC_OBSERVE,
+	BEL_MH_I_REC_CLAIM,
+	BEL_MH_I_PROBE,
+	BEL_MH_I_PUB_PRE,
+	BEL_MH_I_PUB_CHECK,
+	BEL_MH_I_PIN_CHECK,
+	BEL_MH_I_EVICT_PINS,
+	BEL_MH_I_REBUILD,
+	BEL_MH_I_PAYLOAD,
 	BEL_MH_NR_SITES
 };
-#undef BEL_MH_SITE_ENUM
 
-/* "F_PIN" style short names and descriptions, indexed by site. */
-extern const char *const bel_mh_site_names[BEL_MH_NR_SITES];
-extern const char *const bel_mh_site_descs[BEL_MH_NR_SITES];
+struct bel_mh_site_info {
+	const char *name;	/* "F_PIN": F flushes, I invalidates */
+	const char *desc;
+};
+
+extern const struct bel_mh_site_info bel_mh_sites[BEL_MH_NR_SITES];
 
 #ifdef BEL_MH_TESTING
 /* The one disabled site, or BEL_MH_SITE_NONE. Defined by the simulator. */
@@ -454,21 +454,30 @@ static inline void bel_mh_fence(struct bel_mh_host *h)
 }
 
 #define BEL_MH_FLUSH(h, site, off, len) \
-	bel_mh_flush_at((h), BEL_MH_##site, (off), (len))
+	bel_mh_flush_at(h, BEL_MH_##site, off, len)
 #define BEL_MH_INVAL(h, site, off, len) \
-	bel_mh_inval_at((h), BEL_MH_##site, (off), (len))
+	bel_mh_inval_at(h, BEL_MH_##site, off, len)
 
 /* Write then flush: a store other hosts may depend on. */
-#define BEL_MH_PUT(h, site, off, src, len) do {				\
-	bel_mh_write((h), (off), (src), (len));				\
-	BEL_MH_FLUSH((h), site, (off), (len));				\
-} while (0)
+static inline void bel_mh_put(struct bel_mh_host *h, int site, u64 off,
+			      const void *src, u32 len)
+{
+	bel_mh_write(h, off, src, len);
+	bel_mh_flush_at(h, site, off, len);
+}
 
 /* Invalidate then read: a line another host may have written. */
-#define BEL_MH_GET(h, site, off, dst, len) do {				\
-	BEL_MH_INVAL((h), site, (off), (len));				\
-	bel_mh_read((h), (off), (dst), (len));				\
-} while (0)
+static inline void bel_mh_get(struct bel_mh_host *h, int site, u64 off,
+			      void *dst, u32 len)
+{
+	bel_mh_inval_at(h, site, off, len);
+	bel_mh_read(h, off, dst, len);
+}
+
+#define BEL_MH_PUT(h, site, off, src, len) \
+	bel_mh_put(h, BEL_MH_##site, off, src, len)
+#define BEL_MH_GET(h, site, off, dst, len) \
+	bel_mh_get(h, BEL_MH_##site, off, dst, len)
 
 /* Read, after invalidating at @site unless it is 0 (a line we write). */
 static inline void bel_mh_load(struct bel_mh_host *h, int site, u64 off,
@@ -631,6 +640,7 @@ struct bel_mh_host_info {
 	u64 silent_ns;		/* since its heartbeat last moved */
 	char name[24];
 };
+
 int bel_mh_hosts(struct bel_mh_host *h, struct bel_mh_host_info *out,
 		 u32 max);
 

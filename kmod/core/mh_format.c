@@ -14,20 +14,38 @@
  */
 #include "bel_mh.h"
 
-#define BEL_MH_SITE_NAME(name, desc)	[BEL_MH_##name] = #name,
-#define BEL_MH_SITE_DESC(name, desc)	[BEL_MH_##name] = desc,
-const char *const bel_mh_site_names[BEL_MH_NR_SITES] = {
-	[BEL_MH_SITE_NONE] = "NONE",
-	BEL_MH_SITES(BEL_MH_SITE_NAME)
+const struct bel_mh_site_info bel_mh_sites[BEL_MH_NR_SITES] = {
+	[BEL_MH_SITE_NONE] = { "NONE", "no site" },
+	[BEL_MH_F_INTENT_SET] = { "F_INTENT_SET", "flush format intent" },
+	[BEL_MH_F_INTENT_CLEAR] = { "F_INTENT_CLEAR", "flush format intent withdrawal" },
+	[BEL_MH_F_FMT_ZERO] = { "F_FMT_ZERO", "flush zeroed metadata at format" },
+	[BEL_MH_F_SUPER] = { "F_SUPER", "flush superblock at format" },
+	[BEL_MH_F_REC_HB] = { "F_REC_HB", "flush own host record (join, heartbeat, release)" },
+	[BEL_MH_F_REC_CLAIM] = { "F_REC_CLAIM", "flush partition claim" },
+	[BEL_MH_F_REC_LEAVE] = { "F_REC_LEAVE", "flush host record LEFT" },
+	[BEL_MH_F_PIN] = { "F_PIN", "flush pin word" },
+	[BEL_MH_F_UNPIN] = { "F_UNPIN", "flush pin word clear" },
+	[BEL_MH_F_ENT_TENTATIVE] = { "F_ENT_TENTATIVE", "flush tentative index entry" },
+	[BEL_MH_F_ENT_LINK] = { "F_ENT_LINK", "flush bucket head linking a new entry" },
+	[BEL_MH_F_ENT_COMMIT] = { "F_ENT_COMMIT", "flush published index entry" },
+	[BEL_MH_F_ENT_WITHDRAW] = { "F_ENT_WITHDRAW", "flush unlink of a withdrawn entry" },
+	[BEL_MH_F_ENT_EVICTING] = { "F_ENT_EVICTING", "flush evicting index entry" },
+	[BEL_MH_F_ENT_ROLLBACK] = { "F_ENT_ROLLBACK", "flush eviction rollback" },
+	[BEL_MH_F_ENT_UNLINK] = { "F_ENT_UNLINK", "flush unlink of an evicted entry" },
+	[BEL_MH_F_ENT_REBUILD] = { "F_ENT_REBUILD", "flush entry repaired at takeover" },
+	[BEL_MH_F_PAYLOAD] = { "F_PAYLOAD", "flush block payload" },
+	[BEL_MH_I_SUPER] = { "I_SUPER", "invalidate superblock" },
+	[BEL_MH_I_INTENT] = { "I_INTENT", "invalidate format intents" },
+	[BEL_MH_I_REC_OBSERVE] = { "I_REC_OBSERVE", "invalidate host records (observe)" },
+	[BEL_MH_I_REC_CLAIM] = { "I_REC_CLAIM", "invalidate host records (claim check)" },
+	[BEL_MH_I_PROBE] = { "I_PROBE", "invalidate index lines (lookup)" },
+	[BEL_MH_I_PUB_PRE] = { "I_PUB_PRE", "invalidate index lines (publish pre-check)" },
+	[BEL_MH_I_PUB_CHECK] = { "I_PUB_CHECK", "invalidate index lines (publish race check)" },
+	[BEL_MH_I_PIN_CHECK] = { "I_PIN_CHECK", "invalidate index entry (pin validation)" },
+	[BEL_MH_I_EVICT_PINS] = { "I_EVICT_PINS", "invalidate pin words (eviction)" },
+	[BEL_MH_I_REBUILD] = { "I_REBUILD", "invalidate index at takeover" },
+	[BEL_MH_I_PAYLOAD] = { "I_PAYLOAD", "invalidate block payload before read" },
 };
-
-const char *const bel_mh_site_descs[BEL_MH_NR_SITES] = {
-	[BEL_MH_SITE_NONE] = "no site",
-	BEL_MH_SITES(BEL_MH_SITE_DESC)
-};
-
-#undef BEL_MH_SITE_NAME
-#undef BEL_MH_SITE_DESC
 
 /* Zeroes written at format, a page at a time. */
 static const u8 bel_mh_zero[4096];
@@ -182,12 +200,12 @@ static void bel_mh_encode_super(const struct bel_mh_geo *g, u64 nonce,
 	sb->index_off = cpu_to_le64(g->index_off);
 	sb->bucket_off = cpu_to_le64(g->bucket_off);
 	sb->bucket_stride = cpu_to_le64(g->bucket_stride);
-	sb->heartbeat_ms = cpu_to_le32((u32)bel_mh_div64(g->heartbeat_ns,
-							 1000000));
+	sb->heartbeat_ms =
+		cpu_to_le32((u32)bel_mh_div64(g->heartbeat_ns, 1000000));
 	sb->lease_ms = cpu_to_le32((u32)bel_mh_div64(g->lease_ns, 1000000));
 	sb->data_align = cpu_to_le64(g->data_align);
-	sb->csum = cpu_to_le32(bel_mh_csum(sb, offsetof(struct bel_mh_super,
-							 csum)));
+	sb->csum = cpu_to_le32(bel_mh_csum(sb,
+					   offsetof(struct bel_mh_super, csum)));
 }
 
 /* Check a superblock with a valid magic; fill h->geo. */
@@ -200,11 +218,11 @@ static int bel_mh_check_super(struct bel_mh_host *h,
 
 	if (bel_mh_csum(sb, offsetof(struct bel_mh_super, csum)) !=
 	    le32_to_cpu(sb->csum)) {
-		h->why = "superblock checksum mismatch: the pool metadata is corrupt (attach with format to start over)";
+		h->why = "superblock checksum mismatch: corrupt pool (format to start over)";
 		return -EUCLEAN;
 	}
 	if (le32_to_cpu(sb->version_major) != BEL_MH_VERSION_MAJOR) {
-		h->why = "the pool's on-media format version is not supported by this module";
+		h->why = "unsupported on-media format version";
 		return -EPROTONOSUPPORT;
 	}
 	memset(g, 0, sizeof(*g));
@@ -226,7 +244,7 @@ static int bel_mh_check_super(struct bel_mh_host *h,
 	memcpy(g->uuid, sb->uuid, sizeof(g->uuid));
 
 	if (g->region_size != region_size) {
-		h->why = "geometry mismatch: the pool was formatted for a region of another size";
+		h->why = "geometry mismatch: pool formatted for another region size";
 		return -EINVAL;
 	}
 	if (h->cfg.block_size && h->cfg.block_size != g->block_size) {
@@ -253,7 +271,7 @@ static int bel_mh_check_super(struct bel_mh_host *h,
 	    want.bucket_off != g->bucket_off ||
 	    want.bucket_stride != g->bucket_stride ||
 	    le64_to_cpu(sb->nr_blocks) != g->nr_blocks) {
-		h->why = "geometry mismatch: the superblock describes another layout";
+		h->why = "geometry mismatch: unexpected layout in the superblock";
 		return -EINVAL;
 	}
 	if (h->id >= g->max_hosts) {
@@ -364,7 +382,7 @@ static int bel_mh_wait_no_live_hosts(struct bel_mh_host *h, u64 lease)
 			    le32_to_cpu(r.state) == BEL_MH_HOST_ACTIVE &&
 			    (hb[x] != le64_to_cpu(r.heartbeat) ||
 			     inc[x] != le32_to_cpu(r.incarnation))) {
-				h->why = "another host is still attached to this pool: detach it first";
+				h->why = "another host is attached to this pool: detach it first";
 				return -EBUSY;
 			}
 			if (first || st[x] != le32_to_cpu(r.state)) {
@@ -410,7 +428,7 @@ static int bel_mh_format(struct bel_mh_host *h, u64 region_size)
 
 	ret = bel_mh_layout(region_size, &h->cfg, &g);
 	if (ret) {
-		h->why = "cannot format: bad format parameters, or the region is too small";
+		h->why = "cannot format: bad parameters, or the region is too small";
 		return ret;
 	}
 	if (h->id >= g.max_hosts) {

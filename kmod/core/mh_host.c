@@ -135,6 +135,14 @@ void bel_mh_heartbeat(struct bel_mh_host *h)
 	bel_spin_unlock(&h->rec_lock);
 }
 
+/* Drop partition @p from the own record (the next heartbeat stores it). */
+static void bel_mh_rec_clear_owned(struct bel_mh_host *h, u32 p)
+{
+	bel_spin_lock(&h->rec_lock);
+	h->rec.owned = cpu_to_le32(le32_to_cpu(h->rec.owned) & ~(1U << p));
+	bel_spin_unlock(&h->rec_lock);
+}
+
 /* --- per-partition lists (owned partitions only) ------------------------ */
 
 void bel_mh_lru_add(struct bel_mh_host *h, u32 p, u32 b)
@@ -318,9 +326,7 @@ int bel_mh_try_claim(struct bel_mh_host *h, u32 p)
 	}
 	if (conflict || bel_mh_usable(h)) {
 		/* The next heartbeat publishes the withdrawal. */
-		bel_spin_lock(&h->rec_lock);
-		h->rec.owned = cpu_to_le32(le32_to_cpu(h->rec.owned) & ~bit);
-		bel_spin_unlock(&h->rec_lock);
+		bel_mh_rec_clear_owned(h, p);
 		h->part[p].backoff = 1 + h->id;
 		return -EBUSY;
 	}
@@ -359,10 +365,7 @@ void bel_mh_tick(struct bel_mh_host *h)
 			/* Drained: hand it over (published by the heartbeat). */
 			if (pt->releasing && !pt->nr_allocated) {
 				bel_mh_drop_part(h, p);
-				bel_spin_lock(&h->rec_lock);
-				h->rec.owned = cpu_to_le32(
-					le32_to_cpu(h->rec.owned) & ~(1U << p));
-				bel_spin_unlock(&h->rec_lock);
+				bel_mh_rec_clear_owned(h, p);
 			}
 			continue;
 		}
@@ -391,10 +394,7 @@ int bel_mh_release_part(struct bel_mh_host *h, u32 p)
 		ret = -EBUSY;
 	if (!ret) {
 		bel_mh_drop_part(h, p);
-		bel_spin_lock(&h->rec_lock);
-		h->rec.owned = cpu_to_le32(le32_to_cpu(h->rec.owned) &
-					   ~(1U << p));
-		bel_spin_unlock(&h->rec_lock);
+		bel_mh_rec_clear_owned(h, p);
 	}
 	bel_mutex_unlock(&h->lock);
 	if (!ret)

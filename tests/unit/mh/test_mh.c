@@ -1039,7 +1039,8 @@ static void test_kill_at_sites(void)
 		int fails = tap_case_failures;
 
 		if (getenv("MH_DEBUG"))
-			fprintf(stderr, "# site %s\n", bel_mh_site_names[sites[i]]);
+			fprintf(stderr, "# site %s\n",
+				bel_mh_sites[sites[i]].name);
 		w_run(w, fns, args);
 		if (sites[i] == BEL_MH_F_REC_CLAIM) {
 			/* Leave cleanly, come back, die while claiming. */
@@ -1062,7 +1063,7 @@ static void test_kill_at_sites(void)
 		w_final_check(w);
 		if (w->s->violations || tap_case_failures > fails)
 			fprintf(stderr, "# (killed after site %s)\n",
-				bel_mh_site_names[sites[i]]);
+				bel_mh_sites[sites[i]].name);
 		W_CHECK_CLEAN(w);
 		w_free(w);
 	}
@@ -1448,7 +1449,7 @@ static int parse_site(const char *arg)
 	int i;
 
 	for (i = 1; i < BEL_MH_NR_SITES; i++)
-		if (!strcmp(arg, bel_mh_site_names[i]))
+		if (!strcmp(arg, bel_mh_sites[i].name))
 			return i;
 	i = atoi(arg);
 	if (i <= 0 || i >= BEL_MH_NR_SITES) {
@@ -1494,8 +1495,8 @@ int main(int argc, char **argv)
 			break;
 		case 'l':
 			for (c = 1; c < BEL_MH_NR_SITES; c++)
-				printf("%d %s %s\n", c, bel_mh_site_names[c],
-				       bel_mh_site_descs[c]);
+				printf("%d %s %s\n", c, bel_mh_sites[c].name,
+				       bel_mh_sites[c].desc);
 			return 0;
 		default:
 			return 2;
@@ -1505,7 +1506,7 @@ int main(int argc, char **argv)
 	       g_coherent ? "coherent" : "non-coherent",
 	       (unsigned long long)g_seed,
 	       bel_mh_site_off ? ", disabled site " : "",
-	       bel_mh_site_off ? bel_mh_site_names[bel_mh_site_off] : "");
+	       bel_mh_site_off ? bel_mh_sites[bel_mh_site_off].name : "");
 	(void)g_round;
 	for (i = 0; i < sizeof(tests) / sizeof(tests[0]); i++)
 		if (!only || strstr(tests[i].name, only))
