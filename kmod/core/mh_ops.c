@@ -164,6 +164,11 @@ static void bel_mh_put_pin(struct bel_mh_host *h, u32 b, u32 w, int site)
 
 /* --- allocation and eviction --------------------------------------------- */
 
+/*
+ * Take a free block from the partition in use, moving on to the next owned
+ * one only when it runs dry: consecutive blocks of a chain then share a
+ * partition, which is where LOOKUP probes first for the next key.
+ */
 static u32 bel_mh_take_free(struct bel_mh_host *h)
 {
 	u32 n = h->geo.max_hosts;
@@ -174,7 +179,7 @@ static u32 bel_mh_take_free(struct bel_mh_host *h)
 		struct bel_mh_part *pt = &h->part[p];
 
 		if (pt->owned && !pt->releasing && pt->nr_free) {
-			h->rotor = (p + 1) % n;
+			h->rotor = p;
 			return bel_mh_free_pop(h, p);
 		}
 	}

@@ -5,6 +5,10 @@
 #include "world.h"
 
 bool g_coherent;
+u32 g_w_hosts = W_HOSTS;
+u64 g_w_region = W_REGION;
+u32 g_switch = 300;
+bool g_snapshot = true;
 u32 g_evict = 2;
 int g_scale = 1;
 u64 g_seed = 1;
@@ -46,7 +50,7 @@ struct sim_host *w_add(struct world *w, u32 id)
 	struct sim_host *sh = sim_add_host(w->s, id);
 
 	sh->cfg.block_size = W_BS;
-	sh->cfg.max_hosts = W_HOSTS;
+	sh->cfg.max_hosts = g_w_hosts;
 	sh->cfg.data_align = 4096;
 	sh->cfg.heartbeat_ms = W_HB_MS;
 	sh->cfg.lease_ms = W_LEASE_MS;
@@ -64,11 +68,11 @@ struct world *w_new(int n, const u32 *ids, u64 seed)
 	if (!w)
 		abort();
 	memset(&cfg, 0, sizeof(cfg));
-	cfg.region_size = W_REGION;
+	cfg.region_size = g_w_region;
 	cfg.coherent = g_coherent;
-	cfg.snapshot = true;
+	cfg.snapshot = g_snapshot;
 	cfg.evict_permille = g_evict;
-	cfg.switch_permille = 300;
+	cfg.switch_permille = g_switch;
 	cfg.step_ns = 1000;
 	cfg.seed = seed;
 	w->seed = seed;

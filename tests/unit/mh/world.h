@@ -37,6 +37,10 @@ struct world {
 
 /* Global options of the test binary. */
 extern bool g_coherent;
+extern u32 g_w_hosts;		/* max_hosts of new pools */
+extern u64 g_w_region;		/* region size of new worlds */
+extern u32 g_switch;		/* scheduler switch chance, per mille */
+extern bool g_snapshot;		/* booting caches start full */
 extern u32 g_evict;
 extern int g_scale;
 extern u64 g_seed;
