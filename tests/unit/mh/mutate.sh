@@ -18,6 +18,8 @@ printf '%s\n' "$sites" | while read -r num name desc; do
 	i=$((i + 1))
 	"$bin" --disable-site "$num" "$@" >"$tmp" 2>/dev/null
 	caught=$(sed -n 's/^not ok [0-9]* \(.*\)$/\1/p' "$tmp" | tr '\n' ' ' | sed 's/ $//')
+	# A crash (sanitizer abort) also catches it, but ends the list early.
+	grep -q '^1\.\.' "$tmp" || caught="$caught (suite aborted)"
 	if [ -n "$caught" ]; then
 		echo "ok $i $name caught by: $caught"
 	else

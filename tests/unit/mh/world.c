@@ -381,6 +381,10 @@ s32 w_publish(struct world *w, struct sim_host *sh, int ci, u32 k, u32 b)
 	ret = bel_mh_publish(&sh->cl[ci], W_NS, 1, &b, &key, &r);
 	if (ret)
 		return ret;
+	if (b >= W_MAXB || k >= W_MAXK) {
+		sim_violation(w->s, "publish of block %u key %u", b, k);
+		return r;
+	}
 	if (r == BELUGA_PUBLISH_OK) {
 		s32 old = w->kblock[k];
 		int n = w_dev_published(w, k, NULL, NULL);
@@ -451,9 +455,15 @@ bool w_pin(struct world *w, struct sim_host *sh, int ci, u32 k, u32 *b)
 	u32 hits = 0, blk = BEL_MH_NONE;
 	int ret;
 
+	if (b)
+		*b = BEL_MH_NONE;
 	ret = bel_mh_lookup(&sh->cl[ci], W_NS, 1, &key, true, &blk, &hits);
 	if (ret || !hits)
 		return false;
+	if (blk >= W_MAXB || k >= W_MAXK) {
+		sim_violation(w->s, "pinned block %u key %u", blk, k);
+		return false;
+	}
 	w->pins[sh->idx][blk]++;
 	w_check_hit(w, sh, k, blk);
 	if (b)
@@ -474,6 +484,12 @@ void w_reverify(struct world *w, struct sim_host *sh, u32 k, u32 b)
 
 void w_release(struct world *w, struct sim_host *sh, int ci, u32 b)
 {
+	if (b == BEL_MH_NONE)
+		return;		/* after a failed pin, already reported */
+	if (b >= W_MAXB) {
+		sim_violation(w->s, "release of block %u", b);
+		return;
+	}
 	/* The caller stops relying on the pin when it asks to drop it. */
 	if (w->pins[sh->idx][b])
 		w->pins[sh->idx][b]--;
@@ -496,7 +512,7 @@ u32 w_probe(struct world *w, struct sim_host *sh, const u32 *ks, u32 n)
 
 void w_free_block(struct world *w, struct sim_host *sh, int ci, u32 b)
 {
-	if (bel_mh_free(&sh->cl[ci], 1, &b) == 0)
+	if (bel_mh_free(&sh->cl[ci], 1, &b) == 0 && b < W_MAXB)
 		w->bstate[b] = 0;
 }
 
