@@ -48,9 +48,12 @@ tmo=${tmo:-$([ $smoke -eq 1 ] && echo 900 || echo 5400)}
 out=$BELUGA_BUILD/bench
 res=$out/results
 mkdir -p "$res"
-# A partial run (--host-only, --guest-only) keeps the other environment's results.
-[ $host -eq 1 ] && rm -f "$res"/*-host.jsonl "$res"/*-host.dat
-[ $guest -eq 1 ] && rm -f "$res"/*-guest-6.12.jsonl "$res"/*-guest-6.12.dat
+# A partial run (--host-only, --guest-only, --sections) keeps the results of
+# the environments and sections it does not run.
+for s in $sections; do
+	[ $host -eq 1 ] && rm -f "$res/$s"-host.* "$res/$s"-*-host.*
+	[ $guest -eq 1 ] && rm -f "$res/$s"-guest-6.12.* "$res/$s"-*-guest-6.12.*
+done
 plots=$BELUGA_ROOT/bench/plots
 [ $smoke -eq 1 ] && plots=$out/plots
 
