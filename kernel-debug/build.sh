@@ -14,17 +14,20 @@
 #   time    the build time is printed on stderr and kept in obj/.beluga-build-time
 #   -f      rebuild even if the stamp matches (incremental make, not from scratch)
 #   -j N    parallel jobs (default: nproc)
+#   -o DIR  object directory (default: $BELUGA_KDEBUG_DIR/obj), e.g. to time a
+#           build from scratch next to the cached one
 # Environment: BELUGA_KSRC_TARBALL (default /usr/src/linux-source-6.12.tar.xz).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/../scripts/vm/lib.sh"
 
-force=0 jobs=$(nproc)
-while getopts fj: opt; do
+force=0 jobs=$(nproc) objdir=
+while getopts fj:o: opt; do
 	case $opt in
 	f) force=1 ;;
 	j) jobs=$OPTARG ;;
-	*) die "usage: $0 [-f] [-j N]" ;;
+	o) objdir=$OPTARG ;;
+	*) die "usage: $0 [-f] [-j N] [-o DIR]" ;;
 	esac
 done
 
@@ -35,13 +38,18 @@ frag=$here/debug.config
 need_cmd make gcc flex bison bc tar xz
 mkdir -p "$top"
 top=$(cd "$top" && pwd)
-obj=$top/obj
+obj=${objdir:-$top/obj}
+mkdir -p "$obj"
+obj=$(cd "$obj" && pwd)
 src=
 
-# The stamp: everything that decides the kernel's content.
+# The stamp: everything that decides the kernel's content. Bump RECIPE when
+# the way the kernel is configured or built below changes.
+RECIPE=1
 stamp_want=$( (
+	echo "recipe $RECIPE"
 	stat -c '%n %s %Y' "$tarball"
-	cat "$frag" "$0"
+	cat "$frag"
 	gcc --version | head -n1
 ) | sha256sum | cut -d' ' -f1)
 
@@ -107,13 +115,14 @@ if ! k -j"$jobs" bzImage modules >"$obj/build.log" 2>&1; then
 	die "kernel build failed (log: $obj/build.log)"
 fi
 t3=$(date +%s)
-# CPU time of the build (the children's user + sys from `times`): on a busy
-# machine, cpu/jobs estimates the wall time the build takes when it has the
-# cores to itself.
-cpu=$(times | tail -n1 | awk '{ for (i = 1; i <= 2; i++) { split($i, a, /[ms]/); s += a[1] * 60 + a[2] } } END { printf "%d", s }')
+# CPU time of the build (this shell's children, user + sys, from
+# /proc/$$/stat): on a busy machine, cpu / jobs estimates the wall time the
+# build takes when it has the cores to itself.
+read -r -a st </proc/$$/stat
+cpu=$(((st[15] + st[16]) / $(getconf CLK_TCK)))
 [ -f "$obj/arch/x86/boot/bzImage" ] || die "build finished without arch/x86/boot/bzImage"
 [ -f "$obj/Module.symvers" ] || die "build finished without Module.symvers (needed for M= builds)"
-took="$((t3 - t2)) s compile (+$((t1 - t0)) s extract, $((t2 - t1)) s config) with -j$jobs on $(nproc) cpus, $cpu s of CPU (load average now: $(cut -d' ' -f1-3 /proc/loadavg))"
+took="$((t3 - t2)) s compile (+$((t1 - t0)) s extract, $((t2 - t1)) s config) with -j$jobs on $(nproc) cpus, $cpu s of CPU (~$((cpu / jobs)) s on $jobs idle cores; load average now: $(cut -d' ' -f1-3 /proc/loadavg))"
 echo "$took" >"$obj/.beluga-build-time"
 echo "$stamp_want" >"$obj/.beluga-stamp"
 log "debug kernel $(make -s -C "$src" O="$obj" kernelrelease 2>/dev/null) built: $took"

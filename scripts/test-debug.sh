@@ -16,7 +16,8 @@
 #   5. print every result as TAP and end with "N passed, N failed, N skipped"
 #      (exit status 1 if anything failed).
 # Options:
-#   --fuzz ARGS   fuzzer arguments (default "-r 3 -p 4 -i 250"; commas or spaces)
+#   --fuzz ARGS   fuzzer arguments (default "-r 4 -p 4 -i 300 -T 90": 4 rounds of
+#                 4 processes x 300 operations, at most 90 s; commas or spaces)
 #   --only LIST   guest steps to run: comma list of rel,fuzz,kselftest,rmmod
 #   -t SECS       guest timeout (default 1200)
 #   -s N          guest CPUs (default 2)
@@ -27,7 +28,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/vm/lib.sh
 
-fuzz="-r 3 -p 4 -i 250" only="" tmo=1200 smp=2 jobs=$(nproc)
+fuzz="-r 4 -p 4 -i 300 -T 90" only="" tmo=1200 smp=2 jobs=$(nproc)
 while [ $# -gt 0 ]; do
 	case $1 in
 	--fuzz) fuzz=$2; shift 2 ;;

@@ -36,8 +36,11 @@
  * with -s SEED to replay, and with -R ROUND -W WORKER to run one worker's
  * sequence alone (which is then fully deterministic).
  *
- * Usage: beluga_fuzz [-s SEED] [-r ROUNDS] [-p PROCS] [-i ITERS]
+ * Usage: beluga_fuzz [-s SEED] [-r ROUNDS] [-p PROCS] [-i ITERS] [-T SECS]
  *                    [-R ROUND -W WORKER] [-k] [-v]
+ *   -T  time budget: no new round starts after SECS, and workers stop their
+ *       sequence early when it is over (CI bounds the lane's time with it;
+ *       the replay command of a failure works without it)
  *   -k  no parent-side kills (self-kills still happen)
  *   -v  print every worker operation (to stderr)
  * Environment: BELUGA_FUZZ_SEED (default seed), BELUGA_TEST_NODE,
@@ -75,6 +78,7 @@ struct board {
 	volatile uint64_t hostile;	/* hostile calls made */
 	volatile uint64_t pubs, lookups_hit;
 	volatile uint64_t abi_violations;	/* failed calls that changed state */
+	double deadline;		/* CLOCK_MONOTONIC; 0: none */
 	char msg[MAX_PROCS][MSG_LEN];
 };
 
@@ -1224,6 +1228,10 @@ static void worker_run(struct worker *w, uint64_t iters)
 		int pick = (int)rel_below(&w->rng, total);
 		size_t i;
 
+		/* the time budget (-T) ends the sequence early, never mid-op */
+		if (B->deadline && !(w->op & 15) && rel_now() > B->deadline)
+			break;
+
 		if (w->op == w->kill_at) {
 			if (verbose)
 				fprintf(stderr, "# w%d: self-kill at op %" PRIu64
@@ -1337,6 +1345,7 @@ int main(int argc, char **argv)
 {
 	uint64_t seed, iters = 300;
 	int rounds = 4, procs = 4, only_round = -1, only_worker = -1, kills = 1;
+	double budget = 0;
 	const char *env = getenv("BELUGA_FUZZ_SEED");
 	struct beluga_stats st0, st;
 	char why[256];
@@ -1347,12 +1356,13 @@ int main(int argc, char **argv)
 
 	seed = env && *env ? strtoull(env, NULL, 0) :
 	       rel_mix64((uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32));
-	while ((opt = getopt(argc, argv, "s:r:p:i:R:W:kv")) != -1) {
+	while ((opt = getopt(argc, argv, "s:r:p:i:T:R:W:kv")) != -1) {
 		switch (opt) {
 		case 's': seed = strtoull(optarg, NULL, 0); break;
 		case 'r': rounds = atoi(optarg); break;
 		case 'p': procs = atoi(optarg); break;
 		case 'i': iters = strtoull(optarg, NULL, 0); break;
+		case 'T': budget = atof(optarg); break;
 		case 'R': only_round = atoi(optarg); break;
 		case 'W': only_worker = atoi(optarg); break;
 		case 'k': kills = 0; break;
@@ -1366,14 +1376,16 @@ int main(int argc, char **argv)
 	signal(SIGBUS, on_bus);
 	printf("TAP version 13\n");
 	rel_diag("beluga_fuzz seed=0x%016" PRIx64 " rounds=%d procs=%d iters=%" PRIu64
-		 " (replay: beluga_fuzz -s 0x%" PRIx64 " -r %d -p %d -i %" PRIu64 ")",
-		 seed, rounds, procs, iters, seed, rounds, procs, iters);
+		 " budget=%.0fs (replay: beluga_fuzz -s 0x%" PRIx64 " -r %d -p %d -i %" PRIu64 ")",
+		 seed, rounds, procs, iters, budget, seed, rounds, procs, iters);
 
 	B = mmap(NULL, sizeof(*B), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (B == MAP_FAILED)
 		return 1;
 	memset(B, 0, sizeof(*B));
 	B->seed = seed;
+	if (budget > 0)
+		B->deadline = t0 + budget;
 	for (int i = 0; i < NR_NS; i++)
 		B->ns[i] = rel_mix64(seed + 0x6e73 + i);
 
@@ -1412,6 +1424,11 @@ int main(int argc, char **argv)
 
 		if (only_round >= 0 && round != only_round)
 			continue;
+		if (B->deadline && rel_now() > B->deadline) {
+			rel_diag("time budget of %.0f s used up: rounds %d-%d not run", budget,
+				 round, rounds - 1);
+			break;
+		}
 		round_ok = true;
 		for (int i = 0; i < procs; i++) {
 			if (only_worker >= 0 && i != only_worker)

@@ -20,6 +20,8 @@
  *                    allocations and pins; everything returns only when the
  *                    last reference (fd or mapping, in any process) is gone
  *   detach-mapped    DETACH is refused while mapped, even after close()
+ *   mapping-counts   the region's mapping count equals the process's VMAs
+ *                    through splits, merges, mremap, madvise and fork
  *   pinned-checksum  readers verify every block they pin while writers
  *                    force eviction and an admin evicts namespaces
  *   abi-ro-struct    a command whose struct cannot be written back fails
@@ -179,7 +181,8 @@ static void fail_nth_set(unsigned int n)
 
 	if (nth_fd < 0)
 		nth_fd = open("/proc/thread-self/fail-nth", O_RDWR | O_CLOEXEC);
-	if (pwrite(nth_fd, buf, len, 0) < 0)
+	/* -EFAULT: the write itself was the n-th point (then it is disarmed) */
+	if (pwrite(nth_fd, buf, len, 0) < 0 && errno != EFAULT)
 		perror("fail-nth");
 }
 
@@ -205,6 +208,7 @@ struct nth_ctx {
 	uint32_t regions_before;
 	int extra_fd;
 	uint32_t slot;
+	struct beluga_attach req;	/* ATTACH: prepared, not read from sysfs while armed */
 };
 
 struct nth_op {
@@ -253,22 +257,47 @@ static bool prep_none(struct nth_ctx *c)
 	return true;
 }
 
-static int run_attach_node(struct nth_ctx *c)
+static bool prep_attach_node(struct nth_ctx *c)
 {
-	struct beluga_attach a = { 0 };
-	int r = rel_attach_node(c->fd, 2 * REL_MIB, BSIZE, "nth-extra", &a);
-
-	c->slot = a.region_id;
-	return r;
+	memset(&c->req, 0, sizeof(c->req));
+	c->req.size = sizeof(c->req);
+	c->req.backend = BELUGA_BACKEND_NODE;
+	c->req.node = rel_env_node();
+	c->req.length = 2 * REL_MIB;
+	c->req.block_size = BSIZE;
+	snprintf(c->req.name, sizeof(c->req.name), "nth-extra");
+	REQUIRE(c->req.node >= 0, "BELUGA_TEST_NODE not set");
+	return true;
 }
 
-static int run_attach_dax(struct nth_ctx *c)
+/* The second dax device, or 2 MiB of the first past the fixture region. */
+static bool prep_attach_dax(struct nth_ctx *c)
 {
-	struct beluga_attach a = { 0 };
-	int r = rel_attach_dax(c->fd, 1, 0, 2 * REL_MIB, BSIZE, "nth-extra", &a);
+	char dev[64];
+	uint64_t phys, size, skip = 0;
 
-	if (r == -ENOENT)
-		r = rel_attach_dax(c->fd, 0, REGION, 2 * REL_MIB, BSIZE, "nth-extra", &a);
+	if (rel_env_dax(1, dev, sizeof(dev))) {
+		REQUIRE(rel_env_dax(0, dev, sizeof(dev)) == 0, "BELUGA_TEST_DAX not set");
+		skip = REGION;
+	}
+	REQUIRE(rel_dax_range(dev, &phys, &size) == 0 && size >= skip + 2 * REL_MIB,
+		"%s: no room", dev);
+	memset(&c->req, 0, sizeof(c->req));
+	c->req.size = sizeof(c->req);
+	c->req.backend = BELUGA_BACKEND_DAX;
+	c->req.node = -1;
+	c->req.phys_start = phys + skip;
+	c->req.length = 2 * REL_MIB;
+	c->req.block_size = BSIZE;
+	snprintf(c->req.name, sizeof(c->req.name), "nth-extra");
+	return true;
+}
+
+static int run_attach(struct nth_ctx *c)
+{
+	struct beluga_attach a = c->req;
+	int r = rel_attach(c->fd, &a);
+
 	c->slot = a.region_id;
 	return r;
 }
@@ -290,16 +319,18 @@ static bool check_attach(struct nth_ctx *c, int r, bool injected)
 	REQUIRE(injected, "ATTACH failed (%s) with no fault injected", en(r));
 	REQUIRE(err_ok(r), "ATTACH with an injected fault: %s (want -ENOMEM/-EFAULT)",
 		en(r));
-	REQUIRE(nr_regions(c->fd) == c->regions_before, "a failed ATTACH left a region");
+	REQUIRE(nr_regions(c->fd) == c->regions_before, "ATTACH failed with %s but the "
+		"region was attached (nr_regions %u -> %u)", en(r), c->regions_before,
+		nr_regions(c->fd));
 	if (!occupancy_same(c->fd, &c->before, "failed ATTACH"))
 		return false;
 	/* the name and range are free again: the caller retries */
 	return true;
 }
 
-static bool check_attach_retry(struct nth_ctx *c, int (*run)(struct nth_ctx *))
+static bool check_attach_retry(struct nth_ctx *c)
 {
-	int r = run(c);
+	int r = run_attach(c);
 
 	REQUIRE(r == 0, "ATTACH after a failed one: %s (partial state left?)", en(r));
 	r = rel_detach(c->fd, c->slot, BELUGA_DETACH_EVICT);
@@ -307,18 +338,11 @@ static bool check_attach_retry(struct nth_ctx *c, int (*run)(struct nth_ctx *))
 	return true;
 }
 
-static bool check_attach_node(struct nth_ctx *c, int r, bool injected)
+static bool check_attach_any(struct nth_ctx *c, int r, bool injected)
 {
 	if (!check_attach(c, r, injected))
 		return false;
-	return r == 0 || check_attach_retry(c, run_attach_node);
-}
-
-static bool check_attach_dax(struct nth_ctx *c, int r, bool injected)
-{
-	if (!check_attach(c, r, injected))
-		return false;
-	return r == 0 || check_attach_retry(c, run_attach_dax);
+	return r == 0 || check_attach_retry(c);
 }
 
 /* open(): on failure no client is left counted. */
@@ -357,7 +381,11 @@ static bool check_alloc(struct nth_ctx *c, int r, bool injected)
 	}
 	REQUIRE(injected, "ALLOC failed (%s) with no fault injected", en(r));
 	REQUIRE(err_ok(r), "ALLOC with an injected fault: %s", en(r));
-	if (!occupancy_same(c->fd, &c->before, "failed ALLOC"))
+	if (c->offs[0] != UINT64_MAX)
+		why[0] = 0;	/* the offsets were written: say so if state changed */
+	if (!occupancy_same(c->fd, &c->before, c->offs[0] != UINT64_MAX ?
+			    "ALLOC failed after writing the offsets array (the struct "
+			    "copy-back failed?) and" : "failed ALLOC"))
 		return false;
 	if (c->offs[0] != UINT64_MAX) {
 		int f = rel_free(c->fd, 8, c->offs);
@@ -463,7 +491,9 @@ static bool check_lookup(struct nth_ctx *c, int r, bool injected)
 	} else {
 		REQUIRE(injected, "LOOKUP failed (%s) with no fault injected", en(r));
 		REQUIRE(err_ok(r), "LOOKUP+PIN with an injected fault: %s", en(r));
-		if (!occupancy_same(c->fd, &c->before, "failed LOOKUP+PIN"))
+		if (!occupancy_same(c->fd, &c->before, c->offs[0] != UINT64_MAX ?
+				    "LOOKUP+PIN failed after writing the offsets array (the "
+				    "struct copy-back failed?) and" : "failed LOOKUP+PIN"))
 			return false;
 	}
 	REQUIRE(rel_evict_ns(c->fd, c->ns, NULL, NULL) == 0, "EVICT ns");
@@ -496,15 +526,16 @@ static bool check_detach(struct nth_ctx *c, int r, bool injected)
 		       (snprintf(why, sizeof(why), "DETACH succeeded, region count wrong"), false);
 	REQUIRE(injected, "DETACH failed (%s) with no fault injected", en(r));
 	REQUIRE(err_ok(r), "DETACH with an injected fault: %s", en(r));
-	REQUIRE(nr_regions(c->fd) == c->regions_before, "a failed DETACH changed regions");
+	REQUIRE(nr_regions(c->fd) == c->regions_before, "DETACH failed with %s but the "
+		"region was detached", en(r));
 	r = rel_detach(c->fd, c->slot, BELUGA_DETACH_EVICT);
 	REQUIRE(r == 0, "DETACH after a failed one: %s", en(r));
 	return true;
 }
 
 static const struct nth_op nth_ops[] = {	/* t_nthN: index N */
-	{ "attach-node", prep_none, run_attach_node, check_attach_node },
-	{ "attach-dax", prep_none, run_attach_dax, check_attach_dax },
+	{ "attach-node", prep_attach_node, run_attach, check_attach_any },
+	{ "attach-dax", prep_attach_dax, run_attach, check_attach_any },
 	{ "open", prep_none, run_open, check_open },
 	{ "alloc", prep_none, run_alloc, check_alloc },
 	{ "publish", prep_publish, run_publish, check_publish },
@@ -512,24 +543,32 @@ static const struct nth_op nth_ops[] = {	/* t_nthN: index N */
 	{ "detach", prep_detach, run_detach, check_detach },
 };
 
+/*
+ * Every fault point in turn. After a failed check the pool is rebuilt and
+ * the scan goes on, so that one run reports every distinct kind of failure
+ * (the message without its fault point), each with the first point.
+ */
 static bool t_fault_nth_one(const struct nth_op *op, int *points)
 {
+	char found[4][512];
+	int nfound = 0, nfail = 0;
 	struct nth_ctx c;
-	bool ok = true;
 	int r;
 
 	memset(&c, 0, sizeof(c));
 	c.fd = rel_open(O_RDWR);
 	REQUIRE(c.fd >= 0, "open: %s", strerror(errno));
-	for (unsigned int n = 1; n <= 400 && ok; n++) {
+	for (unsigned int n = 1; n <= 400; n++) {
 		unsigned int left;
+		bool ok;
 
 		c.regions_before = nr_regions(c.fd);
+		why[0] = 0;
 		if (rel_stats(c.fd, &c.before) || !op->prepare(&c)) {
 			if (!why[0])
 				snprintf(why, sizeof(why), "prepare failed");
-			ok = false;
-			break;
+			close(c.fd);
+			return false;
 		}
 		fail_nth_set(n);
 		r = op->run(&c);
@@ -537,9 +576,22 @@ static bool t_fault_nth_one(const struct nth_op *op, int *points)
 		fail_nth_set(0);
 		ok = op->check(&c, r, left == 0);
 		if (!ok) {
-			size_t l = strnlen(why, sizeof(why) - 32);
+			bool seen = false;
 
-			snprintf(why + l, sizeof(why) - l, " (fault point %u)", n);
+			nfail++;
+			for (int i = 0; i < nfound; i++)
+				seen |= !strcmp(found[i], why);
+			if (!seen && nfound < 4) {
+				memcpy(found[nfound], why, sizeof(why));
+				rel_diag("%s: %s (first at fault point %u)", op->name, why, n);
+				nfound++;
+			}
+			/* start over from a clean pool and file */
+			close(c.fd);
+			r = fresh_pool(REGION, BSIZE, false);
+			c.fd = rel_open(O_RDWR);
+			REQUIRE(r == 0 && c.fd >= 0, "rebuilding the pool after a failure: %s",
+				en(r));
 		}
 		if (left) {	/* fewer than n fault points: every one was tried */
 			*points = (int)n - 1;
@@ -547,7 +599,10 @@ static bool t_fault_nth_one(const struct nth_op *op, int *points)
 		}
 	}
 	close(c.fd);
-	return ok;
+	if (nfail)
+		FAILF("%d of %d fault points left the state wrong; %d kind(s) above", nfail,
+		      *points < 0 ? 400 : *points, nfound);
+	return true;
 }
 
 static bool t_fault_nth(int i)
@@ -900,6 +955,101 @@ static bool t_detach_mapped(void)
 	r = rel_detach(afd, slot, BELUGA_DETACH_EVICT);
 	REQUIRE(r == 0, "DETACH after the last munmap: %s", en(r));
 	close(afd);
+	return true;
+}
+
+/* VMAs of this process that map the pool device, from /proc/self/maps. */
+static int maps_of_dev(void)
+{
+	char line[512];
+	int n = 0;
+	FILE *f = fopen("/proc/self/maps", "r");
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (strstr(line, rel_dev_path()))
+			n++;
+	fclose(f);
+	return n;
+}
+
+/*
+ * The region's mapping count follows every VMA operation: splits by munmap,
+ * mprotect and madvise, merges back, mremap (move, grow, shrink,
+ * MREMAP_DONTUNMAP), fork. It must equal the number of VMAs at each step and
+ * reach zero, so that DETACH works again.
+ */
+static bool t_mapping_counts(void)
+{
+	int fd = rel_open(O_RDWR), afd = rel_open(O_RDWR), step = 0, r;
+	const size_t len = 8 * REL_PAGE;
+	uint8_t *p, *q;
+	pid_t pid;
+
+	REQUIRE(fd >= 0 && afd >= 0, "open");
+#define COUNT_OK(what) do {							\
+		int m = mappings0(afd), v = maps_of_dev();			\
+		step++;								\
+		REQUIRE(m == v, "step %d (%s): region counts %d mappings, the "	\
+			"process has %d VMAs of %s", step, what, m, v, rel_dev_path()); \
+	} while (0)
+	p = rel_map(fd, len, PROT_READ | PROT_WRITE);
+	REQUIRE(p, "mmap");
+	COUNT_OK("mmap");
+	REQUIRE(mprotect(p + 2 * REL_PAGE, REL_PAGE, PROT_READ) == 0, "mprotect");
+	COUNT_OK("mprotect splits one page out");
+	REQUIRE(mprotect(p + 2 * REL_PAGE, REL_PAGE, PROT_READ | PROT_WRITE) == 0, "mprotect");
+	COUNT_OK("mprotect back (may merge)");
+	REQUIRE(madvise(p + 4 * REL_PAGE, REL_PAGE, MADV_DONTFORK) == 0, "madvise");
+	COUNT_OK("MADV_DONTFORK splits");
+	{
+		/* the count is the region's, over both processes */
+		int vp = maps_of_dev();
+
+		pid = fork();
+		if (pid == 0)
+			_exit(mappings0(afd) == vp + maps_of_dev() ? 0 : 1);
+		REQUIRE(reap(pid) == 0, "in the forked child the count was not the parent's "
+			"%d VMAs plus the child's (MADV_DONTFORK page not copied)", vp);
+	}
+	COUNT_OK("after the child exited");
+	REQUIRE(madvise(p + 4 * REL_PAGE, REL_PAGE, MADV_DOFORK) == 0, "madvise");
+	COUNT_OK("MADV_DOFORK (may merge)");
+	REQUIRE(madvise(p, len, MADV_DONTNEED) == 0, "MADV_DONTNEED");
+	COUNT_OK("MADV_DONTNEED");
+	q = mremap(p + 6 * REL_PAGE, 2 * REL_PAGE, REL_PAGE, 0);
+	REQUIRE(q != MAP_FAILED, "mremap shrink: %s", strerror(errno));
+	COUNT_OK("mremap shrinks the tail");
+	q = mremap(p, REL_PAGE, 3 * REL_PAGE, MREMAP_MAYMOVE);
+	REQUIRE(q != MAP_FAILED, "mremap grow+move: %s", strerror(errno));
+	COUNT_OK("mremap moves and grows the first page");
+	{
+		void *d = mremap(p + REL_PAGE, REL_PAGE, REL_PAGE,
+				 MREMAP_MAYMOVE | 4 /* MREMAP_DONTUNMAP */);
+
+		COUNT_OK(d == MAP_FAILED ? "MREMAP_DONTUNMAP (refused)" : "MREMAP_DONTUNMAP");
+		if (d != MAP_FAILED)
+			munmap(d, REL_PAGE);
+		COUNT_OK("munmap of the DONTUNMAP copy");
+	}
+	munmap(q, 3 * REL_PAGE);
+	COUNT_OK("munmap of the moved part");
+	munmap(p, len);
+	COUNT_OK("munmap of the rest");
+	REQUIRE(mappings0(afd) == 0, "count %d after every VMA is gone", mappings0(afd));
+	close(fd);
+	{
+		struct beluga_region_info ri;
+		uint32_t slot = 0;
+
+		while (slot < BELUGA_MAX_REGIONS && rel_region_info(afd, slot, &ri))
+			slot++;
+		r = rel_detach(afd, slot, BELUGA_DETACH_EVICT);
+		REQUIRE(r == 0, "DETACH after every mapping is gone: %s", en(r));
+	}
+	close(afd);
+#undef COUNT_OK
 	return true;
 }
 
@@ -1512,6 +1662,7 @@ static const struct test tests[] = {
 	{ "kill-batch", t_kill_batch, true, false, false, false },
 	{ "fork-ownership", t_fork_ownership, true, false, false, false },
 	{ "detach-mapped", t_detach_mapped, true, false, false, false },
+	{ "mapping-counts", t_mapping_counts, true, false, false, false },
 	{ "pinned-checksum", t_pinned_checksum_node, true, false, false, false },
 	{ "pinned-checksum-dax", t_pinned_checksum_dax, true, true, false, false },
 	{ "abi-ro-struct", t_abi_ro_struct, true, false, false, false },
