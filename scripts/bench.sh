@@ -6,6 +6,7 @@
 # emulated CXL memory (device-dax), a RAM-speed device-dax made from memmap=
 # legacy pmem, and the node backend. Prints the tables, writes
 #   build/bench/results.json     every record of every run, one JSON document
+#                                (--smoke: build/bench/smoke-results{.json,/})
 #   build/bench/results/*.jsonl  the same per section and environment
 #   build/bench/results/*.dat    plot data
 #   bench/plots/*.png            plots (full run; --smoke writes build/bench/plots)
@@ -46,7 +47,9 @@ if [ $smoke -eq 1 ] && [ $guest_smoke -eq 0 ]; then guest=0; fi
 tmo=${tmo:-$([ $smoke -eq 1 ] && echo 900 || echo 5400)}
 
 out=$BELUGA_BUILD/bench
-res=$out/results
+res=$out/results json=$out/results.json
+# A smoke run keeps its own results, so that it never mixes with a full run's.
+[ $smoke -eq 1 ] && res=$out/smoke-results json=$out/smoke-results.json
 mkdir -p "$res"
 # A partial run (--host-only, --guest-only, --sections) keeps the results of
 # the environments and sections it does not run.
@@ -167,8 +170,8 @@ fi
 		"$([ $smoke -eq 1 ] && echo true || echo false)"
 	cat "$res"/*.jsonl 2>/dev/null | sed '$!s/$/,/'
 	printf ']}\n'
-} >"$out/results.json"
-log "wrote $out/results.json ($(cat "$res"/*.jsonl 2>/dev/null | wc -l) records)"
+} >"$json"
+log "wrote $json ($(cat "$res"/*.jsonl 2>/dev/null | wc -l) records)"
 
 "$BELUGA_ROOT/bench/report.sh" "$res"
 
