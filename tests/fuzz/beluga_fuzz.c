@@ -593,6 +593,10 @@ static void op_mmap(struct worker *w)
 		bus_armed = 0;
 	}
 	/* split the VMA (vm_open on the copy), grow it, unmap in pieces */
+	if (len >= 3 * REL_PAGE && rel_one_in(&w->rng, 3)) {
+		mprotect((uint8_t *)p + REL_PAGE, REL_PAGE, PROT_NONE);
+		mprotect((uint8_t *)p + REL_PAGE, REL_PAGE, PROT_READ);
+	}
 	if (len >= 3 * REL_PAGE && rel_one_in(&w->rng, 2))
 		munmap((uint8_t *)p + REL_PAGE, REL_PAGE);
 	if (rel_one_in(&w->rng, 4)) {
@@ -858,6 +862,48 @@ static void op_threads(struct worker *w)
 		pthread_join(th[i], NULL);
 		CHECK(w, !t[i].err[0], "thread %d: %s", i, t[i].err);
 	}
+}
+
+/*
+ * Batches at the limit: LOOKUP+PIN of BELUGA_MAX_BATCH keys drawn from a
+ * few (one block pinned thousands of times: the pin table grows), RELEASE of
+ * them all in one call, an ALLOC that cannot be satisfied (all or nothing),
+ * and a PUBLISH of MAX_BATCH items that are not ours.
+ */
+static void op_bigbatch(struct worker *w)
+{
+	const uint32_t n = BELUGA_MAX_BATCH;
+	struct beluga_key *keys = calloc(n, sizeof(*keys));
+	uint64_t *offs = calloc(n, sizeof(*offs));
+	struct beluga_publish_item *it = calloc(n, sizeof(*it));
+	int nsi = (int)rel_below(&w->rng, NR_NS), r;
+	struct beluga_publish p;
+	uint32_t hits = 0;
+
+	CHECK(w, keys && offs && it, "calloc");
+	/* one key repeated: every item pins the same block */
+	for (uint32_t i = 0; i < n; i++)
+		keys[i] = rel_key(ns_of(nsi), (int)rel_below(&w->rng, 2));
+	keys[1] = keys[0];
+	r = rel_lookup(w->fd, ns_of(nsi), keys, n, offs, BELUGA_LOOKUP_PIN, &hits);
+	CHECK(w, r == 0 || r == -ENOMEM, "LOOKUP+PIN of %u keys: %s", n, ename(r));
+	if (r == 0 && hits) {
+		r = rel_release(w->fd, hits, offs);
+		CHECK(w, r == 0, "RELEASE of the %u pins just taken: %s", hits, ename(r));
+	}
+	r = rel_alloc(w->fd, n, offs);
+	CHECK(w, r == -ENOSPC, "ALLOC of %u blocks from a small pool: %s", n, ename(r));
+	for (uint32_t i = 0; i < n; i++) {
+		it[i].offset = foreign_offset(w);
+		it[i].key = rel_key(ns_of(nsi), NR_KEYS + (int)rel_below(&w->rng, 8));
+	}
+	r = rel_publish(w->fd, ns_of(nsi), it, n, &p);
+	CHECK(w, r == 0 && p.failed == n, "PUBLISH of %u foreign items: %s, %u failed",
+	      n, ename(r), p.failed);
+	B->hostile += 3;
+	free(keys);
+	free(offs);
+	free(it);
 }
 
 /* ------------------------------------------------------------------ */
@@ -1219,6 +1265,7 @@ static void worker_run(struct worker *w, uint64_t iters)
 		{ op_ro_struct, "ro-struct", 1 },
 		{ op_sysfs, "sysfs", 2 },
 		{ op_threads, "threads", 2 },
+		{ op_bigbatch, "bigbatch", 1 },
 	};
 	int total = 0;
 
