@@ -42,7 +42,8 @@ done
 ramdax=
 for m in nd_e820 nd_pmem dax_pmem device_dax; do modprobe $m 2>/dev/null; done
 i=0
-while [ $i -lt 50 ] && ! ls /sys/bus/nd/devices/ 2>/dev/null | grep -q '^region'; do
+while [ $i -lt 50 ] && ! [ -e /sys/bus/nd/devices/region0 ] &&
+	[ -z "$(find /sys/bus/nd/devices/ -name 'region*' 2>/dev/null)" ]; do
 	usleep 100000
 	i=$((i + 1))
 done

@@ -26,7 +26,7 @@
 set -euo pipefail
 . "$(dirname "$0")/vm/lib.sh"
 
-smoke=0 guest=1 host=1 guest_smoke=0 sections="meta data scale replay" tmo= gcmds=
+smoke=0 guest=1 host=1 guest_smoke=0 sections="meta data scale replay" tmo="" gcmds=""
 trace=$BELUGA_ROOT/../shared/data/mooncake_conversation_trace.jsonl
 while [ $# -gt 0 ]; do
 	case $1 in
@@ -120,6 +120,7 @@ run_guest() {
 	tap=$out/vm/guest-output.txt
 	rm -f "$console" "$tap"
 	gtmo=$((tmo > 120 ? tmo - 60 : tmo))
+	# shellcheck disable=SC2054 # QEMU options are comma-separated
 	local qemu=(qemu-system-x86_64 -accel tcg -nodefaults -no-user-config -display none
 		-no-reboot -smp 2 -kernel "$groot/boot/vmlinuz-$kver" -initrd "$initrd"
 		-serial "file:$console" -serial stdio
@@ -131,6 +132,7 @@ run_guest() {
 			-device "cxl-rp,port=$i,bus=cxl.1,id=cxl-rp$i,chassis=0,slot=$((2 + i))"
 			-device "cxl-type3,bus=cxl-rp$i,volatile-memdev=cxl-mem$i,id=cxl-vmem$i")
 	done
+	# shellcheck disable=SC2054
 	qemu+=(-M cxl-fmw.0.targets.0=cxl.1,cxl-fmw.0.size=4G
 		-append "console=ttyS0 loglevel=5 panic=-1 beluga_kernel=$alias beluga_timeout=$gtmo memmap=1536M!4G")
 	log "booting $kver for the benchmark (TCG, timeout ${tmo}s); console: $console"
