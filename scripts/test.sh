@@ -6,6 +6,7 @@
 #   4. beluga.ko for both guest kernels with W=1, failing on any warning
 #   5. static kselftests (make -C tests/kselftest) and static userspace tools
 #      (make -C userspace static)
+#   5b. a smoke run of the benchmarks (scripts/bench.sh --smoke --guest; no thresholds)
 #   6. the in-guest suite (tests/vm/guest-tests.sh) on Linux 6.1 and 6.12, two
 #      QEMU TCG guests in parallel
 # Every result is TAP; a missing component is a failure with its reason. The whole
@@ -162,6 +163,13 @@ if [ -f userspace/Makefile ]; then
 	[ -d userspace/build/static ] && us_dir=userspace/build/static
 else
 	notok build:userspace-static "userspace/Makefile is missing: the userspace tools are not in this tree yet"
+fi
+
+# 5b. the benchmarks keep building and running (a smoke run: no thresholds) -----------
+if [ -x scripts/bench.sh ]; then
+	if step bench:smoke "$L/bench-smoke.log" scripts/bench.sh --smoke --guest; then :; fi
+else
+	notok bench:smoke "scripts/bench.sh is missing"
 fi
 
 # 6. the guests, in parallel ----------------------------------------------------------
