@@ -8,6 +8,7 @@
  *   ioctl.c   ioctl dispatch and the commands
  *   mmap.c    mapping the pool, page faults
  *   sysfs.c   pool and region attributes
+ *   mh.c      multi-host: accessors to shared CXL memory, heartbeat, tick
  *   core/     allocator, index, LRU, client bookkeeping (also userspace)
  */
 #ifndef BELUGA_GLUE_H
@@ -20,8 +21,10 @@
 #include <linux/mutex.h>
 #include <linux/rwsem.h>
 #include <linux/types.h>
+#include <linux/workqueue.h>
 
 #include "core/bel_core.h"
+#include "core/bel_mh.h"
 #include "compat.h"
 
 struct dev_pagemap;
@@ -40,6 +43,8 @@ struct beluga_region {
 	u64 length;
 	u64 first_offset;		/* in the mapping, from the core */
 	u32 nr_blocks;
+	/* Shared: bytes of metadata before the first block; else 0. */
+	u64 data_off;
 	/* DAX: device_dax's page map, referenced while attached. */
 	struct dev_pagemap *pgmap;
 	/* DAX: sum of folio refcounts when claimed; more means pinned. */
@@ -72,6 +77,16 @@ struct beluga_device {
 	/* Page faults served, by entry size; sysfs shows them. */
 	atomic64_t pte_faults;
 	atomic64_t pmd_faults;
+	/*
+	 * Shared (multi-host) pool: @mh is set while one is attached; the
+	 * pool then has that one region only, and the block commands go to
+	 * the multi-host protocol. Readers: the block commands (whole
+	 * command), close(), sysfs. Writers: ATTACH, DETACH, unload. Taken
+	 * after beluga_claim_mutex and before regions_rwsem.
+	 */
+	struct rw_semaphore mh_rwsem;
+	struct beluga_mh *mh;
+	u32 mh_gen;			/* +1 at every shared attach */
 };
 
 /* The pools, from the pools= module parameter; pool 0 is /dev/beluga. */
@@ -87,6 +102,10 @@ extern struct mutex beluga_claim_mutex;
 struct beluga_file {
 	struct beluga_device *dev;
 	struct bel_client *client;
+	/* Shared pool: this file's client, valid while mh_gen matches. */
+	struct mutex mh_lock;
+	struct bel_mh_client mh_client;
+	u32 mh_gen;
 };
 
 static inline struct beluga_device *beluga_file_dev(struct file *file)
@@ -113,6 +132,35 @@ int beluga_mmap(struct file *file, struct vm_area_struct *vma);
 unsigned long beluga_get_unmapped_area(struct file *file, unsigned long addr,
 				       unsigned long len, unsigned long pgoff,
 				       unsigned long flags);
+
+/* mh.c: one host's membership in a pool shared by several hosts. */
+struct beluga_mh {
+	struct bel_mh_host host;
+	void *base;			/* the shared region, mapped WB */
+	u64 size;
+	struct delayed_work hb_work;	/* heartbeat: rec_lock only */
+	struct delayed_work tick_work;	/* maintenance: the host mutex */
+	bool running;
+	bool fence_reported;
+	/* Where the blocks are in the pool's offset space. */
+	u64 first_offset;
+	u64 block_size;
+	u32 nr_blocks;
+};
+
+extern int beluga_host_id;
+extern const struct bel_mh_mem_ops beluga_mh_mem_ops;
+int beluga_mh_map(struct beluga_mh *mh, phys_addr_t start, u64 size);
+void beluga_mh_unmap(struct beluga_mh *mh);
+int beluga_mh_start(struct beluga_mh *mh, const struct bel_mh_config *cfg,
+		    const char **why);
+int beluga_mh_stop(struct beluga_mh *mh, bool force);
+bool beluga_mh_block(const struct beluga_mh *mh, u64 offset, u32 *block);
+u64 beluga_mh_offset(const struct beluga_mh *mh, u32 block);
+void beluga_mh_flush_block(struct beluga_mh *mh, u32 block);
+struct bel_mh_client *beluga_mh_client(struct beluga_file *bf);
+void beluga_mh_client_close(struct beluga_file *bf);
+ssize_t beluga_mh_hosts_show(struct beluga_device *dev, char *buf);
 
 /* sysfs.c */
 extern const struct attribute_group *beluga_dev_groups[];

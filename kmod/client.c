@@ -23,6 +23,7 @@ int beluga_open(struct inode *inode, struct file *file)
 	if (!bf)
 		return -ENOMEM;
 	bf->dev = dev;
+	mutex_init(&bf->mh_lock);
 	bf->client = bel_client_new(&dev->pool);
 	if (!bf->client) {
 		kfree(bf);
@@ -37,7 +38,9 @@ int beluga_release(struct inode *inode, struct file *file)
 {
 	struct beluga_file *bf = file->private_data;
 
+	beluga_mh_client_close(bf);
 	bel_client_release(bf->client);
+	mutex_destroy(&bf->mh_lock);
 	kfree(bf);
 	return 0;
 }

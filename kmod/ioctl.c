@@ -60,6 +60,110 @@ static void *beluga_copy_array_in(u64 uptr, u32 count, size_t elem)
 	return buf;
 }
 
+/*
+ * --- shared (multi-host) pools ------------------------------------------
+ * Called with mh_rwsem held for reading and dev->mh set. Offsets are turned
+ * into block numbers of the shared pool and back; an offset that is no
+ * block fails the call like an offset the single-host core rejects.
+ */
+
+static int beluga_mh_blocks_of(struct beluga_mh *mh, u32 count,
+			       const u64 *offsets, u32 *blocks)
+{
+	u32 i;
+
+	for (i = 0; i < count; i++)
+		if (!beluga_mh_block(mh, offsets[i], &blocks[i]))
+			return -EINVAL;
+	return 0;
+}
+
+static int beluga_mh_alloc(struct beluga_file *bf, u32 count, u64 *offsets)
+{
+	struct beluga_mh *mh = bf->dev->mh;
+	struct bel_mh_client *c = beluga_mh_client(bf);
+	u32 *blocks;
+	int ret;
+	u32 i;
+
+	blocks = kvmalloc_array(count, sizeof(*blocks), GFP_KERNEL);
+	if (!blocks)
+		return -ENOMEM;
+	ret = bel_mh_alloc(c, count, blocks);
+	if (!ret)
+		for (i = 0; i < count; i++)
+			offsets[i] = beluga_mh_offset(mh, blocks[i]);
+	kvfree(blocks);
+	return ret;
+}
+
+/* FREE and RELEASE of a shared pool. */
+static int beluga_mh_block_list(struct beluga_file *bf, u32 count,
+				const u64 *offsets, bool release)
+{
+	struct bel_mh_client *c = beluga_mh_client(bf);
+	u32 *blocks;
+	int ret;
+
+	blocks = kvmalloc_array(count, sizeof(*blocks), GFP_KERNEL);
+	if (!blocks)
+		return -ENOMEM;
+	ret = beluga_mh_blocks_of(bf->dev->mh, count, offsets, blocks);
+	if (!ret)
+		ret = release ? bel_mh_release(c, count, blocks) :
+				bel_mh_free(c, count, blocks);
+	kvfree(blocks);
+	return ret;
+}
+
+static int beluga_mh_publish(struct beluga_file *bf, u64 ns, u32 count,
+			     const u64 *offsets,
+			     const struct beluga_key *keys, s32 *results)
+{
+	struct beluga_mh *mh = bf->dev->mh;
+	struct bel_mh_client *c = beluga_mh_client(bf);
+	u32 *blocks;
+	int ret;
+	u32 i;
+
+	blocks = kvmalloc_array(count, sizeof(*blocks), GFP_KERNEL);
+	if (!blocks)
+		return -ENOMEM;
+	/* Not a block: the core answers -EINVAL for that item. */
+	for (i = 0; i < count; i++) {
+		if (!beluga_mh_block(mh, offsets[i], &blocks[i]))
+			blocks[i] = BEL_MH_NONE;
+		else
+			beluga_mh_flush_block(mh, blocks[i]);
+	}
+	/* The payload is in the device before any index entry names it. */
+	mb();
+	ret = bel_mh_publish(c, ns, count, blocks, keys, results);
+	kvfree(blocks);
+	return ret;
+}
+
+static int beluga_mh_lookup(struct beluga_file *bf, u64 ns, u32 count,
+			    const struct beluga_key *keys, bool pin,
+			    u64 *offsets, u32 *hits)
+{
+	struct beluga_mh *mh = bf->dev->mh;
+	struct bel_mh_client *c = beluga_mh_client(bf);
+	u32 *blocks;
+	int ret;
+	u32 i;
+
+	blocks = kvmalloc_array(count, sizeof(*blocks), GFP_KERNEL);
+	if (!blocks)
+		return -ENOMEM;
+	ret = bel_mh_lookup(c, ns, count, keys, pin, blocks, hits);
+	if (!ret && offsets)
+		for (i = 0; i < *hits; i++)
+			offsets[i] = beluga_mh_offset(mh, blocks[i]);
+	kvfree(blocks);
+	return ret;
+}
+
 static int beluga_cmd_info(struct beluga_file *bf, union beluga_ioctl_buf *u)
 {
 	struct beluga_info *info = &u->info;
@@ -121,12 +225,18 @@ static int beluga_cmd_alloc(struct beluga_file *bf, union beluga_ioctl_buf *u)
 	offsets = kvmalloc(bytes, GFP_KERNEL);
 	if (!offsets)
 		return -ENOMEM;
-	ret = bel_alloc(bf->client, arg->count, offsets);
+	if (bf->dev->mh)
+		ret = beluga_mh_alloc(bf, arg->count, offsets);
+	else
+		ret = bel_alloc(bf->client, arg->count, offsets);
 	if (ret)
 		goto out;
 	if (copy_to_user(u64_to_user_ptr(arg->offsets), offsets, bytes)) {
 		/* The caller never learnt the offsets: give them back. */
-		bel_free(bf->client, arg->count, offsets);
+		if (bf->dev->mh)
+			beluga_mh_block_list(bf, arg->count, offsets, false);
+		else
+			bel_free(bf->client, arg->count, offsets);
 		ret = -EFAULT;
 	}
 out:
@@ -150,7 +260,11 @@ static int beluga_cmd_block_list(struct beluga_file *bf,
 				       sizeof(*offsets));
 	if (IS_ERR(offsets))
 		return PTR_ERR(offsets);
-	ret = apply(bf->client, arg->count, offsets);
+	if (bf->dev->mh)
+		ret = beluga_mh_block_list(bf, arg->count, offsets,
+					   apply == bel_release);
+	else
+		ret = apply(bf->client, arg->count, offsets);
 	kvfree(offsets);
 	return ret;
 }
@@ -201,8 +315,22 @@ static int beluga_cmd_publish(struct beluga_file *bf,
 		offsets[i] = items[i].offset;
 		keys[i] = items[i].key;
 	}
-	ret = bel_publish(bf->client, arg->ns, arg->count, offsets, keys,
-			  results, &arg->published, &arg->exists, &arg->failed);
+	if (bf->dev->mh) {
+		ret = beluga_mh_publish(bf, arg->ns, arg->count, offsets, keys,
+					results);
+		for (i = 0; !ret && i < arg->count; i++) {
+			if (results[i] == BELUGA_PUBLISH_OK)
+				arg->published++;
+			else if (results[i] == BELUGA_PUBLISH_EXISTS)
+				arg->exists++;
+			else
+				arg->failed++;
+		}
+	} else {
+		ret = bel_publish(bf->client, arg->ns, arg->count, offsets,
+				  keys, results, &arg->published, &arg->exists,
+				  &arg->failed);
+	}
 	if (ret)
 		goto out;
 	for (i = 0; i < arg->count; i++)
@@ -246,14 +374,20 @@ static int beluga_cmd_lookup(struct beluga_file *bf, union beluga_ioctl_buf *u)
 			goto out;
 		}
 	}
-	ret = bel_lookup(bf->client, arg->ns, arg->count, keys, pin, offsets,
-			 &hits);
+	if (bf->dev->mh)
+		ret = beluga_mh_lookup(bf, arg->ns, arg->count, keys, pin,
+				       offsets, &hits);
+	else
+		ret = bel_lookup(bf->client, arg->ns, arg->count, keys, pin,
+				 offsets, &hits);
 	if (ret)
 		goto out;
 	if (offsets && hits &&
 	    copy_to_user(u64_to_user_ptr(arg->offsets), offsets,
 			 (size_t)hits * sizeof(*offsets))) {
-		if (pin)
+		if (pin && bf->dev->mh)
+			beluga_mh_block_list(bf, hits, offsets, true);
+		else if (pin)
 			bel_release(bf->client, hits, offsets);
 		ret = -EFAULT;
 		goto out;
@@ -288,6 +422,8 @@ static int beluga_cmd_evict(struct beluga_file *bf, union beluga_ioctl_buf *u)
 
 	if (arg->flags & ~BELUGA_EVICT_NAMESPACE)
 		return -EINVAL;
+	if (bf->dev->mh)
+		return -EOPNOTSUPP;
 	if (arg->flags & BELUGA_EVICT_NAMESPACE) {
 		if (arg->key.lo || arg->key.hi)
 			return -EINVAL;
@@ -346,6 +482,8 @@ out:
  * counters back on error too.
  */
 #define BELUGA_OP_EFFECTIVE	BIT(3)
+/* Runs with mh_rwsem held for reading: a shared pool cannot come or go. */
+#define BELUGA_OP_MH		BIT(4)
 
 struct beluga_ioctl_op {
 	int (*execute)(struct beluga_file *bf, union beluga_ioctl_buf *u);
@@ -370,17 +508,21 @@ static const struct beluga_ioctl_op beluga_ops[] = {
 	BELUGA_OP(INFO, beluga_cmd_info, beluga_info, 0),
 	BELUGA_OP(STATS, beluga_cmd_stats, beluga_stats, 0),
 	BELUGA_OP(ALLOC, beluga_cmd_alloc, beluga_alloc,
-		  BELUGA_OP_WRITE | BELUGA_OP_POOL),
+		  BELUGA_OP_WRITE | BELUGA_OP_POOL | BELUGA_OP_MH),
 	BELUGA_OP(FREE, beluga_cmd_free, beluga_blocks,
-		  BELUGA_OP_WRITE | BELUGA_OP_POOL),
+		  BELUGA_OP_WRITE | BELUGA_OP_POOL | BELUGA_OP_MH),
 	BELUGA_OP(PUBLISH, beluga_cmd_publish, beluga_publish,
-		  BELUGA_OP_WRITE | BELUGA_OP_POOL | BELUGA_OP_EFFECTIVE),
-	BELUGA_OP(LOOKUP, beluga_cmd_lookup, beluga_lookup, BELUGA_OP_POOL),
-	BELUGA_OP(RELEASE, beluga_cmd_release, beluga_blocks, BELUGA_OP_POOL),
+		  BELUGA_OP_WRITE | BELUGA_OP_POOL | BELUGA_OP_EFFECTIVE |
+		  BELUGA_OP_MH),
+	BELUGA_OP(LOOKUP, beluga_cmd_lookup, beluga_lookup,
+		  BELUGA_OP_POOL | BELUGA_OP_MH),
+	BELUGA_OP(RELEASE, beluga_cmd_release, beluga_blocks,
+		  BELUGA_OP_POOL | BELUGA_OP_MH),
 	BELUGA_OP(ATTACH, beluga_cmd_attach, beluga_attach, BELUGA_OP_ADMIN),
 	BELUGA_OP(DETACH, beluga_cmd_detach, beluga_detach,
 		  BELUGA_OP_ADMIN | BELUGA_OP_EFFECTIVE),
-	BELUGA_OP(EVICT, beluga_cmd_evict, beluga_evict, BELUGA_OP_ADMIN),
+	BELUGA_OP(EVICT, beluga_cmd_evict, beluga_evict,
+		  BELUGA_OP_ADMIN | BELUGA_OP_MH),
 	BELUGA_OP(REGION_INFO, beluga_cmd_region_info, beluga_region_info, 0),
 };
 
@@ -420,7 +562,11 @@ long beluga_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 	    !READ_ONCE(bf->dev->pool.nr_regions))
 		return -ENODEV;
 
+	if (op->flags & BELUGA_OP_MH)
+		down_read(&bf->dev->mh_rwsem);
 	ret = op->execute(bf, &buf);
+	if (op->flags & BELUGA_OP_MH)
+		up_read(&bf->dev->mh_rwsem);
 	if (ret && !(op->flags & BELUGA_OP_EFFECTIVE))
 		return ret;
 	if (copy_to_user(uarg, &buf, min_t(size_t, usize, op->size)))

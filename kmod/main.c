@@ -165,6 +165,7 @@ static int beluga_pool_register(struct beluga_device *dev, int id)
 	if (ret)
 		return ret;
 	init_rwsem(&dev->regions_rwsem);
+	init_rwsem(&dev->mh_rwsem);
 	atomic64_set(&dev->pte_faults, 0);
 	atomic64_set(&dev->pmd_faults, 0);
 	if (id)

@@ -66,8 +66,8 @@ static struct beluga_region *beluga_vma_region(struct vm_area_struct *vma,
 
 static pfn_t beluga_dax_pfn(struct beluga_region *region, u64 region_offset)
 {
-	return phys_to_pfn_t(region->phys_start + region_offset,
-			     PFN_DEV | PFN_MAP);
+	return phys_to_pfn_t(region->phys_start + region->data_off +
+			     region_offset, PFN_DEV | PFN_MAP);
 }
 
 static vm_fault_t beluga_fault(struct vm_fault *vmf)
@@ -109,7 +109,8 @@ static vm_fault_t beluga_pmd_fault(struct vm_fault *vmf)
 		return VM_FAULT_FALLBACK;
 	usable = (u64)region->nr_blocks * region->dev->pool.block_size;
 	if (region_offset + PMD_SIZE > usable ||
-	    !IS_ALIGNED(region->phys_start + region_offset, PMD_SIZE))
+	    !IS_ALIGNED(region->phys_start + region->data_off + region_offset,
+			PMD_SIZE))
 		return VM_FAULT_FALLBACK;
 
 	atomic64_inc(&region->dev->pmd_faults);

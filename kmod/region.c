@@ -24,7 +24,9 @@
 #include <linux/nodemask.h>
 #include <linux/sched/signal.h>
 #include <linux/slab.h>
+#include <linux/random.h>
 #include <linux/string.h>
+#include <linux/utsname.h>
 
 #include "beluga.h"
 
@@ -229,10 +231,22 @@ static int beluga_check_unique(struct beluga_device *dev,
 
 static int beluga_attach_validate(const struct beluga_attach *arg)
 {
+	const u32 shared_flags = BELUGA_ATTACH_SHARED | BELUGA_ATTACH_FORMAT |
+				 BELUGA_ATTACH_HOST_ID;
 	size_t namelen = strnlen(arg->name, sizeof(arg->name));
 
-	if (arg->flags || arg->__reserved)
+	if (arg->flags & ~shared_flags)
 		return -EINVAL;
+	if (arg->flags && !(arg->flags & BELUGA_ATTACH_SHARED))
+		return -EINVAL;
+	if (arg->flags & BELUGA_ATTACH_SHARED) {
+		if (arg->backend != BELUGA_BACKEND_DAX)
+			return -EINVAL;
+		if (!(arg->flags & BELUGA_ATTACH_HOST_ID) && arg->host_id)
+			return -EINVAL;
+	} else if (arg->__reserved) {
+		return -EINVAL;
+	}
 	if (namelen == sizeof(arg->name))
 		return -EINVAL;
 	switch (arg->backend) {
@@ -257,11 +271,79 @@ static int beluga_attach_validate(const struct beluga_attach *arg)
 	return 0;
 }
 
+/*
+ * Shared: map the claimed range, join (or format) the multi-host pool in
+ * it and start its heartbeat. Returns the bytes and block size of its data
+ * area, which is what the offset space shows.
+ */
+static int beluga_shared_join(struct beluga_region *region,
+			      const struct beluga_attach *arg,
+			      struct beluga_mh **mhp, u64 *data_len, u64 *bs)
+{
+	struct bel_mh_config cfg = {};
+	struct beluga_mh *mh;
+	const char *why;
+	s64 id;
+	int ret;
+
+	id = arg->flags & BELUGA_ATTACH_HOST_ID ? (s64)arg->host_id :
+						  (s64)READ_ONCE(beluga_host_id);
+	if (id < 0 || id >= BEL_MH_MAX_HOSTS) {
+		pr_warn("%s: shared attach needs a host id 0-%u (beluga.host_id= or the ATTACH call)\n",
+			region->name, BEL_MH_MAX_HOSTS - 1);
+		return id < 0 ? -EINVAL : -ERANGE;
+	}
+	mh = kzalloc(sizeof(*mh), GFP_KERNEL);
+	if (!mh)
+		return -ENOMEM;
+	ret = beluga_mh_map(mh, region->phys_start, region->length);
+	if (ret)
+		goto out_free;
+
+	cfg.host_id = (u32)id;
+	cfg.block_size = arg->block_size;
+	cfg.format = arg->flags & BELUGA_ATTACH_FORMAT;
+	cfg.nonce = get_random_u64() | 1;
+	strscpy(cfg.name, utsname()->nodename, sizeof(cfg.name));
+	ret = beluga_mh_start(mh, &cfg, &why);
+	if (ret) {
+		pr_warn("%s: shared attach as host %u refused (%d): %s\n",
+			region->name, cfg.host_id, ret, why ? why : "?");
+		goto out_unmap;
+	}
+	*data_len = (u64)mh->host.geo.nr_blocks * mh->host.geo.block_size;
+	*bs = mh->host.geo.block_size;
+	region->data_off = mh->host.geo.data_off;
+	*mhp = mh;
+	pr_info("%s: joined shared pool as host %u%s: %u blocks of %llu bytes, metadata %llu bytes\n",
+		region->name, cfg.host_id,
+		mh->host.formatted ? " (formatted it)" : "",
+		mh->host.geo.nr_blocks, mh->host.geo.block_size,
+		mh->host.geo.data_off);
+	return 0;
+
+out_unmap:
+	beluga_mh_unmap(mh);
+out_free:
+	kfree(mh);
+	return ret;
+}
+
+/* Undo beluga_shared_join(): leave the pool (no client holds anything). */
+static void beluga_shared_leave(struct beluga_mh *mh)
+{
+	beluga_mh_stop(mh, true);
+	beluga_mh_unmap(mh);
+	kfree(mh);
+}
+
 int beluga_region_attach(struct beluga_device *dev, struct beluga_attach *arg)
 {
+	bool shared = arg->flags & BELUGA_ATTACH_SHARED;
 	struct beluga_region *region;
+	struct beluga_mh *mh = NULL;
 	u32 slot, nr_blocks;
-	u64 first_offset;
+	u64 first_offset, length, block_size;
 	int ret;
 
 	ret = beluga_attach_validate(arg);
@@ -284,7 +366,13 @@ int beluga_region_attach(struct beluga_device *dev, struct beluga_attach *arg)
 			 arg->node);
 
 	mutex_lock(&beluga_claim_mutex);
+	down_write(&dev->mh_rwsem);
 	down_write(&dev->regions_rwsem);
+	/* A shared pool is one region, alone in its pool. */
+	if (dev->mh || (shared && READ_ONCE(dev->pool.nr_regions))) {
+		ret = -EBUSY;
+		goto out_free;
+	}
 	ret = beluga_check_unique(dev, region);
 	if (ret)
 		goto out_free;
@@ -296,11 +384,23 @@ int beluga_region_attach(struct beluga_device *dev, struct beluga_attach *arg)
 	if (ret)
 		goto out_free;
 
-	ret = bel_pool_add_region(&dev->pool, region->length,
-				  arg->block_size, &slot, &first_offset,
-				  &nr_blocks);
+	length = region->length;
+	block_size = arg->block_size;
+	if (shared) {
+		ret = beluga_shared_join(region, arg, &mh, &length,
+					 &block_size);
+		if (ret)
+			goto out_unclaim;
+	}
+
+	ret = bel_pool_add_region(&dev->pool, length, block_size, &slot,
+				  &first_offset, &nr_blocks);
 	if (ret)
-		goto out_unclaim;
+		goto out_leave;
+	if (mh && nr_blocks != mh->host.geo.nr_blocks) {
+		ret = -EINVAL;
+		goto out_remove;
+	}
 	region->slot = slot;
 	region->first_offset = first_offset;
 	region->nr_blocks = nr_blocks;
@@ -309,7 +409,15 @@ int beluga_region_attach(struct beluga_device *dev, struct beluga_attach *arg)
 	if (ret)
 		goto out_remove;
 	dev->regions[slot] = region;
+	if (mh) {
+		mh->first_offset = first_offset;
+		mh->block_size = block_size;
+		mh->nr_blocks = nr_blocks;
+		dev->mh = mh;
+		dev->mh_gen++;
+	}
 	up_write(&dev->regions_rwsem);
+	up_write(&dev->mh_rwsem);
 	mutex_unlock(&beluga_claim_mutex);
 
 	arg->region_id = slot;
@@ -322,10 +430,14 @@ int beluga_region_attach(struct beluga_device *dev, struct beluga_attach *arg)
 
 out_remove:
 	bel_pool_remove_region(&dev->pool, slot, false, NULL);
+out_leave:
+	if (mh)
+		beluga_shared_leave(mh);
 out_unclaim:
 	beluga_region_unclaim(region);
 out_free:
 	up_write(&dev->regions_rwsem);
+	up_write(&dev->mh_rwsem);
 	mutex_unlock(&beluga_claim_mutex);
 	beluga_region_put(region);
 	return ret;
@@ -358,6 +470,17 @@ static int beluga_detach_locked(struct beluga_device *dev, u32 slot,
 			  region->name);
 	}
 
+	/* Shared: leave the pool first; the core holds nothing in it. */
+	if (dev->mh) {
+		ret = beluga_mh_stop(dev->mh, unloading);
+		if (ret)
+			return ret;
+		beluga_mh_unmap(dev->mh);
+		kfree(dev->mh);
+		dev->mh = NULL;
+		pr_info("%s: left the shared pool\n", region->name);
+	}
+
 	ret = bel_pool_remove_region(&dev->pool, slot, evict, evicted);
 	if (ret)
 		return ret;
@@ -378,9 +501,11 @@ int beluga_region_detach(struct beluga_device *dev, u32 slot, bool evict,
 	int ret;
 
 	mutex_lock(&beluga_claim_mutex);
+	down_write(&dev->mh_rwsem);
 	down_write(&dev->regions_rwsem);
 	ret = beluga_detach_locked(dev, slot, evict, evicted, false);
 	up_write(&dev->regions_rwsem);
+	up_write(&dev->mh_rwsem);
 	mutex_unlock(&beluga_claim_mutex);
 	return ret;
 }
@@ -394,6 +519,7 @@ void beluga_region_detach_all(struct beluga_device *dev)
 	u32 slot;
 
 	mutex_lock(&beluga_claim_mutex);
+	down_write(&dev->mh_rwsem);
 	down_write(&dev->regions_rwsem);
 	for (slot = 0; slot < BELUGA_MAX_REGIONS; slot++) {
 		if (!dev->regions[slot])
@@ -403,5 +529,6 @@ void beluga_region_detach_all(struct beluga_device *dev)
 			       dev->name, slot);
 	}
 	up_write(&dev->regions_rwsem);
+	up_write(&dev->mh_rwsem);
 	mutex_unlock(&beluga_claim_mutex);
 }

@@ -96,6 +96,13 @@ static ssize_t pmd_faults_show(struct device *dev,
 }
 static DEVICE_ATTR_RO(pmd_faults);
 
+static ssize_t hosts_show(struct device *dev, struct device_attribute *attr,
+			  char *buf)
+{
+	return beluga_mh_hosts_show(to_beluga(dev), buf);
+}
+static DEVICE_ATTR_RO(hosts);
+
 static struct attribute *beluga_pool_attrs[] = {
 	&dev_attr_abi_version.attr,
 	&dev_attr_block_size.attr,
@@ -108,6 +115,7 @@ static struct attribute *beluga_pool_attrs[] = {
 	&dev_attr_pinned_blocks.attr,
 	&dev_attr_pins.attr,
 	&dev_attr_clients.attr,
+	&dev_attr_hosts.attr,
 	NULL,
 };
 

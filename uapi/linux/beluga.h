@@ -376,7 +376,8 @@ enum beluga_backend {
 /**
  * struct beluga_attach - BELUGA_IOC_ATTACH: add a memory region (admin)
  * @size: sizeof(struct beluga_attach)
- * @flags: must be 0
+ * @flags: 0, or BELUGA_ATTACH_SHARED with optionally BELUGA_ATTACH_FORMAT
+ *	and BELUGA_ATTACH_HOST_ID (below)
  * @backend: in: BELUGA_BACKEND_DAX or BELUGA_BACKEND_NODE
  * @node: in: NODE: the NUMA node to reserve memory from, >= 0. DAX: must
  *	be -1.
@@ -390,7 +391,9 @@ enum beluga_backend {
  * @name: in: NUL-terminated label, e.g. "dax0.0", unique in the pool;
  *	required for DAX; for NODE it may be empty and becomes "node<N>"
  * @region_id: out: slot of the new region, 0..BELUGA_MAX_REGIONS-1
- * @__reserved: must be 0
+ * @__reserved: must be 0, unless BELUGA_ATTACH_HOST_ID is given
+ * @host_id: in, with BELUGA_ATTACH_HOST_ID: this host's id in a shared
+ *	pool (the same 32 bits as @__reserved)
  * @first_offset: out: offset of the region's first block
  * @nr_blocks: out: blocks the region adds
  *
@@ -407,6 +410,25 @@ enum beluga_backend {
  * -EINVAL bad alignment, block size mismatch, length smaller than one block,
  * a missing or unterminated name, a negative NODE node; -ENODEV the node
  * has no memory online.
+ *
+ * Shared pools (several hosts on one CXL device, docs/multihost.md): with
+ * BELUGA_ATTACH_SHARED the DAX range holds a multi-host pool. The pool
+ * (device node) must be empty, and stays limited to this one region. The
+ * range is formatted when it holds no valid pool (or with
+ * BELUGA_ATTACH_FORMAT, refused while other hosts are alive), else this
+ * host joins it; @block_size 0 accepts the pool's. The host id is
+ * @host_id with BELUGA_ATTACH_HOST_ID, else the host_id module parameter
+ * (beluga.host_id=N). ALLOC, FREE, PUBLISH, LOOKUP and RELEASE then follow
+ * the multi-host protocol; the offset space holds the range's data blocks
+ * only (its metadata is not mappable); PUBLISH writes the blocks' CPU
+ * caches back first; EVICT is -EOPNOTSUPP; STATS does not count a shared
+ * pool's blocks (see the pool's "hosts" sysfs attribute). DETACH leaves
+ * the pool cleanly, refused with -EBUSY while this host's files hold
+ * allocations or pins. More errors, with the reason in the kernel log:
+ * -EUCLEAN corrupt pool, -EPROTONOSUPPORT unknown on-media version,
+ * -EINVAL geometry or block size mismatch, -ERANGE host id too large for
+ * the pool, -EADDRINUSE another live host uses this id, -EBUSY a pool is
+ * attached already (or FORMAT while hosts are alive).
  */
 struct beluga_attach {
 	__u32 size;
@@ -418,10 +440,21 @@ struct beluga_attach {
 	__aligned_u64 block_size;
 	char name[BELUGA_NAME_LEN];
 	__u32 region_id;
-	__u32 __reserved;
+	union {
+		__u32 __reserved;
+		__u32 host_id;
+	};
 	__aligned_u64 first_offset;
 	__aligned_u64 nr_blocks;
 };
+
+/*
+ * ATTACH flags. Bit 0 is left unused: the first ABI refused every flag,
+ * and its tests keep checking that bit.
+ */
+#define BELUGA_ATTACH_SHARED	_BITUL(1)	/* a multi-host pool */
+#define BELUGA_ATTACH_FORMAT	_BITUL(2)	/* format it even if valid */
+#define BELUGA_ATTACH_HOST_ID	_BITUL(3)	/* @host_id is given */
 
 #define BELUGA_ATTACH_SIZE_V1	96
 #define BELUGA_IOC_ATTACH	_IO(BELUGA_TYPE, BELUGA_CMD_ATTACH)

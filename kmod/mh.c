@@ -1,0 +1,337 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Multi-host glue: the kernel's implementation of the portable protocol's
+ * environment (core/bel_mh.h, docs/multihost.md).
+ *
+ * The shared region is mapped write-back with memremap(); every access to
+ * shared metadata goes through the accessors below:
+ *   read/write  plain copies through that mapping
+ *   flush       CLWB (or CLFLUSHOPT) of every line: arch_wb_cache_pmem()
+ *   inval       CLFLUSHOPT (or CLFLUSH) of every line: clflush_cache_range()
+ *   fence       mb() (MFENCE)
+ *   now_ns      this host's monotonic clock, counting suspend
+ *   relax       a short sleep: wait loops run with the host mutex held
+ * and two delayed works keep the host alive: the heartbeat (spinlock only,
+ * never delayed by a long operation) and the maintenance tick (liveness,
+ * partition claims, rebuilds).
+ */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/delay.h>
+#include <linux/io.h>
+#include <linux/ktime.h>
+#include <linux/libnvdimm.h>
+#include <linux/math64.h>
+#include <linux/moduleparam.h>
+#include <linux/sysfs.h>
+#include <linux/timekeeping.h>
+#include <linux/workqueue.h>
+#include <asm/cacheflush.h>
+
+#include "beluga.h"
+
+int beluga_host_id = -1;
+module_param_named(host_id, beluga_host_id, int, 0644);
+MODULE_PARM_DESC(host_id, "This host's id in shared pools, 0-15, unique in the rack (default -1: none; ATTACH may give one)");
+
+static void *beluga_mh_addr(void *priv, u64 off)
+{
+	struct beluga_mh *mh = priv;
+
+	return (u8 *)mh->base + off;
+}
+
+/* Every access is checked against the mapping: a bug must not scribble. */
+static bool beluga_mh_in_range(struct beluga_mh *mh, u64 off, u64 len)
+{
+	return off <= mh->size && len <= mh->size - off;
+}
+
+static void beluga_mh_read(void *priv, u64 off, void *dst, u32 len)
+{
+	struct beluga_mh *mh = priv;
+
+	if (WARN_ON_ONCE(!beluga_mh_in_range(mh, off, len))) {
+		memset(dst, 0, len);
+		return;
+	}
+	memcpy(dst, beluga_mh_addr(priv, off), len);
+}
+
+static void beluga_mh_write(void *priv, u64 off, const void *src, u32 len)
+{
+	struct beluga_mh *mh = priv;
+
+	if (WARN_ON_ONCE(!beluga_mh_in_range(mh, off, len)))
+		return;
+	memcpy(beluga_mh_addr(priv, off), src, len);
+}
+
+/* clflush_cache_range() takes an unsigned int: split huge ranges. */
+#define BELUGA_MH_CHUNK	(1U << 30)
+
+static void beluga_mh_flush(void *priv, int site, u64 off, u64 len)
+{
+	struct beluga_mh *mh = priv;
+
+	if (WARN_ON_ONCE(!beluga_mh_in_range(mh, off, len)))
+		return;
+	while (len) {
+		u64 n = min_t(u64, len, BELUGA_MH_CHUNK);
+
+		arch_wb_cache_pmem(beluga_mh_addr(priv, off), n);
+		off += n;
+		len -= n;
+	}
+}
+
+static void beluga_mh_inval(void *priv, int site, u64 off, u64 len)
+{
+	struct beluga_mh *mh = priv;
+
+	if (WARN_ON_ONCE(!beluga_mh_in_range(mh, off, len)))
+		return;
+	while (len) {
+		u32 n = (u32)min_t(u64, len, BELUGA_MH_CHUNK);
+
+		clflush_cache_range(beluga_mh_addr(priv, off), n);
+		off += n;
+		len -= n;
+	}
+}
+
+static void beluga_mh_fence(void *priv)
+{
+	mb();
+}
+
+static u64 beluga_mh_now_ns(void *priv)
+{
+	return ktime_get_boottime_ns();
+}
+
+static void beluga_mh_relax(void *priv)
+{
+	usleep_range(500, 1000);
+}
+
+const struct bel_mh_mem_ops beluga_mh_mem_ops = {
+	.read = beluga_mh_read,
+	.write = beluga_mh_write,
+	.flush = beluga_mh_flush,
+	.inval = beluga_mh_inval,
+	.fence = beluga_mh_fence,
+	.now_ns = beluga_mh_now_ns,
+	.relax = beluga_mh_relax,
+};
+
+/* Map [@start, @start + @size) write-back, for the accessors. */
+int beluga_mh_map(struct beluga_mh *mh, phys_addr_t start, u64 size)
+{
+	mh->base = memremap(start, size, MEMREMAP_WB);
+	if (!mh->base)
+		return -ENOMEM;
+	mh->size = size;
+	return 0;
+}
+
+void beluga_mh_unmap(struct beluga_mh *mh)
+{
+	if (mh->base)
+		memunmap(mh->base);
+	mh->base = NULL;
+	mh->size = 0;
+}
+
+static unsigned long beluga_mh_period(struct beluga_mh *mh)
+{
+	u64 ms = div_u64(mh->host.geo.heartbeat_ns, NSEC_PER_MSEC);
+
+	return max_t(unsigned long, 1, msecs_to_jiffies(ms));
+}
+
+static void beluga_mh_hb_fn(struct work_struct *work)
+{
+	struct beluga_mh *mh = container_of(to_delayed_work(work),
+					    struct beluga_mh, hb_work);
+
+	bel_mh_heartbeat(&mh->host);
+	if (READ_ONCE(mh->running))
+		queue_delayed_work(system_highpri_wq, &mh->hb_work,
+				   beluga_mh_period(mh));
+}
+
+static void beluga_mh_tick_fn(struct work_struct *work)
+{
+	struct beluga_mh *mh = container_of(to_delayed_work(work),
+					    struct beluga_mh, tick_work);
+
+	bel_mh_tick(&mh->host);
+	if (READ_ONCE(mh->host.fenced) && !mh->fence_reported) {
+		mh->fence_reported = true;
+		pr_err("host %u lost its lease: fenced, detach and attach again\n",
+		       mh->host.id);
+	}
+	if (READ_ONCE(mh->running))
+		queue_delayed_work(system_unbound_wq, &mh->tick_work,
+				   beluga_mh_period(mh));
+}
+
+/*
+ * Join the pool in the mapped region (formatting it if needed) and start
+ * the heartbeat and the tick. On failure *why says why (may be NULL).
+ */
+int beluga_mh_start(struct beluga_mh *mh, const struct bel_mh_config *cfg,
+		    const char **why)
+{
+	int ret;
+
+	*why = NULL;
+	ret = bel_mh_attach(&mh->host, &beluga_mh_mem_ops, mh, mh->size, cfg);
+	if (ret) {
+		*why = mh->host.why;
+		return ret;
+	}
+	INIT_DELAYED_WORK(&mh->hb_work, beluga_mh_hb_fn);
+	INIT_DELAYED_WORK(&mh->tick_work, beluga_mh_tick_fn);
+	mh->fence_reported = false;
+	WRITE_ONCE(mh->running, true);
+	queue_delayed_work(system_highpri_wq, &mh->hb_work,
+			   beluga_mh_period(mh));
+	queue_delayed_work(system_unbound_wq, &mh->tick_work,
+			   beluga_mh_period(mh));
+	return 0;
+}
+
+static void beluga_mh_stop_works(struct beluga_mh *mh)
+{
+	WRITE_ONCE(mh->running, false);
+	cancel_delayed_work_sync(&mh->tick_work);
+	cancel_delayed_work_sync(&mh->hb_work);
+}
+
+/*
+ * Clean leave: -EBUSY (and still running) while clients hold allocations
+ * or pins, unless @force (module unload: no client exists). A fenced host
+ * leaves nothing behind in the pool: its record goes silent.
+ */
+int beluga_mh_stop(struct beluga_mh *mh, bool force)
+{
+	int ret;
+
+	beluga_mh_stop_works(mh);
+	ret = bel_mh_leave(&mh->host);
+	if (ret == -EBUSY && !force) {
+		WRITE_ONCE(mh->running, true);
+		queue_delayed_work(system_highpri_wq, &mh->hb_work, 0);
+		queue_delayed_work(system_unbound_wq, &mh->tick_work,
+				   beluga_mh_period(mh));
+		return ret;
+	}
+	bel_mh_destroy(&mh->host);
+	return 0;
+}
+
+/* Block behind @offset of the pool's offset space, if it is one. */
+bool beluga_mh_block(const struct beluga_mh *mh, u64 offset, u32 *block)
+{
+	u64 rel, n, rem;
+
+	if (offset < mh->first_offset)
+		return false;
+	rel = offset - mh->first_offset;
+	n = div64_u64_rem(rel, mh->block_size, &rem);
+	if (rem || n >= mh->nr_blocks)
+		return false;
+	*block = (u32)n;
+	return true;
+}
+
+u64 beluga_mh_offset(const struct beluga_mh *mh, u32 block)
+{
+	return mh->first_offset + (u64)block * mh->block_size;
+}
+
+/*
+ * Write a block's bytes back from this CPU's caches before it is published:
+ * a writer that forgot to would otherwise publish stale memory to the other
+ * hosts (docs/multihost.md, section 10).
+ */
+void beluga_mh_flush_block(struct beluga_mh *mh, u32 block)
+{
+	beluga_mh_flush(mh, BEL_MH_F_PAYLOAD,
+			bel_mh_block_off(&mh->host.geo, block), mh->block_size);
+}
+
+/*
+ * This file's client of the shared pool (mh_rwsem held for reading, so
+ * dev->mh is stable). A client left from an earlier shared attach holds
+ * nothing any more (DETACH needs that): start it afresh.
+ */
+struct bel_mh_client *beluga_mh_client(struct beluga_file *bf)
+{
+	struct beluga_device *dev = bf->dev;
+
+	mutex_lock(&bf->mh_lock);
+	if (bf->mh_gen != dev->mh_gen) {
+		kvfree(bf->mh_client.pins);
+		bel_mh_client_init(&dev->mh->host, &bf->mh_client);
+		bf->mh_gen = dev->mh_gen;
+	}
+	mutex_unlock(&bf->mh_lock);
+	return &bf->mh_client;
+}
+
+/* close(): give back what the file holds in the shared pool. */
+void beluga_mh_client_close(struct beluga_file *bf)
+{
+	struct beluga_device *dev = bf->dev;
+
+	down_read(&dev->mh_rwsem);
+	if (bf->mh_gen && dev->mh && bf->mh_gen == dev->mh_gen)
+		bel_mh_client_release(&bf->mh_client);
+	else
+		kvfree(bf->mh_client.pins);
+	bf->mh_client.pins = NULL;
+	up_read(&dev->mh_rwsem);
+}
+
+static const char *const beluga_mh_state_names[] = {
+	[BEL_MH_HOST_NONE] = "none",
+	[BEL_MH_HOST_ACTIVE] = "active",
+	[BEL_MH_HOST_LEFT] = "left",
+};
+
+/*
+ * sysfs "hosts": one line per host id of the attached shared pool, as this
+ * host sees it; empty without one:
+ *   ID STATE INCARNATION HEARTBEAT OWNED(hex) alive|dead SILENT_MS self|- NAME
+ */
+ssize_t beluga_mh_hosts_show(struct beluga_device *dev, char *buf)
+{
+	struct bel_mh_host_info *info;
+	ssize_t len = 0;
+	int n, i;
+
+	info = kcalloc(BEL_MH_MAX_HOSTS, sizeof(*info), GFP_KERNEL);
+	if (!info)
+		return -ENOMEM;
+	down_read(&dev->mh_rwsem);
+	n = dev->mh ? bel_mh_hosts(&dev->mh->host, info, BEL_MH_MAX_HOSTS) : 0;
+	for (i = 0; i < n; i++) {
+		const struct bel_mh_host_info *x = &info[i];
+		const char *state = x->state < ARRAY_SIZE(beluga_mh_state_names) ?
+				    beluga_mh_state_names[x->state] : "?";
+
+		len += sysfs_emit_at(buf, len, "%d %s %u %llu %x %s %llu %s %.*s\n",
+				     i, state, x->incarnation, x->heartbeat,
+				     x->owned, x->alive ? "alive" : "dead",
+				     div_u64(x->silent_ns, NSEC_PER_MSEC),
+				     x->self ? "self" : "-",
+				     (int)sizeof(x->name),
+				     x->name[0] ? x->name : "-");
+	}
+	up_read(&dev->mh_rwsem);
+	kfree(info);
+	return len;
+}
