@@ -16,8 +16,10 @@
 #   5. print every result as TAP and end with "N passed, N failed, N skipped"
 #      (exit status 1 if anything failed).
 # Options:
-#   --fuzz ARGS   fuzzer arguments (default "-r 4 -p 4 -i 300 -T 90": 4 rounds of
-#                 4 processes x 300 operations, at most 90 s; commas or spaces)
+#   --fuzz ARGS   fuzzer arguments (default "-r 4 -p 4 -i 300 -T 60": 4 rounds of
+#                 4 processes x 300 operations, at most 60 s; commas or spaces)
+#   --modload-stride K   module-load fault injection: every K-th fault point
+#                 (default 6; 1: all of them, ~3 minutes)
 #   --only LIST   guest steps to run: comma list of rel,fuzz,kselftest,rmmod
 #   -t SECS       guest timeout (default 1200)
 #   -s N          guest CPUs (default 2)
@@ -28,15 +30,16 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/vm/lib.sh
 
-fuzz="-r 4 -p 4 -i 300 -T 90" only="" tmo=1200 smp=2 jobs=$(nproc)
+fuzz="-r 4 -p 4 -i 300 -T 60" only="" tmo=1200 stride=6 smp=2 jobs=$(nproc)
 while [ $# -gt 0 ]; do
 	case $1 in
 	--fuzz) fuzz=$2; shift 2 ;;
 	--only) only=$2; shift 2 ;;
+	--modload-stride) stride=$2; shift 2 ;;
 	-t) tmo=$2; shift 2 ;;
 	-s) smp=$2; shift 2 ;;
 	-j) jobs=$2; shift 2 ;;
-	*) die "usage: $0 [--fuzz ARGS] [--only rel,fuzz,kselftest,rmmod] [-t SECS] [-s N] [-j N]" ;;
+	*) die "usage: $0 [--fuzz ARGS] [--only rel,fuzz,kselftest,rmmod] [--modload-stride K] [-t SECS] [-s N] [-j N]" ;;
 	esac
 done
 
@@ -181,6 +184,7 @@ fz=$(echo "$fuzz" | tr ' ' ',')
 cmdline="console=ttyS0 loglevel=5 panic=-1 no_timer_check beluga_kernel=6.12-debug"
 cmdline+=" beluga_timeout=$gtmo memhp_default_state=offline beluga_modargs=pools=2 beluga_fuzz=$fz"
 [ -n "$only" ] && cmdline+=" beluga_only=$only"
+cmdline+=" beluga_modload_stride=$stride"
 [ -n "${BELUGA_FUZZ_SEED:-}" ] && cmdline+=" beluga_fuzz_seed=$BELUGA_FUZZ_SEED"
 # shellcheck disable=SC2054 # QEMU options contain commas
 qemu=(qemu-system-x86_64 -accel tcg -nodefaults -no-user-config -display none -no-reboot

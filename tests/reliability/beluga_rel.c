@@ -33,9 +33,12 @@
  *   ns-keys          namespaces separate keys, not memory
  *   pools-isolation  with pools=N: a tenant that can open only pool A
  *                    cannot find, pin, map or read pool B's blocks
- * Module (opt-in: rmmod; the last test of a run)
+ * Module (opt-in: the last tests of a run; the module is loaded again)
  *   rmmod            refused while a file or only a mapping is open;
  *                    succeeds after the last close; the module reloads
+ *   fault-nth-modload  every fault point of finit_module() with pools=2 and
+ *                    node= fails in turn: a failed load leaves nothing, a
+ *                    successful one unloads
  *
  * Environment: BELUGA_TEST_NODE, BELUGA_TEST_DAX (see rel.h),
  * BELUGA_MODPROBE_ARGS (module parameters for the reload, e.g. "pools=2").
@@ -1624,6 +1627,114 @@ static bool t_rmmod(void)
 	return true;
 }
 
+/*
+ * Module load with every fault point of finit_module() failing in turn,
+ * with pools=2 and a node region attached at load (node=): each load either
+ * fails and leaves nothing behind (no module, no device node), or succeeds
+ * and unloads cleanly. The error paths of beluga_init() run under KASAN and
+ * kmemleak. Opt-in, like rmmod; the module is loaded again at the end.
+ */
+static bool module_loaded(void)
+{
+	return access("/sys/module/beluga", F_OK) == 0;
+}
+
+static bool t_fault_nth_modload(void)
+{
+	const char *ko = getenv("BELUGA_TEST_KO"), *margs = getenv("BELUGA_MODPROBE_ARGS");
+	char params[128], cmd[256];
+	int kfd, node = rel_env_node(), points = -1, loaded = 0, r;
+	unsigned int n, first;
+	double t0 = rel_now();
+	/* BELUGA_MODLOAD_STRIDE=k tests every k-th point (CI); default: all */
+	const char *st = getenv("BELUGA_MODLOAD_STRIDE");
+	unsigned int stride = st && atoi(st) > 0 ? (unsigned int)atoi(st) : 1;
+
+	REQUIRE(ko && *ko, "BELUGA_TEST_KO not set");
+	kfd = open(ko, O_RDONLY | O_CLOEXEC);
+	REQUIRE(kfd >= 0, "%s: %s", ko, strerror(errno));
+	snprintf(params, sizeof(params), "pools=2 block_size=16K%s", "");
+	if (node >= 0)
+		snprintf(params, sizeof(params), "pools=2 block_size=16K node=%d:2M", node);
+	REQUIRE(rel_reset_pool(3000) == 0, "empty the pool before unloading");
+	if (module_loaded())
+		REQUIRE(syscall(SYS_delete_module, "beluga", O_NONBLOCK) == 0,
+			"rmmod: %s", strerror(errno));
+	fi_configure(0);
+	/*
+	 * Loading a module has hundreds of fault points in the module loader
+	 * itself, each load taking a while under TCG + KASAN: only the window
+	 * from where beluga_init() starts (a load with pools=99 fails there
+	 * at once) to the end of a good load is tested.
+	 */
+	kmsg("beluga-fault-inject: begin\n");	/* the pools=99 load logs an error */
+	{
+		const unsigned int big = 1000000;
+		unsigned int p_fast, p_all;
+
+		fail_nth_set(big);
+		r = (int)syscall(SYS_finit_module, kfd, "pools=99", 0);
+		p_fast = big - fail_nth_get();
+		fail_nth_set(0);
+		if (r == 0 || module_loaded())
+			kmsg("beluga-fault-inject: end\n");
+		REQUIRE(r != 0 && !module_loaded(), "a load with pools=99 did not fail");
+		fail_nth_set(big);
+		r = (int)syscall(SYS_finit_module, kfd, params, 0);
+		p_all = big - fail_nth_get();
+		fail_nth_set(0);
+		if (r)
+			kmsg("beluga-fault-inject: end\n");
+		REQUIRE(r == 0, "load with '%s': %s", params, strerror(errno));
+		REQUIRE(syscall(SYS_delete_module, "beluga", O_NONBLOCK) == 0, "rmmod");
+		first = p_fast > 3 ? p_fast - 3 : 1;
+		rel_diag("fault-nth-modload: a load has %u fault points; beluga_init() starts "
+			 "near %u: testing %u..%u, every %u", p_all, p_fast, first, p_all, stride);
+	}
+	for (n = first; n <= first + 2000; n += stride) {
+		unsigned int left;
+
+		fail_nth_set(n);
+		r = (int)syscall(SYS_finit_module, kfd, params, 0);
+		left = fail_nth_get();
+		fail_nth_set(0);
+		if (r == 0) {
+			loaded++;
+			for (int i = 0; i < 50 && access("/dev/beluga1", F_OK); i++)
+				rel_msleep(20);
+			if (access("/dev/beluga", F_OK) || access("/dev/beluga1", F_OK)) {
+				kmsg("beluga-fault-inject: end\n");
+				FAILF("load succeeded at fault point %u but /dev/beluga%s is missing",
+				      n, access("/dev/beluga", F_OK) ? "" : "1");
+			}
+			if (syscall(SYS_delete_module, "beluga", O_NONBLOCK)) {
+				kmsg("beluga-fault-inject: end\n");
+				FAILF("unload after a load at fault point %u: %s", n, strerror(errno));
+			}
+		} else if (module_loaded() || !access("/dev/beluga", F_OK)) {
+			kmsg("beluga-fault-inject: end\n");
+			FAILF("load failed (%s) at fault point %u but left %s behind", strerror(errno),
+			      n, module_loaded() ? "the module" : "/dev/beluga");
+		}
+		if (left) {
+			points = (int)n - 1;
+			break;
+		}
+	}
+	kmsg("beluga-fault-inject: end\n");
+	close(kfd);
+	snprintf(cmd, sizeof(cmd), "modprobe beluga %s", margs ? margs : "");
+	r = system(cmd);
+	REQUIRE(r == 0 && module_loaded(), "'%s' afterwards: status %d", cmd, r);
+	for (int i = 0; i < 50 && access(rel_dev_path(), F_OK); i++)
+		rel_msleep(100);
+	REQUIRE(points >= 0, "still failing 2000 points after %u", first);
+	rel_diag("fault-nth-modload: points %u..%d (every %u) in %.0f s; %d loads "
+		 "succeeded despite the fault", first, points, stride, rel_now() - t0,
+		 loaded - 1);
+	return true;
+}
+
 /* ------------------------------------------------------------------ */
 
 struct test {
@@ -1671,6 +1782,7 @@ static const struct test tests[] = {
 	{ "ns-keys", t_ns_keys, true, false, false, false },
 	{ "pools-isolation", t_pools_wrap, true, false, false, false },
 	{ "rmmod", t_rmmod, true, false, false, true },
+	{ "fault-nth-modload", t_fault_nth_modload, false, false, true, true },
 };
 
 /* The child's verdict, read by the parent. */

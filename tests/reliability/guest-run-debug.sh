@@ -7,23 +7,28 @@
 #   2. reliability tests (/tests/reliability/beluga_rel, all but rmmod);
 #   3. the ioctl fuzzer (/tests/fuzz/beluga_fuzz $BELUGA_FUZZ_ARGS);
 #   4. every kselftest (/tests/kselftest/*);
-#   5. module unload/reload (beluga_rel rmmod), last;
+#   5. module unload/reload and module-load fault injection (beluga_rel rmmod
+#      fault-nth-modload), last;
 #   6. kmemleak scan (leaks younger than the tests) and the kernel log scan
 #      (KASAN, UBSAN, lockdep, BUG:, WARNING:, kmemleak): any report fails the
 #      run, printed in full.
 # Kernel command line knobs (set by scripts/test-debug.sh):
 #   beluga_fuzz=ARGS   fuzzer arguments, commas for spaces ("-r,4,-p,4")
 #   beluga_only=LIST   run only these steps (comma list of rel,fuzz,kselftest,rmmod)
+#   beluga_modload_stride=K  module-load fault injection tests every K-th point
+#                      (default 6; 1 tests them all)
 . /etc/beluga/lib.sh
 . /etc/beluga/env
 
-FUZZ_ARGS="-r 4 -p 4 -i 300 -T 90"
+FUZZ_ARGS="-r 4 -p 4 -i 300 -T 60"
+export BELUGA_MODLOAD_STRIDE=6
 ONLY=
 for a in $(cat /proc/cmdline); do
 	case $a in
 	beluga_fuzz=*) FUZZ_ARGS=$(echo "${a#beluga_fuzz=}" | tr ',' ' ') ;;
 	beluga_only=*) ONLY=",${a#beluga_only=}," ;;
 	beluga_fuzz_seed=*) export BELUGA_FUZZ_SEED="${a#beluga_fuzz_seed=}" ;;
+	beluga_modload_stride=*) BELUGA_MODLOAD_STRIDE=${a#beluga_modload_stride=} ;;
 	esac
 done
 # a development aid: an initramfs may carry the step list in a file
@@ -77,7 +82,7 @@ if want kselftest; then
 fi
 if want rmmod; then
 	step "module unload and reload"
-	run_tap_prog rmmod 120 /tests/reliability/beluga_rel rmmod
+	run_tap_prog rmmod 600 /tests/reliability/beluga_rel rmmod fault-nth-modload
 fi
 
 step "kmemleak and kernel log scan"
