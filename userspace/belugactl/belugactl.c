@@ -4,6 +4,7 @@
  *
  *   belugactl attach /dev/dax0.0 [--block-size 2M]
  *   belugactl attach --node 1 --size 192M [--block-size 2M]
+ *   belugactl attach --shared [--host-id N] [--format] /dev/dax0.0
  *   belugactl detach REGION_ID|NAME [--evict]
  *   belugactl status [--json | --prometheus]
  *   belugactl stats [--json | --prometheus]
@@ -125,11 +126,15 @@ static int cmd_attach(int argc, char **argv)
 		{ "node", required_argument, NULL, 'n' },
 		{ "size", required_argument, NULL, 's' },
 		{ "block-size", required_argument, NULL, 'b' },
+		{ "shared", no_argument, NULL, 'S' },
+		{ "format", no_argument, NULL, 'F' },
+		{ "host-id", required_argument, NULL, 'H' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	uint64_t node = 0, bytes = 0, block_size = 0;
+	uint64_t node = 0, bytes = 0, block_size = 0, host_id = 0;
 	int have_node = 0, have_size = 0, opt, ret;
+	int shared = 0, format = 0, have_host_id = 0;
 	struct beluga_attach out;
 	const char *dax = NULL;
 	struct beluga *b;
@@ -153,6 +158,18 @@ static int cmd_attach(int argc, char **argv)
 			if (ret)
 				return ret;
 			break;
+		case 'S':
+			shared = 1;
+			break;
+		case 'F':
+			format = 1;
+			break;
+		case 'H':
+			if (parse_u64(optarg, &host_id) || host_id > 15)
+				return usage_error("invalid host id '%s': give 0 to 15, unique "
+						   "among the hosts sharing the pool", optarg);
+			have_host_id = 1;
+			break;
 		case 'h':
 			return print_help();
 		default:
@@ -175,11 +192,19 @@ static int cmd_attach(int argc, char **argv)
 		return usage_error("--node needs --size, the bytes to reserve (e.g. --size 192M)");
 	if (dax && !strncmp(dax, "/dev/", 5) && strncmp(dax, "/dev/dax", 8))
 		return usage_error("'%s' is not a device-dax path: expected /dev/daxX.Y", dax);
+	if ((format || have_host_id) && !shared)
+		return usage_error("--format and --host-id apply to --shared only");
+	if (shared && !dax)
+		return usage_error("--shared needs a dax device: a shared pool lives on CXL "
+				   "memory that several hosts reach");
 
 	ret = open_device(O_RDWR, &b);
 	if (ret)
 		return ret;
-	if (dax)
+	if (shared)
+		ret = beluga_attach_dax_shared(b, dax, block_size,
+					       have_host_id ? (int)host_id : -1, format, &out);
+	else if (dax)
 		ret = beluga_attach_dax(b, dax, block_size, &out);
 	else
 		ret = beluga_attach_node(b, (int)node, bytes, block_size, &out);
@@ -510,6 +535,39 @@ static void status_human(const struct beluga_info *info, const struct beluga_sta
 	}
 }
 
+/* A shared pool's hosts, from the pool's sysfs "hosts" (empty otherwise). */
+static void status_hosts(void)
+{
+	const char *dev = device_path ? device_path : BELUGA_DEVICE_PATH;
+	const char *base = strrchr(dev, '/');
+	char path[256], line[256];
+	int header = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/sys/class/misc/%s/hosts", base ? base + 1 : dev);
+	f = fopen(path, "r");
+	if (!f)
+		return;
+	while (fgets(line, sizeof(line), f)) {
+		unsigned int id, inc, owned;
+		char state[16], alive[16], self[16], name[64];
+		unsigned long long hb, silent;
+
+		if (sscanf(line, "%u %15s %u %llu %x %15s %llu %15s %63s", &id, state, &inc,
+			   &hb, &owned, alive, &silent, self, name) != 9)
+			continue;
+		if (!header) {
+			printf("\nshared pool hosts:\n%-4s %-7s %-6s %5s %11s %10s %9s  %s\n",
+			       "HOST", "STATE", "ALIVE", "INC", "HEARTBEAT", "SILENT_MS",
+			       "OWNED", "NAME");
+			header = 1;
+		}
+		printf("%-4u %-7s %-6s %5u %11llu %10llu %#9x  %s%s\n", id, state, alive, inc,
+		       hb, silent, owned, name, strcmp(self, "self") ? "" : " (this host)");
+	}
+	fclose(f);
+}
+
 static int cmd_status(int argc, char **argv)
 {
 	struct beluga_stats st;
@@ -540,8 +598,10 @@ static int cmd_status(int argc, char **argv)
 		status_json(&info, &st, &rl);
 	else if (fmt == OUT_PROMETHEUS)
 		status_prometheus(&info, &rl);
-	else
+	else {
 		status_human(&info, &st, &rl);
+		status_hosts();
+	}
 	return EXIT_OK;
 }
 
@@ -938,7 +998,8 @@ static int cmd_apply(int argc, char **argv)
 static const struct command commands[] = {
 	{ "attach", cmd_attach,
 	  "DAX_DEVICE [--block-size SIZE]\n"
-	  "       belugactl attach --node N --size SIZE [--block-size SIZE]",
+	  "       belugactl attach --node N --size SIZE [--block-size SIZE]\n"
+	  "       belugactl attach --shared [--host-id N] [--format] DAX_DEVICE",
 	  "Add a memory region to the pool (needs root).\n\n"
 	  "  DAX_DEVICE         a device-dax instance bound to device_dax, e.g. /dev/dax0.0\n"
 	  "                     or dax0.0; attached whole (see `belugactl list`)\n"
@@ -946,7 +1007,14 @@ static const struct command commands[] = {
 	  "                     System RAM, or node 0 for development)\n"
 	  "  --size SIZE        bytes to reserve with --node\n"
 	  "  --block-size SIZE  bytes per block, a multiple of 4K from 4K to 1G; default:\n"
-	  "                     the pool's, 2M for the first region\n\n"
+	  "                     the pool's, 2M for the first region\n"
+	  "  --shared           the device holds a pool shared by several hosts (CXL\n"
+	  "                     memory they all reach); joins it, or formats it when it\n"
+	  "                     holds none. The pool must be empty; `status` shows hosts\n"
+	  "  --host-id N        this host's id in a shared pool, 0-15, unique among its\n"
+	  "                     hosts; default: the module's beluga.host_id\n"
+	  "  --format           with --shared: start the shared pool over (refused while\n"
+	  "                     other hosts are alive)\n\n"
 	  "Sizes take K, M, G, T suffixes (powers of 1024).\n" },
 	{ "detach", cmd_detach, "REGION_ID|NAME [--evict]",
 	  "Remove a region from the pool (needs root). Refused while a process maps the\n"

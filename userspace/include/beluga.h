@@ -183,6 +183,22 @@ int beluga_attach_dax(struct beluga *b, const char *dax, uint64_t block_size,
 		      struct beluga_attach *out);
 
 /*
+ * beluga_attach_dax_shared - attach a device-dax instance as a pool shared
+ * by several hosts (docs/multihost.md); the pool must be empty
+ * @host_id: this host's id, 0..15; -1 for the module's host_id parameter
+ * @format: format the range even if it holds a valid pool (refused with
+ *	-EBUSY while other hosts are alive); an unformatted range is
+ *	formatted anyway
+ * @block_size: 0 accepts the pool's (2 MiB when this call formats)
+ *
+ * More errors than beluga_attach_dax(): -EUCLEAN corrupt pool,
+ * -EPROTONOSUPPORT unknown on-media version, -ERANGE host id too large,
+ * -EADDRINUSE another live host has this id; the kernel log says more.
+ */
+int beluga_attach_dax_shared(struct beluga *b, const char *dax, uint64_t block_size,
+			     int host_id, int format, struct beluga_attach *out);
+
+/*
  * beluga_attach_node - reserve @bytes from NUMA node @node for the pool
  * @out: may be NULL; as for beluga_attach_dax()
  */

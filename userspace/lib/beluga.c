@@ -314,8 +314,36 @@ static void attach_done(struct beluga *b, const struct beluga_attach *req,
 		out->block_size = info.block_size;
 }
 
-BEL_EXPORT int beluga_attach_dax(struct beluga *b, const char *dax,
-				 uint64_t block_size, struct beluga_attach *out)
+/* ATTACH failures that only a shared (multi-host) attach can have. */
+static int attach_shared_fail(struct beluga *b, int err, const char *what)
+{
+	switch (-err) {
+	case EUCLEAN:
+		return bel_fail(b, err, "the shared pool on %s is corrupt (superblock "
+				"checksum): attach with --format to start over", what);
+	case EPROTONOSUPPORT:
+		return bel_fail(b, err, "the shared pool on %s has an on-media version this "
+				"module does not know: upgrade the module, or --format", what);
+	case ERANGE:
+		return bel_fail(b, err, "the host id is too large for the shared pool on %s "
+				"(its max_hosts): see dmesg", what);
+	case EADDRINUSE:
+		return bel_fail(b, err, "another live host uses this host id on %s: give "
+				"every host its own id (--host-id or beluga.host_id=)", what);
+	case EBUSY:
+		return bel_fail(b, err, "cannot attach %s shared: the pool has a region "
+				"already, the range is not device-dax memory, or --format while "
+				"other hosts are alive: see dmesg", what);
+	case EINVAL:
+		return bel_fail(b, err, "the module refused %s shared: no host id "
+				"(--host-id or beluga.host_id=), or the pool's geometry or block "
+				"size differs: see dmesg", what);
+	}
+	return 0;
+}
+
+static int attach_dax_req(struct beluga *b, const char *dax, uint64_t block_size,
+			  uint32_t flags, uint32_t host_id, struct beluga_attach *out)
 {
 	struct beluga_dax_device dev;
 	struct beluga_attach req;
@@ -380,12 +408,36 @@ BEL_EXPORT int beluga_attach_dax(struct beluga *b, const char *dax,
 	req.phys_start = dev.start;
 	req.length = dev.size;
 	req.block_size = block_size;
+	req.flags = flags;
+	req.host_id = host_id;
 	snprintf(req.name, sizeof(req.name), "%s", dev.name);
 	ret = bel_ioctl_call(b, BELUGA_IOC_ATTACH, &req);
+	if (ret && (flags & BELUGA_ATTACH_SHARED) && attach_shared_fail(b, ret, dev.name))
+		return ret;
 	if (ret)
 		return attach_fail(b, ret, &req, dev.name);
 	attach_done(b, &req, out);
 	return 0;
+}
+
+BEL_EXPORT int beluga_attach_dax(struct beluga *b, const char *dax,
+				 uint64_t block_size, struct beluga_attach *out)
+{
+	return attach_dax_req(b, dax, block_size, 0, 0, out);
+}
+
+BEL_EXPORT int beluga_attach_dax_shared(struct beluga *b, const char *dax,
+					uint64_t block_size, int host_id, int format,
+					struct beluga_attach *out)
+{
+	uint32_t flags = BELUGA_ATTACH_SHARED;
+
+	if (format)
+		flags |= BELUGA_ATTACH_FORMAT;
+	if (host_id >= 0)
+		flags |= BELUGA_ATTACH_HOST_ID;
+	return attach_dax_req(b, dax, block_size, flags,
+			      host_id >= 0 ? (uint32_t)host_id : 0, out);
 }
 
 BEL_EXPORT int beluga_attach_node(struct beluga *b, int node, uint64_t bytes,
