@@ -6,9 +6,11 @@
 #   A: publish keys 1000-1003 (tag 1), wait for B's marker 9001, race on key
 #      5000, wait for B's marker 9002, read 5000, detach; then version
 #      mismatch: set the superblock's major version to 2, attach must fail
-#      with EPROTONOSUPPORT; set it back, attach again: keys still there.
+#      with EPROTONOSUPPORT; set it back, attach again: keys still there;
+#      B's keys too once B is dead, and A adopts B's partitions.
 #   B: wait for 1000-1003 and check every byte, publish 9001, race on 5000
-#      (tag 2), publish 9002, read 5000, detach.
+#      (tag 2), publish 9002, read 5000, publish 2000-2003 and 9004, and
+#      stop without detaching (host death).
 # Lines "# RACE ROLE published P exists E" and "# TAG ROLE T" are for run.sh.
 . /etc/beluga/env
 . /etc/beluga/lib.sh
@@ -89,12 +91,30 @@ if [ "$role" = A ]; then
 	check set-version-1 $T set-version $DAX 1
 	check reattach $T attach $DAX $id
 	check keys-survive $T wait $NS 1000 4 30
+	# B stopped without detaching (its guest powered off): after a lease A
+	# holds it dead, adopts its partitions, and B's keys stay readable.
+	check dead-host-keys $T wait $NS 2000 4 60
+	i=0
+	until grep -q '^0 active .* ff alive .* self' /sys/class/misc/beluga/hosts; do
+		i=$((i + 1))
+		[ $i -gt 60 ] && break
+		sleep 1
+	done
+	if grep -q '^1 active .* dead ' /sys/class/misc/beluga/hosts &&
+	   grep -q '^0 active .* ff alive .* self' /sys/class/misc/beluga/hosts; then
+		tap_ok takeover
+	else
+		tap_fail takeover "$(cat /sys/class/misc/beluga/hosts | head -n 2)"
+		rc=1
+	fi
+	check dead-host-keys-after $T wait $NS 2000 4 30
 	echo "# hosts:"
 	sed 's/^/#   /' /sys/class/misc/beluga/hosts
 	check detach-again $T detach
 else
+	check publish-dying $T publish $NS 2000 4 $tag
 	check publish-read $T publish $NS 9004 1 $tag
-	check detach $T detach
+	# no detach: this host "dies" when the guest powers off
 fi
 dmesg | grep -i 'beluga' | sed 's/^/# dmesg: /'
 dmesg_check dmesg || rc=1
