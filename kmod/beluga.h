@@ -81,8 +81,10 @@ struct beluga_device {
 	 * Shared (multi-host) pool: @mh is set while one is attached; the
 	 * pool then has that one region only, and the block commands go to
 	 * the multi-host protocol. Readers: the block commands (whole
-	 * command), close(), sysfs. Writers: ATTACH, DETACH, unload. Taken
-	 * after beluga_claim_mutex and before regions_rwsem.
+	 * command), close(), sysfs. Writers: a shared ATTACH, the DETACH of
+	 * a shared region, unload; @mh also changes only under
+	 * beluga_claim_mutex. Taken after beluga_claim_mutex and before
+	 * regions_rwsem.
 	 */
 	struct rw_semaphore mh_rwsem;
 	struct beluga_mh *mh;

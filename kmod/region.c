@@ -366,7 +366,13 @@ int beluga_region_attach(struct beluga_device *dev, struct beluga_attach *arg)
 			 arg->node);
 
 	mutex_lock(&beluga_claim_mutex);
-	down_write(&dev->mh_rwsem);
+	/*
+	 * dev->mh changes only under beluga_claim_mutex and, for the block
+	 * commands, mh_rwsem: a single-host attach leaves it alone and does
+	 * not hold the block commands up.
+	 */
+	if (shared)
+		down_write(&dev->mh_rwsem);
 	down_write(&dev->regions_rwsem);
 	/* A shared pool is one region, alone in its pool. */
 	if (dev->mh || (shared && READ_ONCE(dev->pool.nr_regions))) {
@@ -417,7 +423,8 @@ int beluga_region_attach(struct beluga_device *dev, struct beluga_attach *arg)
 		dev->mh_gen++;
 	}
 	up_write(&dev->regions_rwsem);
-	up_write(&dev->mh_rwsem);
+	if (shared)
+		up_write(&dev->mh_rwsem);
 	mutex_unlock(&beluga_claim_mutex);
 
 	arg->region_id = slot;
@@ -437,7 +444,8 @@ out_unclaim:
 	beluga_region_unclaim(region);
 out_free:
 	up_write(&dev->regions_rwsem);
-	up_write(&dev->mh_rwsem);
+	if (shared)
+		up_write(&dev->mh_rwsem);
 	mutex_unlock(&beluga_claim_mutex);
 	beluga_region_put(region);
 	return ret;
@@ -498,14 +506,19 @@ static int beluga_detach_locked(struct beluga_device *dev, u32 slot,
 int beluga_region_detach(struct beluga_device *dev, u32 slot, bool evict,
 			 u64 *evicted)
 {
+	bool shared;
 	int ret;
 
 	mutex_lock(&beluga_claim_mutex);
-	down_write(&dev->mh_rwsem);
+	/* Stable under beluga_claim_mutex; see beluga_region_attach(). */
+	shared = dev->mh;
+	if (shared)
+		down_write(&dev->mh_rwsem);
 	down_write(&dev->regions_rwsem);
 	ret = beluga_detach_locked(dev, slot, evict, evicted, false);
 	up_write(&dev->regions_rwsem);
-	up_write(&dev->mh_rwsem);
+	if (shared)
+		up_write(&dev->mh_rwsem);
 	mutex_unlock(&beluga_claim_mutex);
 	return ret;
 }
