@@ -29,23 +29,38 @@ done
 for r in /sys/bus/cxl/devices/region*; do
 	[ -e $r/target0 ] && echo "# $(basename $r) target0 $(cat $r/target0)"
 done
-if [ "$role" = B ]; then
-	# the pool A formatted: dax0.0 there, but maybe another number here
+# PCI address of the CXL memory device behind dax device $1
+bdf_of_dax() {
+	_r=$(readlink -f /sys/bus/dax/devices/$1 | grep -o 'region[0-9]*' | head -n1)
+	_d=$(cat /sys/bus/cxl/devices/$_r/target0 2>/dev/null)
+	_e=endpoint${_d#decoder}
+	readlink -f /sys/bus/cxl/devices/${_e%.*}/uport | sed 's|.*/\(0000:[^/]*\)/mem[0-9]*$|\1|'
+}
+if [ "$role" = A ]; then
+	# run.sh shares only this device's backing file with B
+	echo "# POOL-BDF $(bdf_of_dax $DAX)"
+else
+	# The guest setup numbers CXL regions in endpoint probe order, which
+	# differs between boots: find the device that is A's pool here.
+	want=$(cat /mh/pool-bdf)
+	DAX=
+	for d in $BELUGA_TEST_DAX; do
+		[ "$(bdf_of_dax $d)" = "$want" ] && DAX=$d
+	done
+	if [ -z "$DAX" ]; then
+		# this guest onlined that device as System RAM (kmem): run.sh retries B
+		echo "# CONFLICT: $want is not a dax device here"
+		tap_skip find-pool "A's pool device is this guest's kmem node; run.sh retries"
+		exit 0
+	fi
 	i=0
-	until DAX=$($T find-pool $BELUGA_TEST_DAX); do
+	until [ "$($T find-pool $DAX)" = "$DAX" ]; do
 		i=$((i + 1))
-		if [ $i -gt 90 ]; then
-			# The guest setup numbers CXL regions in endpoint probe order, which
-			# differs between boots: A's pool may be on the device that this
-			# guest onlined as System RAM (kmem). run.sh then boots both again.
-			echo "# CONFLICT: no dax device of this guest holds A's pool after 90 s"
-			tap_skip find-pool "A's pool is on this guest's kmem node; run.sh retries"
-			exit 0
-		fi
+		[ $i -gt 60 ] && break
 		sleep 1
 	done
-	tap_ok find-pool
-	echo "# A's pool is $DAX here"
+	check find-pool $T find-pool $DAX
+	echo "# A's pool ($want) is $DAX here"
 fi
 if [ "$role" = A ]; then
 	check attach $T attach $DAX $id

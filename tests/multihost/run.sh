@@ -25,39 +25,44 @@ for r in A B; do
 	echo $r >"$out/$r/mh/role"
 done
 
-# Build the module and both initramfs images one after the other (they share
-# the build directory), then boot the two guests at once on fresh CXL files.
-# The guest setup numbers CXL regions in endpoint probe order, which differs
-# between boots, so A's pool can land on the memory B onlines as System RAM:
-# B then reports CONFLICT (guest.sh) and both guests are booted again.
-attempt=0
-while :; do
-	attempt=$((attempt + 1))
-	rm -rf "$out/mem" "$out/A/run" "$out/B/run"
-	mkdir -p "$out/mem"
-	pids=()
-	for r in A B; do
-		"$root/scripts/vm/run-guest.sh" -q -r "$here/guest.sh" -d "$out/$r/mh:/mh" \
-			-m "$out/mem" -o "$out/$r/run" -t "$tmo" 6.12 >"$out/$r/log" 2>&1 &
-		pids+=($!)
-		# the second guest starts once the first one's initramfs exists
-		while [ ! -f "$out/$r/run/initramfs.cpio" ] && kill -0 "${pids[-1]}" 2>/dev/null; do
-			sleep 1
-		done
-	done
-	conflict=0
-	while kill -0 "${pids[0]}" 2>/dev/null || kill -0 "${pids[1]}" 2>/dev/null; do
-		if grep -q '^# CONFLICT' "$out/B/run/results.tap" 2>/dev/null; then
-			conflict=1
-			kill "${pids[0]}" 2>/dev/null || true
-		fi
-		sleep 2
-	done
-	rc=0
-	for p in "${pids[@]}"; do wait "$p" || rc=1; done
-	[ $conflict = 1 ] && [ $attempt -lt 4 ] || break
-	echo "# attempt $attempt: A's pool was on B's kmem memory; booting both again"
+# A boots first on its own CXL files and names the device of its pool (PCI
+# bus 0d, 0e, 0f = root port 0, 1, 2 = file mem0, mem1, mem2). B then boots
+# with private files except that one, hard-linked: the guests share the pool
+# and nothing else (not the memory either onlines as System RAM). The guest
+# setup numbers regions in endpoint probe order, which differs between
+# boots: when B made that device its kmem node it reports CONFLICT and is
+# booted again.
+rc=0
+mkdir -p "$out/memA"
+"$root/scripts/vm/run-guest.sh" -q -r "$here/guest.sh" -d "$out/A/mh:/mh" \
+	-m "$out/memA" -o "$out/A/run" -t "$tmo" 6.12 >"$out/A/log" 2>&1 &
+apid=$!
+bdf=
+for _ in $(seq 600); do
+	bdf=$(sed -n 's/^# POOL-BDF \(0000:..:00\.0\).*/\1/p' "$out/A/run/results.tap" 2>/dev/null || true)
+	[ -n "$bdf" ] || ! kill -0 $apid 2>/dev/null && break
+	sleep 1
 done
+if [ -z "$bdf" ]; then
+	echo "# guest A never named its pool device"
+	wait $apid || true
+	rc=1
+else
+	k=$((0x$(echo "$bdf" | cut -d: -f2) - 0x0d))
+	echo "$bdf" >"$out/B/mh/pool-bdf"
+	echo "# A's pool: $bdf, file mem$k"
+	for attempt in 1 2 3 4 5; do
+		rm -rf "$out/memB" "$out/B/run"
+		mkdir -p "$out/memB"
+		ln "$out/memA/mem$k" "$out/memB/mem$k"
+		"$root/scripts/vm/run-guest.sh" -q -r "$here/guest.sh" -d "$out/B/mh:/mh" \
+			-m "$out/memB" -o "$out/B/run" -t "$tmo" 6.12 >"$out/B/log" 2>&1 || rc=1
+		grep -q "^# CONFLICT" "$out/B/run/results.tap" 2>/dev/null || break
+		rc=0
+		echo "# B attempt $attempt: $bdf is B's kmem node; booting B again"
+	done
+	wait $apid || rc=1
+fi
 
 n=0 fail=0
 for r in A B; do
