@@ -17,6 +17,7 @@
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
 #include <linux/capability.h>
+#include <linux/device.h>
 #include <linux/gfp.h>
 #include <linux/ioport.h>
 #include <linux/memremap.h>
@@ -430,9 +431,9 @@ int beluga_region_attach(struct beluga_device *dev, struct beluga_attach *arg)
 	arg->region_id = slot;
 	arg->first_offset = first_offset;
 	arg->nr_blocks = nr_blocks;
-	pr_info("%s: attached %s as region %u: %llu bytes, %u blocks at offset 0x%llx\n",
-		dev->name, region->name, slot, region->length, nr_blocks,
-		first_offset);
+	dev_info(dev->misc.this_device,
+		 "attached %s as region %u: %llu bytes, %u blocks at offset 0x%llx\n",
+		 region->name, slot, region->length, nr_blocks, first_offset);
 	return 0;
 
 out_remove:
@@ -494,8 +495,8 @@ static int beluga_detach_locked(struct beluga_device *dev, u32 slot,
 		return ret;
 
 	dev->regions[slot] = NULL;
-	pr_info("%s: detached %s (region %u)\n", dev->name, region->name,
-		slot);
+	dev_info(dev->misc.this_device, "detached %s (region %u)\n",
+		 region->name, slot);
 	/* Waits for sysfs readers, which never take regions_rwsem. */
 	beluga_region_sysfs_del(region);
 	beluga_region_unclaim(region);
@@ -538,8 +539,8 @@ void beluga_region_detach_all(struct beluga_device *dev)
 		if (!dev->regions[slot])
 			continue;
 		if (beluga_detach_locked(dev, slot, true, NULL, true))
-			pr_err("%s: region %u still in use at unload\n",
-			       dev->name, slot);
+			dev_err(dev->misc.this_device,
+				"region %u still in use at unload\n", slot);
 	}
 	up_write(&dev->regions_rwsem);
 	up_write(&dev->mh_rwsem);
