@@ -8,9 +8,11 @@
 #
 #   config  allnoconfig + kernel-debug/debug.config (merge_config.sh) + olddefconfig;
 #           every fragment line must survive, or the build fails naming the symbol
-#   cache   $BELUGA_KDEBUG_DIR (default build/kdebug, gitignored): the source is
-#           extracted once; a finished build is reused as long as the fragment, this
-#           script and the source tarball are unchanged (stamp: obj/.beluga-stamp)
+#   cache   $BELUGA_KDEBUG_DIR, default /var/cache/beluga/kdebug when writable
+#           (shared by every checkout on the machine), else build/kdebug: the
+#           source is extracted once; a finished build is reused as long as the
+#           fragment, RECIPE below, gcc and the source tarball are unchanged
+#           (stamp: obj/.beluga-stamp); concurrent builds wait on a lock
 #   time    the build time is printed on stderr and kept in obj/.beluga-build-time
 #   -f      rebuild even if the stamp matches (incremental make, not from scratch)
 #   -j N    parallel jobs (default: nproc)
@@ -32,12 +34,24 @@ while getopts fj:o: opt; do
 done
 
 tarball=${BELUGA_KSRC_TARBALL:-/usr/src/linux-source-6.12.tar.xz}
-top=${BELUGA_KDEBUG_DIR:-$BELUGA_BUILD/kdebug}
+if [ -n "${BELUGA_KDEBUG_DIR:-}" ]; then
+	top=$BELUGA_KDEBUG_DIR
+elif mkdir -p "$BELUGA_CACHE/kdebug" 2>/dev/null && [ -w "$BELUGA_CACHE/kdebug" ]; then
+	top=$BELUGA_CACHE/kdebug
+else
+	top=$BELUGA_BUILD/kdebug
+fi
 frag=$here/debug.config
 [ -f "$tarball" ] || die "$tarball not found: apt-get install linux-source-6.12 (scripts/install-deps.sh)"
-need_cmd make gcc flex bison bc tar xz
+need_cmd make gcc flex bison bc tar xz flock
 mkdir -p "$top"
 top=$(cd "$top" && pwd)
+# one build at a time per cache (other checkouts, parallel lanes)
+exec 9>"$top/.lock"
+if ! flock -n 9; then
+	log "waiting for another build of the debug kernel in $top"
+	flock 9
+fi
 obj=${objdir:-$top/obj}
 mkdir -p "$obj"
 obj=$(cd "$obj" && pwd)

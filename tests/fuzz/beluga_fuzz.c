@@ -79,6 +79,9 @@ struct board {
 	volatile uint64_t pubs, lookups_hit;
 	volatile uint64_t abi_violations;	/* failed calls that changed state */
 	double deadline;		/* CLOCK_MONOTONIC; 0: none */
+	/* the slowest operation of each worker (a kernel path gone slow) */
+	volatile double slow_s[MAX_PROCS];
+	char slow_op[MAX_PROCS][16];
 	char msg[MAX_PROCS][MSG_LEN];
 };
 
@@ -1291,7 +1294,14 @@ static void worker_run(struct worker *w, uint64_t iters)
 		w->opname = ops[i].name;
 		if (verbose)
 			fprintf(stderr, "# w%d op %" PRIu64 " %s\n", w->id, w->op, ops[i].name);
+		double t = rel_now();
+
 		ops[i].fn(w);
+		t = rel_now() - t;
+		if (t > B->slow_s[w->id]) {
+			B->slow_s[w->id] = t;
+			snprintf(B->slow_op[w->id], sizeof(B->slow_op[0]), "%s", ops[i].name);
+		}
 		B->ops[w->id]++;
 	}
 	/* leave with whatever is still owned and pinned: close returns it */
@@ -1547,6 +1557,17 @@ int main(int argc, char **argv)
 		if (!rel_stats_sane(&st, why, sizeof(why))) {
 			rel_diag("round %d: %s", round, why);
 			round_ok = false;
+		}
+		{
+			int sw = 0;
+
+			for (int i = 1; i < procs; i++)
+				if (B->slow_s[i] > B->slow_s[sw])
+					sw = i;
+			rel_diag("round %d: slowest operation %.2f s (%s, worker %d)", round,
+				 B->slow_s[sw], B->slow_op[sw], sw);
+			for (int i = 0; i < MAX_PROCS; i++)
+				B->slow_s[i] = 0;
 		}
 		snprintf(name, sizeof(name), "round-%d", round);
 		rel_diag("round %d: %.1f s, %d SIGKILLed (%d by the parent), ops so far "
