@@ -18,6 +18,8 @@
 # Options:
 #   --fuzz ARGS   fuzzer arguments (default "-r 4 -p 4 -i 300 -T 60": 4 rounds of
 #                 4 processes x 300 operations, at most 60 s; commas or spaces)
+#   --rel LIST    only these beluga_rel tests (comma list; -l lists them)
+#   --verbose     beluga_rel prints every fault point it tries
 #   --modload-stride K   module-load fault injection: every K-th fault point
 #                 (default 6; 1: all of them, ~3 minutes)
 #   --only LIST   guest steps to run: comma list of rel,fuzz,kselftest,rmmod
@@ -30,16 +32,18 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/vm/lib.sh
 
-fuzz="-r 4 -p 4 -i 300 -T 60" only="" tmo=1200 stride=6 smp=2 jobs=$(nproc)
+fuzz="-r 4 -p 4 -i 300 -T 60" only="" tmo=1200 stride=6 rel="" verbose=0 smp=2 jobs=$(nproc)
 while [ $# -gt 0 ]; do
 	case $1 in
 	--fuzz) fuzz=$2; shift 2 ;;
 	--only) only=$2; shift 2 ;;
 	--modload-stride) stride=$2; shift 2 ;;
+	--rel) rel=$2; shift 2 ;;
+	--verbose) verbose=1; shift ;;
 	-t) tmo=$2; shift 2 ;;
 	-s) smp=$2; shift 2 ;;
 	-j) jobs=$2; shift 2 ;;
-	*) die "usage: $0 [--fuzz ARGS] [--only rel,fuzz,kselftest,rmmod] [--modload-stride K] [-t SECS] [-s N] [-j N]" ;;
+	*) die "usage: $0 [--fuzz ARGS] [--only rel,fuzz,kselftest,rmmod] [--modload-stride K] [--rel LIST] [--verbose] [-t SECS] [-s N] [-j N]" ;;
 	esac
 done
 
@@ -185,6 +189,8 @@ cmdline="console=ttyS0 loglevel=5 panic=-1 no_timer_check beluga_kernel=6.12-deb
 cmdline+=" beluga_timeout=$gtmo memhp_default_state=offline beluga_modargs=pools=2 beluga_fuzz=$fz"
 [ -n "$only" ] && cmdline+=" beluga_only=$only"
 cmdline+=" beluga_modload_stride=$stride"
+[ -n "$rel" ] && cmdline+=" beluga_rel=$rel"
+[ $verbose -eq 1 ] && cmdline+=" beluga_rel_verbose=1"
 [ -n "${BELUGA_FUZZ_SEED:-}" ] && cmdline+=" beluga_fuzz_seed=$BELUGA_FUZZ_SEED"
 # shellcheck disable=SC2054 # QEMU options contain commas
 qemu=(qemu-system-x86_64 -accel tcg -nodefaults -no-user-config -display none -no-reboot

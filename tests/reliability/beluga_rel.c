@@ -578,6 +578,10 @@ static bool t_fault_nth_one(const struct nth_op *op, int *points)
 		left = fail_nth_get();
 		fail_nth_set(0);
 		ok = op->check(&c, r, left == 0);
+		if (getenv("BELUGA_REL_VERBOSE"))
+			rel_diag("%s: fault point %u: result %s, %s, check %s%s%s", op->name, n,
+				 en(r), left ? "not reached" : "injected", ok ? "ok" : "FAILED: ",
+				 ok ? "" : why, "");
 		if (!ok) {
 			bool seen = false;
 
@@ -1229,6 +1233,73 @@ static bool t_abi_ro_struct(void)
 			rel_release(fd, 1, offs);
 		}
 		(void)hits;
+	}
+	/* EVICT of one key */
+	{
+		struct beluga_evict *e = (void *)ro;
+		struct beluga_key k = rel_key(ns, 9);
+		uint64_t off;
+		uint32_t hits = 0;
+
+		if (rel_alloc(fd, 1, &off) == 0 && rel_publish1(fd, ns, off, k, &res) == 0 &&
+		    res == 0) {
+			memset(e, 0, sizeof(*e));
+			e->size = sizeof(*e);
+			e->ns = ns;
+			e->key = k;
+			mprotect(ro, REL_PAGE, PROT_READ);
+			r = rel_ioctl(fd, BELUGA_IOC_EVICT, e);
+			mprotect(ro, REL_PAGE, PROT_READ | PROT_WRITE);
+			rel_lookup(fd, ns, &k, 1, NULL, 0, &hits);
+			if (r == -EFAULT && hits == 0) {
+				rel_diag("EVICT with its struct in read-only memory returned -EFAULT "
+					 "but the key was evicted");
+				ok = false;
+			}
+		}
+	}
+	/* ATTACH and DETACH (admin): out fields, so the struct is written back */
+	{
+		struct beluga_attach *a = (void *)ro;
+		uint32_t before = nr_regions(fd), slot = UINT32_MAX;
+		struct beluga_region_info ri;
+
+		memset(a, 0, sizeof(*a));
+		r = rel_attach_node(fd, 2 * REL_MIB, BSIZE, "ro-struct", a);
+		if (r == 0)	/* a writable one first: learn the slot, then detach */
+			rel_detach(fd, a->region_id, BELUGA_DETACH_EVICT);
+		if (r == 0) {
+			a->region_id = 0;
+			mprotect(ro, REL_PAGE, PROT_READ);
+			r = rel_ioctl(fd, BELUGA_IOC_ATTACH, a);
+			mprotect(ro, REL_PAGE, PROT_READ | PROT_WRITE);
+			for (uint32_t sl = 0; sl < BELUGA_MAX_REGIONS; sl++)
+				if (rel_region_info(fd, sl, &ri) == 0 && !strcmp(ri.name, "ro-struct"))
+					slot = sl;
+			if (r == -EFAULT && nr_regions(fd) != before) {
+				rel_diag("ATTACH with its struct in read-only memory returned -EFAULT "
+					 "but the region was attached (slot %u, name ro-struct); the "
+					 "caller never learns its region_id", slot);
+				ok = false;
+			}
+			if (slot != UINT32_MAX) {
+				struct beluga_detach *d = (void *)ro;
+
+				memset(d, 0, sizeof(*d));
+				d->size = sizeof(*d);
+				d->flags = BELUGA_DETACH_EVICT;
+				d->region_id = slot;
+				mprotect(ro, REL_PAGE, PROT_READ);
+				r = rel_ioctl(fd, BELUGA_IOC_DETACH, d);
+				mprotect(ro, REL_PAGE, PROT_READ | PROT_WRITE);
+				if (r == -EFAULT && rel_region_info(fd, slot, &ri) == -ENOENT) {
+					rel_diag("DETACH with its struct in read-only memory returned "
+						 "-EFAULT but the region was detached");
+					ok = false;
+				}
+				rel_detach(fd, slot, BELUGA_DETACH_EVICT);
+			}
+		}
 	}
 	rel_evict_ns(fd, ns, NULL, NULL);
 	close(fd);

@@ -15,12 +15,15 @@
 # Kernel command line knobs (set by scripts/test-debug.sh):
 #   beluga_fuzz=ARGS   fuzzer arguments, commas for spaces ("-r,4,-p,4")
 #   beluga_only=LIST   run only these steps (comma list of rel,fuzz,kselftest,rmmod)
+#   beluga_rel=LIST    only these beluga_rel tests (comma list; beluga_rel -l)
+#   beluga_rel_verbose=1  beluga_rel prints every fault point it tries
 #   beluga_modload_stride=K  module-load fault injection tests every K-th point
 #                      (default 6; 1 tests them all)
 . /etc/beluga/lib.sh
 . /etc/beluga/env
 
 FUZZ_ARGS="-r 4 -p 4 -i 300 -T 60"
+REL_TESTS=
 export BELUGA_MODLOAD_STRIDE=6
 ONLY=
 for a in $(cat /proc/cmdline); do
@@ -29,6 +32,8 @@ for a in $(cat /proc/cmdline); do
 	beluga_only=*) ONLY=",${a#beluga_only=}," ;;
 	beluga_fuzz_seed=*) export BELUGA_FUZZ_SEED="${a#beluga_fuzz_seed=}" ;;
 	beluga_modload_stride=*) BELUGA_MODLOAD_STRIDE=${a#beluga_modload_stride=} ;;
+	beluga_rel=*) REL_TESTS=$(echo "${a#beluga_rel=}" | tr ',' ' ') ;;
+	beluga_rel_verbose=*) export BELUGA_REL_VERBOSE=1 ;;
 	esac
 done
 # a development aid: an initramfs may carry the step list in a file
@@ -63,7 +68,8 @@ step() {
 
 if want rel; then
 	step "reliability tests"
-	run_tap_prog rel 900 /tests/reliability/beluga_rel
+	# shellcheck disable=SC2086 # a list of test names
+	run_tap_prog rel 900 /tests/reliability/beluga_rel $REL_TESTS
 fi
 if want fuzz; then
 	step "fuzzer: beluga_fuzz $FUZZ_ARGS"
