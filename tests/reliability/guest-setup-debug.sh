@@ -4,7 +4,8 @@
 # /etc/beluga/setup.sh and sourced by /init (scripts/vm/guest-init.sh) with
 # /etc/beluga/lib.sh loaded. Same result as scripts/vm/guest-setup.sh for
 # 6.12: dax0.0 + dax1.0 on device_dax, a third CXL ram region onlined by kmem
-# as a CPU-less NUMA node; writes /etc/beluga/env.
+# as a CPU-less NUMA node; writes /etc/beluga/env (both dax devices are CXL
+# memory: BELUGA_TEST_DAX_CXL lists them too).
 #
 # Differences: everything but beluga.ko is built in, so nothing is modprobed,
 # and the built-in kmem driver binds every new CXL dax device at once (with
@@ -152,6 +153,7 @@ mkdir -p /etc/beluga
 cat >/etc/beluga/env <<EOT
 export BELUGA_TEST_KERNEL=$BELUGA_TEST_KERNEL
 export BELUGA_TEST_DAX='$BELUGA_TEST_DAX'
+export BELUGA_TEST_DAX_CXL='$BELUGA_TEST_DAX'
 export BELUGA_TEST_NODE=$BELUGA_TEST_NODE
 export BELUGA_MODPROBE_ARGS='$BELUGA_MODPROBE_ARGS'
 export BELUGA_TEST_KO=/lib/modules/$KVER/updates/beluga.ko
