@@ -557,6 +557,12 @@ long beluga_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 	ret = copy_struct_from_user(&buf, op->size, uarg, usize);
 	if (ret)
 		return ret;
+	/*
+	 * Fail a struct the results cannot be written to before anything
+	 * takes effect: writing its own bytes back changes nothing.
+	 */
+	if (copy_to_user(uarg, &buf, min_t(size_t, usize, op->size)))
+		return -EFAULT;
 
 	if ((op->flags & BELUGA_OP_POOL) &&
 	    !READ_ONCE(bf->dev->pool.nr_regions))

@@ -83,7 +83,10 @@
  *            attached (INFO, STATS and REGION_INFO work on an empty pool).
  * A command that fails with an error leaves the pool unchanged, unless its
  * description below says otherwise (PUBLISH, DETACH with
- * BELUGA_DETACH_EVICT). The counters of STATS count attempts: a call
+ * BELUGA_DETACH_EVICT). A struct that cannot be written back fails with
+ * -EFAULT before anything happens; only if another thread unmaps it during
+ * the call can a command take effect and still return -EFAULT.
+ * The counters of STATS count attempts: a call
  * undone on -EFAULT still shows in allocs and frees.
  */
 #ifndef _UAPI_LINUX_BELUGA_H
