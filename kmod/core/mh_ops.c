@@ -521,10 +521,12 @@ static u32 bel_mh_find(struct bel_mh_host *h, u64 ns,
 	bool sure;
 
 	if (hint != BEL_MH_NONE) {
-		seen |= 1U << hint;
 		if (bel_mh_probe(h, hint, BEL_MH_I_PROBE, ns, key, blk, e,
 				 &sure) == BEL_MH_ENT_PUBLISHED)
 			return hint;
+		/* A diverted walk is retried below like any other. */
+		if (sure)
+			seen |= 1U << hint;
 	}
 	for (round = 0; round < 2; round++) {
 		for (p = 0; p < n; p++) {
