@@ -30,6 +30,30 @@ union beluga_ioctl_buf {
 	struct beluga_region_info region_info;
 };
 
+/* One call: the user's struct as copied in, and where it goes back. */
+struct beluga_ucmd {
+	union beluga_ioctl_buf buf;
+	void __user *uarg;
+	size_t out_len;		/* min(the user's size, the kernel's) */
+	bool responded;
+};
+
+/*
+ * Write the struct back now, while the command can still be undone: a
+ * command that commits after its output is in place never takes effect
+ * behind an -EFAULT (the late copy fails only if another thread unmaps the
+ * struct during the call, or under fault injection).
+ */
+static int beluga_respond(union beluga_ioctl_buf *u)
+{
+	struct beluga_ucmd *ucmd = container_of(u, struct beluga_ucmd, buf);
+
+	ucmd->responded = true;
+	if (copy_to_user(ucmd->uarg, &ucmd->buf, ucmd->out_len))
+		return -EFAULT;
+	return 0;
+}
+
 /* Validates a batch count and returns the array's byte size. */
 static int beluga_batch_bytes(u32 count, size_t elem, size_t *bytes)
 {
@@ -385,14 +409,18 @@ static int beluga_cmd_lookup(struct beluga_file *bf, union beluga_ioctl_buf *u)
 	if (offsets && hits &&
 	    copy_to_user(u64_to_user_ptr(arg->offsets), offsets,
 			 (size_t)hits * sizeof(*offsets))) {
-		if (pin && bf->dev->mh)
-			beluga_mh_block_list(bf, hits, offsets, true);
-		else if (pin)
-			bel_release(bf->client, hits, offsets);
 		ret = -EFAULT;
-		goto out;
+	} else {
+		arg->hits = hits;
+		ret = beluga_respond(u);
 	}
-	arg->hits = hits;
+	/* The caller never learnt what it pinned: let go of it. */
+	if (ret && pin && hits) {
+		if (bf->dev->mh)
+			beluga_mh_block_list(bf, hits, offsets, true);
+		else
+			bel_release(bf->client, hits, offsets);
+	}
 out:
 	kvfree(offsets);
 	kvfree(keys);
@@ -401,7 +429,22 @@ out:
 
 static int beluga_cmd_attach(struct beluga_file *bf, union beluga_ioctl_buf *u)
 {
-	return beluga_region_attach(bf->dev, &u->attach);
+	u64 evicted;
+	int ret;
+
+	ret = beluga_region_attach(bf->dev, &u->attach);
+	if (ret)
+		return ret;
+	ret = beluga_respond(u);
+	/*
+	 * The caller never learnt the region's id: take the region back. A
+	 * client that allocated from it in the meantime keeps it (-EBUSY),
+	 * which the uapi documents.
+	 */
+	if (ret)
+		beluga_region_detach(bf->dev, u->attach.region_id, false,
+				     &evicted);
+	return ret;
 }
 
 static int beluga_cmd_detach(struct beluga_file *bf, union beluga_ioctl_buf *u)
@@ -484,6 +527,8 @@ out:
 #define BELUGA_OP_EFFECTIVE	BIT(3)
 /* Runs with mh_rwsem held for reading: a shared pool cannot come or go. */
 #define BELUGA_OP_MH		BIT(4)
+/* Nothing in the struct is output: it is not written back. */
+#define BELUGA_OP_IN_ONLY	BIT(5)
 
 struct beluga_ioctl_op {
 	int (*execute)(struct beluga_file *bf, union beluga_ioctl_buf *u);
@@ -508,21 +553,23 @@ static const struct beluga_ioctl_op beluga_ops[] = {
 	BELUGA_OP(INFO, beluga_cmd_info, beluga_info, 0),
 	BELUGA_OP(STATS, beluga_cmd_stats, beluga_stats, 0),
 	BELUGA_OP(ALLOC, beluga_cmd_alloc, beluga_alloc,
-		  BELUGA_OP_WRITE | BELUGA_OP_POOL | BELUGA_OP_MH),
+		  BELUGA_OP_WRITE | BELUGA_OP_POOL | BELUGA_OP_MH |
+		  BELUGA_OP_IN_ONLY),
 	BELUGA_OP(FREE, beluga_cmd_free, beluga_blocks,
-		  BELUGA_OP_WRITE | BELUGA_OP_POOL | BELUGA_OP_MH),
+		  BELUGA_OP_WRITE | BELUGA_OP_POOL | BELUGA_OP_MH |
+		  BELUGA_OP_IN_ONLY),
 	BELUGA_OP(PUBLISH, beluga_cmd_publish, beluga_publish,
 		  BELUGA_OP_WRITE | BELUGA_OP_POOL | BELUGA_OP_EFFECTIVE |
 		  BELUGA_OP_MH),
 	BELUGA_OP(LOOKUP, beluga_cmd_lookup, beluga_lookup,
 		  BELUGA_OP_POOL | BELUGA_OP_MH),
 	BELUGA_OP(RELEASE, beluga_cmd_release, beluga_blocks,
-		  BELUGA_OP_POOL | BELUGA_OP_MH),
+		  BELUGA_OP_POOL | BELUGA_OP_MH | BELUGA_OP_IN_ONLY),
 	BELUGA_OP(ATTACH, beluga_cmd_attach, beluga_attach, BELUGA_OP_ADMIN),
 	BELUGA_OP(DETACH, beluga_cmd_detach, beluga_detach,
 		  BELUGA_OP_ADMIN | BELUGA_OP_EFFECTIVE),
 	BELUGA_OP(EVICT, beluga_cmd_evict, beluga_evict,
-		  BELUGA_OP_ADMIN | BELUGA_OP_MH),
+		  BELUGA_OP_ADMIN | BELUGA_OP_MH | BELUGA_OP_EFFECTIVE),
 	BELUGA_OP(REGION_INFO, beluga_cmd_region_info, beluga_region_info, 0),
 };
 
@@ -531,7 +578,8 @@ long beluga_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 	struct beluga_file *bf = file->private_data;
 	void __user *uarg = (void __user *)arg;
 	const struct beluga_ioctl_op *op;
-	union beluga_ioctl_buf buf;
+	struct beluga_ucmd ucmd = { .uarg = uarg };
+	union beluga_ioctl_buf *buf = &ucmd.buf;
 	unsigned int nr = _IOC_NR(cmd);
 	u32 usize;
 	int ret;
@@ -554,14 +602,16 @@ long beluga_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 	/* Bounds the zero check of unknown trailing bytes, as clone3() does. */
 	if (usize > PAGE_SIZE)
 		return -E2BIG;
-	ret = copy_struct_from_user(&buf, op->size, uarg, usize);
+	ret = copy_struct_from_user(buf, op->size, uarg, usize);
 	if (ret)
 		return ret;
+	ucmd.out_len = min_t(size_t, usize, op->size);
 	/*
 	 * Fail a struct the results cannot be written to before anything
 	 * takes effect: writing its own bytes back changes nothing.
 	 */
-	if (copy_to_user(uarg, &buf, min_t(size_t, usize, op->size)))
+	if (!(op->flags & BELUGA_OP_IN_ONLY) &&
+	    copy_to_user(uarg, buf, ucmd.out_len))
 		return -EFAULT;
 
 	if ((op->flags & BELUGA_OP_POOL) &&
@@ -570,12 +620,14 @@ long beluga_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 
 	if (op->flags & BELUGA_OP_MH)
 		down_read(&bf->dev->mh_rwsem);
-	ret = op->execute(bf, &buf);
+	ret = op->execute(bf, buf);
 	if (op->flags & BELUGA_OP_MH)
 		up_read(&bf->dev->mh_rwsem);
+	if (ucmd.responded || (op->flags & BELUGA_OP_IN_ONLY))
+		return ret;
 	if (ret && !(op->flags & BELUGA_OP_EFFECTIVE))
 		return ret;
-	if (copy_to_user(uarg, &buf, min_t(size_t, usize, op->size)))
+	if (copy_to_user(uarg, buf, ucmd.out_len))
 		return -EFAULT;
 	return ret;
 }

@@ -84,8 +84,12 @@
  * A command that fails with an error leaves the pool unchanged, unless its
  * description below says otherwise (PUBLISH, DETACH with
  * BELUGA_DETACH_EVICT). A struct that cannot be written back fails with
- * -EFAULT before anything happens; only if another thread unmaps it during
- * the call can a command take effect and still return -EFAULT.
+ * -EFAULT before anything happens. If it becomes unwritable during the call
+ * (another thread unmaps it), ALLOC, FREE and RELEASE are unaffected (they
+ * write nothing back), LOOKUP releases what it pinned and ATTACH detaches
+ * the new region again (unless a client already allocated from it), but
+ * PUBLISH, DETACH and EVICT, which cannot be undone, keep their effect and
+ * return -EFAULT: REGION_INFO and LOOKUP tell what happened.
  * The counters of STATS count attempts: a call
  * undone on -EFAULT still shows in allocs and frees.
  */
