@@ -397,7 +397,192 @@ static void region_labels(char *buf, size_t len, const struct beluga_region_info
 		 backend_name(ri->backend), ri->node);
 }
 
-static void status_prometheus(const struct beluga_info *info, const struct region_list *rl)
+/*
+ * A shared pool's hosts: one line per host record in the pool's sysfs
+ * "hosts" (Documentation/ABI/testing/sysfs-class-misc-beluga), empty for a
+ * pool that is not shared:
+ *   ID STATE INCARNATION HEARTBEAT OWNED_HEX alive|dead SILENT_MS self|- NAME|-
+ */
+#define MAX_POOL_HOSTS	64
+
+struct pool_host {
+	unsigned int id, incarnation, owned;
+	unsigned long long heartbeat, silent_ms;
+	int alive, self;
+	char state[16], name[64];	/* name "" for "-" */
+};
+
+struct host_list {
+	int shared;		/* the hosts file exists */
+	unsigned int nr;
+	struct pool_host h[MAX_POOL_HOSTS];
+};
+
+/* Parse one line of "hosts"; 0, or -EINVAL for a line of another shape. */
+static int parse_host_line(const char *line, struct pool_host *h)
+{
+	char alive[16], self[16];
+	int end = 0;
+
+	memset(h, 0, sizeof(*h));
+	if (sscanf(line, "%u %15s %u %llu %x %15s %llu %15s %63s %n", &h->id, h->state,
+		   &h->incarnation, &h->heartbeat, &h->owned, alive, &h->silent_ms, self,
+		   h->name, &end) != 9 || line[end] != '\0')
+		return -EINVAL;
+	if (strcmp(alive, "alive") && strcmp(alive, "dead"))
+		return -EINVAL;
+	if (strcmp(self, "self") && strcmp(self, "-"))
+		return -EINVAL;
+	h->alive = !strcmp(alive, "alive");
+	h->self = !strcmp(self, "self");
+	if (!strcmp(h->name, "-"))
+		h->name[0] = '\0';
+	return 0;
+}
+
+/* The hosts of the pool behind the device belugactl talks to. */
+static void read_hosts(struct host_list *hl)
+{
+	const char *dev = device_path ? device_path : getenv("BELUGA_DEVICE");
+	const char *root = getenv("BELUGA_SYSFS_ROOT");
+	const char *base;
+	char path[512], line[256];
+	FILE *f;
+
+	hl->shared = 0;
+	hl->nr = 0;
+	if (!dev || !*dev)
+		dev = BELUGA_DEVICE_PATH;
+	base = strrchr(dev, '/');
+	snprintf(path, sizeof(path), "%s/class/misc/%s/hosts", root && *root ? root : "/sys",
+		 base ? base + 1 : dev);
+	f = fopen(path, "r");
+	if (!f)
+		return;
+	hl->shared = 1;
+	while (hl->nr < MAX_POOL_HOSTS && fgets(line, sizeof(line), f)) {
+		line[strcspn(line, "\n")] = '\0';
+		if (!parse_host_line(line, &hl->h[hl->nr]))
+			hl->nr++;
+	}
+	fclose(f);
+}
+
+static unsigned int popcount32(unsigned int x)
+{
+	unsigned int n = 0;
+
+	for (; x; x &= x - 1)
+		n++;
+	return n;
+}
+
+static void status_hosts_human(const struct host_list *hl)
+{
+	unsigned int i;
+
+	if (!hl->nr)
+		return;
+	printf("\nshared pool hosts:\n%-4s %-7s %-6s %5s %11s %10s %9s  %s\n", "HOST", "STATE",
+	       "ALIVE", "INC", "HEARTBEAT", "SILENT_MS", "OWNED", "NAME");
+	for (i = 0; i < hl->nr; i++) {
+		const struct pool_host *h = &hl->h[i];
+
+		printf("%-4u %-7s %-6s %5u %11llu %10llu %#9x  %s%s\n", h->id, h->state,
+		       h->alive ? "alive" : "dead", h->incarnation, h->heartbeat, h->silent_ms,
+		       h->owned, h->name[0] ? h->name : "-", h->self ? " (this host)" : "");
+	}
+}
+
+/* Every record the pool has, as the kernel reports it (state "none": unused). */
+static void status_hosts_json(struct json *j, const struct host_list *hl)
+{
+	unsigned int i, p;
+
+	json_array_begin(j, "hosts");
+	for (i = 0; i < hl->nr; i++) {
+		const struct pool_host *h = &hl->h[i];
+
+		json_object_begin(j, NULL);
+		json_u64(j, "id", h->id);
+		json_string(j, "state", h->state);
+		json_u64(j, "incarnation", h->incarnation);
+		json_u64(j, "heartbeat", h->heartbeat);
+		json_bool(j, "alive", h->alive);
+		json_u64(j, "silent_ms", h->silent_ms);
+		json_bool(j, "self", h->self);
+		if (h->name[0])
+			json_string(j, "name", h->name);
+		else
+			json_null(j, "name");
+		json_u64(j, "owned_mask", h->owned);
+		json_array_begin(j, "owned_partitions");
+		for (p = 0; p < 32; p++)
+			if (h->owned & (1u << p))
+				json_u64(j, NULL, p);
+		json_array_end(j);
+		json_object_end(j);
+	}
+	json_array_end(j);
+}
+
+/* Records in use only (state other than "none"), to keep the series few. */
+static void status_hosts_prometheus(FILE *f, const struct host_list *hl)
+{
+	static const struct {
+		const char *name;
+		const char *help;
+	} metrics[] = {
+		{ "beluga_pool_host_info", "Host record of the shared pool (1); labels "
+					   "name, state, self." },
+		{ "beluga_pool_host_alive", "1 when this host sees the host alive (its "
+					    "heartbeat moved within a lease)." },
+		{ "beluga_pool_host_incarnation", "Incarnation of the host (+1 at each join)." },
+		{ "beluga_pool_host_heartbeat", "Heartbeat counter of the host's record." },
+		{ "beluga_pool_host_silent_milliseconds", "Time since this host saw the "
+							  "host's heartbeat move." },
+		{ "beluga_pool_host_owned_partitions", "Partitions the host's record owns." },
+	};
+	char labels[256], name[2 * 64 + 1];
+	unsigned int m, i, alive = 0;
+
+	if (!hl->shared)
+		return;
+	for (i = 0; i < hl->nr; i++)
+		alive += hl->h[i].alive;
+	prom_family(f, "beluga_pool_hosts_alive", "gauge",
+		    "Hosts of the shared pool that this host sees alive (itself included).");
+	prom_sample(f, "beluga_pool_hosts_alive", "", alive);
+	for (m = 0; m < sizeof(metrics) / sizeof(metrics[0]); m++) {
+		prom_family(f, metrics[m].name, "gauge", metrics[m].help);
+		for (i = 0; i < hl->nr; i++) {
+			const struct pool_host *h = &hl->h[i];
+			uint64_t v;
+
+			if (!strcmp(h->state, "none") && !h->self)
+				continue;
+			if (m == 0)
+				snprintf(labels, sizeof(labels),
+					 "host=\"%u\",name=\"%s\",state=\"%s\",self=\"%d\"", h->id,
+					 prom_escape(name, sizeof(name), h->name), h->state,
+					 h->self);
+			else
+				snprintf(labels, sizeof(labels), "host=\"%u\"", h->id);
+			switch (m) {
+			case 0: v = 1; break;
+			case 1: v = (uint64_t)h->alive; break;
+			case 2: v = h->incarnation; break;
+			case 3: v = h->heartbeat; break;
+			case 4: v = h->silent_ms; break;
+			default: v = popcount32(h->owned); break;
+			}
+			prom_sample(f, metrics[m].name, labels, v);
+		}
+	}
+}
+
+static void status_prometheus(const struct beluga_info *info, const struct region_list *rl,
+			      const struct host_list *hl)
 {
 	static const struct {
 		const char *name;
@@ -440,9 +625,11 @@ static void status_prometheus(const struct beluga_info *info, const struct regio
 		region_labels(labels, sizeof(labels), &rl->ri[i]);
 		prom_sample(f, "beluga_region_mappings", labels, rl->ri[i].mappings);
 	}
+	status_hosts_prometheus(f, hl);
 }
 
 static void status_json(const struct beluga_info *info, const struct beluga_stats *st,
+			const struct host_list *hl,
 			const struct region_list *rl)
 {
 	char name[BELUGA_NAME_LEN + 1];
@@ -485,6 +672,7 @@ static void status_json(const struct beluga_info *info, const struct beluga_stat
 		json_object_end(&j);
 	}
 	json_array_end(&j);
+	status_hosts_json(&j, hl);
 	json_object_end(&j);
 	json_finish(&j);
 }
@@ -535,41 +723,9 @@ static void status_human(const struct beluga_info *info, const struct beluga_sta
 	}
 }
 
-/* A shared pool's hosts, from the pool's sysfs "hosts" (empty otherwise). */
-static void status_hosts(void)
-{
-	const char *dev = device_path ? device_path : BELUGA_DEVICE_PATH;
-	const char *base = strrchr(dev, '/');
-	char path[256], line[256];
-	int header = 0;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/sys/class/misc/%s/hosts", base ? base + 1 : dev);
-	f = fopen(path, "r");
-	if (!f)
-		return;
-	while (fgets(line, sizeof(line), f)) {
-		unsigned int id, inc, owned;
-		char state[16], alive[16], self[16], name[64];
-		unsigned long long hb, silent;
-
-		if (sscanf(line, "%u %15s %u %llu %x %15s %llu %15s %63s", &id, state, &inc,
-			   &hb, &owned, alive, &silent, self, name) != 9)
-			continue;
-		if (!header) {
-			printf("\nshared pool hosts:\n%-4s %-7s %-6s %5s %11s %10s %9s  %s\n",
-			       "HOST", "STATE", "ALIVE", "INC", "HEARTBEAT", "SILENT_MS",
-			       "OWNED", "NAME");
-			header = 1;
-		}
-		printf("%-4u %-7s %-6s %5u %11llu %10llu %#9x  %s%s\n", id, state, alive, inc,
-		       hb, silent, owned, name, strcmp(self, "self") ? "" : " (this host)");
-	}
-	fclose(f);
-}
-
 static int cmd_status(int argc, char **argv)
 {
+	static struct host_list hl;
 	struct beluga_stats st;
 	struct beluga_info info;
 	enum output_format fmt;
@@ -593,14 +749,15 @@ static int cmd_status(int argc, char **argv)
 	}
 	read_regions(b, &rl);
 	beluga_close(b);
+	read_hosts(&hl);
 
 	if (fmt == OUT_JSON)
-		status_json(&info, &st, &rl);
+		status_json(&info, &st, &hl, &rl);
 	else if (fmt == OUT_PROMETHEUS)
-		status_prometheus(&info, &rl);
+		status_prometheus(&info, &rl, &hl);
 	else {
 		status_human(&info, &st, &rl);
-		status_hosts();
+		status_hosts_human(&hl);
 	}
 	return EXIT_OK;
 }
@@ -1022,14 +1179,18 @@ static const struct command commands[] = {
 	  "  REGION_ID|NAME  slot number or name from `belugactl status` (dax0.0, node1)\n"
 	  "  --evict         evict the region's unpinned published blocks first\n" },
 	{ "status", cmd_status, "[--json | --prometheus]",
-	  "Show pool geometry, occupancy, and one line per region.\n\n"
+	  "Show pool geometry, occupancy, one line per region, and the hosts of a\n"
+	  "shared pool (from /sys/class/misc/POOL/hosts).\n\n"
 	  "  --json        JSON: abi_version, nr_regions, block_size, nr_blocks, map_size,\n"
 	  "                max_batch, max_regions, free_blocks, allocated_blocks,\n"
 	  "                published_blocks, pinned_blocks, pins, clients, regions[] with\n"
 	  "                id, name, backend, node, phys_start, size, first_offset,\n"
 	  "                nr_blocks, free_blocks, allocated_blocks, published_blocks,\n"
-	  "                mappings\n"
-	  "  --prometheus  node_exporter textfile format (beluga_region_*{region=...})\n" },
+	  "                mappings; hosts[] of a shared pool with id, state,\n"
+	  "                incarnation, heartbeat, alive, silent_ms, self, name,\n"
+	  "                owned_mask, owned_partitions[]\n"
+	  "  --prometheus  node_exporter textfile format (beluga_region_*{region=...},\n"
+	  "                beluga_pool_host_*{host=...} for a shared pool)\n" },
 	{ "stats", cmd_stats, "[--json | --prometheus]",
 	  "Show occupancy and the counters since the module was loaded.\n\n"
 	  "  --json        JSON object with the field names of struct beluga_stats\n"

@@ -175,7 +175,7 @@ prom_ok() {
 	awk '
 	/^# HELP beluga_[a-z_]+ .+$/ { help[$3] = 1; next }
 	/^# TYPE beluga_[a-z_]+ (gauge|counter)$/ { if (!help[$3]) bad = "TYPE before HELP: " $0; type[$3] = 1; next }
-	/^beluga_[a-z_]+(\{[a-z_]+="[^"]*"(,[a-z_]+="[^"]*")*\})? [0-9]+$/ {
+	/^beluga_[a-z_]+(\{[a-z_]+="([^"\\]|\\.)*"(,[a-z_]+="([^"\\]|\\.)*")*\})? [0-9]+$/ {
 		name = $1; sub(/\{.*/, "", name)
 		if (!type[name]) bad = "sample without TYPE: " $0
 		samples++; next }
@@ -192,6 +192,48 @@ if grep -h '^# TYPE' "$tmp/status.prom" "$tmp/stats.prom" | awk '{print $3}' | s
 else
 	ok "status and stats metric names do not collide (one textfile each)"
 fi
+# ---- a shared pool's hosts (sysfs class/misc/POOL/hosts) in status ----
+json_check "status --json: no hosts file, empty hosts" "$tmp/status.json" "d['hosts'] == []"
+if grep -q beluga_pool_host "$tmp/status.prom"; then
+	not_ok "status --prometheus: no host series without a shared pool"
+else
+	ok "status --prometheus: no host series without a shared pool"
+fi
+mkdir -p "$tmp/sys/class/misc/dev"
+cat >"$tmp/sys/class/misc/dev/hosts" <<'HOSTS'
+0 active 2 3514 d1 alive 9 self node-a
+1 active 1 3438 2e alive 0 - node-b
+2 active 1 120 0 dead 61234 - -
+3 none 0 0 0 dead 185218 - -
+garbage line
+4 left 3 77 0 dead 5 - node-"q"
+HOSTS
+"${fake_env[@]}" "$fctl" status --json >"$tmp/hosts.json"
+json_check "status --json: hosts of the shared pool" "$tmp/hosts.json" \
+	"[h['id'] for h in d['hosts']] == [0, 1, 2, 3, 4] and d['hosts'][0] == {'id': 0, 'state': 'active', 'incarnation': 2, 'heartbeat': 3514, 'alive': True, 'silent_ms': 9, 'self': True, 'name': 'node-a', 'owned_mask': 0xd1, 'owned_partitions': [0, 4, 6, 7]}"
+json_check "status --json: a dead host, a nameless one, a left one" "$tmp/hosts.json" \
+	"(d['hosts'][2]['alive'], d['hosts'][2]['name'], d['hosts'][2]['owned_partitions'], d['hosts'][3]['state'], d['hosts'][4]['name']) == (False, None, [], 'none', 'node-\"q\"') and d['nr_regions'] == 2"
+"${fake_env[@]}" "$fctl" status --prometheus >"$tmp/hosts.prom"
+if out=$(prom_ok "$tmp/hosts.prom"); then ok "status --prometheus with hosts is valid text format"; else not_ok "status --prometheus with hosts is valid text format ($out)"; fi
+expect "status --prometheus: hosts alive" 0 "beluga_pool_hosts_alive 2" cat "$tmp/hosts.prom"
+expect "status --prometheus: host info labels (escaped name)" 0 \
+	'beluga_pool_host_info{host="4",name="node-\"q\"",state="left",self="0"} 1' cat "$tmp/hosts.prom"
+expect "status --prometheus: owned partitions" 0 'beluga_pool_host_owned_partitions{host="1"} 4' cat "$tmp/hosts.prom"
+expect "status --prometheus: dead host" 0 'beluga_pool_host_alive{host="2"} 0' cat "$tmp/hosts.prom"
+expect "status --prometheus: silence" 0 'beluga_pool_host_silent_milliseconds{host="2"} 61234' cat "$tmp/hosts.prom"
+if grep -q 'host="3"' "$tmp/hosts.prom"; then
+	not_ok "status --prometheus: unused records (state none) are left out"
+else
+	ok "status --prometheus: unused records (state none) are left out"
+fi
+expect "status: human table lists the hosts" 0 "0    active  alive      2        3514          9      0xd1  node-a (this host)" \
+	"${fake_env[@]}" "$fctl" status
+if env BELUGA_FAKE_KERNEL=1 BELUGA_DEVICE="$tmp/dev" BELUGA_FAKE_REGIONS="dax0.0:4M" "$fctl" -d "$tmp/dev" status | grep -q "shared pool hosts"; then
+	ok "status: -d DEVICE reads class/misc/DEVICE/hosts"
+else
+	not_ok "status: -d DEVICE reads class/misc/DEVICE/hosts"
+fi
+rm -rf "$tmp/sys/class/misc/dev"
 expect "detach by name through the fake" 0 "detached region 1 (node1)" "${fake_env[@]}" "$fctl" detach node1
 expect "detach: unknown name" 1 "no attached region named 'dax7.0'" "${fake_env[@]}" "$fctl" detach dax7.0
 expect "detach: id out of range" 1 "region ids are 0..15" "${fake_env[@]}" "$fctl" detach 99
