@@ -7,6 +7,8 @@
 #   6.12: three CXL type-3 volatile devices. Two become CXL ram regions whose dax
 #         devices are bound to device_dax (dax0.0 dax1.0); the third is onlined as
 #         System RAM by kmem on a CPU-less NUMA node (ZONE_NORMAL, pinnable).
+#   6.12-debug: the same on the debug kernel of kernel-debug/, whose drivers are
+#         built in; beluga.ko gets beluga_modargs= from the kernel command line.
 #   6.1:  two memmap= legacy pmem ranges turned into devdax namespaces (dax0.0
 #         dax1.0), a CXL pmem region as devdax (dax2.0, NUMA node 2), and a CPU-less
 #         NUMA node 1 from QEMU's -numa options.
@@ -17,6 +19,13 @@ KVER=$(uname -r)
 BELUGA_TEST_DAX=
 BELUGA_TEST_DAX_CXL=
 BELUGA_TEST_NODE=
+# beluga_modargs=pools=2,host_id=1 -> "pools=2 host_id=1" for modprobe beluga
+BELUGA_MODPROBE_ARGS=
+for _a in $(cat /proc/cmdline); do
+	case $_a in
+	beluga_modargs=*) BELUGA_MODPROBE_ARGS=$(echo "${_a#beluga_modargs=}" | tr ',' ' ') ;;
+	esac
+done
 
 # wait_for PATH [TENTHS]: poll until PATH exists
 wait_for() {
@@ -29,10 +38,17 @@ wait_for() {
 	return 0
 }
 
+# load MODULE...: modprobe each, except drivers built into the kernel (the debug
+# kernel of kernel-debug/ has everything but beluga built in)
 load() {
 	for _m in "$@"; do
+		grep -q "/$_m\.ko" /lib/modules/$KVER/modules.builtin 2>/dev/null && continue
 		modprobe "$_m" || echo "# modprobe $_m failed"
 	done
+}
+
+dax_driver() {
+	basename "$(readlink -f /sys/bus/dax/devices/$1/driver 2>/dev/null)" 2>/dev/null
 }
 
 # setup_node_zone NODE: make sure the memory of NODE is online in a kernel zone (the
@@ -87,7 +103,7 @@ setup_612() {
 	load cxl_acpi cxl_pci cxl_mem dax_cxl device_dax
 	# the endpoints appear asynchronously after cxl_mem probes
 	_i=0
-	while [ "$(ls -d /sys/bus/cxl/devices/endpoint* 2>/dev/null | wc -l)" -lt 3 ] && [ $_i -lt 100 ]; do
+	while [ "$(ls -d /sys/bus/cxl/devices/endpoint* 2>/dev/null | wc -l)" -lt 3 ] && [ $_i -lt 150 ]; do
 		usleep 100000
 		_i=$((_i + 1))
 	done
@@ -104,7 +120,9 @@ setup_612() {
 		_id=${_e##*/endpoint}
 		_dec=decoder$_id.0
 		# the first two regions: device-dax; the third: kmem (loaded only now, so it
-		# cannot grab the first two: CXL dax devices default to the kmem driver).
+		# cannot grab the first two: CXL dax devices default to the kmem driver;
+		# a built-in kmem binds them at once, with their memory offline as
+		# memhp_default_state=offline asks, and gives them back below).
 		[ $_n -eq 2 ] && load kmem
 		_r=$(cxl_ram_region $_dec)
 		if [ -z "$_r" ]; then
@@ -119,20 +137,23 @@ setup_612() {
 			continue
 		fi
 		if [ $_n -lt 2 ]; then
+			if [ "$(dax_driver $_dax)" = kmem ]; then
+				echo $_dax >/sys/bus/dax/drivers/kmem/unbind ||
+					echo "# unbinding $_dax from kmem failed"
+			fi
 			[ -e /sys/bus/dax/devices/$_dax/driver ] ||
 				echo $_dax >/sys/bus/dax/drivers/device_dax/new_id
-			if wait_for /dev/$_dax 50 &&
-				[ "$(basename "$(readlink -f /sys/bus/dax/devices/$_dax/driver)")" = device_dax ]; then
+			if wait_for /dev/$_dax 50 && [ "$(dax_driver $_dax)" = device_dax ]; then
 				BELUGA_TEST_DAX_CXL="$BELUGA_TEST_DAX_CXL${BELUGA_TEST_DAX_CXL:+ }$_dax"
 				echo "# $_r -> /dev/$_dax (device_dax), resource $(cat /sys/bus/dax/devices/$_dax/resource), size $(cat /sys/bus/dax/devices/$_dax/size)"
 				tap_ok setup:devdax-$_dax
 				BELUGA_TEST_DAX="$BELUGA_TEST_DAX${BELUGA_TEST_DAX:+ }$_dax"
 			else
-				tap_fail setup:devdax-$_dax "$_dax is not bound to device_dax or /dev/$_dax is missing"
+				tap_fail setup:devdax-$_dax "$_dax: driver '$(dax_driver $_dax)', /dev/$_dax $([ -e /dev/$_dax ] || echo missing)"
 			fi
 		else
 			_node=$(cat /sys/bus/dax/devices/$_dax/target_node 2>/dev/null)
-			_drv=$(basename "$(readlink -f /sys/bus/dax/devices/$_dax/driver 2>/dev/null)")
+			_drv=$(dax_driver $_dax)
 			if [ "$_drv" = kmem ] && [ -n "$_node" ] && [ -d /sys/devices/system/node/node$_node ] &&
 				setup_node_zone "$_node"; then
 				echo "# $_r -> $_dax (kmem) -> System RAM on node$_node"
@@ -216,17 +237,18 @@ setup_61() {
 }
 
 case $BELUGA_TEST_KERNEL in
-6.12) setup_612 ;;
+6.12 | 6.12-debug) setup_612 ;;
 6.1) setup_61 ;;
 *) tap_fail setup:topology "unknown beluga_kernel=$BELUGA_TEST_KERNEL" ;;
 esac
 
 # The module: built against this kernel by mkinitramfs.sh (lib/modules/KVER/updates).
 if [ -f /lib/modules/$KVER/updates/beluga.ko ]; then
-	if _out=$(modprobe beluga 2>&1) && wait_for /dev/beluga 50; then
+	# shellcheck disable=SC2086 # one word per parameter
+	if _out=$(modprobe beluga $BELUGA_MODPROBE_ARGS 2>&1) && wait_for /dev/beluga 50; then
 		tap_ok setup:modprobe-beluga
 	else
-		tap_fail setup:modprobe-beluga "modprobe beluga: ${_out:-loaded, but /dev/beluga did not appear}"
+		tap_fail setup:modprobe-beluga "modprobe beluga $BELUGA_MODPROBE_ARGS: ${_out:-loaded, but /dev/beluga did not appear}"
 		dmesg | tail -n 20 | sed 's/^/# /'
 	fi
 else
@@ -239,5 +261,6 @@ export BELUGA_TEST_KERNEL=$BELUGA_TEST_KERNEL
 export BELUGA_TEST_DAX='$BELUGA_TEST_DAX'
 export BELUGA_TEST_NODE=$BELUGA_TEST_NODE
 export BELUGA_TEST_DAX_CXL='$BELUGA_TEST_DAX_CXL'
+export BELUGA_MODPROBE_ARGS='$BELUGA_MODPROBE_ARGS'
 export BELUGA_TEST_KO=$([ -f /lib/modules/$KVER/updates/beluga.ko ] && echo /lib/modules/$KVER/updates/beluga.ko)
 EOT
