@@ -10,6 +10,10 @@
 #   make check           W=1 and sparse (C=1) builds against 6.1 and 6.12, checkpatch
 #   make bench           benchmarks with their baselines (table + JSON + plots)
 #   make test-debug      the in-guest suite on a KASAN/lockdep/kmemleak kernel
+#                        (also a stage of make test)
+#   make fuzz            a long ioctl fuzzer run on that kernel (~25 min)
+#   make core-fuzz       libFuzzer on the portable core, on the host (clang;
+#                        CORE_FUZZ_SECS=60)
 KDIR ?= /lib/modules/$(shell uname -r)/build
 PREFIX ?= /usr/local
 DESTDIR ?=
@@ -47,6 +51,12 @@ bench:
 test-debug:
 	scripts/test-debug.sh
 
+fuzz:
+	$(MAKE) -C tests/fuzz long
+
+core-fuzz:
+	$(MAKE) -C tests/fuzz core-fuzz-run
+
 clean:
 	-$(MAKE) -C kmod clean KDIR=$(KDIR) 2>/dev/null
 	-$(MAKE) -C userspace clean
@@ -54,4 +64,4 @@ clean:
 	-$(MAKE) -C tests/kselftest clean
 	rm -rf build
 
-.PHONY: all module userspace install test demo check bench test-debug clean
+.PHONY: all module userspace install test demo check bench test-debug fuzz core-fuzz clean

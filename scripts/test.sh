@@ -9,11 +9,14 @@
 #   5b. a smoke run of the benchmarks (scripts/bench.sh --smoke --guest; no thresholds)
 #   6. the in-guest suite (tests/vm/guest-tests.sh) on Linux 6.1 and 6.12, two
 #      QEMU TCG guests in parallel
+#   7. the debug kernel lane (scripts/test-debug.sh; BELUGA_TEST_DEBUG=0 skips it,
+#      and the skip is counted)
 # Every result is TAP; a missing component is a failure with its reason. The whole
 # stream is kept in build/test/results.tap and the logs in build/test/logs/. The last
 # line is exactly "N passed, N failed, N skipped"; exit status 1 if anything failed.
 # Environment: BELUGA_GUEST_TIMEOUT (s, default 1200), BELUGA_GUEST_KERNELS
-# (default "6.1 6.12"), BELUGA_GUEST_SMP (default 2).
+# (default "6.1 6.12"), BELUGA_GUEST_SMP (default 2), BELUGA_TEST_DEBUG (0: skip
+# step 7).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/vm/lib.sh
@@ -207,6 +210,25 @@ for k in $kernels; do
 	fi
 	[ -f "$T/guest-$k/time" ] && out "# $k guest time: $(cat "$T/guest-$k/time")"
 done
+
+# 7. the debug kernel lane (KASAN, UBSAN, lockdep, kmemleak, fault injection):
+#    reliability tests, the bounded ioctl fuzzer, the kselftests, module
+#    unload/reload, then a scan of the kernel log. The kernel is built once per
+#    machine and config (kernel-debug/build.sh caches it); its build time is
+#    printed. scripts/test-debug.sh already names its results debug:...
+if [ "${BELUGA_TEST_DEBUG:-1}" = 0 ]; then
+	out "ok - debug:lane # SKIP BELUGA_TEST_DEBUG=0 in the environment (run 'make test-debug' for this lane)"
+else
+	out "# debug kernel lane (scripts/test-debug.sh)"
+	t0=$(date +%s)
+	{
+		set +e
+		timeout -k 10 4800 scripts/test-debug.sh 2>&1 </dev/null
+		echo "BELUGA-RC $?"
+	} | tee "$L/debug.log" | awk -v pfx="" -v prog="debug:lane" -v tmo=4800 -f scripts/vm/tap-filter.awk |
+		tee -a "$stream"
+	out "# debug lane: $(elapsed "$t0") s"
+fi
 
 # summary ----------------------------------------------------------------------------
 out "# total time: $(elapsed "$t_start") s"
