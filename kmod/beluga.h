@@ -43,6 +43,8 @@ struct beluga_region {
 	u64 length;
 	u64 first_offset;		/* in the mapping, from the core */
 	u32 nr_blocks;
+	/* A shared (multi-host) pool's region; fixed while attached. */
+	bool shared;
 	/* Shared: bytes of metadata before the first block; else 0. */
 	u64 data_off;
 	/* DAX: device_dax's page map, referenced while attached. */
@@ -81,14 +83,17 @@ struct beluga_device {
 	 * Shared (multi-host) pool: @mh is set while one is attached; the
 	 * pool then has that one region only, and the block commands go to
 	 * the multi-host protocol. Readers: the block commands (whole
-	 * command), close(), sysfs. Writers: a shared ATTACH, the DETACH of
-	 * a shared region, unload; @mh also changes only under
-	 * beluga_claim_mutex. Taken after beluga_claim_mutex and before
-	 * regions_rwsem.
+	 * command), STATS, REGION_INFO, close(), sysfs (a region's
+	 * attributes only try it: DETACH waits for them). Writers: a shared
+	 * ATTACH, the DETACH of a shared region, unload; @mh also changes
+	 * only under beluga_claim_mutex. Taken after beluga_claim_mutex and
+	 * before regions_rwsem.
 	 */
 	struct rw_semaphore mh_rwsem;
 	struct beluga_mh *mh;
 	u32 mh_gen;			/* +1 at every shared attach */
+	/* Counters of shared-pool hosts gone since load (mh_rwsem). */
+	struct bel_mh_opstats mh_past;
 };
 
 /* The pools, from the pools= module parameter; pool 0 is /dev/beluga. */
@@ -142,8 +147,11 @@ struct beluga_mh {
 	u64 size;
 	struct delayed_work hb_work;	/* heartbeat: rec_lock only */
 	struct delayed_work tick_work;	/* maintenance: the host mutex */
+	struct beluga_device *dev;
 	bool running;
 	bool fence_reported;
+	/* Joined: @host is valid (written under the pool's mh_rwsem). */
+	bool joined;
 	/* Where the blocks are in the pool's offset space. */
 	u64 first_offset;
 	u64 block_size;
@@ -163,6 +171,9 @@ void beluga_mh_flush_block(struct beluga_mh *mh, u32 block);
 struct bel_mh_client *beluga_mh_client(struct beluga_file *bf);
 void beluga_mh_client_close(struct beluga_file *bf);
 ssize_t beluga_mh_hosts_show(struct beluga_device *dev, char *buf);
+void beluga_stats(struct beluga_device *dev, struct bel_stats *s);
+void beluga_mh_region_stats(struct beluga_device *dev,
+			    struct bel_region_stats *rs);
 
 /* sysfs.c */
 extern const struct attribute_group *beluga_dev_groups[];

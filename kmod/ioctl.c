@@ -213,7 +213,7 @@ static int beluga_cmd_stats(struct beluga_file *bf, union beluga_ioctl_buf *u)
 
 	if (out->flags)
 		return -EINVAL;
-	bel_pool_stats(&bf->dev->pool, &s);
+	beluga_stats(bf->dev, &s);
 	out->total_blocks = s.total_blocks;
 	out->free_blocks = s.free_blocks;
 	out->allocated_blocks = s.allocated_blocks;
@@ -494,10 +494,14 @@ static int beluga_cmd_region_info(struct beluga_file *bf,
 	if (slot >= BELUGA_MAX_REGIONS)
 		return -ENOENT;
 
+	/* mh_rwsem: a shared region's counts come from its host. */
+	down_read(&bf->dev->mh_rwsem);
 	down_read(&bf->dev->regions_rwsem);
 	region = bf->dev->regions[slot];
 	if (!region || bel_region_stats(&bf->dev->pool, slot, &rs))
 		goto out;
+	if (region->shared && bf->dev->mh)
+		beluga_mh_region_stats(bf->dev, &rs);
 	arg->backend = region->backend;
 	arg->node = region->node;
 	arg->mappings = atomic_read(&region->mappings);
@@ -512,6 +516,7 @@ static int beluga_cmd_region_info(struct beluga_file *bf,
 	ret = 0;
 out:
 	up_read(&bf->dev->regions_rwsem);
+	up_read(&bf->dev->mh_rwsem);
 	return ret;
 }
 

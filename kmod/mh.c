@@ -192,6 +192,7 @@ int beluga_mh_start(struct beluga_mh *mh, const struct bel_mh_config *cfg,
 		*why = mh->host.why;
 		return ret;
 	}
+	mh->joined = true;
 	INIT_DELAYED_WORK(&mh->hb_work, beluga_mh_hb_fn);
 	INIT_DELAYED_WORK(&mh->tick_work, beluga_mh_tick_fn);
 	mh->fence_reported = false;
@@ -201,6 +202,40 @@ int beluga_mh_start(struct beluga_mh *mh, const struct bel_mh_config *cfg,
 	queue_delayed_work(system_unbound_wq, &mh->tick_work,
 			   beluga_mh_period(mh));
 	return 0;
+}
+
+static void beluga_mh_add_ops(struct bel_stats *s,
+			      const struct bel_mh_opstats *o)
+{
+	s->allocs += o->allocs;
+	s->frees += o->frees;
+	s->publishes += o->publishes;
+	s->publish_races += o->publish_races;
+	s->lookups += o->lookups;
+	s->lookup_keys += o->lookup_keys;
+	s->lookup_hits += o->lookup_hits;
+	s->releases += o->releases;
+	s->evictions += o->evictions;
+	s->alloc_failures += o->alloc_failures;
+}
+
+/* Count a host's operations in the pool's before it goes (mh_rwsem held). */
+static void beluga_mh_retire_ops(struct beluga_device *dev,
+				 struct bel_mh_host *h)
+{
+	struct bel_mh_opstats *past = &dev->mh_past;
+	const struct bel_mh_opstats *o = &h->opstats;
+
+	past->allocs += o->allocs;
+	past->frees += o->frees;
+	past->publishes += o->publishes;
+	past->publish_races += o->publish_races;
+	past->lookups += o->lookups;
+	past->lookup_keys += o->lookup_keys;
+	past->lookup_hits += o->lookup_hits;
+	past->releases += o->releases;
+	past->evictions += o->evictions;
+	past->alloc_failures += o->alloc_failures;
 }
 
 static void beluga_mh_stop_works(struct beluga_mh *mh)
@@ -228,7 +263,9 @@ int beluga_mh_stop(struct beluga_mh *mh, bool force)
 				   beluga_mh_period(mh));
 		return ret;
 	}
+	beluga_mh_retire_ops(mh->dev, &mh->host);
 	bel_mh_destroy(&mh->host);
+	mh->joined = false;
 	return 0;
 }
 
@@ -334,4 +371,49 @@ ssize_t beluga_mh_hosts_show(struct beluga_device *dev, char *buf)
 	up_read(&dev->mh_rwsem);
 	kfree(info);
 	return len;
+}
+
+/*
+ * STATS and the stats/ attributes: the core's snapshot, and for a shared
+ * pool this host's view of it (the core never sees a shared pool's blocks):
+ * free and published blocks of the partitions this host owns, blocks
+ * allocated by its files, blocks it pins. Blocks of partitions other hosts
+ * own are in total_blocks only. Counters run since load.
+ */
+void beluga_stats(struct beluga_device *dev, struct bel_stats *s)
+{
+	struct bel_mh_stats ms;
+
+	bel_pool_stats(&dev->pool, s);
+	down_read(&dev->mh_rwsem);
+	beluga_mh_add_ops(s, &dev->mh_past);
+	if (dev->mh && dev->mh->joined) {
+		bel_mh_stats(&dev->mh->host, &ms);
+		s->free_blocks = ms.free_blocks;
+		s->allocated_blocks = ms.allocated_blocks;
+		s->published_blocks = ms.published_blocks;
+		s->pinned_blocks = ms.pinned_blocks;
+		s->pins = ms.pins;
+		beluga_mh_add_ops(s, &ms.ops);
+	} else if (dev->mh) {
+		s->free_blocks = 0;
+	}
+	up_read(&dev->mh_rwsem);
+}
+
+/*
+ * REGION_INFO of the shared region (mh_rwsem held, dev->mh set): the
+ * occupancy of beluga_stats().
+ */
+void beluga_mh_region_stats(struct beluga_device *dev,
+			    struct bel_region_stats *rs)
+{
+	struct bel_mh_stats ms;
+
+	memset(&ms, 0, sizeof(ms));
+	if (dev->mh->joined)
+		bel_mh_stats(&dev->mh->host, &ms);
+	rs->free_blocks = ms.free_blocks;
+	rs->allocated_blocks = ms.allocated_blocks;
+	rs->published_blocks = ms.published_blocks;
 }

@@ -297,6 +297,7 @@ static int beluga_shared_join(struct beluga_region *region,
 	mh = kzalloc(sizeof(*mh), GFP_KERNEL);
 	if (!mh)
 		return -ENOMEM;
+	mh->dev = region->dev;
 	ret = beluga_mh_map(mh, region->phys_start, region->length);
 	if (ret)
 		goto out_free;
@@ -315,6 +316,7 @@ static int beluga_shared_join(struct beluga_region *region,
 	*data_len = (u64)mh->host.geo.nr_blocks * mh->host.geo.block_size;
 	*bs = mh->host.geo.block_size;
 	region->data_off = mh->host.geo.data_off;
+	region->shared = true;
 	*mhp = mh;
 	pr_info("%s: joined shared pool as host %u%s: %u blocks of %llu bytes, metadata %llu bytes\n",
 		region->name, cfg.host_id,

@@ -31,7 +31,7 @@ static ssize_t _field##_show(struct device *dev,			\
 {									\
 	struct bel_stats s;						\
 									\
-	bel_pool_stats(&to_beluga(dev)->pool, &s);			\
+	beluga_stats(to_beluga(dev), &s);				\
 	return sysfs_emit(buf, "%llu\n", s._field);			\
 }									\
 static DEVICE_ATTR_RO(_field)
@@ -237,6 +237,14 @@ static ssize_t region_##_field##_show(struct beluga_region *r, char *buf) \
 									\
 	if (bel_region_stats(&r->dev->pool, r->slot, &rs))		\
 		return -ENODEV;						\
+	if (r->shared) {						\
+		/* DETACH holds it while it waits for sysfs readers. */	\
+		if (!down_read_trylock(&r->dev->mh_rwsem))		\
+			return -EBUSY;					\
+		if (r->dev->mh)						\
+			beluga_mh_region_stats(r->dev, &rs);		\
+		up_read(&r->dev->mh_rwsem);				\
+	}								\
 	return sysfs_emit(buf, "%llu\n", rs._field);			\
 }									\
 BELUGA_REGION_ATTR(_field)

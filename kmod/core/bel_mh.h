@@ -325,6 +325,37 @@ enum bel_mh_blk_state {
 	BEL_MH_BLK_PUBLISHED,
 };
 
+/* Operations of one host since it attached (STATS counters). */
+struct bel_mh_opstats {
+	u64 allocs;		/* blocks handed out by ALLOC */
+	u64 frees;		/* by FREE, a lost publish race, close */
+	u64 publishes;		/* blocks that became visible */
+	u64 publish_races;	/* PUBLISH items that found their key */
+	u64 lookups;		/* LOOKUP calls */
+	u64 lookup_keys;
+	u64 lookup_hits;
+	u64 releases;		/* pins dropped by RELEASE or close */
+	u64 evictions;
+	u64 alloc_failures;	/* ALLOC calls that ended in -ENOSPC */
+};
+
+/*
+ * This host's view of the pool (bel_mh_stats()): what it knows without
+ * reading other hosts' partitions. free + allocated + published is the
+ * number of blocks in the partitions it owns, not the pool's total.
+ */
+struct bel_mh_stats {
+	u64 total_blocks;	/* of the whole pool */
+	u64 owned_blocks;	/* in partitions this host owns */
+	u64 free_blocks;	/* free in owned partitions */
+	u64 allocated_blocks;	/* allocated by this host's clients */
+	u64 published_blocks;	/* published in owned partitions */
+	u64 pinned_blocks;	/* blocks this host pins, any partition */
+	u64 pins;		/* pins of this host's clients */
+	u32 owned;		/* bitmask of owned partitions */
+	struct bel_mh_opstats ops;
+};
+
 struct bel_mh_client;
 
 struct bel_mh_host {
@@ -369,6 +400,8 @@ struct bel_mh_host {
 
 	u32 nr_allocated;		/* ALLOCATED blocks of all clients */
 	u64 nr_pins;			/* pins of all clients */
+	u32 nr_pinned;			/* blocks with blk_pins != 0 */
+	struct bel_mh_opstats opstats;
 	struct bel_mh_counters cnt;
 	const char *why;		/* reason of the last refusal */
 };
@@ -691,6 +724,9 @@ int bel_mh_lookup(struct bel_mh_client *c, u64 ns, u32 count,
 		  const struct beluga_key *keys, bool pin, u32 *blocks,
 		  u32 *hits);
 int bel_mh_release(struct bel_mh_client *c, u32 count, const u32 *blocks);
+
+/* This host's view of the pool, one snapshot under the host mutex. */
+void bel_mh_stats(struct bel_mh_host *h, struct bel_mh_stats *out);
 
 /*
  * Payload helpers for CPU access through the accessor layer: write +

@@ -222,6 +222,7 @@ static bool bel_mh_evict_block(struct bel_mh_host *h, u32 p, u32 b)
 	bel_mh_unlink(h, p, b, &e, BEL_MH_F_ENT_UNLINK);
 	h->part[p].nr_published--;
 	bel_mh_free_push(h, p, b);
+	h->opstats.evictions++;
 	return true;
 }
 
@@ -296,6 +297,10 @@ int bel_mh_alloc(struct bel_mh_client *c, u32 count, u32 *blocks)
 	if (ret)
 		while (i--)
 			bel_mh_free_block(h, c, blocks[i]);
+	if (!ret)
+		h->opstats.allocs += count;
+	else if (ret == -ENOSPC)
+		h->opstats.alloc_failures++;
 	bel_mutex_unlock(&h->lock);
 	return ret;
 }
@@ -326,6 +331,8 @@ int bel_mh_free(struct bel_mh_client *c, u32 count, const u32 *blocks)
 	}
 	for (i = 0; !ret && i < count; i++)
 		bel_mh_free_block(h, c, blocks[i]);
+	if (!ret)
+		h->opstats.frees += count;
 	bel_mutex_unlock(&h->lock);
 	return ret;
 }
@@ -425,6 +432,8 @@ restart:
 		if (bel_mh_probe(h, q, BEL_MH_I_PUB_PRE, ns, key, &blk, &e,
 				 &sure) == BEL_MH_ENT_PUBLISHED) {
 			bel_mh_free_block(h, c, b);
+			h->opstats.publish_races++;
+			h->opstats.frees++;
 			return BELUGA_PUBLISH_EXISTS;
 		}
 	}
@@ -459,11 +468,14 @@ restart:
 			c->nr_allocated--;
 			if (!h->blk_pins[b])
 				bel_mh_lru_add(h, p, b);
+			h->opstats.publishes++;
 			return BELUGA_PUBLISH_OK;
 		}
 		if (r == BEL_MH_LOST) {
 			bel_mh_unlink(h, p, b, &e, BEL_MH_F_ENT_WITHDRAW);
 			bel_mh_free_block(h, c, b);
+			h->opstats.publish_races++;
+			h->opstats.frees++;
 			return BELUGA_PUBLISH_EXISTS;
 		}
 		if (r == BEL_MH_YIELD || bel_mh_now(h) > deadline ||
@@ -605,6 +617,7 @@ static bool bel_mh_pin(struct bel_mh_host *h, struct bel_mh_client *c, u32 p,
 		} else if (h->blk_state[b] == BEL_MH_BLK_PUBLISHED) {
 			bel_mh_lru_del(h, p, b);
 		}
+		h->nr_pinned++;
 	}
 	h->blk_pins[b]++;
 	h->nr_pins++;
@@ -641,6 +654,11 @@ int bel_mh_lookup(struct bel_mh_client *c, u64 ns, u32 count,
 		hint = p;
 	}
 	*hits = ret ? 0 : i;
+	if (!ret) {
+		h->opstats.lookups++;
+		h->opstats.lookup_keys += count;
+		h->opstats.lookup_hits += i;
+	}
 	bel_mutex_unlock(&h->lock);
 	return ret;
 }
@@ -650,8 +668,10 @@ static void bel_mh_unpin(struct bel_mh_host *h, u32 b)
 	u32 p;
 
 	h->nr_pins--;
+	h->opstats.releases++;
 	if (--h->blk_pins[b])
 		return;
+	h->nr_pinned--;
 	bel_mh_put_pin(h, b, 0, BEL_MH_F_UNPIN);
 	p = bel_mh_part_of(h, b);
 	if (h->part[p].owned && h->blk_state[b] == BEL_MH_BLK_PUBLISHED)
@@ -718,8 +738,10 @@ void bel_mh_client_release(struct bel_mh_client *c)
 	/* After a leave or a crash the block table is gone: nothing to do. */
 	if (h->blk_state && c->nr_allocated)
 		for (b = 0; b < h->geo.nr_blocks; b++)
-			if (bel_mh_owns_alloc(h, c, b))
+			if (bel_mh_owns_alloc(h, c, b)) {
 				bel_mh_free_block(h, c, b);
+				h->opstats.frees++;
+			}
 	while (c->nr_pins) {
 		b = c->pins[--c->nr_pins];
 		if (h->blk_pins)
@@ -729,6 +751,32 @@ void bel_mh_client_release(struct bel_mh_client *c)
 	bel_kvfree(c->pins);
 	c->pins = NULL;
 	c->cap_pins = 0;
+}
+
+void bel_mh_stats(struct bel_mh_host *h, struct bel_mh_stats *out)
+{
+	u32 p;
+
+	memset(out, 0, sizeof(*out));
+	bel_mutex_lock(&h->lock);
+	out->total_blocks = h->geo.nr_blocks;
+	out->ops = h->opstats;
+	if (h->joined) {
+		for (p = 0; p < h->geo.max_hosts; p++) {
+			const struct bel_mh_part *pt = &h->part[p];
+
+			if (!pt->owned)
+				continue;
+			out->owned |= 1U << p;
+			out->owned_blocks += pt->nr;
+			out->free_blocks += pt->nr_free;
+			out->published_blocks += pt->nr_published;
+		}
+		out->allocated_blocks = h->nr_allocated;
+		out->pinned_blocks = h->nr_pinned;
+		out->pins = h->nr_pins;
+	}
+	bel_mutex_unlock(&h->lock);
 }
 
 /* --- payload --------------------------------------------------------------- */

@@ -171,7 +171,8 @@ struct beluga_info {
  * struct beluga_stats - BELUGA_IOC_STATS: pool occupancy and counters
  * @size: sizeof(struct beluga_stats)
  * @flags: must be 0
- * @total_blocks: out: free + allocated + published, always
+ * @total_blocks: out: free + allocated + published, except on a shared
+ *	pool (below)
  * @free_blocks: out
  * @allocated_blocks: out: owned by some file, not yet published
  * @published_blocks: out
@@ -191,6 +192,17 @@ struct beluga_info {
  *
  * The occupancy fields are one consistent snapshot taken under the pool
  * lock; the counters are read in the same snapshot.
+ *
+ * Shared pool (BELUGA_ATTACH_SHARED): the fields are this host's view,
+ * taken under its host lock. @total_blocks is the whole pool's;
+ * @free_blocks and @published_blocks count the partitions this host owns
+ * now (docs/multihost.md, section 3), @allocated_blocks the blocks its
+ * files allocated, @pinned_blocks the blocks (of any partition) its files
+ * pin, @pins their pins. So free + allocated + published is the number of
+ * blocks in the partitions this host owns, and total_blocks minus that is
+ * owned by other hosts (or by none, for a lease after a host died).
+ * Ownership moves when hosts join, leave or die. The counters count this
+ * host's operations, and run since load like on a local pool.
  */
 struct beluga_stats {
 	__u32 size;
@@ -428,8 +440,9 @@ enum beluga_backend {
  * (beluga.host_id=N). ALLOC, FREE, PUBLISH, LOOKUP and RELEASE then follow
  * the multi-host protocol; the offset space holds the range's data blocks
  * only (its metadata is not mappable); PUBLISH writes the blocks' CPU
- * caches back first; EVICT is -EOPNOTSUPP; STATS does not count a shared
- * pool's blocks (see the pool's "hosts" sysfs attribute). DETACH leaves
+ * caches back first; EVICT is -EOPNOTSUPP; STATS and REGION_INFO report
+ * this host's view of the pool (see struct beluga_stats; the pool's
+ * "hosts" sysfs attribute lists the hosts). DETACH leaves
  * the pool cleanly, refused with -EBUSY while this host's files hold
  * allocations or pins. More errors, with the reason in the kernel log:
  * -EUCLEAN corrupt pool, -EPROTONOSUPPORT unknown on-media version,
@@ -543,6 +556,11 @@ struct beluga_evict {
  * @name: out
  *
  * Any file may call it. -ENOENT when no region is in the slot.
+ *
+ * The region of a shared pool: @nr_blocks is the pool's, and the other
+ * counts are this host's view as in STATS (free and published in the
+ * partitions it owns, allocated by its files); @nr_blocks minus their sum
+ * are blocks of partitions other hosts own.
  */
 struct beluga_region_info {
 	__u32 size;

@@ -553,6 +553,47 @@ static void w_final_fn(struct world *w, u32 p, u32 b,
 			      (unsigned long long)le64_to_cpu(e->key_hi));
 }
 
+/* bel_mh_stats() of every live host agrees with its block table. */
+static void w_stats_check(struct world *w)
+{
+	u64 owned = 0;
+	int i;
+
+	for (i = 0; i < w->n; i++) {
+		struct bel_mh_host *h = &w->h[i]->mh;
+		struct bel_mh_stats st;
+		u64 pins = 0, pinned = 0;
+		u32 b;
+
+		if (!w_live(w, i))
+			continue;
+		bel_mh_stats(h, &st);
+		for (b = 0; b < h->geo.nr_blocks; b++) {
+			pins += h->blk_pins[b];
+			pinned += !!h->blk_pins[b];
+		}
+		if (st.total_blocks != h->geo.nr_blocks ||
+		    st.free_blocks + st.allocated_blocks +
+		    st.published_blocks != st.owned_blocks ||
+		    st.pins != pins || st.pinned_blocks != pinned ||
+		    st.allocated_blocks != h->nr_allocated)
+			sim_violation(w->s, "host %d stats: total %llu owned %llu free %llu allocated %llu published %llu pins %llu/%llu pinned %llu/%llu",
+				      i, (unsigned long long)st.total_blocks,
+				      (unsigned long long)st.owned_blocks,
+				      (unsigned long long)st.free_blocks,
+				      (unsigned long long)st.allocated_blocks,
+				      (unsigned long long)st.published_blocks,
+				      (unsigned long long)st.pins,
+				      (unsigned long long)pins,
+				      (unsigned long long)st.pinned_blocks,
+				      (unsigned long long)pinned);
+		owned += st.owned_blocks;
+	}
+	if (owned != w->geo.nr_blocks)
+		sim_violation(w->s, "live hosts own %llu blocks of %u",
+			      (unsigned long long)owned, w->geo.nr_blocks);
+}
+
 void w_final_check(struct world *w)
 {
 	struct bel_mh_geo *g = &w->geo;
@@ -606,4 +647,5 @@ void w_final_check(struct world *w)
 				      p, f->linked, np);
 		free(f);
 	}
+	w_stats_check(w);
 }
