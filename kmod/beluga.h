@@ -94,6 +94,20 @@ struct beluga_device {
 	u32 mh_gen;			/* +1 at every shared attach */
 	/* Counters of shared-pool hosts gone since load (mh_rwsem). */
 	struct bel_mh_opstats mh_past;
+	/*
+	 * Every file of the pool maps through this inode's address_space
+	 * (main.c), so that a fence can zap all mappings at once.
+	 */
+	struct inode *inode;
+	/*
+	 * Protects @fence_epoch: +1 (under the write lock) each time the
+	 * shared pool's host fences itself; a shared region's page faults
+	 * check it under the read lock, so that none inserts a page after
+	 * the fence's unmap_mapping_range(). Files opened before the last
+	 * fence are stale (beluga_file.fence_epoch).
+	 */
+	struct rw_semaphore fence_rwsem;
+	u32 fence_epoch;
 };
 
 /* The pools, from the pools= module parameter; pool 0 is /dev/beluga. */
@@ -113,6 +127,13 @@ struct beluga_file {
 	struct mutex mh_lock;
 	struct bel_mh_client mh_client;
 	u32 mh_gen;
+	/*
+	 * The pool's fence_epoch at open(). Older than the pool's: a fence
+	 * of the shared pool's host dropped this file's allocations and
+	 * pins; its block commands fail with -ESTALE and its mappings raise
+	 * SIGBUS until it is closed.
+	 */
+	u32 fence_epoch;
 };
 
 static inline struct beluga_device *beluga_file_dev(struct file *file)
@@ -148,8 +169,13 @@ struct beluga_mh {
 	struct delayed_work hb_work;	/* heartbeat: rec_lock only */
 	struct delayed_work tick_work;	/* maintenance: the host mutex */
 	struct beluga_device *dev;
+	struct bel_mh_config cfg;	/* of the attach: a rejoin reuses it */
+	unsigned long period;		/* heartbeat period, jiffies */
 	bool running;
-	bool fence_reported;
+	/* The tick saw the host fenced: zapped, rejoining (tick only). */
+	bool fenced;
+	/* A rejoin failed: the pool stays down until DETACH (tick only). */
+	bool rejoin_failed;
 	/* Joined: @host is valid (written under the pool's mh_rwsem). */
 	bool joined;
 	/* Where the blocks are in the pool's offset space. */
@@ -164,6 +190,7 @@ int beluga_mh_map(struct beluga_mh *mh, phys_addr_t start, u64 size);
 void beluga_mh_unmap(struct beluga_mh *mh);
 int beluga_mh_start(struct beluga_mh *mh, const struct bel_mh_config *cfg,
 		    const char **why);
+bool beluga_mh_file_stale(struct beluga_file *bf);
 int beluga_mh_stop(struct beluga_mh *mh, bool force);
 bool beluga_mh_block(const struct beluga_mh *mh, u64 offset, u32 *block);
 u64 beluga_mh_offset(const struct beluga_mh *mh, u32 block);

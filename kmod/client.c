@@ -29,7 +29,10 @@ int beluga_open(struct inode *inode, struct file *file)
 		kfree(bf);
 		return -ENOMEM;
 	}
+	bf->fence_epoch = READ_ONCE(dev->fence_epoch);
 	file->private_data = bf;
+	/* One address_space per pool, whatever node it was opened through. */
+	file->f_mapping = dev->inode->i_mapping;
 	/* Offsets reach far past any file size; the mapping is not seekable. */
 	return nonseekable_open(inode, file);
 }

@@ -110,6 +110,8 @@ static int beluga_mh_alloc(struct beluga_file *bf, u32 count, u64 *offsets)
 	int ret;
 	u32 i;
 
+	if (IS_ERR(c))
+		return PTR_ERR(c);
 	blocks = kvmalloc_array(count, sizeof(*blocks), GFP_KERNEL);
 	if (!blocks)
 		return -ENOMEM;
@@ -129,6 +131,8 @@ static int beluga_mh_block_list(struct beluga_file *bf, u32 count,
 	u32 *blocks;
 	int ret;
 
+	if (IS_ERR(c))
+		return PTR_ERR(c);
 	blocks = kvmalloc_array(count, sizeof(*blocks), GFP_KERNEL);
 	if (!blocks)
 		return -ENOMEM;
@@ -150,6 +154,8 @@ static int beluga_mh_publish(struct beluga_file *bf, u64 ns, u32 count,
 	int ret;
 	u32 i;
 
+	if (IS_ERR(c))
+		return PTR_ERR(c);
 	blocks = kvmalloc_array(count, sizeof(*blocks), GFP_KERNEL);
 	if (!blocks)
 		return -ENOMEM;
@@ -177,6 +183,8 @@ static int beluga_mh_lookup(struct beluga_file *bf, u64 ns, u32 count,
 	int ret;
 	u32 i;
 
+	if (IS_ERR(c))
+		return PTR_ERR(c);
 	blocks = kvmalloc_array(count, sizeof(*blocks), GFP_KERNEL);
 	if (!blocks)
 		return -ENOMEM;

@@ -21,9 +21,13 @@
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
+#include <linux/fs.h>
+#include <linux/fs_context.h>
 #include <linux/init.h>
 #include <linux/kernel.h>
 #include <linux/module.h>
+#include <linux/mount.h>
+#include <linux/pseudo_fs.h>
 #include <linux/slab.h>
 #include <linux/string.h>
 
@@ -51,6 +55,29 @@ MODULE_PARM_DESC(dax, "Device-dax ranges to attach at load: START:SIZE[:NAME][,.
 static char *node;
 module_param(node, charp, 0444);
 MODULE_PARM_DESC(node, "NUMA node memory to attach at load: NODE:SIZE[,...]");
+
+/*
+ * An internal file system holding one inode per pool. Every file opened on
+ * a pool's device node maps through that inode's address_space, whatever
+ * device node it was opened through, so that one unmap_mapping_range()
+ * reaches every mapping of the pool (a fenced shared pool, mh.c). No
+ * .owner: the mount lives from load to unload and must not pin the module.
+ */
+#define BELUGA_FS_MAGIC		0x42454c55	/* "BELU" */
+
+static int beluga_fs_init_fs_context(struct fs_context *fc)
+{
+	return init_pseudo(fc, BELUGA_FS_MAGIC) ? 0 : -ENOMEM;
+}
+
+static struct file_system_type beluga_fs_type = {
+	.name = "beluga",
+	.init_fs_context = beluga_fs_init_fs_context,
+	.kill_sb = kill_anon_super,
+};
+
+static struct vfsmount *beluga_fs_mnt;
+static int beluga_fs_count;
 
 static const struct file_operations beluga_fops = {
 	.owner = THIS_MODULE,
@@ -164,8 +191,14 @@ static int beluga_pool_register(struct beluga_device *dev, int id)
 	ret = bel_pool_init(&dev->pool);
 	if (ret)
 		return ret;
+	dev->inode = alloc_anon_inode(beluga_fs_mnt->mnt_sb);
+	if (IS_ERR(dev->inode)) {
+		ret = PTR_ERR(dev->inode);
+		goto err_pool;
+	}
 	init_rwsem(&dev->regions_rwsem);
 	init_rwsem(&dev->mh_rwsem);
+	init_rwsem(&dev->fence_rwsem);
 	atomic64_set(&dev->pte_faults, 0);
 	atomic64_set(&dev->pmd_faults, 0);
 	if (id)
@@ -182,7 +215,13 @@ static int beluga_pool_register(struct beluga_device *dev, int id)
 
 	ret = misc_register(&dev->misc);
 	if (ret)
-		bel_pool_destroy(&dev->pool);
+		goto err_inode;
+	return 0;
+
+err_inode:
+	iput(dev->inode);
+err_pool:
+	bel_pool_destroy(&dev->pool);
 	return ret;
 }
 
@@ -191,6 +230,7 @@ static void beluga_pool_unregister(struct beluga_device *dev)
 {
 	beluga_region_detach_all(dev);
 	misc_deregister(&dev->misc);
+	iput(dev->inode);
 	bel_pool_destroy(&dev->pool);
 }
 
@@ -202,9 +242,14 @@ static int __init beluga_init(void)
 		pr_err("pools=%u: must be 1 to %d\n", pools, BELUGA_MAX_POOLS);
 		return -EINVAL;
 	}
+	ret = simple_pin_fs(&beluga_fs_type, &beluga_fs_mnt, &beluga_fs_count);
+	if (ret)
+		return ret;
 	beluga_pools = kcalloc(pools, sizeof(*beluga_pools), GFP_KERNEL);
-	if (!beluga_pools)
-		return -ENOMEM;
+	if (!beluga_pools) {
+		ret = -ENOMEM;
+		goto err_fs;
+	}
 
 	for (beluga_nr_pools = 0; beluga_nr_pools < pools; beluga_nr_pools++) {
 		ret = beluga_pool_register(&beluga_pools[beluga_nr_pools],
@@ -224,6 +269,8 @@ err_pools:
 	while (beluga_nr_pools--)
 		beluga_pool_unregister(&beluga_pools[beluga_nr_pools]);
 	kfree(beluga_pools);
+err_fs:
+	simple_release_fs(&beluga_fs_mnt, &beluga_fs_count);
 	return ret;
 }
 
@@ -232,6 +279,7 @@ static void __exit beluga_exit(void)
 	while (beluga_nr_pools--)
 		beluga_pool_unregister(&beluga_pools[beluga_nr_pools]);
 	kfree(beluga_pools);
+	simple_release_fs(&beluga_fs_mnt, &beluga_fs_count);
 }
 
 module_init(beluga_init);

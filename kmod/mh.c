@@ -143,11 +143,14 @@ void beluga_mh_unmap(struct beluga_mh *mh)
 	mh->size = 0;
 }
 
+static bool beluga_mh_stall_heartbeat;
+module_param_named(mh_stall_heartbeat, beluga_mh_stall_heartbeat, bool, 0600);
+MODULE_PARM_DESC(mh_stall_heartbeat, "Testing only: skip this host's heartbeats in shared pools, so that it fences itself (default N)");
+
+/* The heartbeat period of the pool, fixed at attach. */
 static unsigned long beluga_mh_period(struct beluga_mh *mh)
 {
-	u64 ms = div_u64(mh->host.geo.heartbeat_ns, NSEC_PER_MSEC);
-
-	return max_t(unsigned long, 1, msecs_to_jiffies(ms));
+	return mh->period;
 }
 
 static void beluga_mh_hb_fn(struct work_struct *work)
@@ -155,53 +158,14 @@ static void beluga_mh_hb_fn(struct work_struct *work)
 	struct beluga_mh *mh = container_of(to_delayed_work(work),
 					    struct beluga_mh, hb_work);
 
-	bel_mh_heartbeat(&mh->host);
-	if (READ_ONCE(mh->running))
+	if (!READ_ONCE(beluga_mh_stall_heartbeat))
+		bel_mh_heartbeat(&mh->host);
+	/* Fenced: let the tick zap and rejoin now, not a period later. */
+	if (bel_mh_fenced_now(&mh->host) && READ_ONCE(mh->running))
+		mod_delayed_work(system_unbound_wq, &mh->tick_work, 0);
+	else if (READ_ONCE(mh->running))
 		queue_delayed_work(system_highpri_wq, &mh->hb_work,
 				   beluga_mh_period(mh));
-}
-
-static void beluga_mh_tick_fn(struct work_struct *work)
-{
-	struct beluga_mh *mh = container_of(to_delayed_work(work),
-					    struct beluga_mh, tick_work);
-
-	bel_mh_tick(&mh->host);
-	if (READ_ONCE(mh->host.fenced) && !mh->fence_reported) {
-		mh->fence_reported = true;
-		pr_err("host %u lost its lease: fenced, detach and attach again\n",
-		       mh->host.id);
-	}
-	if (READ_ONCE(mh->running))
-		queue_delayed_work(system_unbound_wq, &mh->tick_work,
-				   beluga_mh_period(mh));
-}
-
-/*
- * Join the pool in the mapped region (formatting it if needed) and start
- * the heartbeat and the tick. On failure *why says why (may be NULL).
- */
-int beluga_mh_start(struct beluga_mh *mh, const struct bel_mh_config *cfg,
-		    const char **why)
-{
-	int ret;
-
-	*why = NULL;
-	ret = bel_mh_attach(&mh->host, &beluga_mh_mem_ops, mh, mh->size, cfg);
-	if (ret) {
-		*why = mh->host.why;
-		return ret;
-	}
-	mh->joined = true;
-	INIT_DELAYED_WORK(&mh->hb_work, beluga_mh_hb_fn);
-	INIT_DELAYED_WORK(&mh->tick_work, beluga_mh_tick_fn);
-	mh->fence_reported = false;
-	WRITE_ONCE(mh->running, true);
-	queue_delayed_work(system_highpri_wq, &mh->hb_work,
-			   beluga_mh_period(mh));
-	queue_delayed_work(system_unbound_wq, &mh->tick_work,
-			   beluga_mh_period(mh));
-	return 0;
 }
 
 static void beluga_mh_add_ops(struct bel_stats *s,
@@ -238,11 +202,146 @@ static void beluga_mh_retire_ops(struct beluga_device *dev,
 	past->alloc_failures += o->alloc_failures;
 }
 
+/*
+ * The host fenced itself (its lease ran out: it stores nothing any more,
+ * and other hosts may soon reuse the blocks it pinned). Make every file
+ * opened so far stale and zap every mapping of the pool, so that no
+ * process reads a reused block through a pin that is gone: their faults
+ * raise SIGBUS from now on (mmap.c), their block commands fail with
+ * -ESTALE. Process context: the tick work.
+ */
+static void beluga_mh_zap(struct beluga_mh *mh)
+{
+	struct beluga_device *dev = mh->dev;
+
+	down_write(&dev->fence_rwsem);
+	WRITE_ONCE(dev->fence_epoch, dev->fence_epoch + 1);
+	up_write(&dev->fence_rwsem);
+	unmap_mapping_range(dev->inode->i_mapping, 0, 0, 1);
+}
+
+/*
+ * Rejoin after a fence: drop the fenced host's state and join again with a
+ * new incarnation (after its old record has been silent for a lease), never
+ * formatting. Needs mh_rwsem for writing, which DETACH and unload hold
+ * while they cancel this work: only tried, -EAGAIN retries at the next
+ * tick. Block commands wait meanwhile (a lease and more). Any other error
+ * is final: the pool stays down (-ESTALE) until DETACH.
+ */
+static int beluga_mh_rejoin(struct beluga_mh *mh)
+{
+	struct beluga_device *dev = mh->dev;
+	struct bel_mh_config cfg = mh->cfg;
+	u8 uuid[16];
+	int ret;
+
+	if (!down_write_trylock(&dev->mh_rwsem))
+		return -EAGAIN;
+	cancel_delayed_work_sync(&mh->hb_work);
+	memcpy(uuid, mh->host.geo.uuid, sizeof(uuid));
+	beluga_mh_retire_ops(dev, &mh->host);
+	bel_mh_destroy(&mh->host);
+	mh->joined = false;
+	/* The files' clients belonged to the old host: forget them. */
+	dev->mh_gen++;
+
+	cfg.format = false;
+	cfg.join_only = true;
+	ret = bel_mh_attach(&mh->host, &beluga_mh_mem_ops, mh, mh->size, &cfg);
+	if (!ret && (mh->host.geo.nr_blocks != mh->nr_blocks ||
+		     mh->host.geo.block_size != mh->block_size ||
+		     memcmp(mh->host.geo.uuid, uuid, sizeof(uuid)))) {
+		mh->host.why = "the pool was formatted again meanwhile";
+		bel_mh_leave(&mh->host);
+		bel_mh_destroy(&mh->host);
+		ret = -EINVAL;
+	}
+	if (ret) {
+		pr_err("host %u could not rejoin its shared pool (%d): %s; detach it\n",
+		       cfg.host_id, ret, mh->host.why ? mh->host.why : "?");
+	} else {
+		mh->joined = true;
+		pr_notice("host %u rejoined its shared pool as incarnation %u\n",
+			  cfg.host_id, le32_to_cpu(mh->host.rec.incarnation));
+		queue_delayed_work(system_highpri_wq, &mh->hb_work,
+				   beluga_mh_period(mh));
+	}
+	up_write(&dev->mh_rwsem);
+	return ret;
+}
+
+static void beluga_mh_tick_fn(struct work_struct *work)
+{
+	struct beluga_mh *mh = container_of(to_delayed_work(work),
+					    struct beluga_mh, tick_work);
+	int ret;
+
+	if (mh->rejoin_failed)
+		return;
+	if (!mh->fenced) {
+		/* The stall test hook stops the tick too: it heartbeats. */
+		if (!READ_ONCE(beluga_mh_stall_heartbeat))
+			bel_mh_tick(&mh->host);
+		if (bel_mh_fenced_now(&mh->host)) {
+			pr_warn("host %u lost its lease: fenced; mappings zapped, files opened so far are stale; rejoining\n",
+				mh->host.id);
+			mh->fenced = true;
+			beluga_mh_zap(mh);
+		}
+	}
+	if (mh->fenced && !READ_ONCE(beluga_mh_stall_heartbeat)) {
+		ret = beluga_mh_rejoin(mh);
+		if (!ret)
+			mh->fenced = false;
+		else if (ret != -EAGAIN)
+			mh->rejoin_failed = true;
+	}
+	if (READ_ONCE(mh->running) && !mh->rejoin_failed)
+		queue_delayed_work(system_unbound_wq, &mh->tick_work,
+				   beluga_mh_period(mh));
+}
+
+/*
+ * Join the pool in the mapped region (formatting it if needed) and start
+ * the heartbeat and the tick. On failure *why says why (may be NULL).
+ */
+int beluga_mh_start(struct beluga_mh *mh, const struct bel_mh_config *cfg,
+		    const char **why)
+{
+	int ret;
+
+	*why = NULL;
+	ret = bel_mh_attach(&mh->host, &beluga_mh_mem_ops, mh, mh->size, cfg);
+	if (ret) {
+		*why = mh->host.why;
+		return ret;
+	}
+	mh->cfg = *cfg;
+	mh->period = max_t(unsigned long, 1,
+			   msecs_to_jiffies(div_u64(mh->host.geo.heartbeat_ns,
+						    NSEC_PER_MSEC)));
+	mh->joined = true;
+	INIT_DELAYED_WORK(&mh->hb_work, beluga_mh_hb_fn);
+	INIT_DELAYED_WORK(&mh->tick_work, beluga_mh_tick_fn);
+	mh->fenced = false;
+	mh->rejoin_failed = false;
+	WRITE_ONCE(mh->running, true);
+	queue_delayed_work(system_highpri_wq, &mh->hb_work,
+			   beluga_mh_period(mh));
+	queue_delayed_work(system_unbound_wq, &mh->tick_work,
+			   beluga_mh_period(mh));
+	return 0;
+}
+
+/*
+ * With mh_rwsem held for writing (the tick's rejoin cannot run then, so it
+ * queues no heartbeat). The heartbeat may kick the tick: cancel it first.
+ */
 static void beluga_mh_stop_works(struct beluga_mh *mh)
 {
 	WRITE_ONCE(mh->running, false);
-	cancel_delayed_work_sync(&mh->tick_work);
 	cancel_delayed_work_sync(&mh->hb_work);
+	cancel_delayed_work_sync(&mh->tick_work);
 }
 
 /*
@@ -255,6 +354,9 @@ int beluga_mh_stop(struct beluga_mh *mh, bool force)
 	int ret;
 
 	beluga_mh_stop_works(mh);
+	/* A failed rejoin left nothing to leave. */
+	if (!mh->joined)
+		return 0;
 	ret = bel_mh_leave(&mh->host);
 	if (ret == -EBUSY && !force) {
 		WRITE_ONCE(mh->running, true);
@@ -304,11 +406,15 @@ void beluga_mh_flush_block(struct beluga_mh *mh, u32 block)
  * This file's client of the shared pool (mh_rwsem held for reading, so
  * dev->mh is stable). A client left from an earlier shared attach holds
  * nothing any more (DETACH needs that): start it afresh.
+ * -ESTALE: the file was opened before the host last fenced itself, or the
+ * host could not rejoin the pool after a fence.
  */
 struct bel_mh_client *beluga_mh_client(struct beluga_file *bf)
 {
 	struct beluga_device *dev = bf->dev;
 
+	if (!dev->mh->joined || bf->fence_epoch != READ_ONCE(dev->fence_epoch))
+		return ERR_PTR(-ESTALE);
 	mutex_lock(&bf->mh_lock);
 	if (bf->mh_gen != dev->mh_gen) {
 		kvfree(bf->mh_client.pins);
@@ -354,7 +460,8 @@ ssize_t beluga_mh_hosts_show(struct beluga_device *dev, char *buf)
 	if (!info)
 		return -ENOMEM;
 	down_read(&dev->mh_rwsem);
-	n = dev->mh ? bel_mh_hosts(&dev->mh->host, info, BEL_MH_MAX_HOSTS) : 0;
+	n = dev->mh && dev->mh->joined ?
+	    bel_mh_hosts(&dev->mh->host, info, BEL_MH_MAX_HOSTS) : 0;
 	for (i = 0; i < n; i++) {
 		const struct bel_mh_host_info *x = &info[i];
 		const char *state = x->state < ARRAY_SIZE(beluga_mh_state_names) ?

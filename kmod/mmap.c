@@ -70,22 +70,54 @@ static pfn_t beluga_dax_pfn(struct beluga_region *region, u64 region_offset)
 			     region_offset, PFN_DEV | PFN_MAP);
 }
 
+/*
+ * A shared region's fault runs under fence_rwsem (read), and raises SIGBUS
+ * in a file opened before the pool's host last fenced itself: its pins are
+ * gone, the blocks may be reused by other hosts. mh.c bumps the epoch
+ * under the write lock, then zaps every mapping of the pool.
+ */
+static bool beluga_fault_begin(struct vm_area_struct *vma,
+			       struct beluga_region *region)
+{
+	struct beluga_file *bf = vma->vm_file->private_data;
+	struct beluga_device *dev = region->dev;
+
+	if (!region->shared)
+		return true;
+	down_read(&dev->fence_rwsem);
+	if (bf->fence_epoch == dev->fence_epoch)
+		return true;
+	up_read(&dev->fence_rwsem);
+	return false;
+}
+
+static void beluga_fault_end(struct beluga_region *region)
+{
+	if (region->shared)
+		up_read(&region->dev->fence_rwsem);
+}
+
 static vm_fault_t beluga_fault(struct vm_fault *vmf)
 {
 	struct beluga_region *region;
 	struct page *page;
 	u64 region_offset;
+	vm_fault_t ret;
 
 	region = beluga_vma_region(vmf->vma, (u64)vmf->pgoff << PAGE_SHIFT,
 				   &region_offset);
-	if (!region)
+	if (!region || !beluga_fault_begin(vmf->vma, region))
 		return VM_FAULT_SIGBUS;
 
 	atomic64_inc(&region->dev->pte_faults);
-	if (region->backend == BELUGA_BACKEND_DAX)
-		return vmf_insert_mixed(vmf->vma, vmf->address,
-					beluga_dax_pfn(region, region_offset));
+	if (region->backend == BELUGA_BACKEND_DAX) {
+		ret = vmf_insert_mixed(vmf->vma, vmf->address,
+				       beluga_dax_pfn(region, region_offset));
+		beluga_fault_end(region);
+		return ret;
+	}
 
+	/* A shared region is always DAX: no fence lock to drop here. */
 	page = region->pages[region_offset >> PAGE_SHIFT];
 	get_page(page);
 	vmf->page = page;
@@ -98,6 +130,7 @@ static vm_fault_t beluga_pmd_fault(struct vm_fault *vmf)
 	unsigned long haddr = vmf->address & PMD_MASK;
 	struct beluga_region *region;
 	u64 offset, region_offset, usable;
+	vm_fault_t ret;
 
 	if (haddr < vma->vm_start || haddr + PMD_SIZE > vma->vm_end)
 		return VM_FAULT_FALLBACK;
@@ -113,9 +146,13 @@ static vm_fault_t beluga_pmd_fault(struct vm_fault *vmf)
 			PMD_SIZE))
 		return VM_FAULT_FALLBACK;
 
+	if (!beluga_fault_begin(vma, region))
+		return VM_FAULT_SIGBUS;
 	atomic64_inc(&region->dev->pmd_faults);
-	return vmf_insert_pfn_pmd(vmf, beluga_dax_pfn(region, region_offset),
-				  vmf->flags & FAULT_FLAG_WRITE);
+	ret = vmf_insert_pfn_pmd(vmf, beluga_dax_pfn(region, region_offset),
+				 vmf->flags & FAULT_FLAG_WRITE);
+	beluga_fault_end(region);
+	return ret;
 }
 
 static vm_fault_t beluga_huge_fault(BELUGA_HUGE_FAULT_ARGS)
@@ -151,6 +188,12 @@ int beluga_mmap(struct file *file, struct vm_area_struct *vma)
 	map_size = bel_pool_map_size(&dev->pool);
 	if (!map_size) {
 		ret = -ENODEV;
+		goto out;
+	}
+	/* A fence of the shared pool's host made this file stale. */
+	if (((struct beluga_file *)file->private_data)->fence_epoch !=
+	    READ_ONCE(dev->fence_epoch)) {
+		ret = -ESTALE;
 		goto out;
 	}
 	if (start >= map_size || len > map_size - start) {

@@ -264,6 +264,7 @@ struct bel_mh_config {
 	u32 host_id;		/* 0 .. max_hosts - 1, unique in the rack */
 	u64 block_size;		/* join: 0 accepts the pool's; format: 0 = 2 MiB */
 	bool format;		/* reformat even a valid pool (explicit) */
+	bool join_only;		/* never format: a rejoin after a fence */
 	/* Used only when this host formats: */
 	u32 max_hosts;		/* 0 = BEL_MH_DEF_HOSTS */
 	u64 data_align;		/* 0 = BEL_MH_DEF_DATA_ALIGN */
@@ -616,6 +617,7 @@ int bel_mh_layout(u64 region_size, const struct bel_mh_config *cfg,
  *   -ERANGE           host id >= the pool's max_hosts
  *   -EADDRINUSE       another live host uses this host id
  *   -EBUSY            cfg->format while other hosts are alive
+ *   -ENOENT           cfg->join_only and no valid superblock
  *   -ENOMEM
  * After success, call bel_mh_tick() periodically (every heartbeat period)
  * and bel_mh_heartbeat() at least as often.

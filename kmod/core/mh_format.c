@@ -461,6 +461,10 @@ static int bel_mh_format_or_check(struct bel_mh_host *h, u64 region_size)
 		valid = le64_to_cpu(sb.magic) == BEL_MH_MAGIC;
 		if (valid && !force)
 			return bel_mh_check_super(h, &sb, region_size);
+		if (h->cfg.join_only) {
+			h->why = "no pool to join any more (its superblock is gone)";
+			return -ENOENT;
+		}
 		if (valid && force) {
 			u64 lease = bel_mh_cfg_lease_ns(&h->cfg);
 

@@ -58,7 +58,9 @@
  *   -EACCES  PROT_WRITE on a file opened O_RDONLY (read-only files map
  *            read-only, and mprotect() cannot add write later);
  *   -ENODEV  no region is attached;
- *   -ENXIO   the range reaches past map_size.
+ *   -ENXIO   the range reaches past map_size;
+ *   -ESTALE  the file was opened before a fence of the pool's shared-pool
+ *            host (see BELUGA_IOC_ATTACH); its mappings raise SIGBUS.
  *
  * Command conventions (iommufd style)
  * -----------------------------------
@@ -449,6 +451,19 @@ enum beluga_backend {
  * -EINVAL geometry or block size mismatch, -ERANGE host id too large for
  * the pool, -EADDRINUSE another live host uses this id, -EBUSY a pool is
  * attached already (or FORMAT while hosts are alive).
+ *
+ * Fence: a host whose own heartbeat falls half a lease behind (the machine
+ * or its heartbeat work stalled for about a second) stops writing to the
+ * pool, because the other hosts will soon hold it dead and reuse the
+ * blocks it allocated or pinned. The module then zaps every mapping of the
+ * pool and makes every file opened before that moment stale: its ALLOC,
+ * FREE, PUBLISH, LOOKUP and RELEASE fail with -ESTALE, its mmap() too, and
+ * touching its mappings raises SIGBUS, until it is closed (its allocations
+ * and pins are gone; close and open again). The host then rejoins by
+ * itself with a new incarnation, after a lease; until then block commands
+ * of newer files fail with -ESTALE too, or wait. If it cannot rejoin (the pool was formatted again,
+ * another host took its id), every block command fails with -ESTALE until
+ * DETACH; the kernel log says why.
  */
 struct beluga_attach {
 	__u32 size;
