@@ -15,8 +15,33 @@
  *                                   (with a valid checksum) through /dev/DAX
  *   mhtool find-pool DAX...         print the first DAX whose first bytes
  *                                   hold a pool's magic (exit 1: none)
+ *   mhtool stream NS BASE MAX TAG PINBASE PINN
+ *                                   host-death load, forever: publish key
+ *                                   BASE+i (while i < MAX), LOOKUP+PIN and
+ *                                   RELEASE PINBASE..+PINN; "# STREAM i" lines
+ *   mhtool watch NS STOPFILE RANGE...   LOOKUP every key of every RANGE
+ *                                   (BASE:N), one at a time and each RANGE as
+ *                                   one chain, count-only and with PIN, in
+ *                                   turns, until STOPFILE exists; counts every
+ *                                   key that misses ("WATCH ..." summary)
+ *   mhtool account NS ROLE MINE OTHER HOLD RANGE...
+ *                                   pool accounting: pin every key of RANGEs,
+ *                                   publish and pin key MINE, wait for key
+ *                                   OTHER, ALLOC one block at a time until it
+ *                                   fails; prints the block numbers pinned and
+ *                                   allocated ("ACCT ..." lines), holds them
+ *                                   HOLD s
+ *   mhtool count NS BASE N          LOOKUP keys BASE..+N one at a time:
+ *                                   "count H run R" (R: leading run of hits)
+ *   mhtool cost NS OWN OTHER N ITERS PARTS
+ *                                   time LOOKUP (count-only, +PIN, RELEASE) of
+ *                                   keys OWN..+N (this host's partitions) and
+ *                                   OTHER..+N (another host's), interleaved;
+ *                                   medians and non-owner/owner ratios
  *
- * A block for key k written by tag t holds fill(k, t, j) at byte j.
+ * A block for key k written by tag t holds fill(k, t, j) at byte j. With
+ * MH_FILL=BYTES in the environment only the first BYTES of each block are
+ * written and checked (markers and bulk keys: CXL memory is slow under TCG).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -35,7 +60,7 @@
 #define KEY_HI	0x4d554c5449484f53ULL	/* "MULTIHOS" */
 
 static int fd = -1;
-static uint64_t map_size, block_size;
+static uint64_t map_size, block_size, nr_blocks;
 static uint8_t *map;
 
 static void die(const char *what)
@@ -60,9 +85,19 @@ static void dev_map(void)
 		die("INFO");
 	map_size = info.map_size;
 	block_size = info.block_size;
+	nr_blocks = info.nr_blocks;
 	map = mmap(NULL, map_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (map == MAP_FAILED)
 		die("mmap");
+}
+
+/* Bytes of a block that publish writes and the readers check. */
+static uint64_t fill_len(void)
+{
+	const char *e = getenv("MH_FILL");
+	uint64_t n = e ? strtoull(e, NULL, 0) : 0;
+
+	return n && n < block_size ? n : block_size;
 }
 
 static uint8_t fill(uint64_t key, uint32_t tag, uint64_t j)
@@ -133,7 +168,7 @@ static int do_publish(uint64_t ns, uint64_t base, uint32_t n, uint32_t tag)
 	for (i = 0; i < n; i++) {
 		uint8_t *p = map + offs[i];
 
-		for (j = 0; j < block_size; j++)
+		for (j = 0; j < fill_len(); j++)
 			p[j] = fill(base + i, tag, j);
 		items[i].offset = offs[i];
 		items[i].key.lo = base + i;
@@ -167,11 +202,13 @@ static int32_t block_tag(const uint8_t *p, uint64_t key)
 	uint32_t tag;
 	uint64_t j;
 
+	uint64_t len = fill_len();
+
 	for (tag = 1; tag <= 8; tag++) {
-		for (j = 0; j < block_size; j++)
+		for (j = 0; j < len; j++)
 			if (p[j] != fill(key, tag, j))
 				break;
-		if (j == block_size)
+		if (j == len)
 			return (int32_t)tag;
 	}
 	return -1;
@@ -266,6 +303,395 @@ static int do_read(uint64_t ns, uint64_t key)
 		die("RELEASE");
 	printf("tag %d\n", tag);
 	return tag < 0;
+}
+
+/* Publish one key: alloc, fill, publish. 1 published, 0 exists, -errno. */
+static int publish_one(uint64_t ns, uint64_t key, uint32_t tag)
+{
+	struct beluga_alloc al = { .size = sizeof(al), .count = 1 };
+	struct beluga_publish pub = { .size = sizeof(pub) };
+	struct beluga_publish_item item = { 0 };
+	uint64_t off, j, len = fill_len();
+	uint8_t *p;
+
+	al.offsets = (uintptr_t)&off;
+	if (ioctl(fd, BELUGA_IOC_ALLOC, &al))
+		return -errno;
+	p = map + off;
+	for (j = 0; j < len; j++)
+		p[j] = fill(key, tag, j);
+	item.offset = off;
+	item.key.lo = key;
+	item.key.hi = KEY_HI;
+	pub.ns = ns;
+	pub.count = 1;
+	pub.items = (uintptr_t)&item;
+	if (ioctl(fd, BELUGA_IOC_PUBLISH, &pub))
+		return -errno;
+	if (item.result < 0)
+		return item.result;
+	return pub.published ? 1 : 0;
+}
+
+static int release_one(uint64_t off)
+{
+	struct beluga_blocks rel = { .size = sizeof(rel), .count = 1 };
+
+	rel.offsets = (uintptr_t)&off;
+	return ioctl(fd, BELUGA_IOC_RELEASE, &rel) ? -errno : 0;
+}
+
+static int do_stream(uint64_t ns, uint64_t base, uint32_t max, uint32_t tag,
+		     uint64_t pinbase, uint32_t pinn)
+{
+	uint64_t *offs = calloc(pinn ? pinn : 1, sizeof(*offs));
+	uint32_t i = 0, hits, round = 0;
+	struct beluga_blocks rel = { .size = sizeof(rel) };
+	int ret;
+
+	dev_open();
+	dev_map();
+	printf("# STREAM-START\n");
+	for (;;) {
+		if (i < max) {
+			ret = publish_one(ns, base + i, tag);
+			printf("# STREAM %u %s\n", i + 1,
+			       ret == 1 ? "published" : ret == 0 ? "exists" :
+			       strerror(-ret));
+			i++;
+		}
+		if (pinn) {
+			if (lookup(ns, pinbase, pinn, BELUGA_LOOKUP_PIN, offs,
+				   &hits))
+				die("LOOKUP+PIN");
+			if (hits != pinn)
+				printf("# STREAM pinned %u of %u\n", hits, pinn);
+			rel.count = hits;
+			rel.offsets = (uintptr_t)offs;
+			if (hits && ioctl(fd, BELUGA_IOC_RELEASE, &rel))
+				die("RELEASE");
+		}
+		if (++round % 50 == 0)
+			printf("# STREAM round %u\n", round);
+	}
+	return 0;
+}
+
+struct range {
+	uint64_t base;
+	uint32_t n;
+};
+
+static uint32_t parse_ranges(int argc, char **argv, struct range *r)
+{
+	uint32_t total = 0;
+	int i;
+
+	for (i = 0; i < argc; i++) {
+		char *colon = strchr(argv[i], ':');
+
+		r[i].base = strtoull(argv[i], NULL, 0);
+		r[i].n = colon ? strtoul(colon + 1, NULL, 0) : 1;
+		total += r[i].n;
+	}
+	return total;
+}
+
+/*
+ * Survivors' lookups while another host dies or rejoins: every key of every
+ * range, in rounds of four kinds: one LOOKUP per key count-only, one per key
+ * with PIN (then RELEASE), one LOOKUP per range (a chain, as a prefix
+ * lookup does) count-only, and one per range with PIN. Every key that
+ * misses counts. Miss episodes are printed with their times (CLOCK_MONOTONIC
+ * of this guest, s).
+ */
+static int do_watch(uint64_t ns, const char *stop, int argc, char **argv)
+{
+	static const char *const kind[4] = { "count-only", "pin", "chain", "chain+pin" };
+	struct range *r = calloc(argc, sizeof(*r));
+	uint64_t lk[4] = { 0 }, miss[4] = { 0 }, *offs;
+	double t0 = now_s(), first = -1, last = -1, ep = -1, longest = 0;
+	uint32_t nkeys = parse_ranges(argc, argv, r), hits, round = 0, maxn = 1;
+	struct beluga_blocks rel = { .size = sizeof(rel) };
+	int i;
+
+	for (i = 0; i < argc; i++)
+		if (r[i].n > maxn)
+			maxn = r[i].n;
+	offs = calloc(maxn, sizeof(*offs));
+	dev_open();
+	dev_map();
+	printf("# WATCH-START %.1f keys %u\n", t0, nkeys);
+	while (access(stop, F_OK)) {
+		int m = round % 4, pin = m & 1, chain = m >> 1;
+		uint32_t round_miss = 0;
+
+		for (i = 0; i < argc; i++) {
+			uint32_t k, step = chain ? r[i].n : 1;
+
+			for (k = 0; k < r[i].n; k += step) {
+				uint64_t key = r[i].base + k;
+
+				if (lookup(ns, key, step, pin ? BELUGA_LOOKUP_PIN : 0,
+					   pin ? offs : NULL, &hits))
+					die("LOOKUP");
+				lk[m] += step;
+				if (pin && hits) {
+					rel.count = hits;
+					rel.offsets = (uintptr_t)offs;
+					if (ioctl(fd, BELUGA_IOC_RELEASE, &rel))
+						die("RELEASE");
+				}
+				if (hits == step)
+					continue;
+				miss[m] += step - hits;
+				round_miss += step - hits;
+				if (first < 0)
+					first = now_s();
+				last = now_s();
+				if (miss[0] + miss[1] + miss[2] + miss[3] <= 20)
+					printf("# WATCH miss key %" PRIu64 " (+%u) %s at %.1f\n",
+					       key + hits, step - hits - 1, kind[m], last);
+			}
+		}
+		if (round_miss && ep < 0) {
+			ep = now_s();
+			printf("# WATCH miss episode starts at %.1f\n", ep);
+		} else if (!round_miss && ep >= 0 && m == 3) {
+			/* an episode ends after a full cycle of the four kinds without a miss */
+			printf("# WATCH miss episode ends at %.1f (%.1f s)\n",
+			       now_s(), now_s() - ep);
+			if (now_s() - ep > longest)
+				longest = now_s() - ep;
+			ep = -1;
+		}
+		round++;
+		usleep(20000);	/* leave the emulator some CPU */
+	}
+	if (ep >= 0 && now_s() - ep > longest)
+		longest = now_s() - ep;
+	printf("WATCH lookups %" PRIu64 " misses %" PRIu64 " (count-only %" PRIu64 "/%" PRIu64
+	       ", pin %" PRIu64 "/%" PRIu64 ", chain %" PRIu64 "/%" PRIu64 ", chain+pin %" PRIu64
+	       "/%" PRIu64 ") rounds %u over %.1f s (%.1f..%.1f) first-miss %.1f last-miss %.1f"
+	       " longest-episode %.1f s\n",
+	       lk[0] + lk[1] + lk[2] + lk[3], miss[0] + miss[1] + miss[2] + miss[3],
+	       miss[0], lk[0], miss[1], lk[1], miss[2], lk[2], miss[3], lk[3],
+	       round, now_s() - t0, t0, now_s(), first, last, longest);
+	return miss[0] + miss[1] + miss[2] + miss[3] ? 1 : 0;
+}
+
+static void print_blocks(const char *what, const char *role,
+			 const uint64_t *offs, uint32_t n)
+{
+	uint32_t i;
+
+	for (i = 0; i < n; i++) {
+		if (i % 16 == 0)
+			printf("%s# ACCT-%s %s", i ? "\n" : "", what, role);
+		printf(" %" PRIu64, offs[i] / block_size);
+	}
+	if (n)
+		printf("\n");
+}
+
+/*
+ * Pool accounting on a survivor (docs/multihost.md section 6: no block is
+ * lost, none is owned twice): pin every key the test published, then take
+ * every block this host can get. run.sh checks across the survivors that
+ * pinned and allocated blocks together are the whole pool, and that no
+ * block was handed out twice.
+ */
+static int do_account(uint64_t ns, const char *role, uint64_t mine,
+		      uint64_t other, int hold, int argc, char **argv)
+{
+	struct range *r = calloc(argc, sizeof(*r));
+	uint32_t nkeys = parse_ranges(argc, argv, r), npin = 0, nalloc = 0, hits;
+	uint64_t *pins, *allocs, off;
+	double t0;
+	int i, err = 0, ret;
+
+	dev_open();
+	dev_map();
+	pins = calloc(nkeys + 1, sizeof(*pins));
+	allocs = calloc(nr_blocks + 1, sizeof(*allocs));
+	for (i = 0; i < argc; i++) {
+		uint32_t k;
+
+		for (k = 0; k < r[i].n; k++) {
+			if (lookup(ns, r[i].base + k, 1, BELUGA_LOOKUP_PIN, &off,
+				   &hits))
+				die("LOOKUP+PIN");
+			if (hits)
+				pins[npin++] = off;
+		}
+	}
+	/* tell the other survivor that this host holds its pins */
+	ret = publish_one(ns, mine, 1);
+	if (ret < 0) {
+		printf("ACCT publish %" PRIu64 ": %s\n", mine, strerror(-ret));
+		return 1;
+	}
+	if (lookup(ns, mine, 1, BELUGA_LOOKUP_PIN, &off, &hits) || !hits) {
+		printf("ACCT pin %" PRIu64 " failed\n", mine);
+		return 1;
+	}
+	pins[npin++] = off;
+	t0 = now_s();
+	for (;;) {
+		if (lookup(ns, other, 1, 0, NULL, &hits))
+			die("LOOKUP");
+		if (hits)
+			break;
+		if (now_s() - t0 > 180) {
+			printf("ACCT timeout waiting for key %" PRIu64 "\n", other);
+			return 1;
+		}
+		usleep(100000);
+	}
+	for (;;) {
+		struct beluga_alloc al = { .size = sizeof(al), .count = 1 };
+
+		if (nalloc > nr_blocks) {
+			printf("ACCT more allocations than blocks\n");
+			return 1;
+		}
+		al.offsets = (uintptr_t)&allocs[nalloc];
+		if (ioctl(fd, BELUGA_IOC_ALLOC, &al)) {
+			err = errno;
+			break;
+		}
+		nalloc++;
+	}
+	printf("ACCT %s keys %u pinned %u allocated %u (then %s) pool %" PRIu64
+	       " blocks\n", role, nkeys + 1, npin, nalloc, strerror(err),
+	       nr_blocks);
+	print_blocks("PIN", role, pins, npin);
+	print_blocks("ALLOC", role, allocs, nalloc);
+	fflush(stdout);
+	sleep(hold);
+	return err == ENOSPC ? 0 : 1;
+}
+
+static int do_count(uint64_t ns, uint64_t base, uint32_t n)
+{
+	uint32_t k, hits, h = 0, run = 0;
+
+	dev_open();
+	for (k = 0; k < n; k++) {
+		if (lookup(ns, base + k, 1, 0, NULL, &hits))
+			die("LOOKUP");
+		h += hits;
+		if (hits && run == k)
+			run++;
+	}
+	printf("count %u run %u\n", h, run);
+	return 0;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static double median(double *v, uint32_t n)
+{
+	qsort(v, n, sizeof(*v), cmp_double);
+	return n ? (n & 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2) : 0;
+}
+
+/* Partition of the block at @off: partition p holds [p*n/P, (p+1)*n/P). */
+static uint32_t part_of(uint64_t off, uint32_t parts)
+{
+	uint64_t b = off / block_size;
+	uint32_t p;
+
+	for (p = parts - 1; p > 0; p--)
+		if (b >= p * nr_blocks / parts)
+			break;
+	return p;
+}
+
+/*
+ * Owner vs non-owner LOOKUP cost: the same number of single-key LOOKUPs of
+ * keys in partitions this host owns and of keys another host owns, in
+ * alternation so that both see the same load. Under TCG only the ratios
+ * mean something.
+ */
+static int do_cost(uint64_t ns, uint64_t own, uint64_t other, uint32_t n,
+		   uint32_t iters, uint32_t parts)
+{
+	static const char *const mode[3] = { "LOOKUP count-only", "LOOKUP+PIN (first pin)",
+					     "RELEASE (last pin)" };
+	uint64_t base[2] = { own, other }, off;
+	uint32_t m, s, it, k, hits, cnt = 0;
+	double *t[3][2], med[3][2], sum[3][2];
+	uint32_t pmask[2] = { 0, 0 };
+
+	dev_open();
+	dev_map();
+	for (m = 0; m < 3; m++)
+		for (s = 0; s < 2; s++) {
+			t[m][s] = calloc((size_t)iters * n, sizeof(double));
+			sum[m][s] = 0;
+		}
+	for (s = 0; s < 2; s++)
+		for (k = 0; k < n; k++) {
+			if (lookup(ns, base[s] + k, 1, BELUGA_LOOKUP_PIN, &off, &hits))
+				die("LOOKUP+PIN");
+			if (!hits) {
+				printf("cost: key %" PRIu64 " missing\n", base[s] + k);
+				return 1;
+			}
+			pmask[s] |= 1u << part_of(off, parts);
+			release_one(off);
+		}
+	for (it = 0; it < iters; it++)
+		for (k = 0; k < n; k++)
+			for (s = 0; s < 2; s++) {
+				uint32_t side = (s + it) & 1;
+				struct beluga_key key = { .lo = base[side] + k, .hi = KEY_HI };
+				struct beluga_lookup lk = { .size = sizeof(lk), .ns = ns,
+							    .count = 1 };
+				struct beluga_blocks rel = { .size = sizeof(rel), .count = 1 };
+				double a, b, c;
+
+				lk.keys = (uintptr_t)&key;
+				a = now_s();
+				if (ioctl(fd, BELUGA_IOC_LOOKUP, &lk) || lk.hits != 1)
+					die("LOOKUP");
+				b = now_s();
+				t[0][side][cnt / 2] = b - a;
+				lk.flags = BELUGA_LOOKUP_PIN;
+				lk.offsets = (uintptr_t)&off;
+				a = now_s();
+				if (ioctl(fd, BELUGA_IOC_LOOKUP, &lk) || lk.hits != 1)
+					die("LOOKUP+PIN");
+				b = now_s();
+				rel.offsets = (uintptr_t)&off;
+				if (ioctl(fd, BELUGA_IOC_RELEASE, &rel))
+					die("RELEASE");
+				c = now_s();
+				t[1][side][cnt / 2] = b - a;
+				t[2][side][cnt / 2] = c - b;
+				cnt++;
+			}
+	printf("COST keys %u per side, %u rounds; owner keys in partitions %#x, "
+	       "non-owner keys in partitions %#x\n", n, iters, pmask[0], pmask[1]);
+	for (m = 0; m < 3; m++) {
+		for (s = 0; s < 2; s++) {
+			for (k = 0; k < iters * n; k++)
+				sum[m][s] += t[m][s][k];
+			med[m][s] = median(t[m][s], iters * n);
+		}
+		printf("COST %-24s owner median %.1f us mean %.1f us | non-owner median "
+		       "%.1f us mean %.1f us | ratio median %.2f mean %.2f\n", mode[m],
+		       med[m][0] * 1e6, sum[m][0] / (iters * n) * 1e6,
+		       med[m][1] * 1e6, sum[m][1] / (iters * n) * 1e6,
+		       med[m][1] / med[m][0], sum[m][1] / sum[m][0]);
+	}
+	return 0;
 }
 
 /* Same checksum as kmod/core/mh_format.c (bel_mh_csum). */
@@ -400,6 +826,32 @@ int main(int argc, char **argv)
 			       strtoull(argv[3], NULL, 0));
 	if (!strcmp(cmd, "find-pool") && argc > 2)
 		return do_find_pool(argc - 2, argv + 2);
+	if (!strcmp(cmd, "stream") && argc == 8)
+		return do_stream(strtoull(argv[2], NULL, 0),
+				 strtoull(argv[3], NULL, 0),
+				 strtoul(argv[4], NULL, 0),
+				 strtoul(argv[5], NULL, 0),
+				 strtoull(argv[6], NULL, 0),
+				 strtoul(argv[7], NULL, 0));
+	if (!strcmp(cmd, "watch") && argc > 4)
+		return do_watch(strtoull(argv[2], NULL, 0), argv[3],
+				argc - 4, argv + 4);
+	if (!strcmp(cmd, "account") && argc > 7)
+		return do_account(strtoull(argv[2], NULL, 0), argv[3],
+				  strtoull(argv[4], NULL, 0),
+				  strtoull(argv[5], NULL, 0), atoi(argv[6]),
+				  argc - 7, argv + 7);
+	if (!strcmp(cmd, "count") && argc == 5)
+		return do_count(strtoull(argv[2], NULL, 0),
+				strtoull(argv[3], NULL, 0),
+				strtoul(argv[4], NULL, 0));
+	if (!strcmp(cmd, "cost") && argc == 8)
+		return do_cost(strtoull(argv[2], NULL, 0),
+			       strtoull(argv[3], NULL, 0),
+			       strtoull(argv[4], NULL, 0),
+			       strtoul(argv[5], NULL, 0),
+			       strtoul(argv[6], NULL, 0),
+			       strtoul(argv[7], NULL, 0));
 	if (!strcmp(cmd, "set-version") && argc == 4)
 		return do_set_version(argv[2], strtoul(argv[3], NULL, 0));
 	fprintf(stderr, "usage: see the comment at the top of mhtool.c\n");

@@ -1,88 +1,320 @@
 #!/usr/bin/env bash
-# Two 6.12 guests on one shared CXL pool (scripts/vm/run-guest.sh -m): the
-# multi-host protocol in the kernel module, end to end. See guest.sh for the
-# steps. Output: OUT/A and OUT/B (console.log, results.tap), a TAP summary on
-# stdout. Exit status 0 when both guests pass and exactly one won the race.
-#   tests/multihost/run.sh [-o OUT] [-t SECS]
+# Multi-host tests: 6.12 guests on one shared CXL pool (scripts/vm/run-guest.sh
+# -m), the multi-host protocol in the kernel module, end to end.
+#
+#   tests/multihost/run.sh [-S two|three|all] [-C] [-o OUT] [-t SECS] [-s CPUS]
+#
+# Scenarios:
+#   two    (default) guest.sh in guests A and B: cross-host byte-exact reads,
+#          same-key race, version refusal, clean leave and rejoin, B stops
+#          without detaching and A adopts its partitions.
+#   three  guest3.sh in guests A, B and C: cross-host reads among all three, a
+#          three-way same-key race, partitions spread over three; then C's
+#          QEMU is killed with SIGKILL in the middle of a publish/pin stream
+#          while A and B count every lookup of existing keys that misses; A
+#          and B take C's partitions over and account the whole pool; C boots
+#          again on the same pool file and rejoins (new incarnation, home
+#          partition back, publishes, everyone reads its keys).
+#   all    both, one after the other.
+# -s CPUS: guest CPUs (default 2 for two, 1 for three: three guests of one
+#     CPU each load 2 host cores less, so heartbeats keep their lease).
+# -C: CI mode (make test): scenario three, shorter timeouts; every result is
+#     a TAP line, "1..N" last, exit status 1 on any failure. About 6-8 min on
+#     2 cores.
+# Known kernel bug switch: MH_KNOWN_MISS_BUG=1 reports survivors' lookup misses
+# during the death and rejoin windows as "not ok ... # TODO" (not a failure).
+# The default is strict: a single miss fails.
+# Output: OUT/<scenario>/<guest>/ (console.log, results.tap, log).
 # Use a private BELUGA_BUILD when other runs may be going on.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
-out=${BELUGA_BUILD:-$root/build}/multihost tmo=900
-while getopts o:t: opt; do
+out=${BELUGA_BUILD:-$root/build}/multihost tmo=900 scen=two smp=
+while getopts S:Co:t:s: opt; do
 	case $opt in
+	S) scen=$OPTARG ;;
+	C) scen=three ;;
 	o) out=$OPTARG ;;
 	t) tmo=$OPTARG ;;
-	*) echo "usage: $0 [-o OUT] [-t SECS]" >&2; exit 2 ;;
+	s) smp=$OPTARG ;;
+	*) echo "usage: $0 [-S two|three|all] [-C] [-o OUT] [-t SECS] [-s CPUS]" >&2; exit 2 ;;
 	esac
 done
+case $scen in two | three | all) ;; *) echo "$0: unknown scenario '$scen'" >&2; exit 2 ;; esac
+miss_todo=${MH_KNOWN_MISS_BUG:-0}
+T0=$(date +%s)
 rm -rf "$out"
-mkdir -p "$out/A/mh" "$out/B/mh"
+mkdir -p "$out"
 gcc -static -O2 -Wall -Wextra -Werror -I"$root/uapi" -o "$out/mhtool" "$here/mhtool.c"
 make -s -C "$root/userspace" static >/dev/null
-for r in A B; do
-	cp "$out/mhtool" "$root/userspace/build/static/belugactl" "$out/$r/mh/"
-	echo $r >"$out/$r/mh/role"
-done
 
-# A boots first on its own CXL files and names the device of its pool (PCI
-# bus 0d, 0e, 0f = root port 0, 1, 2 = file mem0, mem1, mem2). B then boots
-# with private files except that one, hard-linked: the guests share the pool
-# and nothing else (not the memory either onlines as System RAM). The guest
-# setup numbers regions in endpoint probe order, which differs between
-# boots: when B made that device its kmem node it reports CONFLICT and is
-# booted again.
-rc=0
-mkdir -p "$out/memA"
-"$root/scripts/vm/run-guest.sh" -q -r "$here/guest.sh" -d "$out/A/mh:/mh" \
-	-m "$out/memA" -o "$out/A/run" -t "$tmo" 6.12 >"$out/A/log" 2>&1 &
-apid=$!
-bdf=
-for _ in $(seq 600); do
-	bdf=$(sed -n 's/^# POOL-BDF \(0000:..:00\.0\).*/\1/p' "$out/A/run/results.tap" 2>/dev/null || true)
-	[ -n "$bdf" ] || ! kill -0 $apid 2>/dev/null && break
-	sleep 1
-done
-if [ -z "$bdf" ]; then
-	echo "# guest A never named its pool device"
-	wait $apid || true
-	rc=1
-else
-	k=$((0x$(echo "$bdf" | cut -d: -f2) - 0x0d))
-	echo "$bdf" >"$out/B/mh/pool-bdf"
-	echo "# A's pool: $bdf, file mem$k"
-	for attempt in 1 2 3 4 5; do
-		rm -rf "$out/memB" "$out/B/run"
-		mkdir -p "$out/memB"
-		ln "$out/memA/mem$k" "$out/memB/mem$k"
-		"$root/scripts/vm/run-guest.sh" -q -r "$here/guest.sh" -d "$out/B/mh:/mh" \
-			-m "$out/memB" -o "$out/B/run" -t "$tmo" 6.12 >"$out/B/log" 2>&1 || rc=1
-		grep -q "^# CONFLICT" "$out/B/run/results.tap" 2>/dev/null || break
-		rc=0
-		echo "# B attempt $attempt: $bdf is B's kmem node; booting B again"
+n=0 rc=0
+t_ok() { n=$((n + 1)); echo "ok $n $*"; }
+t_fail() { n=$((n + 1)); echo "not ok $n $*"; rc=1; }
+# t_if NAME CMD...: one result from CMD's status (safe under set -e)
+t_if() {
+	local name=$1
+	shift
+	if "$@"; then t_ok "$name"; else t_fail "$name"; fi
+}
+elapsed() { echo $(($(date +%s) - T0)); }
+
+# guest_dir DIR ROLE: a guest's /mh
+guest_dir() {
+	mkdir -p "$1/mh"
+	cp "$out/mhtool" "$root/userspace/build/static/belugactl" "$1/mh/"
+	echo "$2" >"$1/mh/role"
+}
+
+# boot GUEST-DIR MEMDIR SCRIPT: one guest (output in GUEST-DIR/run, GUEST-DIR/log);
+# $cpus guest CPUs
+boot() {
+	"$root/scripts/vm/run-guest.sh" -q -s "$cpus" -r "$3" -d "$1/mh:/mh" \
+		-m "$2" -o "$1/run" -t "$tmo" 6.12 >"$1/log" 2>&1
+}
+
+# wait_bdf GUEST-DIR PID: the PCI address of the pool device A names
+wait_bdf() {
+	local b=
+	for _ in $(seq 900); do
+		b=$(sed -n 's/^# POOL-BDF \(0000:..:00\.0\).*/\1/p' "$1/run/results.tap" 2>/dev/null || true)
+		[ -n "$b" ] || ! kill -0 "$2" 2>/dev/null && break
+		sleep 1
 	done
-	wait $apid || rc=1
-fi
+	echo "$b"
+}
 
-n=0 fail=0
-for r in A B; do
-	tap=$out/$r/run/results.tap
-	echo "# guest $r: $tap"
-	grep -E '^(ok|not ok) ' "$tap" | grep -v ':setup:' | sed "s/^/#   /" || true
-	grep -q '^not ok' "$tap" && fail=1
-	grep -q '^BELUGA-GUEST-EXIT 0' "$tap" || fail=1
-done
-n=$((n + 1))
-if [ $fail = 0 ] && [ $rc = 0 ]; then echo "ok $n both guests pass"; else echo "not ok $n both guests pass"; rc=1; fi
-wins=$(cat "$out"/A/run/results.tap "$out"/B/run/results.tap | grep -c '^# RACE . published 1 ' || true)
-tags=$(cat "$out"/A/run/results.tap "$out"/B/run/results.tap | grep '^# TAG ' | awk '{print $5}' | sort -u | tr '\n' ' ')
-n=$((n + 1))
-if [ "$wins" = 1 ]; then echo "ok $n exactly one host won the same-key race"; else echo "not ok $n race winners: $wins"; rc=1; fi
-n=$((n + 1))
-if [ "$(echo $tags)" = 1 ] || [ "$(echo $tags)" = 2 ]; then
-	echo "ok $n both hosts read the same winner's bytes (tag $tags)"
-else
-	echo "not ok $n race key bytes: tags '$tags'"; rc=1
-fi
+# boot_peer GUEST-DIR MEMA K SCRIPT: a guest whose CXL files are private except
+# memK, hard-linked to A's (the pool). The guest setup numbers regions in
+# endpoint probe order, which differs between boots: when the guest made that
+# device its kmem node it reports CONFLICT and is booted again. Status: the
+# guest's.
+boot_peer() {
+	local g=$1 mema=$2 k=$3 script=$4 attempt grc
+	for attempt in 1 2 3 4 5; do
+		rm -rf "$g/mem" "$g/run"
+		mkdir -p "$g/mem"
+		ln "$mema/mem$k" "$g/mem/mem$k"
+		grc=0
+		boot "$g" "$g/mem" "$script" || grc=$?
+		grep -q "^# CONFLICT" "$g/run/results.tap" 2>/dev/null || return $grc
+		echo "# $(basename "$g") attempt $attempt: the pool device is its kmem node; booting it again"
+	done
+	return 1
+}
+
+# guest_passed TAP: no failure and the guest script exited 0
+guest_passed() {
+	! grep -q '^not ok' "$1" && grep -q '^BELUGA-GUEST-EXIT 0' "$1"
+}
+
+# show TAP: the guest's results (not the setup steps) as comments
+show() {
+	grep -E '^(ok|not ok) ' "$1" | grep -v ':setup:' | sed "s/^/#   /" || true
+}
+
+scenario_two() {
+	local s=$out/two bdf k rc2=0 fail=0 apid wins tags r cpus=${smp:-2}
+	mkdir -p "$s/memA"
+	guest_dir "$s/A" A
+	guest_dir "$s/B" B
+	echo "# scenario two: guests A and B ($(elapsed) s)"
+	boot "$s/A" "$s/memA" "$here/guest.sh" &
+	apid=$!
+	bdf=$(wait_bdf "$s/A" $apid)
+	if [ -z "$bdf" ]; then
+		echo "# guest A never named its pool device"
+		wait $apid || true
+		rc2=1
+	else
+		k=$((0x$(echo "$bdf" | cut -d: -f2) - 0x0d))
+		echo "$bdf" >"$s/B/mh/pool-bdf"
+		echo "# A's pool: $bdf, file mem$k"
+		boot_peer "$s/B" "$s/memA" $k "$here/guest.sh" || rc2=1
+		wait $apid || rc2=1
+	fi
+	for r in A B; do
+		echo "# guest $r: $s/$r/run/results.tap"
+		show "$s/$r/run/results.tap"
+		guest_passed "$s/$r/run/results.tap" || fail=1
+	done
+	t_if "two: both guests pass" [ $fail$rc2 = 00 ]
+	wins=$(cat "$s"/[AB]/run/results.tap | grep -c '^# RACE . published 1 ' || true)
+	tags=$(cat "$s"/[AB]/run/results.tap | grep '^# TAG ' | awk '{print $5}' | sort -u | tr '\n' ' ')
+	t_if "two: exactly one host won the same-key race (winners: $wins)" [ "$wins" = 1 ]
+	t_if "two: both hosts read the same winner's bytes (tag $tags)" [ "$(echo $tags)" = 1 -o "$(echo $tags)" = 2 ]
+	echo "# scenario two done at $(elapsed) s"
+}
+
+# qemu_pid GUEST-DIR: the QEMU process of that guest (its serial file is unique)
+qemu_pid() {
+	local p
+	for p in $(pgrep -f -- "file:$1/run/results.tap" || true); do
+		case $(cat /proc/$p/comm 2>/dev/null) in qemu-system*) echo "$p"; return 0 ;; esac
+	done
+	return 1
+}
+
+# killer GUEST-DIR N: SIGKILL the guest's QEMU once it printed "# STREAM N "
+killer() {
+	local g=$1 want=$2 pid
+	for _ in $(seq $((tmo * 2))); do
+		if grep -q "^# STREAM $want " "$g/run/results.tap" 2>/dev/null; then
+			pid=$(qemu_pid "$g") || { echo "# killer: no QEMU for $g"; return 1; }
+			sleep 0.3
+			kill -9 "$pid"
+			echo "# killed C's QEMU (pid $pid) with SIGKILL at $(elapsed) s, after: $(grep '^# STREAM [0-9]' "$g/run/results.tap" | tail -n 1)"
+			echo "$pid" >"$g/killed"
+			return 0
+		fi
+		sleep 0.5
+	done
+	echo "# killer: C never reached stream item $want"
+	return 1
+}
+
+# acct SCENARIO-DIR: pool accounting from A's and B's "ACCT" lines
+acct_check() {
+	awk '
+	/^# ACCT [AB] keys/ { pool = $NF == "blocks" ? $(NF - 1) : pool; hosts++ }
+	/^# ACCT-PIN / { for (i = 4; i <= NF; i++) { pin[$i] = 1; pinby[$3, $i] = 1 } }
+	/^# ACCT-ALLOC / { for (i = 4; i <= NF; i++) { if ($i in alloc) dup = dup " " $i; alloc[$i] = $3; na[$3]++ } }
+	END {
+		for (b in alloc) {
+			if (b in pin) bad = bad " " b
+			all[b] = 1
+		}
+		for (b in pin) all[b] = 1
+		for (b in all) tot++
+		np = 0; for (b in pin) np++
+		printf "# accounting: pool %d blocks; pinned %d (every published key), allocated A %d B %d; union %d\n", pool, np, na["A"], na["B"], tot
+		if (hosts != 2) { print "# accounting: " hosts + 0 " ACCT summaries (want 2)"; exit 1 }
+		if (dup != "") { print "# blocks allocated twice:" dup; exit 1 }
+		if (bad != "") { print "# blocks both pinned and allocated:" bad; exit 1 }
+		if (tot != pool) { print "# blocks lost: " pool - tot; exit 1 }
+	}' "$1"/A/run/results.tap "$1"/B/run/results.tap
+}
+
+# misses_result PHASE HOSTS FILES...: one result from the "# MISSES PHASE"
+# counts of HOSTS hosts
+misses_result() {
+	local phase=$1 want=$2 sum=0 v line per="" got=0
+	shift 2
+	while read -r line; do
+		v=$(echo "$line" | awk '{print $5}')
+		per="$per $(echo "$line" | awk '{print $4}')=$v"
+		case $v in '' | *[!0-9]*) sum=unknown; break ;; esac
+		sum=$((sum + v))
+		got=$((got + 1))
+	done < <(grep -h "^# MISSES $phase " "$@" || true)
+	[ $got = "$want" ] || sum="unknown ($got of $want hosts reported)"
+	echo "# lookup misses (per-key), $phase window:${per:- none reported}"
+	if [ "$sum" = 0 ]; then
+		t_ok "three: lookups of existing keys all hit during the $phase window"
+	elif [ "$miss_todo" = 1 ]; then
+		n=$((n + 1))
+		echo "not ok $n three: lookups of existing keys missed during the $phase window: $sum # TODO known kernel bug (MH_KNOWN_MISS_BUG=1)"
+	else
+		t_fail "three: lookups of existing keys missed during the $phase window: $sum (MH_KNOWN_MISS_BUG=1 marks this TODO)"
+	fi
+}
+
+# spread DIR: how C's partitions went to the survivors (guest A's view)
+spread() {
+	local c a b
+	read -r _ _ _ c < <(grep '^# OWNED-BEFORE-DEATH A ' "$1/A/run/results.tap" || echo)
+	read -r _ _ _ a b _ < <(grep '^# OWNED-AFTER-DEATH A ' "$1/A/run/results.tap" || echo)
+	if [ -z "$c" ] || [ -z "$a" ] || [ -z "$b" ]; then
+		t_fail "three: partitions spread over the survivors (no OWNED lines)"
+		return
+	fi
+	echo "# partitions: C owned 0x$c; after its death A owns 0x$a (took $(printf '%#x' $((0x$a & 0x$c)))), B owns 0x$b (took $(printf '%#x' $((0x$b & 0x$c))))"
+	t_if "three: C's partitions spread over the survivors (A|B = 0xff, disjoint)" \
+		[ $((0x$a | 0x$b)) = 255 -a $((0x$a & 0x$b)) = 0 ]
+}
+
+scenario_three() {
+	local s=$out/three bdf k apid bpid cpid kpid rc3=0 r wins tags f cpus=${smp:-1}
+	mkdir -p "$s/memA"
+	for r in A B C C2; do guest_dir "$s/$r" "${r:0:1}"; done
+	touch "$s/C2/mh/rejoin"
+	echo "# scenario three: guests A, B, C ($(elapsed) s)"
+	boot "$s/A" "$s/memA" "$here/guest3.sh" &
+	apid=$!
+	bdf=$(wait_bdf "$s/A" $apid)
+	if [ -z "$bdf" ]; then
+		echo "# guest A never named its pool device"
+		wait $apid || true
+		t_fail "three: guest A names its pool device"
+		return
+	fi
+	k=$((0x$(echo "$bdf" | cut -d: -f2) - 0x0d))
+	for r in B C C2; do echo "$bdf" >"$s/$r/mh/pool-bdf"; done
+	echo "# A's pool: $bdf, file mem$k ($(elapsed) s)"
+	boot_peer "$s/B" "$s/memA" $k "$here/guest3.sh" &
+	bpid=$!
+	boot_peer "$s/C" "$s/memA" $k "$here/guest3.sh" &
+	cpid=$!
+	killer "$s/C" 4 &
+	kpid=$!
+	t_if "three: C's QEMU killed with SIGKILL in the middle of its stream" wait $kpid
+	wait $cpid || true
+	# C boots again once A and B have accounted the pool without it
+	for _ in $(seq $((tmo * 2))); do
+		[ "$(cat "$s"/A/run/results.tap "$s"/B/run/results.tap 2>/dev/null | grep -c '^# ACCOUNTED' || true)" -ge 2 ] && break
+		kill -0 $apid 2>/dev/null && kill -0 $bpid 2>/dev/null || break
+		sleep 1
+	done
+	echo "# booting C again on the same pool file ($(elapsed) s)"
+	boot_peer "$s/C2" "$s/memA" $k "$here/guest3.sh" || rc3=1
+	wait $apid || rc3=1
+	wait $bpid || rc3=1
+	echo "# guests done at $(elapsed) s"
+	for r in A B C C2; do
+		echo "# guest $r: $s/$r/run/results.tap ($(cat "$s/$r/run/time" 2>/dev/null || echo no time))"
+		show "$s/$r/run/results.tap"
+	done
+	for r in A B C2; do
+		t_if "three: guest $r passes" guest_passed "$s/$r/run/results.tap"
+	done
+	# C: every result before its death passed; killed, not crashed
+	f=$s/C/run/results.tap
+	t_if "three: guest C passes until it is killed" eval \
+		"! grep '^not ok' '$f' | grep -qv '^not ok - 6.12:guest ' && [ -f '$s/C/killed' ]"
+	wins=$(cat "$s"/[ABC]/run/results.tap | grep -c '^# RACE . published 1 ' || true)
+	t_if "three: exactly one of three hosts won the same-key race (winners: $wins)" [ "$wins" = 1 ]
+	tags=$(cat "$s"/[ABC]/run/results.tap | grep '^# TAG ' | awk '{print $5}' | sort -u | tr '\n' ' ')
+	f=$(cat "$s"/[ABC]/run/results.tap | grep -c '^# TAG . tag [123]$' || true)
+	t_if "three: all three hosts read the winner's bytes (tag $tags)" [ "$f" = 3 -a "$(echo $tags | wc -w)" = 1 ]
+	grep -h '^# OWNED-\|^# C-DEAD\|^# C-REJOINED\|^# INCARNATION' "$s"/[ABC]/run/results.tap "$s"/C2/run/results.tap | sed 's/^/#/' || true
+	grep -h '^# COST' "$s"/A/run/results.tap | tee "$s/cost.txt" || true
+	misses_result death 2 "$s"/A/run/results.tap "$s"/B/run/results.tap
+	t_if "three: no block lost or owned twice after the takeover (pinned + allocated by A and B = the pool)" acct_check "$s"
+	local sk
+	sk=$(grep -h '^# STREAM-KEYS ' "$s"/A/run/results.tap "$s"/B/run/results.tap "$s"/C2/run/results.tap | awk '{print $5 "/" $7}' | sort -u | tr '\n' ' ')
+	echo "# C's stream keys found/leading run (A, B, C after rejoin): $sk; C reported $(grep -c '^# STREAM [0-9]* published' "$s/C/run/results.tap" || true) published before it died"
+	t_if "three: every host finds the same stream keys of the dead host ($sk)" [ "$(echo $sk | wc -w)" = 1 -a "$(grep -c '^# STREAM-KEYS ' "$s"/A/run/results.tap "$s"/B/run/results.tap "$s"/C2/run/results.tap | awk -F: '{ t += $2 } END { print t }')" = 3 ]
+	spread "$s"
+	local i1 i2
+	i1=$(sed -n 's/^# INCARNATION C \([0-9]*\)$/\1/p' "$s/C/run/results.tap" | head -n 1)
+	i2=$(sed -n 's/^# INCARNATION C \([0-9]*\)$/\1/p' "$s/C2/run/results.tap" | head -n 1)
+	t_if "three: C rejoins with a new incarnation ($i1 -> $i2)" [ "${i2:-0}" -gt "${i1:-99}" ]
+	misses_result rejoin 3 "$s"/A/run/results.tap "$s"/B/run/results.tap "$s"/C2/run/results.tap
+	# A host whose heartbeat stalls past lease/2 fences itself (its mappings are
+	# zapped, its files go stale) and rejoins: under TCG on a loaded machine that
+	# happens when an emulator thread is starved. Strict: it fails here.
+	f=$(cat "$s"/*/run/results.tap | grep -c '^# dmesg: .*lost its lease' || true)
+	cat "$s"/*/run/results.tap | grep '^# dmesg: .*lost its lease' | sed 's/^# dmesg:/#  /' || true
+	t_if "three: no host lost its lease (self-fence) during the run ($f)" [ "$f" = 0 ]
+	[ $rc3 = 0 ] || echo "# a guest run failed (see above)"
+	echo "# scenario three done at $(elapsed) s"
+}
+
+case $scen in
+two) scenario_two ;;
+three) scenario_three ;;
+all) scenario_two; scenario_three ;;
+esac
+echo "# wall time $(elapsed) s"
 echo "1..$n"
 exit $rc
