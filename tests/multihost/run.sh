@@ -168,16 +168,15 @@ qemu_pid() {
 # killer GUEST-DIR N: SIGKILL the guest's QEMU once it printed "# STREAM N "
 killer() {
 	local g=$1 want=$2 pid
-	for _ in $(seq $((tmo * 2))); do
+	for _ in $(seq $((tmo * 5))); do
 		if grep -q "^# STREAM $want " "$g/run/results.tap" 2>/dev/null; then
 			pid=$(qemu_pid "$g") || { echo "# killer: no QEMU for $g"; return 1; }
-			sleep 0.3
 			kill -9 "$pid"
 			echo "# killed C's QEMU (pid $pid) with SIGKILL at $(elapsed) s, after: $(grep '^# STREAM [0-9]' "$g/run/results.tap" | tail -n 1)"
 			echo "$pid" >"$g/killed"
 			return 0
 		fi
-		sleep 0.5
+		sleep 0.2
 	done
 	echo "# killer: C never reached stream item $want"
 	return 1
@@ -265,7 +264,7 @@ scenario_three() {
 	bpid=$!
 	boot_peer "$s/C" "$s/memA" $k "$here/guest3.sh" &
 	cpid=$!
-	killer "$s/C" 4 &
+	killer "$s/C" 3 &
 	kpid=$!
 	t_if "three: C's QEMU killed with SIGKILL in the middle of its stream" wait $kpid
 	wait $cpid || true
