@@ -136,19 +136,25 @@ watch_stop() {
 	echo "# MISSES $_wphase $role ${_m:-unknown}"
 	if [ "$_wrc" = 0 ] && [ "${_m:-x}" = 0 ]; then
 		tap_ok "lookups-existing-keys-$_wphase"
+	elif [ -f /mh/miss-todo ] && [ -n "$_m" ] && [ "$_m" != 0 ]; then
+		# run.sh MH_KNOWN_MISS_BUG=1: reported, not a failure
+		tap_next
+		echo "not ok $TAP_N $BELUGA_KPFX:lookups-existing-keys-$_wphase # TODO known kernel bug: $_m misses"
 	else
 		tap_fail "lookups-existing-keys-$_wphase" "${_m:-?} lookups of existing keys missed (exit $_wrc)"
 		rc=1
 	fi
 }
 WATCH_KEYS="1000:4 1100:4 1200:4 5000:1 1400:4 1500:4"
+# run.sh MH_WATCH_EXTRA: more ranges (a self-test: unpublished keys miss)
+[ -f /mh/watch-extra ] && WATCH_KEYS="$WATCH_KEYS $(cat /mh/watch-extra)"
 
 if [ $rejoin = 1 ]; then
 	# ---- 5. C's second life on the same pool file ----
 	check attach $T attach $DAX $id
 	# the rejoiner's own lookups of the keys that were there before it came
 	# back count like the survivors' (phase "rejoin")
-	watch_start rejoin 1000:4 1100:4 1200:4 5000:1 1400:4 1500:4
+	watch_start rejoin $WATCH_KEYS
 	t0=$(up)
 	hosts after-rejoin-attach
 	inc=$(hfield $id 3)
