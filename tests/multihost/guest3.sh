@@ -87,35 +87,8 @@ wait_home() {
 	fi
 }
 
-# PCI address of the CXL memory device behind dax device $1
-bdf_of_dax() {
-	_r=$(readlink -f /sys/bus/dax/devices/$1 | grep -o 'region[0-9]*' | head -n1)
-	_d=$(cat /sys/bus/cxl/devices/$_r/target0 2>/dev/null)
-	_e=endpoint${_d#decoder}
-	readlink -f /sys/bus/cxl/devices/${_e%.*}/uport | sed 's|.*/\(0000:[^/]*\)/mem[0-9]*$|\1|'
-}
-if [ "$role" = A ]; then
-	echo "# POOL-BDF $(bdf_of_dax $DAX)"
-else
-	want=$(cat /mh/pool-bdf)
-	DAX=
-	for d in $BELUGA_TEST_DAX; do
-		[ "$(bdf_of_dax $d)" = "$want" ] && DAX=$d
-	done
-	if [ -z "$DAX" ]; then
-		echo "# CONFLICT: $want is not a dax device here"
-		tap_skip find-pool "A's pool device is this guest's kmem node; run.sh retries"
-		exit 0
-	fi
-	i=0
-	until [ "$($T find-pool $DAX)" = "$DAX" ]; do
-		i=$((i + 1))
-		[ $i -gt 120 ] && break
-		sleep 1
-	done
-	check find-pool $T find-pool $DAX
-	echo "# A's pool ($want) is $DAX here"
-fi
+. /mh/pool-lib.sh
+find_pool 120
 
 # watch_start PHASE KEYS...: survivors' lookups in the background
 watch_start() {

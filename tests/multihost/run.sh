@@ -74,7 +74,7 @@ elapsed() { echo $(($(date +%s) - T0)); }
 # guest_dir DIR ROLE: a guest's /mh
 guest_dir() {
 	mkdir -p "$1/mh"
-	cp "$out/mhtool" "$root/userspace/build/static/belugactl" "$1/mh/"
+	cp "$out/mhtool" "$root/userspace/build/static/belugactl" "$here/pool-lib.sh" "$1/mh/"
 	echo "$2" >"$1/mh/role"
 	if [ "$miss_todo" = 1 ]; then touch "$1/mh/miss-todo"; fi
 	if [ -n "${MH_WATCH_EXTRA:-}" ]; then echo "$MH_WATCH_EXTRA" >"$1/mh/watch-extra"; fi
