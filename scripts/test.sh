@@ -11,6 +11,7 @@
 #      QEMU TCG guests in parallel
 #   7. the debug kernel lane (scripts/test-debug.sh; BELUGA_TEST_DEBUG=0 skips it,
 #      and the skip is counted)
+#   8. two, then three 6.12 guests sharing one CXL pool (tests/multihost/run.sh -C -S all)
 # Every result is TAP; a missing component is a failure with its reason. The whole
 # stream is kept in build/test/results.tap and the logs in build/test/logs/. The last
 # line is exactly "N passed, N failed, N skipped"; exit status 1 if anything failed.
@@ -229,6 +230,16 @@ else
 		tee -a "$stream"
 	out "# debug lane: $(elapsed "$t0") s"
 fi
+
+# 8. rack scale: 6.12 guests on one shared CXL pool file (tests/multihost/run.sh -C
+#    -S all): two guests (cross-host reads, same-key race, refused version,
+#    rejoin, a host that stops without detaching), then three (three-way race, a
+#    guest's QEMU killed with SIGKILL mid-stream while the others count lookup
+#    misses, takeover, pool accounting, the killed guest booted again)
+out "# multi-host guests (tests/multihost/run.sh -C -S all)"
+t0=$(date +%s)
+suite multihost "$L/multihost.log" 1800 tests/multihost/run.sh -C -S all
+out "# multihost: $(elapsed "$t0") s"
 
 # summary ----------------------------------------------------------------------------
 out "# total time: $(elapsed "$t_start") s"
