@@ -58,9 +58,9 @@
 #define NR_KEYS		24
 #define MAX_OWN		48
 #define MAX_PIN		48
-#define FZ_BSIZE	(16 * REL_KIB)
-#define FZ_REGION	(2 * REL_MIB)
-#define FZ_EXTRA	(2 * REL_MIB)
+#define FZ_BSIZE	(16 * BT_KIB)
+#define FZ_REGION	(2 * BT_MIB)
+#define FZ_EXTRA	(2 * BT_MIB)
 #define MSG_LEN		512
 
 /* Shared between the parent and every worker (MAP_SHARED anonymous). */
@@ -218,13 +218,13 @@ static uint64_t foreign_offset(struct worker *w)
 			if (!off && o != w->id)
 				continue;
 		} else {
-			off = rel_below(&w->rng, (B->main_end + 8 * REL_MIB) / B->bsize) *
+			off = rel_below(&w->rng, (B->main_end + 8 * BT_MIB) / B->bsize) *
 			      B->bsize;
 		}
 		if (!owned(w, off) && !pinned(w, off))
 			return off;
 	}
-	return B->main_end + 64 * REL_MIB;	/* no block there */
+	return B->main_end + 64 * BT_MIB;	/* no block there */
 }
 
 static void verify_block(struct worker *w, uint64_t off, int ns, int key,
@@ -234,8 +234,8 @@ static void verify_block(struct worker *w, uint64_t off, int ns, int key,
 
 	if (!in_main(off) || off + B->bsize > w->map_len)
 		return;
-	bad = rel_check(w->map + off, B->bsize,
-			rel_key_seed(ns_of(ns), rel_key(ns_of(ns), key)));
+	bad = bt_check(w->map + off, B->bsize,
+			rel_key_seed(ns_of(ns), bt_key(ns_of(ns), key)));
 	CHECK(w, bad < 0, "%s: pinned block 0x%" PRIx64 " (ns %d key %d) "
 	      "corrupted at word %ld", why, off, ns, key, bad);
 	__atomic_add_fetch(&B->verified, 1, __ATOMIC_RELAXED);
@@ -253,7 +253,7 @@ static void op_alloc(struct worker *w)
 	if (w->nowned + (int)n > MAX_OWN)
 		return;
 	memset(offs, 0xa5, sizeof(offs));
-	r = rel_alloc(w->fd, n, offs);
+	r = bt_alloc(w->fd, n, offs);
 	CHECK(w, r == 0 || r == -ENOSPC, "ALLOC %u: %s", n, ename(r));
 	if (r == 0)
 		for (uint32_t i = 0; i < n; i++)
@@ -280,10 +280,10 @@ static void op_publish(struct worker *w)
 		own_del_at(w, j);
 		keys[i] = (int)rel_below(&w->rng, NR_KEYS);
 		it[i].offset = offs[i];
-		it[i].key = rel_key(ns_of(nsi), keys[i]);
+		it[i].key = bt_key(ns_of(nsi), keys[i]);
 		it[i].result = 0x5a5a5a5a;
 		if (in_main(offs[i]))
-			rel_fill(w->map + offs[i], B->bsize,
+			bt_fill(w->map + offs[i], B->bsize,
 				 rel_key_seed(ns_of(nsi), it[i].key));
 	}
 	/* hostile: the same key twice in one call -> the second EXISTS */
@@ -296,7 +296,7 @@ static void op_publish(struct worker *w)
 		it[n] = it[0];
 		it[n].offset = offs[n];
 		if (in_main(offs[n]))
-			rel_fill(w->map + offs[n], B->bsize,
+			bt_fill(w->map + offs[n], B->bsize,
 				 rel_key_seed(ns_of(nsi), it[n].key));
 		dup = n++;
 	}
@@ -308,11 +308,11 @@ static void op_publish(struct worker *w)
 		offs[n] = foreign_offset(w);
 		memset(&it[n], 0, sizeof(it[n]));
 		it[n].offset = offs[n];
-		it[n].key = rel_key(ns_of(nsi), (int)rel_below(&w->rng, NR_KEYS));
+		it[n].key = bt_key(ns_of(nsi), (int)rel_below(&w->rng, NR_KEYS));
 		n++;
 		B->hostile++;
 	}
-	r = rel_publish(w->fd, ns_of(nsi), it, n, &p);
+	r = bt_publish(w->fd, ns_of(nsi), it, n, &p);
 	CHECK(w, r == 0, "PUBLISH of %d blocks: %s", n, ename(r));
 	CHECK(w, p.published + p.exists + p.failed == (uint32_t)n &&
 	      p.failed == (foreign >= 0 ? 1U : 0U),
@@ -341,8 +341,8 @@ static void op_publish(struct worker *w)
 	if (rel_one_in(&w->rng, 4)) {
 		int32_t res;
 
-		r = rel_publish1(w->fd, ns_of(nsi), offs[0],
-				 rel_key(ns_of(nsi), NR_KEYS + 1), &res);
+		r = bt_publish1(w->fd, ns_of(nsi), offs[0],
+				 bt_key(ns_of(nsi), NR_KEYS + 1), &res);
 		B->hostile++;
 		/* -EINVAL: freed (EXISTS) and its extra region detached since */
 		if (!owned(w, offs[0]))
@@ -353,7 +353,7 @@ static void op_publish(struct worker *w)
 	}
 	/* hostile: FREE after PUBLISH */
 	if (rel_one_in(&w->rng, 4)) {
-		r = rel_free(w->fd, 1, &offs[0]);
+		r = bt_free(w->fd, 1, &offs[0]);
 		B->hostile++;
 		if (!owned(w, offs[0]))
 			CHECK(w, r == -EINVAL, "FREE after PUBLISH of 0x%" PRIx64 ": %s",
@@ -373,24 +373,24 @@ static void op_free_fixed(struct worker *w)
 		offs[i] = w->owned[w->nowned - 1 - i];
 	if (rel_one_in(&w->rng, 5)) {
 		offs[n] = offs[0];
-		r = rel_free(w->fd, n + 1, offs);
+		r = bt_free(w->fd, n + 1, offs);
 		B->hostile++;
 		CHECK(w, r == -EINVAL, "FREE listing 0x%" PRIx64 " twice: %s",
 		      offs[0], ename(r));
 	}
 	if (rel_one_in(&w->rng, 5)) {
 		offs[n] = foreign_offset(w);
-		r = rel_free(w->fd, n + 1, offs);
+		r = bt_free(w->fd, n + 1, offs);
 		B->hostile++;
 		CHECK(w, r == -EINVAL, "FREE with foreign 0x%" PRIx64 ": %s",
 		      offs[n], ename(r));
 	}
-	r = rel_free(w->fd, n, offs);
+	r = bt_free(w->fd, n, offs);
 	CHECK(w, r == 0, "FREE of %d owned blocks: %s", n, ename(r));
 	w->nowned -= n;	/* the last n entries */
 	/* hostile: double FREE */
 	if (rel_one_in(&w->rng, 4)) {
-		r = rel_free(w->fd, 1, &offs[0]);
+		r = bt_free(w->fd, 1, &offs[0]);
 		B->hostile++;
 		CHECK(w, r == -EINVAL, "double FREE of 0x%" PRIx64 ": %s",
 		      offs[0], ename(r));
@@ -410,8 +410,8 @@ static void op_lookup(struct worker *w)
 	if (pin && w->npins + (int)n > MAX_PIN)
 		pin = false;
 	for (uint32_t i = 0; i < n; i++)
-		keys[i] = rel_key(ns_of(nsi), (k0 + (int)i) % NR_KEYS);
-	r = rel_lookup(w->fd, ns_of(nsi), keys, n, pin || rel_one_in(&w->rng, 2) ? offs : NULL,
+		keys[i] = bt_key(ns_of(nsi), (k0 + (int)i) % NR_KEYS);
+	r = bt_lookup(w->fd, ns_of(nsi), keys, n, pin || rel_one_in(&w->rng, 2) ? offs : NULL,
 		       pin ? BELUGA_LOOKUP_PIN : 0, &hits);
 	CHECK(w, r == 0, "LOOKUP%s of %u keys: %s", pin ? "+PIN" : "", n, ename(r));
 	CHECK(w, hits <= n, "LOOKUP: hits %u > count %u", hits, n);
@@ -460,7 +460,7 @@ static void op_release(struct worker *w)
 			offs[n + i] = offs[0];
 		if (n + extra < 8) {
 			/* offs[0] now appears 1 + extra > pins times */
-			r = rel_release(w->fd, n + extra, offs);
+			r = bt_release(w->fd, n + extra, offs);
 			B->hostile++;
 			CHECK(w, r == -EINVAL, "RELEASE of 0x%" PRIx64
 			      " once more than pinned: %s", offs[0], ename(r));
@@ -468,12 +468,12 @@ static void op_release(struct worker *w)
 	}
 	if (rel_one_in(&w->rng, 5)) {
 		offs[n] = foreign_offset(w);
-		r = rel_release(w->fd, n + 1, offs);
+		r = bt_release(w->fd, n + 1, offs);
 		B->hostile++;
 		CHECK(w, r == -EINVAL, "RELEASE with unpinned 0x%" PRIx64 ": %s",
 		      offs[n], ename(r));
 	}
-	r = rel_release(w->fd, n, offs);
+	r = bt_release(w->fd, n, offs);
 	CHECK(w, r == 0, "RELEASE of %d held pins: %s", n, ename(r));
 	w->npins -= n;
 }
@@ -489,7 +489,7 @@ static void op_evict(struct worker *w)
 		CHECK(w, r == 0, "EVICT namespace: %s", ename(r));
 		return;
 	}
-	r = rel_evict_key(w->fd, ns_of(nsi), rel_key(ns_of(nsi),
+	r = rel_evict_key(w->fd, ns_of(nsi), bt_key(ns_of(nsi),
 			  (int)rel_below(&w->rng, NR_KEYS)));
 	CHECK(w, r == 0 || r == -ENOENT || r == -EBUSY, "EVICT key: %s", ename(r));
 }
@@ -550,14 +550,14 @@ static void op_mmap(struct worker *w)
 	void *p;
 	int r;
 
-	r = rel_info(w->fd, &info);
+	r = bt_info(w->fd, &info);
 	CHECK(w, r == 0, "INFO: %s", ename(r));
-	pages = (info.map_size + 4 * REL_MIB) / REL_PAGE;
+	pages = (info.map_size + 4 * BT_MIB) / BT_PAGE;
 	if (rel_one_in(&w->rng, 3))
-		off = rel_below(&w->rng, pages / 512 + 1) * 2 * REL_MIB;
+		off = rel_below(&w->rng, pages / 512 + 1) * 2 * BT_MIB;
 	else
-		off = rel_below(&w->rng, pages) * REL_PAGE;
-	len = (1 + rel_below(&w->rng, rel_one_in(&w->rng, 3) ? 1024 : 8)) * REL_PAGE;
+		off = rel_below(&w->rng, pages) * BT_PAGE;
+	len = (1 + rel_below(&w->rng, rel_one_in(&w->rng, 3) ? 1024 : 8)) * BT_PAGE;
 	p = mmap(NULL, len, PROT_READ | (rel_one_in(&w->rng, 2) ? PROT_WRITE : 0),
 		 priv ? MAP_PRIVATE : MAP_SHARED, w->fd, (off_t)off);
 	if (priv) {
@@ -579,14 +579,14 @@ static void op_mmap(struct worker *w)
 		return;
 	}
 	/* touch what lies in the main range (always mapped, never SIGBUS) */
-	for (uint64_t o = 0; o < len; o += 64 * REL_PAGE)
+	for (uint64_t o = 0; o < len; o += 64 * BT_PAGE)
 		if (in_main(off + o)) {
 			volatile uint8_t c = ((volatile uint8_t *)p)[o];
 			(void)c;
 		}
 	/* an unmapped hole / detached or later region: SIGBUS is documented */
 	if (rel_one_in(&w->rng, 4)) {
-		uint64_t o = rel_below(&w->rng, len / REL_PAGE) * REL_PAGE;
+		uint64_t o = rel_below(&w->rng, len / BT_PAGE) * BT_PAGE;
 
 		bus_armed = 1;
 		if (!sigsetjmp(bus_jmp, 1)) {
@@ -596,22 +596,22 @@ static void op_mmap(struct worker *w)
 		bus_armed = 0;
 	}
 	/* split the VMA (vm_open on the copy), grow it, unmap in pieces */
-	if (len >= 3 * REL_PAGE && rel_one_in(&w->rng, 3)) {
-		mprotect((uint8_t *)p + REL_PAGE, REL_PAGE, PROT_NONE);
-		mprotect((uint8_t *)p + REL_PAGE, REL_PAGE, PROT_READ);
+	if (len >= 3 * BT_PAGE && rel_one_in(&w->rng, 3)) {
+		mprotect((uint8_t *)p + BT_PAGE, BT_PAGE, PROT_NONE);
+		mprotect((uint8_t *)p + BT_PAGE, BT_PAGE, PROT_READ);
 	}
-	if (len >= 3 * REL_PAGE && rel_one_in(&w->rng, 2))
-		munmap((uint8_t *)p + REL_PAGE, REL_PAGE);
+	if (len >= 3 * BT_PAGE && rel_one_in(&w->rng, 2))
+		munmap((uint8_t *)p + BT_PAGE, BT_PAGE);
 	if (rel_one_in(&w->rng, 4)) {
-		void *q = mremap(p, REL_PAGE, 2 * REL_PAGE, MREMAP_MAYMOVE);
+		void *q = mremap(p, BT_PAGE, 2 * BT_PAGE, MREMAP_MAYMOVE);
 
 		if (q != MAP_FAILED) {
-			munmap(q, 2 * REL_PAGE);
+			munmap(q, 2 * BT_PAGE);
 			if (q != p)
-				munmap(p, REL_PAGE);
+				munmap(p, BT_PAGE);
 			else
-				p = (uint8_t *)p + 2 * REL_PAGE, len = len > 2 * REL_PAGE ?
-					len - 2 * REL_PAGE : 0;
+				p = (uint8_t *)p + 2 * BT_PAGE, len = len > 2 * BT_PAGE ?
+					len - 2 * BT_PAGE : 0;
 		}
 	}
 	if (len)
@@ -640,19 +640,19 @@ static void op_fork(struct worker *w)
 		 * would be invisible to the parent's model. Shared ownership
 		 * itself is checked exactly by beluga_rel's fork-ownership.
 		 */
-		int own = rel_open(O_RDWR);
+		int own = bt_open(O_RDWR);
 		struct beluga_stats st;
 
 		CHECK(w, own >= 0, "child open: %s", strerror(errno));
-		CHECK(w, rel_stats(w->fd, &st) == 0, "child STATS on the shared file");
-		r = rel_alloc(own, 1, &off);
+		CHECK(w, bt_stats(w->fd, &st) == 0, "child STATS on the shared file");
+		r = bt_alloc(own, 1, &off);
 		CHECK(w, r == 0 || r == -ENOSPC, "child ALLOC: %s", ename(r));
 		if (r == 0 && in_main(off) && rel_one_in(&w->rng, 2)) {
 			int k = (int)rel_below(&w->rng, NR_KEYS);
 
-			rel_fill(w->map + off, B->bsize,
-				 rel_key_seed(ns_of(0), rel_key(ns_of(0), k)));
-			r = rel_publish1(own, ns_of(0), off, rel_key(ns_of(0), k), &res);
+			bt_fill(w->map + off, B->bsize,
+				 rel_key_seed(ns_of(0), bt_key(ns_of(0), k)));
+			r = bt_publish1(own, ns_of(0), off, bt_key(ns_of(0), k), &res);
 			CHECK(w, r == 0 && (res == 0 || res == 1), "child PUBLISH: %s/%d",
 			      ename(r), res);
 		}
@@ -690,9 +690,9 @@ static void op_reopen(struct worker *w)
 	close(w->fd);
 	if (old != UINT64_MAX) {
 		/* still allocated to the old file: the mapping holds it */
-		fd = rel_open(O_RDWR);
+		fd = bt_open(O_RDWR);
 		CHECK(w, fd >= 0, "reopen: %s", strerror(errno));
-		r = rel_free(fd, 1, &old);
+		r = bt_free(fd, 1, &old);
 		CHECK(w, r == -EINVAL, "FREE of the old file's block through a new file: %s",
 		      ename(r));
 		close(fd);
@@ -700,11 +700,11 @@ static void op_reopen(struct worker *w)
 	munmap(w->map, w->map_len);	/* last reference: release runs now */
 	w->nowned = 0;
 	w->npins = 0;
-	w->fd = rel_open(O_RDWR);
+	w->fd = bt_open(O_RDWR);
 	CHECK(w, w->fd >= 0, "reopen: %s", strerror(errno));
 	map_main(w);
 	if (old != UINT64_MAX) {
-		r = rel_free(w->fd, 1, &old);
+		r = bt_free(w->fd, 1, &old);
 		CHECK(w, r == -EINVAL, "FREE of a released block: %s", ename(r));
 	}
 }
@@ -712,25 +712,25 @@ static void op_reopen(struct worker *w)
 /* A read-only file: no ALLOC / FREE / PUBLISH, no writable mapping. */
 static void op_readonly(struct worker *w)
 {
-	int fd = rel_open(O_RDONLY), r;
+	int fd = bt_open(O_RDONLY), r;
 	uint64_t off = w->nowned ? w->owned[0] : 0;
 	void *p;
 
 	CHECK(w, fd >= 0, "open O_RDONLY: %s", strerror(errno));
-	r = rel_alloc(fd, 1, &off);
+	r = bt_alloc(fd, 1, &off);
 	CHECK(w, r == -EBADF, "ALLOC on a read-only file: %s", ename(r));
-	r = rel_free(fd, 1, &off);
+	r = bt_free(fd, 1, &off);
 	CHECK(w, r == -EBADF, "FREE on a read-only file: %s", ename(r));
-	r = rel_publish1(fd, ns_of(0), off, rel_key(1, 2), NULL);
+	r = bt_publish1(fd, ns_of(0), off, bt_key(1, 2), NULL);
 	CHECK(w, r == -EBADF, "PUBLISH on a read-only file: %s", ename(r));
-	p = mmap(NULL, REL_PAGE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	p = mmap(NULL, BT_PAGE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	CHECK(w, p == MAP_FAILED && errno == EACCES, "writable mmap of a read-only file: %s",
 	      p == MAP_FAILED ? strerror(errno) : "mapped");
-	p = mmap(NULL, REL_PAGE, PROT_READ, MAP_SHARED, fd, 0);
+	p = mmap(NULL, BT_PAGE, PROT_READ, MAP_SHARED, fd, 0);
 	CHECK(w, p != MAP_FAILED, "read-only mmap of a read-only file: %s", strerror(errno));
-	CHECK(w, mprotect(p, REL_PAGE, PROT_READ | PROT_WRITE) && errno == EACCES,
+	CHECK(w, mprotect(p, BT_PAGE, PROT_READ | PROT_WRITE) && errno == EACCES,
 	      "mprotect(PROT_WRITE) on a read-only file's mapping: %s", strerror(errno));
-	munmap(p, REL_PAGE);
+	munmap(p, BT_PAGE);
 	close(fd);
 }
 
@@ -792,7 +792,7 @@ static void *thread_body(void *arg)
 	for (int i = 0; i < 40 && !t->err[0]; i++) {
 		switch (rel_below(&rng, 4)) {
 		case 0:
-			if (nown < 4 && (r = rel_alloc(t->w->fd, 2, own + nown)) == 0)
+			if (nown < 4 && (r = bt_alloc(t->w->fd, 2, own + nown)) == 0)
 				nown += 2;
 			else if (nown < 4 && r != -ENOSPC)
 				snprintf(t->err, sizeof(t->err), "thread ALLOC: %s", ename(r));
@@ -805,10 +805,10 @@ static void *thread_body(void *arg)
 
 				nown--;
 				if (in_main(own[nown]))
-					rel_fill(t->w->map + own[nown], B->bsize,
-						 rel_key_seed(ns_of(nsi), rel_key(ns_of(nsi), k)));
-				r = rel_publish1(t->w->fd, ns_of(nsi), own[nown],
-						 rel_key(ns_of(nsi), k), &res);
+					bt_fill(t->w->map + own[nown], B->bsize,
+						 rel_key_seed(ns_of(nsi), bt_key(ns_of(nsi), k)));
+				r = bt_publish1(t->w->fd, ns_of(nsi), own[nown],
+						 bt_key(ns_of(nsi), k), &res);
 				if (r || (res != 0 && res != 1))
 					snprintf(t->err, sizeof(t->err), "thread PUBLISH: %s/%d",
 						 ename(r), res);
@@ -822,8 +822,8 @@ static void *thread_body(void *arg)
 			if (npins > 12)
 				break;
 			for (int k = 0; k < 4; k++)
-				keys[k] = rel_key(ns_of(nsi), (uint64_t)rel_below(&rng, NR_KEYS));
-			r = rel_lookup(t->w->fd, ns_of(nsi), keys, 4, pins + npins,
+				keys[k] = bt_key(ns_of(nsi), (uint64_t)rel_below(&rng, NR_KEYS));
+			r = bt_lookup(t->w->fd, ns_of(nsi), keys, 4, pins + npins,
 				       BELUGA_LOOKUP_PIN, &hits);
 			if (r)
 				snprintf(t->err, sizeof(t->err), "thread LOOKUP: %s", ename(r));
@@ -832,19 +832,19 @@ static void *thread_body(void *arg)
 			break;
 		}
 		default:
-			if (npins && (r = rel_release(t->w->fd, npins, pins)))
+			if (npins && (r = bt_release(t->w->fd, npins, pins)))
 				snprintf(t->err, sizeof(t->err), "thread RELEASE of %d own pins: %s",
 					 npins, ename(r));
 			npins = 0;
-			if (nown && (r = rel_free(t->w->fd, nown, own)))
+			if (nown && (r = bt_free(t->w->fd, nown, own)))
 				snprintf(t->err, sizeof(t->err), "thread FREE of %d own blocks: %s",
 					 nown, ename(r));
 			nown = 0;
 		}
 	}
-	if (!t->err[0] && npins && (r = rel_release(t->w->fd, npins, pins)))
+	if (!t->err[0] && npins && (r = bt_release(t->w->fd, npins, pins)))
 		snprintf(t->err, sizeof(t->err), "thread final RELEASE: %s", ename(r));
-	if (!t->err[0] && nown && (r = rel_free(t->w->fd, nown, own)))
+	if (!t->err[0] && nown && (r = bt_free(t->w->fd, nown, own)))
 		snprintf(t->err, sizeof(t->err), "thread final FREE: %s", ename(r));
 	return NULL;
 }
@@ -886,21 +886,21 @@ static void op_bigbatch(struct worker *w)
 	CHECK(w, keys && offs && it, "calloc");
 	/* one key repeated: every item pins the same block */
 	for (uint32_t i = 0; i < n; i++)
-		keys[i] = rel_key(ns_of(nsi), (int)rel_below(&w->rng, 2));
+		keys[i] = bt_key(ns_of(nsi), (int)rel_below(&w->rng, 2));
 	keys[1] = keys[0];
-	r = rel_lookup(w->fd, ns_of(nsi), keys, n, offs, BELUGA_LOOKUP_PIN, &hits);
+	r = bt_lookup(w->fd, ns_of(nsi), keys, n, offs, BELUGA_LOOKUP_PIN, &hits);
 	CHECK(w, r == 0 || r == -ENOMEM, "LOOKUP+PIN of %u keys: %s", n, ename(r));
 	if (r == 0 && hits) {
-		r = rel_release(w->fd, hits, offs);
+		r = bt_release(w->fd, hits, offs);
 		CHECK(w, r == 0, "RELEASE of the %u pins just taken: %s", hits, ename(r));
 	}
-	r = rel_alloc(w->fd, n, offs);
+	r = bt_alloc(w->fd, n, offs);
 	CHECK(w, r == -ENOSPC, "ALLOC of %u blocks from a small pool: %s", n, ename(r));
 	for (uint32_t i = 0; i < n; i++) {
 		it[i].offset = foreign_offset(w);
-		it[i].key = rel_key(ns_of(nsi), NR_KEYS + (int)rel_below(&w->rng, 8));
+		it[i].key = bt_key(ns_of(nsi), NR_KEYS + (int)rel_below(&w->rng, 8));
 	}
-	r = rel_publish(w->fd, ns_of(nsi), it, n, &p);
+	r = bt_publish(w->fd, ns_of(nsi), it, n, &p);
 	CHECK(w, r == 0 && p.failed == n, "PUBLISH of %u foreign items: %s, %u failed",
 	      n, ename(r), p.failed);
 	B->hostile += 3;
@@ -942,17 +942,17 @@ static uint64_t hostile_ptr(struct worker *w, int *kind, size_t need)
 	case P_NULL:
 		return 0;
 	case P_UNMAPPED:
-		return (uintptr_t)(w->edge + REL_PAGE + rel_below(&w->rng, 64) * 8);
+		return (uintptr_t)(w->edge + BT_PAGE + rel_below(&w->rng, 64) * 8);
 	case P_KERNEL:
 		return 0xffffffff81000000ULL + rel_below(&w->rng, 1 << 20) * 8;
 	case P_RO:
 		return (uintptr_t)w->ro;
 	case P_EDGE:	/* straddles into the unmapped page */
-		return (uintptr_t)(w->edge + REL_PAGE - (need > 8 ? need / 2 : 4));
+		return (uintptr_t)(w->edge + BT_PAGE - (need > 8 ? need / 2 : 4));
 	case P_ODD:	/* misaligned; in the second page, away from the struct */
-		return (uintptr_t)(w->rw + REL_PAGE + 2048 + 1 + rel_below(&w->rng, 7));
+		return (uintptr_t)(w->rw + BT_PAGE + 2048 + 1 + rel_below(&w->rng, 7));
 	}
-	return (uintptr_t)(w->rw + REL_PAGE + 1024);
+	return (uintptr_t)(w->rw + BT_PAGE + 1024);
 }
 
 /* Random junk that is never an offset this worker owns or has pinned. */
@@ -1024,7 +1024,7 @@ static void op_garbage(struct worker *w)
 		enc_ok = false;
 
 	/* the argument: junk in rw (or elsewhere), size of some kind */
-	junk_fill(w, w->rw, 2 * REL_PAGE);
+	junk_fill(w, w->rw, 2 * BT_PAGE);
 	arg = w->rw + rel_below(&w->rng, 64) * 8;
 	if (ci) {
 		switch (rel_below(&w->rng, 9)) {
@@ -1054,12 +1054,12 @@ static void op_garbage(struct worker *w)
 				need = (size_t)b->count * 8;
 				b->offsets = rel_below(&w->rng, 2) ?
 					     hostile_ptr(w, &kind, need) :
-					     (uintptr_t)(w->rw + REL_PAGE);
+					     (uintptr_t)(w->rw + BT_PAGE);
 				break;
 			}
 			case BELUGA_CMD_PUBLISH: {
 				struct beluga_publish *p = (void *)arg;
-				struct beluga_publish_item *it = (void *)(w->rw + REL_PAGE);
+				struct beluga_publish_item *it = (void *)(w->rw + BT_PAGE);
 
 				p->count = (uint32_t)rel_below(&w->rng, 6);
 				p->ns = ns_of((int)rel_below(&w->rng, NR_NS));
@@ -1079,9 +1079,9 @@ static void op_garbage(struct worker *w)
 				l->flags &= BELUGA_LOOKUP_PIN | (rel_one_in(&w->rng, 4) ? ~0U : 0);
 				need = (size_t)l->count * 16;
 				l->keys = rel_below(&w->rng, 2) ? hostile_ptr(w, &kind, need) :
-					  (uintptr_t)(w->rw + REL_PAGE);
+					  (uintptr_t)(w->rw + BT_PAGE);
 				l->offsets = rel_below(&w->rng, 2) ? hostile_ptr(w, &kind, need) :
-					     (uintptr_t)(w->rw + REL_PAGE + 1024);
+					     (uintptr_t)(w->rw + BT_PAGE + 1024);
 				break;
 			}
 			case BELUGA_CMD_ATTACH: {
@@ -1090,9 +1090,9 @@ static void op_garbage(struct worker *w)
 				a->backend = (uint32_t)rel_below(&w->rng, 4);
 				a->node = (int)rel_below(&w->rng, 4) - 1;
 				a->phys_start = rel_one_in(&w->rng, 2) ? 0 :
-					rel_below(&w->rng, 1 << 20) * REL_PAGE;
-				a->length = rel_below(&w->rng, 4) * REL_MIB / 2;
-				a->block_size = rel_below(&w->rng, 3) * REL_PAGE * 4;
+					rel_below(&w->rng, 1 << 20) * BT_PAGE;
+				a->length = rel_below(&w->rng, 4) * BT_MIB / 2;
+				a->block_size = rel_below(&w->rng, 3) * BT_PAGE * 4;
 				a->name[rel_below(&w->rng, BELUGA_NAME_LEN)] = 0;
 				if (rel_below(&w->rng, 3))
 					a->__reserved = 0;
@@ -1122,7 +1122,7 @@ static void op_garbage(struct worker *w)
 		arg_ok = false;
 		break;
 	case 1:
-		arg = w->edge + REL_PAGE;	/* unmapped */
+		arg = w->edge + BT_PAGE;	/* unmapped */
 		arg_ok = false;
 		break;
 	case 2:
@@ -1130,8 +1130,8 @@ static void op_garbage(struct worker *w)
 		arg_ok = false;
 		break;
 	case 3:	/* straddling: size readable, the rest not */
-		memcpy(w->edge + REL_PAGE - 8, arg, 8);
-		arg = w->edge + REL_PAGE - 8;
+		memcpy(w->edge + BT_PAGE - 8, arg, 8);
+		arg = w->edge + BT_PAGE - 8;
 		break;
 	default:
 		break;
@@ -1148,7 +1148,7 @@ static void op_garbage(struct worker *w)
 	}
 	CHECK(w, r == 0 || allowed_err(r), "%s size %u: unexpected %s", ci->name, size,
 	      ename(r));
-	if (arg != w->edge + REL_PAGE - 8) {
+	if (arg != w->edge + BT_PAGE - 8) {
 		if (size < ci->v1)
 			CHECK(w, r == -EINVAL, "%s with size %u < %u: %s", ci->name, size,
 			      ci->v1, ename(r));
@@ -1162,7 +1162,7 @@ static void op_garbage(struct worker *w)
 	/* an ALLOC that got through (valid count and array): give the blocks back */
 	if (r == 0 && nr == BELUGA_CMD_ALLOC) {
 		struct beluga_alloc *a = (void *)arg;
-		int f = rel_free(w->fd, a->count, (uint64_t *)(uintptr_t)a->offsets);
+		int f = bt_free(w->fd, a->count, (uint64_t *)(uintptr_t)a->offsets);
 
 		CHECK(w, f == 0, "FREE of the %u blocks a garbage ALLOC returned: %s",
 		      a->count, ename(f));
@@ -1190,21 +1190,21 @@ static void op_garbage(struct worker *w)
  */
 static void op_ro_struct(struct worker *w)
 {
-	uint64_t *offs = (uint64_t *)(w->rw + REL_PAGE);
+	uint64_t *offs = (uint64_t *)(w->rw + BT_PAGE);
 	struct beluga_alloc *a;
 	int r;
 
 	B->hostile++;
 	for (int i = 0; i < 4; i++)
 		offs[i] = UINT64_MAX;
-	mprotect(w->ro, REL_PAGE, PROT_READ | PROT_WRITE);
+	mprotect(w->ro, BT_PAGE, PROT_READ | PROT_WRITE);
 	a = (struct beluga_alloc *)w->ro;
 	memset(a, 0, sizeof(*a));
 	a->size = sizeof(*a);
 	a->count = 2;
 	a->offsets = (uintptr_t)offs;
-	mprotect(w->ro, REL_PAGE, PROT_READ);
-	r = rel_ioctl(w->fd, BELUGA_IOC_ALLOC, a);
+	mprotect(w->ro, BT_PAGE, PROT_READ);
+	r = bt_ioctl(w->fd, BELUGA_IOC_ALLOC, a);
 	CHECK(w, r == -EFAULT || r == -ENOSPC || r == 0,
 	      "ALLOC with a read-only struct: %s", ename(r));
 	if (r == 0) {
@@ -1212,7 +1212,7 @@ static void op_ro_struct(struct worker *w)
 		own_add(w, offs[0]);
 		own_add(w, offs[1]);
 	} else if (r == -EFAULT && offs[0] != UINT64_MAX) {
-		int f = rel_free(w->fd, 2, offs);
+		int f = bt_free(w->fd, 2, offs);
 
 		/* reported once per run by the parent (failed-call-no-effect) */
 		if (f == 0 && !__atomic_fetch_add(&B->abi_violations, 1, __ATOMIC_RELAXED))
@@ -1230,20 +1230,20 @@ static void op_ro_struct(struct worker *w)
 
 static void worker_setup(struct worker *w)
 {
-	w->fd = rel_open(O_RDWR);
+	w->fd = bt_open(O_RDWR);
 	CHECK(w, w->fd >= 0, "open: %s", strerror(errno));
 	map_main(w);
-	w->rw = mmap(NULL, 2 * REL_PAGE, PROT_READ | PROT_WRITE,
+	w->rw = mmap(NULL, 2 * BT_PAGE, PROT_READ | PROT_WRITE,
 		     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	w->ro = mmap(NULL, REL_PAGE, PROT_READ | PROT_WRITE,
+	w->ro = mmap(NULL, BT_PAGE, PROT_READ | PROT_WRITE,
 		     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	w->edge = mmap(NULL, 2 * REL_PAGE, PROT_READ | PROT_WRITE,
+	w->edge = mmap(NULL, 2 * BT_PAGE, PROT_READ | PROT_WRITE,
 		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	CHECK(w, w->rw != MAP_FAILED && w->ro != MAP_FAILED && w->edge != MAP_FAILED,
 	      "scratch mmap");
-	junk_fill(w, w->ro, REL_PAGE);
-	mprotect(w->ro, REL_PAGE, PROT_READ);
-	munmap(w->edge + REL_PAGE, REL_PAGE);
+	junk_fill(w, w->ro, BT_PAGE);
+	mprotect(w->ro, BT_PAGE, PROT_READ);
+	munmap(w->edge + BT_PAGE, BT_PAGE);
 }
 
 static void worker_run(struct worker *w, uint64_t iters)
@@ -1309,7 +1309,7 @@ static void worker_run(struct worker *w, uint64_t iters)
 
 static uint64_t worker_seed(uint64_t seed, int round, int id)
 {
-	return rel_mix64(seed ^ rel_mix64(((uint64_t)round << 32) | (uint32_t)id));
+	return bt_mix64(seed ^ bt_mix64(((uint64_t)round << 32) | (uint32_t)id));
 }
 
 static void worker_init(struct worker *w, int round, int id, uint64_t iters)
@@ -1371,7 +1371,7 @@ static int setup_pool(int fd, char *why, size_t len)
 		return -ENOENT;
 	}
 	B->dax_extra_ok = rel_env_dax(1, dev, sizeof(dev)) == 0;
-	r = rel_info(fd, &info);
+	r = bt_info(fd, &info);
 	if (r) {
 		snprintf(why, len, "INFO: %s", ename(r));
 		return r;
@@ -1412,7 +1412,7 @@ int main(int argc, char **argv)
 	double t0 = rel_now();
 
 	seed = env && *env ? strtoull(env, NULL, 0) :
-	       rel_mix64((uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32));
+	       bt_mix64((uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32));
 	while ((opt = getopt(argc, argv, "s:r:p:i:T:R:W:kv")) != -1) {
 		switch (opt) {
 		case 's': seed = strtoull(optarg, NULL, 0); break;
@@ -1444,9 +1444,9 @@ int main(int argc, char **argv)
 	if (budget > 0)
 		B->deadline = t0 + budget;
 	for (int i = 0; i < NR_NS; i++)
-		B->ns[i] = rel_mix64(seed + 0x6e73 + i);
+		B->ns[i] = bt_mix64(seed + 0x6e73 + i);
 
-	fd = rel_open(O_RDWR);
+	fd = bt_open(O_RDWR);
 	if (fd < 0) {
 		rel_skip("setup", "cannot open the device (is beluga.ko loaded?)");
 		return rel_done();
@@ -1463,7 +1463,7 @@ int main(int argc, char **argv)
 	}
 	/* The parent maps the main regions for the whole run: never detachable. */
 	pmap = rel_map(fd, B->main_end, PROT_READ);
-	if (!pmap || rel_stats(fd, &st0)) {
+	if (!pmap || bt_stats(fd, &st0)) {
 		rel_diag("mapping the pool: %s", strerror(errno));
 		rel_fail("setup");
 		return rel_done();
@@ -1474,7 +1474,7 @@ int main(int argc, char **argv)
 	for (int round = 0; round < rounds; round++) {
 		pid_t pids[MAX_PROCS] = { 0 };
 		int live = 0, status[MAX_PROCS];
-		struct rel_rng krng = { rel_mix64(seed ^ 0x6b696c6cULL ^ (uint64_t)round) };
+		struct rel_rng krng = { bt_mix64(seed ^ 0x6b696c6cULL ^ (uint64_t)round) };
 		double next_kill, rstart = rel_now();
 		int killed = 0, self_killed = 0;
 		char name[64];
@@ -1508,7 +1508,7 @@ int main(int argc, char **argv)
 					}
 				continue;
 			}
-			if (rel_stats(fd, &st) || !rel_stats_sane(&st, why, sizeof(why))) {
+			if (bt_stats(fd, &st) || !rel_stats_sane(&st, why, sizeof(why))) {
 				rel_diag("round %d: STATS invariant broken while running: %s",
 					 round, why);
 				round_ok = false;
@@ -1592,7 +1592,7 @@ int main(int argc, char **argv)
 	/* the end: drop everything; every region must detach */
 	munmap(pmap, B->main_end);
 	r = rel_reset_pool_fd(fd, 5000);
-	if (rel_stats(fd, &st) == 0)
+	if (bt_stats(fd, &st) == 0)
 		rel_stats_print("end", &st);
 	if (r || st.total_blocks || st.allocated_blocks || st.pins) {
 		rel_diag("the pool did not return to empty: every region should detach "

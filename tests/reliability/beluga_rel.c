@@ -49,8 +49,8 @@
 #include <pthread.h>
 #include <sys/syscall.h>
 
-#define BSIZE		(16 * REL_KIB)
-#define REGION		(4 * REL_MIB)
+#define BSIZE		(16 * BT_KIB)
+#define REGION		(4 * BT_MIB)
 
 static char why[512];
 
@@ -73,7 +73,7 @@ static const char *en(int r)
 /* An empty pool with one node region (or a dax one) of @len bytes. */
 static int fresh_pool(uint64_t len, uint64_t bsize, bool want_dax)
 {
-	int fd = rel_open(O_RDWR), r;
+	int fd = bt_open(O_RDWR), r;
 
 	if (fd < 0)
 		return -errno;
@@ -93,7 +93,7 @@ static int fresh_pool(uint64_t len, uint64_t bsize, bool want_dax)
 
 static uint64_t ns_unique(uint64_t salt)
 {
-	return rel_mix64(((uint64_t)getpid() << 24) ^ salt ^ (uint64_t)time(NULL));
+	return bt_mix64(((uint64_t)getpid() << 24) ^ salt ^ (uint64_t)time(NULL));
 }
 
 /* Wait for a child; returns its exit status, 128+sig when killed. */
@@ -226,14 +226,14 @@ static uint32_t nr_regions(int fd)
 {
 	struct beluga_info info;
 
-	return rel_info(fd, &info) ? UINT32_MAX : info.nr_regions;
+	return bt_info(fd, &info) ? UINT32_MAX : info.nr_regions;
 }
 
 static bool occupancy_same(int fd, const struct beluga_stats *a, const char *what)
 {
 	struct beluga_stats b;
 
-	REQUIRE(rel_stats(fd, &b) == 0, "STATS failed");
+	REQUIRE(bt_stats(fd, &b) == 0, "STATS failed");
 	REQUIRE(a->total_blocks == b.total_blocks && a->free_blocks == b.free_blocks &&
 		a->allocated_blocks == b.allocated_blocks &&
 		a->published_blocks == b.published_blocks && a->pins == b.pins &&
@@ -266,7 +266,7 @@ static bool prep_attach_node(struct nth_ctx *c)
 	c->req.size = sizeof(c->req);
 	c->req.backend = BELUGA_BACKEND_NODE;
 	c->req.node = rel_env_node();
-	c->req.length = 2 * REL_MIB;
+	c->req.length = 2 * BT_MIB;
 	c->req.block_size = BSIZE;
 	snprintf(c->req.name, sizeof(c->req.name), "nth-extra");
 	REQUIRE(c->req.node >= 0, "BELUGA_TEST_NODE not set");
@@ -283,14 +283,14 @@ static bool prep_attach_dax(struct nth_ctx *c)
 		REQUIRE(rel_env_dax(0, dev, sizeof(dev)) == 0, "BELUGA_TEST_DAX not set");
 		skip = REGION;
 	}
-	REQUIRE(rel_dax_range(dev, &phys, &size) == 0 && size >= skip + 2 * REL_MIB,
+	REQUIRE(bt_dax_geometry(dev, &phys, &size) == 0 && size >= skip + 2 * BT_MIB,
 		"%s: no room", dev);
 	memset(&c->req, 0, sizeof(c->req));
 	c->req.size = sizeof(c->req);
 	c->req.backend = BELUGA_BACKEND_DAX;
 	c->req.node = -1;
 	c->req.phys_start = phys + skip;
-	c->req.length = 2 * REL_MIB;
+	c->req.length = 2 * BT_MIB;
 	c->req.block_size = BSIZE;
 	snprintf(c->req.name, sizeof(c->req.name), "nth-extra");
 	return true;
@@ -351,7 +351,7 @@ static bool check_attach_any(struct nth_ctx *c, int r, bool injected)
 /* open(): on failure no client is left counted. */
 static int run_open(struct nth_ctx *c)
 {
-	c->extra_fd = rel_open(O_RDWR);
+	c->extra_fd = bt_open(O_RDWR);
 	return c->extra_fd < 0 ? -errno : 0;
 }
 
@@ -371,13 +371,13 @@ static bool check_open(struct nth_ctx *c, int r, bool injected)
 static int run_alloc(struct nth_ctx *c)
 {
 	memset(c->offs, 0xff, sizeof(c->offs));
-	return rel_alloc(c->fd, 8, c->offs);
+	return bt_alloc(c->fd, 8, c->offs);
 }
 
 static bool check_alloc(struct nth_ctx *c, int r, bool injected)
 {
 	if (r == 0) {
-		int f = rel_free(c->fd, 8, c->offs);
+		int f = bt_free(c->fd, 8, c->offs);
 
 		REQUIRE(f == 0, "FREE of the 8 blocks ALLOC returned: %s", en(f));
 		return occupancy_same(c->fd, &c->before, "ALLOC + FREE");
@@ -391,7 +391,7 @@ static bool check_alloc(struct nth_ctx *c, int r, bool injected)
 			    "copy-back failed?) and" : "failed ALLOC"))
 		return false;
 	if (c->offs[0] != UINT64_MAX) {
-		int f = rel_free(c->fd, 8, c->offs);
+		int f = bt_free(c->fd, 8, c->offs);
 
 		REQUIRE(f == -EINVAL, "ALLOC failed (%s) but its blocks are still "
 			"allocated to the file (FREE: %s)", en(r), en(f));
@@ -403,13 +403,13 @@ static bool check_alloc(struct nth_ctx *c, int r, bool injected)
  * remain ALLOCATED; -EFAULT after taking effect: all four published. */
 static bool prep_publish(struct nth_ctx *c)
 {
-	int r = rel_alloc(c->fd, 4, c->offs);
+	int r = bt_alloc(c->fd, 4, c->offs);
 
 	REQUIRE(r == 0, "ALLOC for PUBLISH: %s", en(r));
 	c->ns = ns_unique((uint64_t)c->offs[0]);
 	for (int i = 0; i < 4; i++)
-		c->keys[i] = rel_key(c->ns, (uint64_t)i);
-	return rel_stats(c->fd, &c->before) == 0;
+		c->keys[i] = bt_key(c->ns, (uint64_t)i);
+	return bt_stats(c->fd, &c->before) == 0;
 }
 
 static int run_publish(struct nth_ctx *c)
@@ -421,7 +421,7 @@ static int run_publish(struct nth_ctx *c)
 		it[i].offset = c->offs[i];
 		it[i].key = c->keys[i];
 	}
-	return rel_publish(c->fd, c->ns, it, 4, NULL);
+	return bt_publish(c->fd, c->ns, it, 4, NULL);
 }
 
 static bool check_publish(struct nth_ctx *c, int r, bool injected)
@@ -430,7 +430,7 @@ static bool check_publish(struct nth_ctx *c, int r, bool injected)
 	uint32_t hits = 0;
 	int l, f;
 
-	l = rel_lookup(c->fd, c->ns, c->keys, 4, NULL, 0, &hits);
+	l = bt_lookup(c->fd, c->ns, c->keys, 4, NULL, 0, &hits);
 	REQUIRE(l == 0, "LOOKUP after PUBLISH: %s", en(l));
 	if (r) {
 		REQUIRE(injected, "PUBLISH failed (%s) with no fault injected", en(r));
@@ -441,7 +441,7 @@ static bool check_publish(struct nth_ctx *c, int r, bool injected)
 		/* failed before taking effect: the blocks are still ours */
 		if (!occupancy_same(c->fd, &c->before, "failed PUBLISH"))
 			return false;
-		f = rel_free(c->fd, 4, c->offs);
+		f = bt_free(c->fd, 4, c->offs);
 		REQUIRE(f == 0, "PUBLISH failed (%s) before taking effect, but its "
 			"blocks are no longer ALLOCATED to the file (FREE: %s)", en(r), en(f));
 		return true;
@@ -449,7 +449,7 @@ static bool check_publish(struct nth_ctx *c, int r, bool injected)
 	REQUIRE(hits == 4, "PUBLISH (%s) made %u of 4 keys visible: partial state",
 		en(r), hits);
 	REQUIRE(r == 0 || r == -EFAULT, "PUBLISH took effect but returned %s", en(r));
-	REQUIRE(rel_stats(c->fd, &s) == 0 && s.allocated_blocks + 4 ==
+	REQUIRE(bt_stats(c->fd, &s) == 0 && s.allocated_blocks + 4 ==
 		c->before.allocated_blocks, "PUBLISH took effect, allocated count wrong");
 	REQUIRE(rel_evict_ns(c->fd, c->ns, NULL, NULL) == 0, "EVICT ns");
 	return true;
@@ -463,14 +463,14 @@ static bool prep_lookup(struct nth_ctx *c)
 	c->ns = ns_unique(0x100);
 	for (int i = 0; i < 4; i++) {
 		uint64_t off;
-		int r = rel_alloc(c->fd, 1, &off);
+		int r = bt_alloc(c->fd, 1, &off);
 
 		REQUIRE(r == 0, "ALLOC: %s", en(r));
-		c->keys[i] = rel_key(c->ns, (uint64_t)i);
-		r = rel_publish1(c->fd, c->ns, off, c->keys[i], &res);
+		c->keys[i] = bt_key(c->ns, (uint64_t)i);
+		r = bt_publish1(c->fd, c->ns, off, c->keys[i], &res);
 		REQUIRE(r == 0 && res == 0, "PUBLISH: %s/%d", en(r), res);
 	}
-	return rel_stats(c->fd, &c->before) == 0;
+	return bt_stats(c->fd, &c->before) == 0;
 }
 
 static int run_lookup(struct nth_ctx *c)
@@ -479,7 +479,7 @@ static int run_lookup(struct nth_ctx *c)
 	int r;
 
 	memset(c->offs, 0xff, sizeof(c->offs));
-	r = rel_lookup(c->fd, c->ns, c->keys, 4, c->offs, BELUGA_LOOKUP_PIN, &hits);
+	r = bt_lookup(c->fd, c->ns, c->keys, 4, c->offs, BELUGA_LOOKUP_PIN, &hits);
 	return r ? r : (int)hits;
 }
 
@@ -489,7 +489,7 @@ static bool check_lookup(struct nth_ctx *c, int r, bool injected)
 		int rr;
 
 		REQUIRE(r == 4, "LOOKUP+PIN found %d of 4", r);
-		rr = rel_release(c->fd, 4, c->offs);
+		rr = bt_release(c->fd, 4, c->offs);
 		REQUIRE(rr == 0, "RELEASE of 4 pins: %s", en(rr));
 	} else {
 		REQUIRE(injected, "LOOKUP failed (%s) with no fault injected", en(r));
@@ -507,14 +507,14 @@ static bool check_lookup(struct nth_ctx *c, int r, bool injected)
 static bool prep_detach(struct nth_ctx *c)
 {
 	struct beluga_attach a = { 0 };
-	int r = rel_attach_node(c->fd, 2 * REL_MIB, BSIZE, "nth-detach", &a);
+	int r = rel_attach_node(c->fd, 2 * BT_MIB, BSIZE, "nth-detach", &a);
 
 	if (r == -ENOENT)
-		r = rel_attach_dax(c->fd, 0, REGION, 2 * REL_MIB, BSIZE, "nth-detach", &a);
+		r = rel_attach_dax(c->fd, 0, REGION, 2 * BT_MIB, BSIZE, "nth-detach", &a);
 	REQUIRE(r == 0, "ATTACH for DETACH: %s", en(r));
 	c->slot = a.region_id;
 	c->regions_before = nr_regions(c->fd);
-	return rel_stats(c->fd, &c->before) == 0;
+	return bt_stats(c->fd, &c->before) == 0;
 }
 
 static int run_detach(struct nth_ctx *c)
@@ -538,7 +538,7 @@ static bool check_detach(struct nth_ctx *c, int r, bool injected)
 	if (r == -EFAULT && nr_regions(c->fd) == c->regions_before - 1) {
 		struct beluga_region_info ri;
 
-		REQUIRE(rel_region_info(c->fd, c->slot, &ri) == -ENOENT, "DETACH "
+		REQUIRE(bt_region_info(c->fd, c->slot, &ri) == -ENOENT, "DETACH "
 			"returned -EFAULT, one region fewer, but slot %u still answers",
 			c->slot);
 		return true;
@@ -573,7 +573,7 @@ static bool t_fault_nth_one(const struct nth_op *op, int *points)
 	int r;
 
 	memset(&c, 0, sizeof(c));
-	c.fd = rel_open(O_RDWR);
+	c.fd = bt_open(O_RDWR);
 	REQUIRE(c.fd >= 0, "open: %s", strerror(errno));
 	for (unsigned int n = 1; n <= 400; n++) {
 		unsigned int left;
@@ -581,7 +581,7 @@ static bool t_fault_nth_one(const struct nth_op *op, int *points)
 
 		c.regions_before = nr_regions(c.fd);
 		why[0] = 0;
-		if (rel_stats(c.fd, &c.before) || !op->prepare(&c)) {
+		if (bt_stats(c.fd, &c.before) || !op->prepare(&c)) {
 			if (!why[0])
 				snprintf(why, sizeof(why), "prepare failed");
 			close(c.fd);
@@ -610,7 +610,7 @@ static bool t_fault_nth_one(const struct nth_op *op, int *points)
 			/* start over from a clean pool and file */
 			close(c.fd);
 			r = fresh_pool(REGION, BSIZE, false);
-			c.fd = rel_open(O_RDWR);
+			c.fd = bt_open(O_RDWR);
 			REQUIRE(r == 0 && c.fd >= 0, "rebuilding the pool after a failure: %s",
 				en(r));
 		}
@@ -649,13 +649,13 @@ NTH(0) NTH(1) NTH(2) NTH(3) NTH(4) NTH(5) NTH(6)
 /* failslab + fail_page_alloc at 10% for one task's whole life. */
 static bool t_fault_random(void)
 {
-	int fd = rel_open(O_RDWR), r;
+	int fd = bt_open(O_RDWR), r;
 	uint64_t ns = ns_unique(7);
 	struct beluga_stats st0;
 	pid_t pid;
 
 	REQUIRE(fd >= 0, "open");
-	REQUIRE(rel_stats(fd, &st0) == 0, "STATS");
+	REQUIRE(bt_stats(fd, &st0) == 0, "STATS");
 	fi_configure(10);
 	kmsg("beluga-fault-inject: begin\n");
 	pid = fork();
@@ -670,19 +670,19 @@ static bool t_fault_random(void)
 			struct beluga_publish_item items[16];
 			uint32_t n = 1 + (uint32_t)rel_below(&rng, 8), hits = 0;
 
-			cfd = rel_open(O_RDWR);
+			cfd = bt_open(O_RDWR);
 			if (cfd < 0) {
 				errors++;
 				continue;
 			}
-			r = rel_alloc(cfd, n, offs);
+			r = bt_alloc(cfd, n, offs);
 			if (r == 0) {
 				memset(items, 0, sizeof(items));
 				for (uint32_t i = 0; i < n; i++) {
 					items[i].offset = offs[i];
-					items[i].key = rel_key(ns, rel_below(&rng, 64));
+					items[i].key = bt_key(ns, rel_below(&rng, 64));
 				}
-				r = rel_publish(cfd, ns, items, n, NULL);
+				r = bt_publish(cfd, ns, items, n, NULL);
 				if (r && !err_ok(r))
 					bad++;
 			} else if (!err_ok(r) && r != -ENOSPC) {
@@ -692,16 +692,16 @@ static bool t_fault_random(void)
 				struct beluga_key keys[8];
 
 				for (int i = 0; i < 8; i++)
-					keys[i] = rel_key(ns, rel_below(&rng, 64));
+					keys[i] = bt_key(ns, rel_below(&rng, 64));
 				npins = 0;
-				r = rel_lookup(cfd, ns, keys, 8, pins,
+				r = bt_lookup(cfd, ns, keys, 8, pins,
 					       BELUGA_LOOKUP_PIN, &hits);
 				if (r == 0)
 					npins = (int)hits;
 				else if (!err_ok(r))
 					bad++;
 				if (npins && rel_one_in(&rng, 2)) {
-					r = rel_release(cfd, npins, pins);
+					r = bt_release(cfd, npins, pins);
 					if (r && !err_ok(r))
 						bad++;
 				}
@@ -730,26 +730,26 @@ static bool t_fault_random(void)
 
 static bool t_kill_alloc(void)
 {
-	int fd = rel_open(O_RDWR), p[2];
+	int fd = bt_open(O_RDWR), p[2];
 	struct beluga_stats s0, s;
 	char c;
 	pid_t pid;
 
-	REQUIRE(fd >= 0 && rel_stats(fd, &s0) == 0, "open/STATS");
+	REQUIRE(fd >= 0 && bt_stats(fd, &s0) == 0, "open/STATS");
 	REQUIRE(pipe(p) == 0, "pipe");
 	pid = fork();
 	if (pid == 0) {
-		int cfd = rel_open(O_RDWR);
+		int cfd = bt_open(O_RDWR);
 		uint64_t offs[8];
 		uint8_t *map;
 
-		if (cfd < 0 || rel_alloc(cfd, 8, offs))
+		if (cfd < 0 || bt_alloc(cfd, 8, offs))
 			_exit(1);
 		map = rel_map(cfd, offs[7] + BSIZE, PROT_READ | PROT_WRITE);
 		if (!map)
 			_exit(2);
 		for (int i = 0; i < 8; i++)
-			rel_fill(map + offs[i], BSIZE, i);
+			bt_fill(map + offs[i], BSIZE, i);
 		/* written, not yet published: now die */
 		if (write(p[1], "x", 1) != 1)
 			_exit(3);
@@ -760,13 +760,13 @@ static bool t_kill_alloc(void)
 	REQUIRE(read(p[0], &c, 1) == 1, "the child did not get to ALLOC (status %d)",
 		reap(pid));
 	close(p[0]);
-	REQUIRE(rel_stats(fd, &s) == 0 && s.allocated_blocks == s0.allocated_blocks + 8 &&
+	REQUIRE(bt_stats(fd, &s) == 0 && s.allocated_blocks == s0.allocated_blocks + 8 &&
 		s.clients == s0.clients + 1, "the child's 8 blocks are not allocated");
 	kill(pid, SIGKILL);
 	REQUIRE(reap(pid) == 128 + SIGKILL, "child status");
 	if (!quiet(fd, s0.clients, "after SIGKILL between ALLOC and PUBLISH"))
 		return false;
-	REQUIRE(rel_stats(fd, &s) == 0 && s.free_blocks == s0.free_blocks,
+	REQUIRE(bt_stats(fd, &s) == 0 && s.free_blocks == s0.free_blocks,
 		"free blocks %llu, was %llu", (rel_ull)s.free_blocks, (rel_ull)s0.free_blocks);
 	close(fd);
 	return true;
@@ -774,17 +774,17 @@ static bool t_kill_alloc(void)
 
 static bool t_kill_batch(void)
 {
-	int fd = rel_open(O_RDWR);
+	int fd = bt_open(O_RDWR);
 	struct beluga_stats s0;
 	struct rel_rng rng = { 0xba7c4ULL };
 	uint64_t ns = ns_unique(0xba7c4);
 
-	REQUIRE(fd >= 0 && rel_stats(fd, &s0) == 0, "open/STATS");
+	REQUIRE(fd >= 0 && bt_stats(fd, &s0) == 0, "open/STATS");
 	for (int round = 0; round < 24; round++) {
 		pid_t pid = fork();
 
 		if (pid == 0) {
-			int cfd = rel_open(O_RDWR);
+			int cfd = bt_open(O_RDWR);
 			struct rel_rng r2 = { (uint64_t)round };
 			struct beluga_publish_item it[64];
 			struct beluga_key keys[64];
@@ -794,19 +794,19 @@ static bool t_kill_batch(void)
 			for (;;) {
 				uint32_t n = 16 + (uint32_t)rel_below(&r2, 48);
 
-				if (rel_alloc(cfd, n, offs) == 0) {
+				if (bt_alloc(cfd, n, offs) == 0) {
 					memset(it, 0, sizeof(it));
 					for (uint32_t i = 0; i < n; i++) {
 						it[i].offset = offs[i];
-						it[i].key = rel_key(ns, rel_below(&r2, 512));
+						it[i].key = bt_key(ns, rel_below(&r2, 512));
 					}
-					rel_publish(cfd, ns, it, n, NULL);
+					bt_publish(cfd, ns, it, n, NULL);
 				}
 				for (uint32_t i = 0; i < 64; i++)
-					keys[i] = rel_key(ns, rel_below(&r2, 512));
-				if (rel_lookup(cfd, ns, keys, 64, pins, BELUGA_LOOKUP_PIN,
+					keys[i] = bt_key(ns, rel_below(&r2, 512));
+				if (bt_lookup(cfd, ns, keys, 64, pins, BELUGA_LOOKUP_PIN,
 					       &hits) == 0 && hits && rel_one_in(&r2, 2))
-					rel_release(cfd, hits, pins);
+					bt_release(cfd, hits, pins);
 			}
 		}
 		rel_msleep(1 + (unsigned int)rel_below(&rng, 60));
@@ -826,33 +826,33 @@ static int mappings0(int fd)
 	struct beluga_region_info ri;
 
 	for (uint32_t s = 0; s < BELUGA_MAX_REGIONS; s++)
-		if (rel_region_info(fd, s, &ri) == 0)
+		if (bt_region_info(fd, s, &ri) == 0)
 			return (int)ri.mappings;
 	return -1;
 }
 
 static bool t_fork_ownership(void)
 {
-	int fd = rel_open(O_RDWR), afd = rel_open(O_RDWR), r;
+	int fd = bt_open(O_RDWR), afd = bt_open(O_RDWR), r;
 	struct beluga_stats s0, s;
 	uint64_t a[2], pin, ns = ns_unique(0xf0), base;
-	struct beluga_key key = rel_key(ns, 1);
+	struct beluga_key key = bt_key(ns, 1);
 	uint32_t hits;
 	uint8_t *map;
 	int32_t res;
 	pid_t pid;
 
-	REQUIRE(fd >= 0 && afd >= 0 && rel_stats(afd, &s0) == 0, "open/STATS");
+	REQUIRE(fd >= 0 && afd >= 0 && bt_stats(afd, &s0) == 0, "open/STATS");
 	base = s0.clients - 1;		/* without fd: afd and whoever else */
 	/* a published key, pinned by fd; two blocks allocated by fd */
-	REQUIRE(rel_alloc(fd, 1, &pin) == 0, "ALLOC");
+	REQUIRE(bt_alloc(fd, 1, &pin) == 0, "ALLOC");
 	map = rel_map(fd, REGION, PROT_READ | PROT_WRITE);
 	REQUIRE(map, "mmap: %s", strerror(errno));
-	rel_fill(map + pin, BSIZE, 0xf0f0);
-	REQUIRE(rel_publish1(fd, ns, pin, key, &res) == 0 && res == 0, "PUBLISH");
-	REQUIRE(rel_lookup(fd, ns, &key, 1, &pin, BELUGA_LOOKUP_PIN, &hits) == 0 &&
+	bt_fill(map + pin, BSIZE, 0xf0f0);
+	REQUIRE(bt_publish1(fd, ns, pin, key, &res) == 0 && res == 0, "PUBLISH");
+	REQUIRE(bt_lookup(fd, ns, &key, 1, &pin, BELUGA_LOOKUP_PIN, &hits) == 0 &&
 		hits == 1, "LOOKUP+PIN");
-	REQUIRE(rel_alloc(fd, 2, a) == 0, "ALLOC 2");
+	REQUIRE(bt_alloc(fd, 2, a) == 0, "ALLOC 2");
 	REQUIRE(mappings0(afd) == 1, "mappings %d, want 1", mappings0(afd));
 
 	/* 1. the child shares the description: it may free and release them */
@@ -863,17 +863,17 @@ static bool t_fork_ownership(void)
 
 		if (mappings0(fd) != 2)		/* the VMA was copied: vm_open */
 			_exit(10);
-		if (rel_check(map + pin, BSIZE, 0xf0f0) >= 0)
+		if (bt_check(map + pin, BSIZE, 0xf0f0) >= 0)
 			_exit(11);
-		if (rel_alloc(fd, 1, &b))	/* stays with the shared file */
+		if (bt_alloc(fd, 1, &b))	/* stays with the shared file */
 			_exit(14);
-		if (rel_free(fd, 1, &a[0]))	/* the parent's allocation */
+		if (bt_free(fd, 1, &a[0]))	/* the parent's allocation */
 			_exit(12);
-		if (rel_release(fd, 1, &pin))	/* the parent's pin */
+		if (bt_release(fd, 1, &pin))	/* the parent's pin */
 			_exit(13);
 		/* a fresh open is a different owner */
-		own = rel_open(O_RDWR);
-		if (own < 0 || rel_free(own, 1, &a[1]) != -EINVAL)
+		own = bt_open(O_RDWR);
+		if (own < 0 || bt_free(own, 1, &a[1]) != -EINVAL)
 			_exit(15);
 		close(own);
 		/* hand b to the parent through the exit status */
@@ -885,20 +885,20 @@ static bool t_fork_ownership(void)
 		"15: a new open could free the parent's block)", r);
 	REQUIRE(mappings0(afd) == 1, "mappings after the child's exit: %d, want 1",
 		mappings0(afd));
-	REQUIRE(rel_stats(afd, &s) == 0, "STATS");
+	REQUIRE(bt_stats(afd, &s) == 0, "STATS");
 	/* a[1] and the child's block are still allocated to the shared file */
 	REQUIRE(s.allocated_blocks == s0.allocated_blocks + 2 && s.pins == s0.pins,
 		"after the child: allocated %llu (want %llu), pins %llu (want %llu)",
 		(rel_ull)s.allocated_blocks, (rel_ull)s0.allocated_blocks + 2,
 		(rel_ull)s.pins, (rel_ull)s0.pins);
-	REQUIRE(rel_free(fd, 1, &a[0]) == -EINVAL, "the child's FREE did not stick");
-	REQUIRE(rel_release(fd, 1, &pin) == -EINVAL, "the child's RELEASE did not stick");
+	REQUIRE(bt_free(fd, 1, &a[0]) == -EINVAL, "the child's FREE did not stick");
+	REQUIRE(bt_release(fd, 1, &pin) == -EINVAL, "the child's RELEASE did not stick");
 	if (r >= 100) {
 		uint64_t b = (uint64_t)(r - 100) * BSIZE;
 
-		REQUIRE(rel_free(fd, 1, &b) == 0, "the parent cannot FREE the child's "
+		REQUIRE(bt_free(fd, 1, &b) == 0, "the parent cannot FREE the child's "
 			"allocation 0x%llx", (rel_ull)b);
-		REQUIRE(rel_alloc(fd, 1, &b) == 0, "ALLOC");
+		REQUIRE(bt_alloc(fd, 1, &b) == 0, "ALLOC");
 	}
 
 	/* 2. the last reference decides: parent closes, a child keeps it open */
@@ -922,7 +922,7 @@ static bool t_fork_ownership(void)
 	munmap(map, REGION);
 	close(fd);
 	rel_msleep(50);
-	REQUIRE(rel_stats(afd, &s) == 0 && s.allocated_blocks == s0.allocated_blocks + 2 &&
+	REQUIRE(bt_stats(afd, &s) == 0 && s.allocated_blocks == s0.allocated_blocks + 2 &&
 		s.clients == base + 1,
 		"the parent closed, a child still holds the file: allocated %llu (want "
 		"%llu), clients %llu (want %llu)", (rel_ull)s.allocated_blocks,
@@ -935,12 +935,12 @@ static bool t_fork_ownership(void)
 		return false;
 
 	/* 3. a mapping alone keeps the file (and its blocks) alive */
-	fd = rel_open(O_RDWR);
-	REQUIRE(fd >= 0 && rel_alloc(fd, 2, a) == 0, "ALLOC");
+	fd = bt_open(O_RDWR);
+	REQUIRE(fd >= 0 && bt_alloc(fd, 2, a) == 0, "ALLOC");
 	map = rel_map(fd, REGION, PROT_READ);
 	REQUIRE(map, "mmap");
 	close(fd);
-	REQUIRE(rel_stats(afd, &s) == 0 && s.allocated_blocks == s0.allocated_blocks + 2 &&
+	REQUIRE(bt_stats(afd, &s) == 0 && s.allocated_blocks == s0.allocated_blocks + 2 &&
 		s.clients == base + 1,
 		"closed fd with a live mapping: allocated %llu (want %llu), clients %llu",
 		(rel_ull)s.allocated_blocks, (rel_ull)s0.allocated_blocks + 2,
@@ -955,14 +955,14 @@ static bool t_fork_ownership(void)
 
 static bool t_detach_mapped(void)
 {
-	int fd = rel_open(O_RDWR), afd = rel_open(O_RDWR), r;
+	int fd = bt_open(O_RDWR), afd = bt_open(O_RDWR), r;
 	struct beluga_region_info ri;
 	uint32_t slot = UINT32_MAX;
 	void *map;
 
 	REQUIRE(fd >= 0 && afd >= 0, "open");
 	for (uint32_t s = 0; s < BELUGA_MAX_REGIONS && slot == UINT32_MAX; s++)
-		if (rel_region_info(afd, s, &ri) == 0)
+		if (bt_region_info(afd, s, &ri) == 0)
 			slot = s;
 	REQUIRE(slot != UINT32_MAX, "no region");
 	map = rel_map(fd, REGION, PROT_READ);
@@ -989,7 +989,7 @@ static int maps_of_dev(void)
 	if (!f)
 		return -1;
 	while (fgets(line, sizeof(line), f))
-		if (strstr(line, rel_dev_path()))
+		if (strstr(line, bt_dev_path()))
 			n++;
 	fclose(f);
 	return n;
@@ -1003,8 +1003,8 @@ static int maps_of_dev(void)
  */
 static bool t_mapping_counts(void)
 {
-	int fd = rel_open(O_RDWR), afd = rel_open(O_RDWR), step = 0, r;
-	const size_t len = 8 * REL_PAGE;
+	int fd = bt_open(O_RDWR), afd = bt_open(O_RDWR), step = 0, r;
+	const size_t len = 8 * BT_PAGE;
 	uint8_t *p, *q;
 	pid_t pid;
 
@@ -1013,16 +1013,16 @@ static bool t_mapping_counts(void)
 		int m = mappings0(afd), v = maps_of_dev();			\
 		step++;								\
 		REQUIRE(m == v, "step %d (%s): region counts %d mappings, the "	\
-			"process has %d VMAs of %s", step, what, m, v, rel_dev_path()); \
+			"process has %d VMAs of %s", step, what, m, v, bt_dev_path()); \
 	} while (0)
 	p = rel_map(fd, len, PROT_READ | PROT_WRITE);
 	REQUIRE(p, "mmap");
 	COUNT_OK("mmap");
-	REQUIRE(mprotect(p + 2 * REL_PAGE, REL_PAGE, PROT_READ) == 0, "mprotect");
+	REQUIRE(mprotect(p + 2 * BT_PAGE, BT_PAGE, PROT_READ) == 0, "mprotect");
 	COUNT_OK("mprotect splits one page out");
-	REQUIRE(mprotect(p + 2 * REL_PAGE, REL_PAGE, PROT_READ | PROT_WRITE) == 0, "mprotect");
+	REQUIRE(mprotect(p + 2 * BT_PAGE, BT_PAGE, PROT_READ | PROT_WRITE) == 0, "mprotect");
 	COUNT_OK("mprotect back (may merge)");
-	REQUIRE(madvise(p + 4 * REL_PAGE, REL_PAGE, MADV_DONTFORK) == 0, "madvise");
+	REQUIRE(madvise(p + 4 * BT_PAGE, BT_PAGE, MADV_DONTFORK) == 0, "madvise");
 	COUNT_OK("MADV_DONTFORK splits");
 	{
 		/* the count is the region's, over both processes */
@@ -1035,26 +1035,26 @@ static bool t_mapping_counts(void)
 			"%d VMAs plus the child's (MADV_DONTFORK page not copied)", vp);
 	}
 	COUNT_OK("after the child exited");
-	REQUIRE(madvise(p + 4 * REL_PAGE, REL_PAGE, MADV_DOFORK) == 0, "madvise");
+	REQUIRE(madvise(p + 4 * BT_PAGE, BT_PAGE, MADV_DOFORK) == 0, "madvise");
 	COUNT_OK("MADV_DOFORK (may merge)");
 	REQUIRE(madvise(p, len, MADV_DONTNEED) == 0, "MADV_DONTNEED");
 	COUNT_OK("MADV_DONTNEED");
-	q = mremap(p + 6 * REL_PAGE, 2 * REL_PAGE, REL_PAGE, 0);
+	q = mremap(p + 6 * BT_PAGE, 2 * BT_PAGE, BT_PAGE, 0);
 	REQUIRE(q != MAP_FAILED, "mremap shrink: %s", strerror(errno));
 	COUNT_OK("mremap shrinks the tail");
-	q = mremap(p, REL_PAGE, 3 * REL_PAGE, MREMAP_MAYMOVE);
+	q = mremap(p, BT_PAGE, 3 * BT_PAGE, MREMAP_MAYMOVE);
 	REQUIRE(q != MAP_FAILED, "mremap grow+move: %s", strerror(errno));
 	COUNT_OK("mremap moves and grows the first page");
 	{
-		void *d = mremap(p + REL_PAGE, REL_PAGE, REL_PAGE,
+		void *d = mremap(p + BT_PAGE, BT_PAGE, BT_PAGE,
 				 MREMAP_MAYMOVE | 4 /* MREMAP_DONTUNMAP */);
 
 		COUNT_OK(d == MAP_FAILED ? "MREMAP_DONTUNMAP (refused)" : "MREMAP_DONTUNMAP");
 		if (d != MAP_FAILED)
-			munmap(d, REL_PAGE);
+			munmap(d, BT_PAGE);
 		COUNT_OK("munmap of the DONTUNMAP copy");
 	}
-	munmap(q, 3 * REL_PAGE);
+	munmap(q, 3 * BT_PAGE);
 	COUNT_OK("munmap of the moved part");
 	munmap(p, len);
 	COUNT_OK("munmap of the rest");
@@ -1064,7 +1064,7 @@ static bool t_mapping_counts(void)
 		struct beluga_region_info ri;
 		uint32_t slot = 0;
 
-		while (slot < BELUGA_MAX_REGIONS && rel_region_info(afd, slot, &ri))
+		while (slot < BELUGA_MAX_REGIONS && bt_region_info(afd, slot, &ri))
 			slot++;
 		r = rel_detach(afd, slot, BELUGA_DETACH_EVICT);
 		REQUIRE(r == 0, "DETACH after every mapping is gone: %s", en(r));
@@ -1077,20 +1077,20 @@ static bool t_mapping_counts(void)
 /* Readers check every pinned block while writers churn the pool. */
 static bool t_pinned_checksum(bool dax)
 {
-	int fd = rel_open(O_RDWR), nreaders = 3, nwriters = 2;
+	int fd = bt_open(O_RDWR), nreaders = 3, nwriters = 2;
 	uint64_t ns = ns_unique(dax ? 0xc5d : 0xc5);
 	struct beluga_info info;
 	pid_t pids[8];
 	int np = 0, bad = 0;
 	double end = rel_now() + (dax ? 4.0 : 6.0);
 
-	REQUIRE(fd >= 0 && rel_info(fd, &info) == 0, "open/INFO");
+	REQUIRE(fd >= 0 && bt_info(fd, &info) == 0, "open/INFO");
 	for (int i = 0; i < nreaders + nwriters + 1; i++) {
 		pid_t pid = fork();
 
 		if (pid == 0) {
 			struct rel_rng rng = { (uint64_t)i * 7919 };
-			int cfd = rel_open(O_RDWR);
+			int cfd = bt_open(O_RDWR);
 			uint8_t *map = rel_map(cfd, info.map_size, PROT_READ | PROT_WRITE);
 			uint64_t verified = 0;
 
@@ -1104,13 +1104,13 @@ static bool t_pinned_checksum(bool dax)
 					int k0 = (int)rel_below(&rng, 96);
 
 					for (int k = 0; k < 8; k++)
-						keys[k] = rel_key(ns, (uint64_t)(k0 + k) % 96);
-					if (rel_lookup(cfd, ns, keys, 8, offs, BELUGA_LOOKUP_PIN,
+						keys[k] = bt_key(ns, (uint64_t)(k0 + k) % 96);
+					if (bt_lookup(cfd, ns, keys, 8, offs, BELUGA_LOOKUP_PIN,
 						       &hits))
 						_exit(3);
 					for (int pass = 0; pass < 2; pass++) {
 						for (uint32_t h = 0; h < hits; h++) {
-							long w = rel_check(map + offs[h], info.block_size,
+							long w = bt_check(map + offs[h], info.block_size,
 									   rel_key_seed(ns, keys[h]));
 							if (w >= 0) {
 								printf("# reader %d: block 0x%llx (key %d) "
@@ -1123,18 +1123,18 @@ static bool t_pinned_checksum(bool dax)
 						}
 						sched_yield();	/* let the writers evict */
 					}
-					if (hits && rel_release(cfd, hits, offs))
+					if (hits && bt_release(cfd, hits, offs))
 						_exit(4);
 				} else if (i < nreaders + nwriters) {
 					uint64_t off;
 					int k = (int)rel_below(&rng, 96);
-					struct beluga_key key = rel_key(ns, (uint64_t)k);
+					struct beluga_key key = bt_key(ns, (uint64_t)k);
 					int32_t res;
 
-					if (rel_alloc(cfd, 1, &off))
+					if (bt_alloc(cfd, 1, &off))
 						continue;	/* -ENOSPC: all pinned */
-					rel_fill(map + off, info.block_size, rel_key_seed(ns, key));
-					if (rel_publish1(cfd, ns, off, key, &res))
+					bt_fill(map + off, info.block_size, rel_key_seed(ns, key));
+					if (bt_publish1(cfd, ns, off, key, &res))
 						_exit(5);
 				} else {
 					rel_msleep(30);
@@ -1161,7 +1161,7 @@ static bool t_pinned_checksum(bool dax)
 	{
 		struct beluga_stats s;
 
-		rel_stats(fd, &s);
+		bt_stats(fd, &s);
 		rel_diag("evictions so far: %llu", (rel_ull)s.evictions);
 	}
 	rel_evict_ns(fd, ns, NULL, NULL);
@@ -1176,7 +1176,7 @@ static bool t_pinned_checksum(bool dax)
  */
 static bool t_abi_ro_struct(void)
 {
-	int fd = rel_open(O_RDWR), r;
+	int fd = bt_open(O_RDWR), r;
 	struct beluga_stats s0, s;
 	uint64_t *offs, ns = ns_unique(0xab1);
 	uint8_t *ro;
@@ -1184,9 +1184,9 @@ static bool t_abi_ro_struct(void)
 	int32_t res;
 	bool ok = true;
 
-	REQUIRE(fd >= 0 && rel_stats(fd, &s0) == 0, "open/STATS");
-	ro = mmap(NULL, REL_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	offs = mmap(NULL, REL_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	REQUIRE(fd >= 0 && bt_stats(fd, &s0) == 0, "open/STATS");
+	ro = mmap(NULL, BT_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	offs = mmap(NULL, BT_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	REQUIRE(ro != MAP_FAILED && offs != MAP_FAILED, "mmap");
 
 	/* ALLOC */
@@ -1197,10 +1197,10 @@ static bool t_abi_ro_struct(void)
 		a->count = 2;
 		a->offsets = (uintptr_t)offs;
 		offs[0] = offs[1] = UINT64_MAX;
-		mprotect(ro, REL_PAGE, PROT_READ);
-		r = rel_ioctl(fd, BELUGA_IOC_ALLOC, a);
-		mprotect(ro, REL_PAGE, PROT_READ | PROT_WRITE);
-		rel_stats(fd, &s);
+		mprotect(ro, BT_PAGE, PROT_READ);
+		r = bt_ioctl(fd, BELUGA_IOC_ALLOC, a);
+		mprotect(ro, BT_PAGE, PROT_READ | PROT_WRITE);
+		bt_stats(fd, &s);
 		if (r == -EFAULT && s.allocated_blocks != s0.allocated_blocks) {
 			rel_diag("ALLOC with its struct in read-only memory returned -EFAULT "
 				 "but left %llu blocks allocated to the file (offsets 0x%llx, "
@@ -1209,12 +1209,12 @@ static bool t_abi_ro_struct(void)
 				 "the struct", (rel_ull)(s.allocated_blocks - s0.allocated_blocks),
 				 (rel_ull)offs[0], (rel_ull)offs[1]);
 			ok = false;
-			rel_free(fd, 2, offs);
+			bt_free(fd, 2, offs);
 		} else if (r != -EFAULT && r != 0) {
 			rel_diag("ALLOC with a read-only struct: %s", en(r));
 			ok = false;
 		} else if (r == 0) {
-			rel_free(fd, 2, offs);
+			bt_free(fd, 2, offs);
 		}
 	}
 	/* LOOKUP + PIN */
@@ -1222,10 +1222,10 @@ static bool t_abi_ro_struct(void)
 		struct beluga_lookup *l = (void *)ro;
 		struct beluga_key *key = (void *)(offs + 8);
 
-		REQUIRE(rel_alloc(fd, 1, offs) == 0, "ALLOC");
-		*key = rel_key(ns, 1);
-		REQUIRE(rel_publish1(fd, ns, offs[0], *key, &res) == 0 && res == 0, "PUBLISH");
-		rel_stats(fd, &s0);
+		REQUIRE(bt_alloc(fd, 1, offs) == 0, "ALLOC");
+		*key = bt_key(ns, 1);
+		REQUIRE(bt_publish1(fd, ns, offs[0], *key, &res) == 0 && res == 0, "PUBLISH");
+		bt_stats(fd, &s0);
 		memset(l, 0, sizeof(*l));
 		l->size = sizeof(*l);
 		l->flags = BELUGA_LOOKUP_PIN;
@@ -1233,38 +1233,38 @@ static bool t_abi_ro_struct(void)
 		l->count = 1;
 		l->keys = (uintptr_t)key;
 		l->offsets = (uintptr_t)offs;
-		mprotect(ro, REL_PAGE, PROT_READ);
-		r = rel_ioctl(fd, BELUGA_IOC_LOOKUP, l);
-		mprotect(ro, REL_PAGE, PROT_READ | PROT_WRITE);
-		rel_stats(fd, &s);
+		mprotect(ro, BT_PAGE, PROT_READ);
+		r = bt_ioctl(fd, BELUGA_IOC_LOOKUP, l);
+		mprotect(ro, BT_PAGE, PROT_READ | PROT_WRITE);
+		bt_stats(fd, &s);
 		if (r == -EFAULT && s.pins != s0.pins) {
 			rel_diag("LOOKUP+PIN with its struct in read-only memory returned "
 				 "-EFAULT but left %llu pin(s) held: the caller was told it failed "
 				 "and cannot know it must RELEASE", (rel_ull)(s.pins - s0.pins));
 			ok = false;
-			rel_release(fd, 1, offs);
+			bt_release(fd, 1, offs);
 		} else if (r == 0) {
-			rel_release(fd, 1, offs);
+			bt_release(fd, 1, offs);
 		}
 		(void)hits;
 	}
 	/* EVICT of one key */
 	{
 		struct beluga_evict *e = (void *)ro;
-		struct beluga_key k = rel_key(ns, 9);
+		struct beluga_key k = bt_key(ns, 9);
 		uint64_t off;
 		uint32_t hits = 0;
 
-		if (rel_alloc(fd, 1, &off) == 0 && rel_publish1(fd, ns, off, k, &res) == 0 &&
+		if (bt_alloc(fd, 1, &off) == 0 && bt_publish1(fd, ns, off, k, &res) == 0 &&
 		    res == 0) {
 			memset(e, 0, sizeof(*e));
 			e->size = sizeof(*e);
 			e->ns = ns;
 			e->key = k;
-			mprotect(ro, REL_PAGE, PROT_READ);
-			r = rel_ioctl(fd, BELUGA_IOC_EVICT, e);
-			mprotect(ro, REL_PAGE, PROT_READ | PROT_WRITE);
-			rel_lookup(fd, ns, &k, 1, NULL, 0, &hits);
+			mprotect(ro, BT_PAGE, PROT_READ);
+			r = bt_ioctl(fd, BELUGA_IOC_EVICT, e);
+			mprotect(ro, BT_PAGE, PROT_READ | PROT_WRITE);
+			bt_lookup(fd, ns, &k, 1, NULL, 0, &hits);
 			if (r == -EFAULT && hits == 0) {
 				rel_diag("EVICT with its struct in read-only memory returned -EFAULT "
 					 "but the key was evicted");
@@ -1279,16 +1279,16 @@ static bool t_abi_ro_struct(void)
 		struct beluga_region_info ri;
 
 		memset(a, 0, sizeof(*a));
-		r = rel_attach_node(fd, 2 * REL_MIB, BSIZE, "ro-struct", a);
+		r = rel_attach_node(fd, 2 * BT_MIB, BSIZE, "ro-struct", a);
 		if (r == 0)	/* a writable one first: learn the slot, then detach */
 			rel_detach(fd, a->region_id, BELUGA_DETACH_EVICT);
 		if (r == 0) {
 			a->region_id = 0;
-			mprotect(ro, REL_PAGE, PROT_READ);
-			r = rel_ioctl(fd, BELUGA_IOC_ATTACH, a);
-			mprotect(ro, REL_PAGE, PROT_READ | PROT_WRITE);
+			mprotect(ro, BT_PAGE, PROT_READ);
+			r = bt_ioctl(fd, BELUGA_IOC_ATTACH, a);
+			mprotect(ro, BT_PAGE, PROT_READ | PROT_WRITE);
 			for (uint32_t sl = 0; sl < BELUGA_MAX_REGIONS; sl++)
-				if (rel_region_info(fd, sl, &ri) == 0 && !strcmp(ri.name, "ro-struct"))
+				if (bt_region_info(fd, sl, &ri) == 0 && !strcmp(ri.name, "ro-struct"))
 					slot = sl;
 			if (r == -EFAULT && nr_regions(fd) != before) {
 				rel_diag("ATTACH with its struct in read-only memory returned -EFAULT "
@@ -1303,10 +1303,10 @@ static bool t_abi_ro_struct(void)
 				d->size = sizeof(*d);
 				d->flags = BELUGA_DETACH_EVICT;
 				d->region_id = slot;
-				mprotect(ro, REL_PAGE, PROT_READ);
-				r = rel_ioctl(fd, BELUGA_IOC_DETACH, d);
-				mprotect(ro, REL_PAGE, PROT_READ | PROT_WRITE);
-				if (r == -EFAULT && rel_region_info(fd, slot, &ri) == -ENOENT) {
+				mprotect(ro, BT_PAGE, PROT_READ);
+				r = bt_ioctl(fd, BELUGA_IOC_DETACH, d);
+				mprotect(ro, BT_PAGE, PROT_READ | PROT_WRITE);
+				if (r == -EFAULT && bt_region_info(fd, slot, &ri) == -ENOENT) {
 					rel_diag("DETACH with its struct in read-only memory returned "
 						 "-EFAULT but the region was detached");
 					ok = false;
@@ -1336,7 +1336,7 @@ static int drop_to(uid_t uid, gid_t gid)
 
 static bool t_perm_unpriv(void)
 {
-	const char *dev = rel_dev_path();
+	const char *dev = bt_dev_path();
 	struct stat st;
 	pid_t pid;
 	int r;
@@ -1354,26 +1354,26 @@ static bool t_perm_unpriv(void)
 
 		if (drop_to(NOBODY, NOBODY))
 			_exit(20);
-		fd = rel_open(O_RDWR);
+		fd = bt_open(O_RDWR);
 		if (fd < 0)
 			_exit(21);
 		memset(&a, 0, sizeof(a));
 		a.size = sizeof(a);
 		a.backend = BELUGA_BACKEND_NODE;
 		a.node = rel_env_node() < 0 ? 0 : rel_env_node();
-		a.length = 2 * REL_MIB;
+		a.length = 2 * BT_MIB;
 		if (rel_attach(fd, &a) != -EPERM)
 			_exit(1);
-		if (rel_ioctl(fd, BELUGA_IOC_DETACH, &d) != -EPERM)
+		if (bt_ioctl(fd, BELUGA_IOC_DETACH, &d) != -EPERM)
 			_exit(2);
-		if (rel_ioctl(fd, BELUGA_IOC_EVICT, &e) != -EPERM)
+		if (bt_ioctl(fd, BELUGA_IOC_EVICT, &e) != -EPERM)
 			_exit(3);
 		e.flags = BELUGA_EVICT_NAMESPACE;
 		e.key.lo = e.key.hi = 0;
-		if (rel_ioctl(fd, BELUGA_IOC_EVICT, &e) != -EPERM)
+		if (bt_ioctl(fd, BELUGA_IOC_EVICT, &e) != -EPERM)
 			_exit(4);
 		/* what an ordinary writer may do still works */
-		if (rel_stats(fd, &s) || rel_alloc(fd, 1, &off) || rel_free(fd, 1, &off))
+		if (bt_stats(fd, &s) || bt_alloc(fd, 1, &off) || bt_free(fd, 1, &off))
 			_exit(5);
 		_exit(0);
 	}
@@ -1386,16 +1386,16 @@ static bool t_perm_unpriv(void)
 
 static bool t_perm_readonly(void)
 {
-	const char *dev = rel_dev_path();
+	const char *dev = bt_dev_path();
 	struct stat st;
 	uint64_t off, ns = ns_unique(0x40);
-	struct beluga_key key = rel_key(ns, 1);
-	int fd = rel_open(O_RDWR), r;
+	struct beluga_key key = bt_key(ns, 1);
+	int fd = bt_open(O_RDWR), r;
 	int32_t res;
 	pid_t pid;
 
 	REQUIRE(fd >= 0 && stat(dev, &st) == 0, "open/stat");
-	REQUIRE(rel_alloc(fd, 1, &off) == 0 && rel_publish1(fd, ns, off, key, &res) == 0 &&
+	REQUIRE(bt_alloc(fd, 1, &off) == 0 && bt_publish1(fd, ns, off, key, &res) == 0 &&
 		res == 0, "publish a key as root");
 	REQUIRE(chmod(dev, 0644) == 0, "chmod");
 	pid = fork();
@@ -1407,30 +1407,30 @@ static bool t_perm_readonly(void)
 
 		if (drop_to(NOBODY, NOBODY))
 			_exit(20);
-		if (rel_open(O_RDWR) >= 0 || errno != EACCES)
+		if (bt_open(O_RDWR) >= 0 || errno != EACCES)
 			_exit(1);
-		if (rel_open(O_WRONLY) >= 0 || errno != EACCES)
+		if (bt_open(O_WRONLY) >= 0 || errno != EACCES)
 			_exit(2);
-		rfd = rel_open(O_RDONLY);
+		rfd = bt_open(O_RDONLY);
 		if (rfd < 0)
 			_exit(3);
-		if (rel_alloc(rfd, 1, &o2) != -EBADF)
+		if (bt_alloc(rfd, 1, &o2) != -EBADF)
 			_exit(4);
-		if (rel_free(rfd, 1, &off) != -EBADF)
+		if (bt_free(rfd, 1, &off) != -EBADF)
 			_exit(5);
-		if (rel_publish1(rfd, ns, off, rel_key(ns, 2), NULL) != -EBADF)
+		if (bt_publish1(rfd, ns, off, bt_key(ns, 2), NULL) != -EBADF)
 			_exit(6);
-		p = mmap(NULL, REL_PAGE, PROT_READ | PROT_WRITE, MAP_SHARED, rfd, 0);
+		p = mmap(NULL, BT_PAGE, PROT_READ | PROT_WRITE, MAP_SHARED, rfd, 0);
 		if (p != MAP_FAILED || errno != EACCES)
 			_exit(7);
-		p = mmap(NULL, REL_PAGE, PROT_READ, MAP_SHARED, rfd, 0);
+		p = mmap(NULL, BT_PAGE, PROT_READ, MAP_SHARED, rfd, 0);
 		if (p == MAP_FAILED)
 			_exit(8);
-		if (mprotect(p, REL_PAGE, PROT_READ | PROT_WRITE) == 0 || errno != EACCES)
+		if (mprotect(p, BT_PAGE, PROT_READ | PROT_WRITE) == 0 || errno != EACCES)
 			_exit(9);
 		/* readers: LOOKUP, pin and release work on a read-only file */
-		if (rel_lookup(rfd, ns, &key, 1, &pin, BELUGA_LOOKUP_PIN, &hits) || hits != 1 ||
-		    pin != off || rel_release(rfd, 1, &pin))
+		if (bt_lookup(rfd, ns, &key, 1, &pin, BELUGA_LOOKUP_PIN, &hits) || hits != 1 ||
+		    pin != off || bt_release(rfd, 1, &pin))
 			_exit(10);
 		_exit(0);
 	}
@@ -1442,9 +1442,9 @@ static bool t_perm_readonly(void)
 		"refused, 4-6: ALLOC/FREE/PUBLISH not -EBADF, 7: writable mmap, 8: read "
 		"mmap refused, 9: mprotect added write, 10: LOOKUP+PIN/RELEASE failed)", r);
 	/* root with an O_RDONLY file: the same rules */
-	fd = rel_open(O_RDONLY);
+	fd = bt_open(O_RDONLY);
 	REQUIRE(fd >= 0, "open O_RDONLY");
-	r = rel_alloc(fd, 1, &off);
+	r = bt_alloc(fd, 1, &off);
 	close(fd);
 	REQUIRE(r == -EBADF, "root ALLOC on an O_RDONLY file: %s", en(r));
 	return true;
@@ -1452,29 +1452,29 @@ static bool t_perm_readonly(void)
 
 static bool t_ns_keys(void)
 {
-	int fd = rel_open(O_RDWR), rfd = rel_open(O_RDONLY);
+	int fd = bt_open(O_RDWR), rfd = bt_open(O_RDONLY);
 	uint64_t a = ns_unique(0xa), b = a ^ 1, off, got;
-	struct beluga_key key = rel_key(42, 42);
+	struct beluga_key key = bt_key(42, 42);
 	uint32_t hits = 0;
 	int32_t res;
 	uint8_t *map, *rmap;
 
 	REQUIRE(fd >= 0 && rfd >= 0, "open");
-	REQUIRE(rel_alloc(fd, 1, &off) == 0, "ALLOC");
+	REQUIRE(bt_alloc(fd, 1, &off) == 0, "ALLOC");
 	map = rel_map(fd, REGION, PROT_READ | PROT_WRITE);
 	REQUIRE(map, "mmap");
-	rel_fill(map + off, BSIZE, 0x5ec);
-	REQUIRE(rel_publish1(fd, a, off, key, &res) == 0 && res == 0, "PUBLISH in ns A");
-	REQUIRE(rel_lookup(rfd, b, &key, 1, &got, 0, &hits) == 0 && hits == 0,
+	bt_fill(map + off, BSIZE, 0x5ec);
+	REQUIRE(bt_publish1(fd, a, off, key, &res) == 0 && res == 0, "PUBLISH in ns A");
+	REQUIRE(bt_lookup(rfd, b, &key, 1, &got, 0, &hits) == 0 && hits == 0,
 		"the key of namespace A was found in namespace B");
-	REQUIRE(rel_lookup(rfd, a, &key, 1, &got, 0, &hits) == 0 && hits == 1 && got == off,
+	REQUIRE(bt_lookup(rfd, a, &key, 1, &got, 0, &hits) == 0 && hits == 1 && got == off,
 		"the key is not found in its own namespace");
 	/* same key in B is a different entry: no EXISTS */
-	REQUIRE(rel_alloc(fd, 1, &got) == 0 && rel_publish1(fd, b, got, key, &res) == 0 &&
+	REQUIRE(bt_alloc(fd, 1, &got) == 0 && bt_publish1(fd, b, got, key, &res) == 0 &&
 		res == BELUGA_PUBLISH_OK, "the same key in namespace B: result %d", res);
 	/* memory is not separated: any file of the pool maps and reads A's block */
 	rmap = rel_map(rfd, REGION, PROT_READ);
-	REQUIRE(rmap && rel_check(rmap + off, BSIZE, 0x5ec) < 0,
+	REQUIRE(rmap && bt_check(rmap + off, BSIZE, 0x5ec) < 0,
 		"a reader of the pool could not read namespace A's bytes (documented: "
 		"namespaces separate keys, not memory)");
 	munmap(rmap, REGION);
@@ -1493,7 +1493,7 @@ static int nr_pools(void)
 {
 	uint64_t v = 0;
 
-	if (rel_read_u64("/sys/module/beluga/parameters/pools", &v))
+	if (bt_read_sysfs_u64("/sys/module/beluga/parameters/pools", &v))
 		return -1;
 	return (int)v;
 }
@@ -1516,16 +1516,16 @@ static int pools_tenant_b(uint64_t ns, struct beluga_key key, uint64_t *off_out)
 	fd = open("/dev/beluga1", O_RDWR | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
-	r = rel_alloc(fd, 1, &off);
+	r = bt_alloc(fd, 1, &off);
 	if (r)
 		return r;
-	if (rel_info(fd, &info))
+	if (bt_info(fd, &info))
 		return -EIO;
 	map = rel_map(fd, info.map_size, PROT_READ | PROT_WRITE);
 	if (!map)
 		return -errno;
-	rel_fill(map + off, BSIZE, 0xb5ec4e7);
-	r = rel_publish1(fd, ns, off, key, &res);
+	bt_fill(map + off, BSIZE, 0xb5ec4e7);
+	r = bt_publish1(fd, ns, off, key, &res);
 	if (r || res)
 		return r ? r : -EPROTO;
 	munmap(map, info.map_size);
@@ -1538,7 +1538,7 @@ static int pools_tenant_b(uint64_t ns, struct beluga_key key, uint64_t *off_out)
 static bool t_pools_isolation(bool *skipped)
 {
 	uint64_t ns = ns_unique(0xb00), off = 0;
-	struct beluga_key key = rel_key(ns, 7);
+	struct beluga_key key = bt_key(ns, 7);
 	struct stat st0, st1;
 	int fd0, fd1, r, p[2];
 	pid_t pid;
@@ -1551,7 +1551,7 @@ static bool t_pools_isolation(bool *skipped)
 			 "only one pool: load beluga.ko with pools=2 to test tenant isolation");
 		return false;
 	}
-	fd0 = rel_open(O_RDWR);
+	fd0 = bt_open(O_RDWR);
 	fd1 = open("/dev/beluga1", O_RDWR | O_CLOEXEC);
 	REQUIRE(fd0 >= 0 && fd1 >= 0, "open both pools: %s", strerror(errno));
 	REQUIRE(rel_reset_pool_fd(fd1, 3000) == 0, "empty pool 1");
@@ -1565,7 +1565,7 @@ static bool t_pools_isolation(bool *skipped)
 		struct beluga_region_info ri;
 
 		for (uint32_t s = 0; s < BELUGA_MAX_REGIONS; s++)
-			if (rel_region_info(fd0, s, &ri) == 0 && ri.backend == BELUGA_BACKEND_DAX) {
+			if (bt_region_info(fd0, s, &ri) == 0 && ri.backend == BELUGA_BACKEND_DAX) {
 				struct beluga_attach a = { .size = sizeof(a),
 					.backend = BELUGA_BACKEND_DAX, .node = -1,
 					.phys_start = ri.phys_start, .length = ri.length };
@@ -1614,16 +1614,16 @@ static bool t_pools_isolation(bool *skipped)
 			_exit(1);
 		if (open("/dev/beluga1", O_RDONLY) >= 0 || errno != EACCES)
 			_exit(2);
-		fd = rel_open(O_RDWR);
+		fd = bt_open(O_RDWR);
 		if (fd < 0)
 			_exit(3);
-		if (rel_lookup(fd, ns, &key, 1, &got, BELUGA_LOOKUP_PIN, &hits) || hits != 0)
+		if (bt_lookup(fd, ns, &key, 1, &got, BELUGA_LOOKUP_PIN, &hits) || hits != 0)
 			_exit(4);
-		if (rel_info(fd, &info))
+		if (bt_info(fd, &info))
 			_exit(5);
 		/* A's offset space covers A's regions only */
-		map = mmap(NULL, REL_PAGE, PROT_READ, MAP_SHARED, fd,
-			   (off_t)(info.map_size + 64 * REL_MIB));
+		map = mmap(NULL, BT_PAGE, PROT_READ, MAP_SHARED, fd,
+			   (off_t)(info.map_size + 64 * BT_MIB));
 		if (map != MAP_FAILED)
 			_exit(6);
 		map = rel_map(fd, info.map_size, PROT_READ);
@@ -1635,10 +1635,10 @@ static bool t_pools_isolation(bool *skipped)
 			bool in = false;
 
 			for (uint32_t s = 0; s < BELUGA_MAX_REGIONS; s++)
-				if (rel_region_info(fd, s, &ri) == 0 && o >= ri.first_offset &&
+				if (bt_region_info(fd, s, &ri) == 0 && o >= ri.first_offset &&
 				    o + BSIZE <= ri.first_offset + ri.nr_blocks * info.block_size)
 					in = true;
-			if (in && rel_check(map + o, 64, 0xb5ec4e7) < 0)
+			if (in && bt_check(map + o, 64, 0xb5ec4e7) < 0)
 				_exit(8);
 		}
 		_exit(0);
@@ -1656,16 +1656,16 @@ static bool t_pools_isolation(bool *skipped)
 		uint32_t hits = 0;
 		uint64_t got;
 
-		REQUIRE(rel_lookup(fd1, ns, &key, 1, &got, 0, &hits) == 0 && hits == 1 &&
+		REQUIRE(bt_lookup(fd1, ns, &key, 1, &got, 0, &hits) == 0 && hits == 1 &&
 			got == off, "B's key is not in pool 1");
-		REQUIRE(rel_lookup(fd0, ns, &key, 1, &got, 0, &hits) == 0 && hits == 0,
+		REQUIRE(bt_lookup(fd0, ns, &key, 1, &got, 0, &hits) == 0 && hits == 0,
 			"B's key is visible in pool 0 (as root)");
 	}
 	{
 		uint64_t v0 = 0, v1 = 0;
 
-		rel_read_u64("/sys/class/misc/beluga/published_blocks", &v0);
-		rel_read_u64("/sys/class/misc/beluga1/published_blocks", &v1);
+		bt_read_sysfs_u64("/sys/class/misc/beluga/published_blocks", &v0);
+		bt_read_sysfs_u64("/sys/class/misc/beluga1/published_blocks", &v1);
 		REQUIRE(v1 >= 1, "/sys/class/misc/beluga1/published_blocks is %llu",
 			(rel_ull)v1);
 	}
@@ -1682,7 +1682,7 @@ static bool t_rmmod(void)
 {
 	const char *args = getenv("BELUGA_MODPROBE_ARGS");
 	char cmd[256];
-	int fd = rel_open(O_RDWR), r, e;
+	int fd = bt_open(O_RDWR), r, e;
 	void *map;
 
 	REQUIRE(fd >= 0, "open");
@@ -1701,14 +1701,14 @@ static bool t_rmmod(void)
 	r = (int)syscall(SYS_delete_module, "beluga", O_NONBLOCK);
 	e = errno;
 	REQUIRE(r == 0, "rmmod after the last close and munmap: %s", strerror(e));
-	REQUIRE(access(rel_dev_path(), F_OK) != 0, "%s still exists after rmmod",
-		rel_dev_path());
+	REQUIRE(access(bt_dev_path(), F_OK) != 0, "%s still exists after rmmod",
+		bt_dev_path());
 	snprintf(cmd, sizeof(cmd), "modprobe beluga %s", args ? args : "");
 	r = system(cmd);
 	REQUIRE(r == 0, "'%s' failed (status %d)", cmd, r);
-	for (int i = 0; i < 50 && access(rel_dev_path(), F_OK); i++)
+	for (int i = 0; i < 50 && access(bt_dev_path(), F_OK); i++)
 		rel_msleep(100);
-	REQUIRE(access(rel_dev_path(), F_OK) == 0, "%s did not come back", rel_dev_path());
+	REQUIRE(access(bt_dev_path(), F_OK) == 0, "%s did not come back", bt_dev_path());
 	return true;
 }
 
@@ -1811,7 +1811,7 @@ static bool t_fault_nth_modload(void)
 	snprintf(cmd, sizeof(cmd), "modprobe beluga %s", margs ? margs : "");
 	r = system(cmd);
 	REQUIRE(r == 0 && module_loaded(), "'%s' afterwards: status %d", cmd, r);
-	for (int i = 0; i < 50 && access(rel_dev_path(), F_OK); i++)
+	for (int i = 0; i < 50 && access(bt_dev_path(), F_OK); i++)
 		rel_msleep(100);
 	REQUIRE(points >= 0, "still failing 2000 points after %u", first);
 	rel_diag("fault-nth-modload: points %u..%d (every %u) in %.0f s; %d loads "
@@ -1964,7 +1964,7 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	printf("TAP version 13\n");
-	if (access(rel_dev_path(), F_OK)) {
+	if (access(bt_dev_path(), F_OK)) {
 		rel_skip("rel", "no /dev/beluga (module not loaded)");
 		return rel_done();
 	}

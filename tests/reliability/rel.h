@@ -4,7 +4,8 @@
  * binaries that run in the QEMU guests as root, against /dev/beluga).
  *
  *   - TAP output (rel_ok / rel_fail / rel_skip, rel_done prints the plan);
- *   - raw ioctl wrappers returning 0 or -errno (the ABI itself, no library);
+ *   - the raw ioctl wrappers of ../lib/beluga_abi.h (bt_*, shared with the
+ *     kselftests), plus DETACH and EVICT shapes of its own;
  *   - the environment of the guest scripts: BELUGA_TEST_DAX ("dax0.0
  *     dax1.0"), BELUGA_TEST_NODE (a CPU-less node), BELUGA_DEV (device
  *     node, default /dev/beluga);
@@ -41,9 +42,8 @@
 
 #include <linux/beluga.h>
 
-#define REL_KIB		1024ULL
-#define REL_MIB		(1024ULL * 1024ULL)
-#define REL_PAGE	4096ULL
+#include "../lib/beluga_abi.h"
+
 
 /* ------------------------------------------------------------------ */
 /* TAP                                                                  */
@@ -106,14 +106,6 @@ static inline int rel_done(void)
 /* ------------------------------------------------------------------ */
 /* PRNG: splitmix64, deterministic for a seed                           */
 
-static inline uint64_t rel_mix64(uint64_t x)
-{
-	x += 0x9e3779b97f4a7c15ULL;
-	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-	x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-	return x ^ (x >> 31);
-}
-
 struct rel_rng {
 	uint64_t s;
 };
@@ -121,7 +113,7 @@ struct rel_rng {
 static inline uint64_t rel_next(struct rel_rng *r)
 {
 	r->s += 0x9e3779b97f4a7c15ULL;
-	return rel_mix64(r->s);
+	return bt_mix64(r->s);
 }
 
 /* Uniform in [0, n); n > 0. */
@@ -136,45 +128,14 @@ static inline bool rel_one_in(struct rel_rng *r, uint64_t n)
 	return rel_below(r, n) == 0;
 }
 
-/* A reproducible, never-zero key. */
-static inline struct beluga_key rel_key(uint64_t a, uint64_t b)
-{
-	struct beluga_key k;
-
-	k.lo = rel_mix64(a * 0x100000001b3ULL + b) | 1;
-	k.hi = rel_mix64(k.lo ^ (b << 17) ^ a);
-	return k;
-}
-
 /*
  * Block contents: word i of a block published under (ns, key) is
- * rel_mix64(seed + i) with seed derived from both. A reader that pinned the
+ * bt_mix64(seed + i) with seed derived from both. A reader that pinned the
  * block checks every word.
  */
 static inline uint64_t rel_key_seed(uint64_t ns, struct beluga_key k)
 {
-	return rel_mix64(ns ^ rel_mix64(k.lo) ^ (k.hi * 3));
-}
-
-static inline void rel_fill(volatile void *dst, size_t len, uint64_t seed)
-{
-	volatile uint64_t *p = dst;
-	size_t i;
-
-	for (i = 0; i < len / 8; i++)
-		p[i] = rel_mix64(seed + i);
-}
-
-/* -1 when the pattern matches, else the index of the first bad word. */
-static inline long rel_check(const volatile void *src, size_t len, uint64_t seed)
-{
-	const volatile uint64_t *p = src;
-	size_t i;
-
-	for (i = 0; i < len / 8; i++)
-		if (p[i] != rel_mix64(seed + i))
-			return (long)i;
-	return -1;
+	return bt_mix64(ns ^ bt_mix64(k.lo) ^ (k.hi * 3));
 }
 
 static inline void rel_msleep(unsigned int ms)
@@ -196,132 +157,19 @@ static inline double rel_now(void)
 /* ------------------------------------------------------------------ */
 /* Raw ioctls: 0 or -errno                                              */
 
-static inline const char *rel_dev_path(void)
-{
-	const char *p = getenv("BELUGA_DEV");
-
-	return p && *p ? p : BELUGA_DEVICE_PATH;
-}
-
-static inline int rel_open(int flags)
-{
-	return open(rel_dev_path(), flags | O_CLOEXEC);
-}
-
-static inline int rel_ioctl(int fd, unsigned long cmd, void *arg)
-{
-	return ioctl(fd, cmd, arg) < 0 ? -errno : 0;
-}
-
-static inline int rel_info(int fd, struct beluga_info *info)
-{
-	memset(info, 0, sizeof(*info));
-	info->size = sizeof(*info);
-	return rel_ioctl(fd, BELUGA_IOC_INFO, info);
-}
-
-static inline int rel_stats(int fd, struct beluga_stats *st)
-{
-	memset(st, 0, sizeof(*st));
-	st->size = sizeof(*st);
-	return rel_ioctl(fd, BELUGA_IOC_STATS, st);
-}
-
-static inline int rel_alloc(int fd, uint32_t count, uint64_t *offsets)
-{
-	struct beluga_alloc a = {
-		.size = sizeof(a), .count = count, .offsets = (uintptr_t)offsets,
-	};
-
-	return rel_ioctl(fd, BELUGA_IOC_ALLOC, &a);
-}
-
-static inline int rel_blocks(int fd, unsigned long cmd, uint32_t count,
-			     const uint64_t *offsets)
-{
-	struct beluga_blocks b = {
-		.size = sizeof(b), .count = count, .offsets = (uintptr_t)offsets,
-	};
-
-	return rel_ioctl(fd, cmd, &b);
-}
-
-static inline int rel_free(int fd, uint32_t count, const uint64_t *offsets)
-{
-	return rel_blocks(fd, BELUGA_IOC_FREE, count, offsets);
-}
-
-static inline int rel_release(int fd, uint32_t count, const uint64_t *offsets)
-{
-	return rel_blocks(fd, BELUGA_IOC_RELEASE, count, offsets);
-}
-
-static inline int rel_publish(int fd, uint64_t ns,
-			      struct beluga_publish_item *items, uint32_t count,
-			      struct beluga_publish *out)
-{
-	struct beluga_publish p = {
-		.size = sizeof(p), .ns = ns, .count = count,
-		.items = (uintptr_t)items,
-	};
-	int r = rel_ioctl(fd, BELUGA_IOC_PUBLISH, &p);
-
-	if (out)
-		*out = p;
-	return r;
-}
-
-/* Publish one block: the call's status, *result the item's. */
-static inline int rel_publish1(int fd, uint64_t ns, uint64_t off,
-			       struct beluga_key key, int32_t *result)
-{
-	struct beluga_publish_item it = { .offset = off, .key = key,
-					  .result = 0x7eadbeef };
-	int r = rel_publish(fd, ns, &it, 1, NULL);
-
-	if (result)
-		*result = it.result;
-	return r;
-}
-
-static inline int rel_lookup(int fd, uint64_t ns, const struct beluga_key *keys,
-			     uint32_t count, uint64_t *offsets, uint32_t flags,
-			     uint32_t *hits)
-{
-	struct beluga_lookup l = {
-		.size = sizeof(l), .flags = flags, .ns = ns, .count = count,
-		.hits = 0xdeadbeef, .keys = (uintptr_t)keys,
-		.offsets = (uintptr_t)offsets,
-	};
-	int r = rel_ioctl(fd, BELUGA_IOC_LOOKUP, &l);
-
-	if (hits)
-		*hits = l.hits;
-	return r;
-}
-
-static inline int rel_region_info(int fd, uint32_t id,
-				  struct beluga_region_info *ri)
-{
-	memset(ri, 0, sizeof(*ri));
-	ri->size = sizeof(*ri);
-	ri->region_id = id;
-	return rel_ioctl(fd, BELUGA_IOC_REGION_INFO, ri);
-}
-
 static inline int rel_detach(int fd, uint32_t id, uint32_t flags)
 {
 	struct beluga_detach d = { .size = sizeof(d), .flags = flags,
 				   .region_id = id };
 
-	return rel_ioctl(fd, BELUGA_IOC_DETACH, &d);
+	return bt_ioctl(fd, BELUGA_IOC_DETACH, &d);
 }
 
 static inline int rel_evict_key(int fd, uint64_t ns, struct beluga_key key)
 {
 	struct beluga_evict e = { .size = sizeof(e), .ns = ns, .key = key };
 
-	return rel_ioctl(fd, BELUGA_IOC_EVICT, &e);
+	return bt_ioctl(fd, BELUGA_IOC_EVICT, &e);
 }
 
 static inline int rel_evict_ns(int fd, uint64_t ns, uint64_t *evicted,
@@ -329,7 +177,7 @@ static inline int rel_evict_ns(int fd, uint64_t ns, uint64_t *evicted,
 {
 	struct beluga_evict e = { .size = sizeof(e),
 				  .flags = BELUGA_EVICT_NAMESPACE, .ns = ns };
-	int r = rel_ioctl(fd, BELUGA_IOC_EVICT, &e);
+	int r = bt_ioctl(fd, BELUGA_IOC_EVICT, &e);
 
 	if (evicted)
 		*evicted = e.evicted;
@@ -400,7 +248,7 @@ static inline bool rel_wait_quiet(int fd, uint64_t clients, unsigned int ms,
 	double end = rel_now() + ms / 1000.0;
 
 	for (;;) {
-		if (rel_stats(fd, s) == 0 && s->allocated_blocks == 0 &&
+		if (bt_stats(fd, s) == 0 && s->allocated_blocks == 0 &&
 		    s->pins == 0 && s->pinned_blocks == 0 &&
 		    s->clients == clients)
 			return true;
@@ -412,24 +260,6 @@ static inline bool rel_wait_quiet(int fd, uint64_t clients, unsigned int ms,
 
 /* ------------------------------------------------------------------ */
 /* Environment and regions                                              */
-
-static inline int rel_read_u64(const char *path, uint64_t *val)
-{
-	char buf[64];
-	ssize_t n;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-
-	if (fd < 0)
-		return -errno;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return -EIO;
-	buf[n] = 0;
-	errno = 0;
-	*val = strtoull(buf, NULL, 0);
-	return errno ? -errno : 0;
-}
 
 static inline int rel_write_str(const char *path, const char *val)
 {
@@ -474,33 +304,9 @@ static inline int rel_env_node(void)
 	return atoi(env);
 }
 
-/* The 2 MiB aligned part of device-dax @name. */
-static inline int rel_dax_range(const char *name, uint64_t *phys,
-				uint64_t *size)
-{
-	char path[256];
-	uint64_t start = 0, len = 0, a;
-	int r;
-
-	snprintf(path, sizeof(path), "/sys/bus/dax/devices/%s/resource", name);
-	r = rel_read_u64(path, &start);
-	if (r)
-		return r;
-	snprintf(path, sizeof(path), "/sys/bus/dax/devices/%s/size", name);
-	r = rel_read_u64(path, &len);
-	if (r)
-		return r;
-	a = (start + BELUGA_DAX_ALIGN - 1) & ~(BELUGA_DAX_ALIGN - 1);
-	if (a - start >= len)
-		return -ERANGE;
-	*phys = a;
-	*size = (len - (a - start)) & ~(BELUGA_DAX_ALIGN - 1);
-	return 0;
-}
-
 static inline int rel_attach(int fd, struct beluga_attach *a)
 {
-	return rel_ioctl(fd, BELUGA_IOC_ATTACH, a);
+	return bt_ioctl(fd, BELUGA_IOC_ATTACH, a);
 }
 
 /* Attach @length bytes of BELUGA_TEST_NODE memory. -ENOENT: no node. */
@@ -540,7 +346,7 @@ static inline int rel_attach_dax(int fd, int index, uint64_t skip,
 	r = rel_env_dax(index, dev, sizeof(dev));
 	if (r)
 		return r;
-	r = rel_dax_range(dev, &phys, &size);
+	r = bt_dax_geometry(dev, &phys, &size);
 	if (r)
 		return r;
 	if (skip + length > size)
@@ -564,7 +370,7 @@ static inline int rel_reset_pool_fd(int fd, unsigned int ms)
 	int slot, r, ret = 0;
 
 	for (slot = 0; slot < BELUGA_MAX_REGIONS; slot++) {
-		if (rel_region_info(fd, slot, &ri) == -ENOENT)
+		if (bt_region_info(fd, slot, &ri) == -ENOENT)
 			continue;
 		for (;;) {
 			r = rel_detach(fd, slot, BELUGA_DETACH_EVICT);
@@ -583,7 +389,7 @@ static inline int rel_reset_pool_fd(int fd, unsigned int ms)
 
 static inline int rel_reset_pool(unsigned int ms)
 {
-	int fd = rel_open(O_RDWR), r;
+	int fd = bt_open(O_RDWR), r;
 
 	if (fd < 0)
 		return -errno;
