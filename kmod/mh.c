@@ -23,6 +23,7 @@
 #include <linux/libnvdimm.h>
 #include <linux/math64.h>
 #include <linux/moduleparam.h>
+#include <linux/sizes.h>
 #include <linux/sysfs.h>
 #include <linux/timekeeping.h>
 #include <linux/workqueue.h>
@@ -68,7 +69,7 @@ static void beluga_mh_write(void *priv, u64 off, const void *src, u32 len)
 }
 
 /* clflush_cache_range() takes an unsigned int: split huge ranges. */
-#define BELUGA_MH_CHUNK	(1U << 30)
+#define BELUGA_MH_CHUNK	SZ_1G
 
 static void beluga_mh_flush(void *priv, int site, u64 off, u64 len)
 {
@@ -102,6 +103,10 @@ static void beluga_mh_inval(void *priv, int site, u64 off, u64 len)
 
 static void beluga_mh_fence(void *priv)
 {
+	/*
+	 * The write-backs above complete before the loads that follow, which
+	 * the store-buffer pattern of docs/multihost.md (rule 5) relies on.
+	 */
 	mb();
 }
 
