@@ -185,6 +185,8 @@ struct beluga_mh {
 };
 
 extern int beluga_host_id;
+extern unsigned int beluga_mh_heartbeat_ms;
+extern unsigned int beluga_mh_lease_ms;
 extern const struct bel_mh_mem_ops beluga_mh_mem_ops;
 int beluga_mh_map(struct beluga_mh *mh, phys_addr_t start, u64 size);
 void beluga_mh_unmap(struct beluga_mh *mh);

@@ -305,6 +305,8 @@ static int beluga_shared_join(struct beluga_region *region,
 	cfg.host_id = (u32)id;
 	cfg.block_size = arg->block_size;
 	cfg.format = arg->flags & BELUGA_ATTACH_FORMAT;
+	cfg.heartbeat_ms = READ_ONCE(beluga_mh_heartbeat_ms);
+	cfg.lease_ms = READ_ONCE(beluga_mh_lease_ms);
 	cfg.nonce = get_random_u64() | 1;
 	strscpy(cfg.name, utsname()->nodename, sizeof(cfg.name));
 	ret = beluga_mh_start(mh, &cfg, &why);

@@ -428,7 +428,7 @@ static int bel_mh_format(struct bel_mh_host *h, u64 region_size)
 
 	ret = bel_mh_layout(region_size, &h->cfg, &g);
 	if (ret) {
-		h->why = "cannot format: bad parameters, or the region is too small";
+		h->why = "cannot format: bad block size, lease < 4 heartbeats, or region too small";
 		return ret;
 	}
 	if (h->id >= g.max_hosts) {
