@@ -152,6 +152,27 @@ int beluga_region_pages_busy(struct beluga_region *region);
 int beluga_open(struct inode *inode, struct file *file);
 int beluga_release(struct inode *inode, struct file *file);
 
+/*
+ * A file's block commands, on the pool's single-host core (client.c) or on
+ * a shared multi-host pool (mh.c, called with the device's mh_rwsem held
+ * for reading). Offsets in and out; the ioctl layer validates and copies.
+ * A failed call changes nothing; publish answers per item in @results.
+ */
+struct beluga_block_ops {
+	int (*alloc)(struct beluga_file *bf, u32 count, u64 *offsets);
+	int (*free)(struct beluga_file *bf, u32 count, const u64 *offsets);
+	int (*release)(struct beluga_file *bf, u32 count, const u64 *offsets);
+	int (*publish)(struct beluga_file *bf, u64 ns, u32 count,
+		       const u64 *offsets, const struct beluga_key *keys,
+		       s32 *results);
+	int (*lookup)(struct beluga_file *bf, u64 ns, u32 count,
+		      const struct beluga_key *keys, bool pin, u64 *offsets,
+		      u32 *hits);
+};
+
+extern const struct beluga_block_ops beluga_local_block_ops;
+extern const struct beluga_block_ops beluga_mh_block_ops;
+
 /* ioctl.c */
 long beluga_ioctl(struct file *file, unsigned int cmd, unsigned long arg);
 
@@ -203,6 +224,13 @@ ssize_t beluga_mh_hosts_show(struct beluga_device *dev, char *buf);
 void beluga_stats(struct beluga_device *dev, struct bel_stats *s);
 void beluga_mh_region_stats(struct beluga_device *dev,
 			    struct bel_region_stats *rs);
+
+/* The pool's block commands: shared while a shared region is attached. */
+static inline const struct beluga_block_ops *
+beluga_block_ops(const struct beluga_device *dev)
+{
+	return dev->mh ? &beluga_mh_block_ops : &beluga_local_block_ops;
+}
 
 /* sysfs.c */
 extern const struct attribute_group *beluga_dev_groups[];

@@ -47,3 +47,45 @@ int beluga_release(struct inode *inode, struct file *file)
 	kfree(bf);
 	return 0;
 }
+
+/* --- block commands on the single-host core ----------------------------- */
+
+static int beluga_local_alloc(struct beluga_file *bf, u32 count, u64 *offsets)
+{
+	return bel_alloc(bf->client, count, offsets);
+}
+
+static int beluga_local_free(struct beluga_file *bf, u32 count,
+			     const u64 *offsets)
+{
+	return bel_free(bf->client, count, offsets);
+}
+
+static int beluga_local_release(struct beluga_file *bf, u32 count,
+				const u64 *offsets)
+{
+	return bel_release(bf->client, count, offsets);
+}
+
+static int beluga_local_publish(struct beluga_file *bf, u64 ns, u32 count,
+				const u64 *offsets,
+				const struct beluga_key *keys, s32 *results)
+{
+	return bel_publish(bf->client, ns, count, offsets, keys, results,
+			   NULL, NULL, NULL);
+}
+
+static int beluga_local_lookup(struct beluga_file *bf, u64 ns, u32 count,
+			       const struct beluga_key *keys, bool pin,
+			       u64 *offsets, u32 *hits)
+{
+	return bel_lookup(bf->client, ns, count, keys, pin, offsets, hits);
+}
+
+const struct beluga_block_ops beluga_local_block_ops = {
+	.alloc = beluga_local_alloc,
+	.free = beluga_local_free,
+	.release = beluga_local_release,
+	.publish = beluga_local_publish,
+	.lookup = beluga_local_lookup,
+};

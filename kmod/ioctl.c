@@ -6,7 +6,8 @@
  * struct back up to the smaller of the two sizes. Batch arrays are copied
  * into kernel buffers before the core runs, and results are copied out
  * after; when a copy-out fails, state changes are undone, or, where the uapi
- * says the call took effect, reported.
+ * says the call took effect, reported. Block commands run through the
+ * pool's struct beluga_block_ops: the single-host core or a shared pool.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -84,118 +85,6 @@ static void *beluga_copy_array_in(u64 uptr, u32 count, size_t elem)
 	return buf;
 }
 
-/*
- * --- shared (multi-host) pools ------------------------------------------
- * Called with mh_rwsem held for reading and dev->mh set. Offsets are turned
- * into block numbers of the shared pool and back; an offset that is no
- * block fails the call like an offset the single-host core rejects.
- */
-
-static int beluga_mh_blocks_of(struct beluga_mh *mh, u32 count,
-			       const u64 *offsets, u32 *blocks)
-{
-	u32 i;
-
-	for (i = 0; i < count; i++)
-		if (!beluga_mh_block(mh, offsets[i], &blocks[i]))
-			return -EINVAL;
-	return 0;
-}
-
-static int beluga_mh_alloc(struct beluga_file *bf, u32 count, u64 *offsets)
-{
-	struct beluga_mh *mh = bf->dev->mh;
-	struct bel_mh_client *c = beluga_mh_client(bf);
-	u32 *blocks;
-	int ret;
-	u32 i;
-
-	if (IS_ERR(c))
-		return PTR_ERR(c);
-	blocks = kvmalloc_array(count, sizeof(*blocks), GFP_KERNEL);
-	if (!blocks)
-		return -ENOMEM;
-	ret = bel_mh_alloc(c, count, blocks);
-	if (!ret)
-		for (i = 0; i < count; i++)
-			offsets[i] = beluga_mh_offset(mh, blocks[i]);
-	kvfree(blocks);
-	return ret;
-}
-
-/* FREE and RELEASE of a shared pool. */
-static int beluga_mh_block_list(struct beluga_file *bf, u32 count,
-				const u64 *offsets, bool release)
-{
-	struct bel_mh_client *c = beluga_mh_client(bf);
-	u32 *blocks;
-	int ret;
-
-	if (IS_ERR(c))
-		return PTR_ERR(c);
-	blocks = kvmalloc_array(count, sizeof(*blocks), GFP_KERNEL);
-	if (!blocks)
-		return -ENOMEM;
-	ret = beluga_mh_blocks_of(bf->dev->mh, count, offsets, blocks);
-	if (!ret)
-		ret = release ? bel_mh_release(c, count, blocks) :
-				bel_mh_free(c, count, blocks);
-	kvfree(blocks);
-	return ret;
-}
-
-static int beluga_mh_publish(struct beluga_file *bf, u64 ns, u32 count,
-			     const u64 *offsets,
-			     const struct beluga_key *keys, s32 *results)
-{
-	struct beluga_mh *mh = bf->dev->mh;
-	struct bel_mh_client *c = beluga_mh_client(bf);
-	u32 *blocks;
-	int ret;
-	u32 i;
-
-	if (IS_ERR(c))
-		return PTR_ERR(c);
-	blocks = kvmalloc_array(count, sizeof(*blocks), GFP_KERNEL);
-	if (!blocks)
-		return -ENOMEM;
-	/* Not a block: the core answers -EINVAL for that item. */
-	for (i = 0; i < count; i++) {
-		if (!beluga_mh_block(mh, offsets[i], &blocks[i]))
-			blocks[i] = BEL_MH_NONE;
-		else
-			beluga_mh_flush_block(mh, blocks[i]);
-	}
-	/* The payload is in the device before any index entry names it. */
-	mb();
-	ret = bel_mh_publish(c, ns, count, blocks, keys, results);
-	kvfree(blocks);
-	return ret;
-}
-
-static int beluga_mh_lookup(struct beluga_file *bf, u64 ns, u32 count,
-			    const struct beluga_key *keys, bool pin,
-			    u64 *offsets, u32 *hits)
-{
-	struct beluga_mh *mh = bf->dev->mh;
-	struct bel_mh_client *c = beluga_mh_client(bf);
-	u32 *blocks;
-	int ret;
-	u32 i;
-
-	if (IS_ERR(c))
-		return PTR_ERR(c);
-	blocks = kvmalloc_array(count, sizeof(*blocks), GFP_KERNEL);
-	if (!blocks)
-		return -ENOMEM;
-	ret = bel_mh_lookup(c, ns, count, keys, pin, blocks, hits);
-	if (!ret && offsets)
-		for (i = 0; i < *hits; i++)
-			offsets[i] = beluga_mh_offset(mh, blocks[i]);
-	kvfree(blocks);
-	return ret;
-}
-
 static int beluga_cmd_info(struct beluga_file *bf, union beluga_ioctl_buf *u)
 {
 	struct beluga_info *info = &u->info;
@@ -244,6 +133,7 @@ static int beluga_cmd_stats(struct beluga_file *bf, union beluga_ioctl_buf *u)
 
 static int beluga_cmd_alloc(struct beluga_file *bf, union beluga_ioctl_buf *u)
 {
+	const struct beluga_block_ops *ops = beluga_block_ops(bf->dev);
 	struct beluga_alloc *arg = &u->alloc;
 	size_t bytes;
 	u64 *offsets;
@@ -257,18 +147,12 @@ static int beluga_cmd_alloc(struct beluga_file *bf, union beluga_ioctl_buf *u)
 	offsets = kvmalloc(bytes, GFP_KERNEL);
 	if (!offsets)
 		return -ENOMEM;
-	if (bf->dev->mh)
-		ret = beluga_mh_alloc(bf, arg->count, offsets);
-	else
-		ret = bel_alloc(bf->client, arg->count, offsets);
+	ret = ops->alloc(bf, arg->count, offsets);
 	if (ret)
 		goto out;
 	if (copy_to_user(u64_to_user_ptr(arg->offsets), offsets, bytes)) {
 		/* The caller never learnt the offsets: give them back. */
-		if (bf->dev->mh)
-			beluga_mh_block_list(bf, arg->count, offsets, false);
-		else
-			bel_free(bf->client, arg->count, offsets);
+		ops->free(bf, arg->count, offsets);
 		ret = -EFAULT;
 	}
 out:
@@ -278,10 +162,9 @@ out:
 
 /* FREE and RELEASE: the same all-or-nothing list of offsets. */
 static int beluga_cmd_block_list(struct beluga_file *bf,
-				 union beluga_ioctl_buf *u,
-				 int (*apply)(struct bel_client *client,
-					      u32 count, const u64 *offsets))
+				 union beluga_ioctl_buf *u, bool release)
 {
+	const struct beluga_block_ops *ops = beluga_block_ops(bf->dev);
 	struct beluga_blocks *arg = &u->blocks;
 	u64 *offsets;
 	int ret;
@@ -292,24 +175,23 @@ static int beluga_cmd_block_list(struct beluga_file *bf,
 				       sizeof(*offsets));
 	if (IS_ERR(offsets))
 		return PTR_ERR(offsets);
-	if (bf->dev->mh)
-		ret = beluga_mh_block_list(bf, arg->count, offsets,
-					   apply == bel_release);
+	if (release)
+		ret = ops->release(bf, arg->count, offsets);
 	else
-		ret = apply(bf->client, arg->count, offsets);
+		ret = ops->free(bf, arg->count, offsets);
 	kvfree(offsets);
 	return ret;
 }
 
 static int beluga_cmd_free(struct beluga_file *bf, union beluga_ioctl_buf *u)
 {
-	return beluga_cmd_block_list(bf, u, bel_free);
+	return beluga_cmd_block_list(bf, u, false);
 }
 
 static int beluga_cmd_release(struct beluga_file *bf,
 			      union beluga_ioctl_buf *u)
 {
-	return beluga_cmd_block_list(bf, u, bel_release);
+	return beluga_cmd_block_list(bf, u, true);
 }
 
 static int beluga_cmd_publish(struct beluga_file *bf,
@@ -347,26 +229,19 @@ static int beluga_cmd_publish(struct beluga_file *bf,
 		offsets[i] = items[i].offset;
 		keys[i] = items[i].key;
 	}
-	if (bf->dev->mh) {
-		ret = beluga_mh_publish(bf, arg->ns, arg->count, offsets, keys,
-					results);
-		for (i = 0; !ret && i < arg->count; i++) {
-			if (results[i] == BELUGA_PUBLISH_OK)
-				arg->published++;
-			else if (results[i] == BELUGA_PUBLISH_EXISTS)
-				arg->exists++;
-			else
-				arg->failed++;
-		}
-	} else {
-		ret = bel_publish(bf->client, arg->ns, arg->count, offsets,
-				  keys, results, &arg->published, &arg->exists,
-				  &arg->failed);
-	}
+	ret = beluga_block_ops(bf->dev)->publish(bf, arg->ns, arg->count,
+						 offsets, keys, results);
 	if (ret)
 		goto out;
-	for (i = 0; i < arg->count; i++)
+	for (i = 0; i < arg->count; i++) {
 		items[i].result = results[i];
+		if (results[i] == BELUGA_PUBLISH_OK)
+			arg->published++;
+		else if (results[i] == BELUGA_PUBLISH_EXISTS)
+			arg->exists++;
+		else
+			arg->failed++;
+	}
 	/*
 	 * Publishing cannot be undone: the keys are visible already. The
 	 * dispatcher still copies the counters back on -EFAULT.
@@ -384,6 +259,7 @@ out:
 
 static int beluga_cmd_lookup(struct beluga_file *bf, union beluga_ioctl_buf *u)
 {
+	const struct beluga_block_ops *ops = beluga_block_ops(bf->dev);
 	struct beluga_lookup *arg = &u->lookup;
 	bool pin = arg->flags & BELUGA_LOOKUP_PIN;
 	struct beluga_key *keys;
@@ -406,12 +282,7 @@ static int beluga_cmd_lookup(struct beluga_file *bf, union beluga_ioctl_buf *u)
 			goto out;
 		}
 	}
-	if (bf->dev->mh)
-		ret = beluga_mh_lookup(bf, arg->ns, arg->count, keys, pin,
-				       offsets, &hits);
-	else
-		ret = bel_lookup(bf->client, arg->ns, arg->count, keys, pin,
-				 offsets, &hits);
+	ret = ops->lookup(bf, arg->ns, arg->count, keys, pin, offsets, &hits);
 	if (ret)
 		goto out;
 	if (offsets && hits &&
@@ -423,12 +294,8 @@ static int beluga_cmd_lookup(struct beluga_file *bf, union beluga_ioctl_buf *u)
 		ret = beluga_respond(u);
 	}
 	/* The caller never learnt what it pinned: let go of it. */
-	if (ret && pin && hits) {
-		if (bf->dev->mh)
-			beluga_mh_block_list(bf, hits, offsets, true);
-		else
-			bel_release(bf->client, hits, offsets);
-	}
+	if (ret && pin && hits)
+		ops->release(bf, hits, offsets);
 out:
 	kvfree(offsets);
 	kvfree(keys);

@@ -537,3 +537,135 @@ void beluga_mh_region_stats(struct beluga_device *dev,
 	rs->allocated_blocks = ms.allocated_blocks;
 	rs->published_blocks = ms.published_blocks;
 }
+
+/*
+ * --- block commands of a shared pool ----------------------------------------
+ * Called with mh_rwsem held for reading and dev->mh set. Offsets are turned
+ * into block numbers of the shared pool and back; an offset that is no
+ * block fails the call like an offset the single-host core rejects.
+ */
+
+static int beluga_mh_blocks_of(struct beluga_mh *mh, u32 count,
+			       const u64 *offsets, u32 *blocks)
+{
+	u32 i;
+
+	for (i = 0; i < count; i++)
+		if (!beluga_mh_block(mh, offsets[i], &blocks[i]))
+			return -EINVAL;
+	return 0;
+}
+
+static int beluga_mh_alloc(struct beluga_file *bf, u32 count, u64 *offsets)
+{
+	struct beluga_mh *mh = bf->dev->mh;
+	struct bel_mh_client *c = beluga_mh_client(bf);
+	u32 *blocks;
+	int ret;
+	u32 i;
+
+	if (IS_ERR(c))
+		return PTR_ERR(c);
+	blocks = kvmalloc_array(count, sizeof(*blocks), GFP_KERNEL);
+	if (!blocks)
+		return -ENOMEM;
+	ret = bel_mh_alloc(c, count, blocks);
+	if (!ret)
+		for (i = 0; i < count; i++)
+			offsets[i] = beluga_mh_offset(mh, blocks[i]);
+	kvfree(blocks);
+	return ret;
+}
+
+/* FREE and RELEASE of a shared pool. */
+static int beluga_mh_block_list(struct beluga_file *bf, u32 count,
+				const u64 *offsets, bool release)
+{
+	struct bel_mh_client *c = beluga_mh_client(bf);
+	u32 *blocks;
+	int ret;
+
+	if (IS_ERR(c))
+		return PTR_ERR(c);
+	blocks = kvmalloc_array(count, sizeof(*blocks), GFP_KERNEL);
+	if (!blocks)
+		return -ENOMEM;
+	ret = beluga_mh_blocks_of(bf->dev->mh, count, offsets, blocks);
+	if (!ret)
+		ret = release ? bel_mh_release(c, count, blocks) :
+				bel_mh_free(c, count, blocks);
+	kvfree(blocks);
+	return ret;
+}
+
+static int beluga_mh_publish(struct beluga_file *bf, u64 ns, u32 count,
+			     const u64 *offsets,
+			     const struct beluga_key *keys, s32 *results)
+{
+	struct beluga_mh *mh = bf->dev->mh;
+	struct bel_mh_client *c = beluga_mh_client(bf);
+	u32 *blocks;
+	int ret;
+	u32 i;
+
+	if (IS_ERR(c))
+		return PTR_ERR(c);
+	blocks = kvmalloc_array(count, sizeof(*blocks), GFP_KERNEL);
+	if (!blocks)
+		return -ENOMEM;
+	/* Not a block: the core answers -EINVAL for that item. */
+	for (i = 0; i < count; i++) {
+		if (!beluga_mh_block(mh, offsets[i], &blocks[i]))
+			blocks[i] = BEL_MH_NONE;
+		else
+			beluga_mh_flush_block(mh, blocks[i]);
+	}
+	/* The payload is in the device before any index entry names it. */
+	mb();
+	ret = bel_mh_publish(c, ns, count, blocks, keys, results);
+	kvfree(blocks);
+	return ret;
+}
+
+static int beluga_mh_lookup(struct beluga_file *bf, u64 ns, u32 count,
+			    const struct beluga_key *keys, bool pin,
+			    u64 *offsets, u32 *hits)
+{
+	struct beluga_mh *mh = bf->dev->mh;
+	struct bel_mh_client *c = beluga_mh_client(bf);
+	u32 *blocks;
+	int ret;
+	u32 i;
+
+	if (IS_ERR(c))
+		return PTR_ERR(c);
+	blocks = kvmalloc_array(count, sizeof(*blocks), GFP_KERNEL);
+	if (!blocks)
+		return -ENOMEM;
+	ret = bel_mh_lookup(c, ns, count, keys, pin, blocks, hits);
+	if (!ret && offsets)
+		for (i = 0; i < *hits; i++)
+			offsets[i] = beluga_mh_offset(mh, blocks[i]);
+	kvfree(blocks);
+	return ret;
+}
+
+static int beluga_mh_free(struct beluga_file *bf, u32 count,
+			  const u64 *offsets)
+{
+	return beluga_mh_block_list(bf, count, offsets, false);
+}
+
+static int beluga_mh_release(struct beluga_file *bf, u32 count,
+			     const u64 *offsets)
+{
+	return beluga_mh_block_list(bf, count, offsets, true);
+}
+
+const struct beluga_block_ops beluga_mh_block_ops = {
+	.alloc = beluga_mh_alloc,
+	.free = beluga_mh_free,
+	.release = beluga_mh_release,
+	.publish = beluga_mh_publish,
+	.lookup = beluga_mh_lookup,
+};
