@@ -556,24 +556,45 @@ static int beluga_mh_blocks_of(struct beluga_mh *mh, u32 count,
 	return 0;
 }
 
-static int beluga_mh_alloc(struct beluga_file *bf, u32 count, u64 *offsets)
+static void beluga_mh_offsets_of(struct beluga_mh *mh, u32 count,
+				 const u32 *blocks, u64 *offsets)
 {
-	struct beluga_mh *mh = bf->dev->mh;
-	struct bel_mh_client *c = beluga_mh_client(bf);
-	u32 *blocks;
-	int ret;
 	u32 i;
 
-	if (IS_ERR(c))
-		return PTR_ERR(c);
-	blocks = kvmalloc_array(count, sizeof(*blocks), GFP_KERNEL);
-	if (!blocks)
-		return -ENOMEM;
-	ret = bel_mh_alloc(c, count, blocks);
+	for (i = 0; i < count; i++)
+		offsets[i] = beluga_mh_offset(mh, blocks[i]);
+}
+
+/* One block command: the file's client of the pool, a block array. */
+struct beluga_mh_call {
+	struct beluga_mh *mh;
+	struct bel_mh_client *client;
+	u32 *blocks;
+};
+
+static int beluga_mh_call_begin(struct beluga_file *bf, u32 count,
+				struct beluga_mh_call *call)
+{
+	call->mh = bf->dev->mh;
+	call->client = beluga_mh_client(bf);
+	if (IS_ERR(call->client))
+		return PTR_ERR(call->client);
+	call->blocks = kvmalloc_array(count, sizeof(*call->blocks), GFP_KERNEL);
+	return call->blocks ? 0 : -ENOMEM;
+}
+
+static int beluga_mh_alloc(struct beluga_file *bf, u32 count, u64 *offsets)
+{
+	struct beluga_mh_call call;
+	int ret;
+
+	ret = beluga_mh_call_begin(bf, count, &call);
+	if (ret)
+		return ret;
+	ret = bel_mh_alloc(call.client, count, call.blocks);
 	if (!ret)
-		for (i = 0; i < count; i++)
-			offsets[i] = beluga_mh_offset(mh, blocks[i]);
-	kvfree(blocks);
+		beluga_mh_offsets_of(call.mh, count, call.blocks, offsets);
+	kvfree(call.blocks);
 	return ret;
 }
 
@@ -581,20 +602,17 @@ static int beluga_mh_alloc(struct beluga_file *bf, u32 count, u64 *offsets)
 static int beluga_mh_block_list(struct beluga_file *bf, u32 count,
 				const u64 *offsets, bool release)
 {
-	struct bel_mh_client *c = beluga_mh_client(bf);
-	u32 *blocks;
+	struct beluga_mh_call call;
 	int ret;
 
-	if (IS_ERR(c))
-		return PTR_ERR(c);
-	blocks = kvmalloc_array(count, sizeof(*blocks), GFP_KERNEL);
-	if (!blocks)
-		return -ENOMEM;
-	ret = beluga_mh_blocks_of(bf->dev->mh, count, offsets, blocks);
+	ret = beluga_mh_call_begin(bf, count, &call);
+	if (ret)
+		return ret;
+	ret = beluga_mh_blocks_of(call.mh, count, offsets, call.blocks);
 	if (!ret)
-		ret = release ? bel_mh_release(c, count, blocks) :
-				bel_mh_free(c, count, blocks);
-	kvfree(blocks);
+		ret = release ? bel_mh_release(call.client, count, call.blocks) :
+				bel_mh_free(call.client, count, call.blocks);
+	kvfree(call.blocks);
 	return ret;
 }
 
@@ -602,28 +620,24 @@ static int beluga_mh_publish(struct beluga_file *bf, u64 ns, u32 count,
 			     const u64 *offsets,
 			     const struct beluga_key *keys, s32 *results)
 {
-	struct beluga_mh *mh = bf->dev->mh;
-	struct bel_mh_client *c = beluga_mh_client(bf);
-	u32 *blocks;
+	struct beluga_mh_call call;
 	int ret;
 	u32 i;
 
-	if (IS_ERR(c))
-		return PTR_ERR(c);
-	blocks = kvmalloc_array(count, sizeof(*blocks), GFP_KERNEL);
-	if (!blocks)
-		return -ENOMEM;
+	ret = beluga_mh_call_begin(bf, count, &call);
+	if (ret)
+		return ret;
 	/* Not a block: the core answers -EINVAL for that item. */
 	for (i = 0; i < count; i++) {
-		if (!beluga_mh_block(mh, offsets[i], &blocks[i]))
-			blocks[i] = BEL_MH_NONE;
+		if (!beluga_mh_block(call.mh, offsets[i], &call.blocks[i]))
+			call.blocks[i] = BEL_MH_NONE;
 		else
-			beluga_mh_flush_block(mh, blocks[i]);
+			beluga_mh_flush_block(call.mh, call.blocks[i]);
 	}
 	/* The payload is in the device before any index entry names it. */
 	mb();
-	ret = bel_mh_publish(c, ns, count, blocks, keys, results);
-	kvfree(blocks);
+	ret = bel_mh_publish(call.client, ns, count, call.blocks, keys, results);
+	kvfree(call.blocks);
 	return ret;
 }
 
@@ -631,22 +645,17 @@ static int beluga_mh_lookup(struct beluga_file *bf, u64 ns, u32 count,
 			    const struct beluga_key *keys, bool pin,
 			    u64 *offsets, u32 *hits)
 {
-	struct beluga_mh *mh = bf->dev->mh;
-	struct bel_mh_client *c = beluga_mh_client(bf);
-	u32 *blocks;
+	struct beluga_mh_call call;
 	int ret;
-	u32 i;
 
-	if (IS_ERR(c))
-		return PTR_ERR(c);
-	blocks = kvmalloc_array(count, sizeof(*blocks), GFP_KERNEL);
-	if (!blocks)
-		return -ENOMEM;
-	ret = bel_mh_lookup(c, ns, count, keys, pin, blocks, hits);
+	ret = beluga_mh_call_begin(bf, count, &call);
+	if (ret)
+		return ret;
+	ret = bel_mh_lookup(call.client, ns, count, keys, pin, call.blocks,
+			    hits);
 	if (!ret && offsets)
-		for (i = 0; i < *hits; i++)
-			offsets[i] = beluga_mh_offset(mh, blocks[i]);
-	kvfree(blocks);
+		beluga_mh_offsets_of(call.mh, *hits, call.blocks, offsets);
+	kvfree(call.blocks);
 	return ret;
 }
 
