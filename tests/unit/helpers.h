@@ -258,6 +258,23 @@ static inline int check_client(struct bel_client *c)
 }
 
 /* Order-independent comparison helper for u64 arrays. */
+/*
+ * The usual end of a test: check the pool and its clients (@b may be
+ * NULL), release the clients, free the pool.
+ */
+static inline void teardown(struct bel_pool *p, struct bel_client *a,
+			    struct bel_client *b)
+{
+	check_pool(p);
+	check_client(a);
+	if (b)
+		check_client(b);
+	bel_client_release(a);
+	if (b)
+		bel_client_release(b);
+	pool_free(p);
+}
+
 static inline int cmp_u64(const void *a, const void *b)
 {
 	u64 x = *(const u64 *)a, y = *(const u64 *)b;

@@ -100,12 +100,7 @@ static void pins_multiplicity(void)
 	CHECK_EQ(stats_of(p).releases, 5);
 	CHECK_EQ(bel_alloc(a, 4, tmp), 0);	/* evicts key 42 */
 	CHECK_EQ(has_key(a, 0, k), 0);
-	check_pool(p);
-	check_client(a);
-	check_client(b);
-	bel_client_release(a);
-	bel_client_release(b);
-	pool_free(p);
+	teardown(p, a, b);
 }
 
 static void release_all_or_nothing(void)
@@ -269,10 +264,7 @@ static void pin_overflow(void)
 	CHECK_EQ(hits, 2);
 	blk(p, o1)->pins = 1;
 	CHECK_EQ(bel_release(c, 1, &o1), 0);
-	check_pool(p);
-	check_client(c);
-	bel_client_release(c);
-	pool_free(p);
+	teardown(p, c, NULL);
 }
 
 static void foreign_blocks(void)
@@ -299,12 +291,7 @@ static void foreign_blocks(void)
 	CHECK_EQ(bel_lookup(a, 0, 1, &k, true, &got, &hits), 0);
 	CHECK_EQ(bel_release(b, 1, &got), -EINVAL);
 	CHECK_EQ(bel_release(a, 1, &got), 0);
-	check_pool(p);
-	check_client(a);
-	check_client(b);
-	bel_client_release(a);
-	bel_client_release(b);
-	pool_free(p);
+	teardown(p, a, b);
 }
 
 int main(void)

@@ -61,10 +61,7 @@ static void publish_lookup(void)
 	CHECK_EQ(s.publishes, 4);
 	CHECK_EQ(s.published_blocks, 4);
 	CHECK_EQ(s.pins, 0);
-	check_pool(p);
-	check_client(c);
-	bel_client_release(c);
-	pool_free(p);
+	teardown(p, c, NULL);
 }
 
 static void dedup(void)
@@ -109,12 +106,7 @@ static void dedup(void)
 			     &fail), 0);
 	CHECK_EQ(res[0], -EPERM);
 	CHECK_EQ(fail, 1);
-	check_pool(p);
-	check_client(a);
-	check_client(b);
-	bel_client_release(a);
-	bel_client_release(b);
-	pool_free(p);
+	teardown(p, a, b);
 }
 
 static void namespaces_and_hi(void)
@@ -199,12 +191,7 @@ static void publish_errors(void)
 	CHECK_EQ(res[1], -EPERM);
 	CHECK_EQ(has_key(a, 0, K(4)), 0);
 	CHECK_EQ(stats_of(p).publish_races, 0);
-	check_pool(p);
-	check_client(a);
-	check_client(b);
-	bel_client_release(a);
-	bel_client_release(b);
-	pool_free(p);
+	teardown(p, a, b);
 }
 
 /*
@@ -339,10 +326,7 @@ static void lru_order(void)
 	CHECK_EQ(bel_alloc(c, 3, a), 0);
 	CHECK_EQ(stats_of(p).evictions, 6);
 	CHECK_EQ(has_key(c, 0, K(7)), 1);
-	check_pool(p);
-	check_client(c);
-	bel_client_release(c);
-	pool_free(p);
+	teardown(p, c, NULL);
 }
 
 static void pinned_never_evicted(void)

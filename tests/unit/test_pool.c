@@ -169,10 +169,7 @@ static void alloc_round_robin(void)
 	CHECK_EQ(stats_of(p).allocated_blocks, 16);
 	CHECK_EQ(stats_of(p).allocs, 16);
 	CHECK_EQ(c->nr_allocated, 16);
-	check_pool(p);
-	check_client(c);
-	bel_client_release(c);
-	pool_free(p);
+	teardown(p, c, NULL);
 }
 
 static void alloc_all_or_nothing(void)
@@ -228,10 +225,7 @@ static void alloc_max_batch(void)
 	CHECK_EQ(bel_free(c, BELUGA_MAX_BATCH, offs), 0);
 	CHECK_EQ(stats_of(p).free_blocks, 5000);
 	CHECK_EQ(stats_of(p).frees, BELUGA_MAX_BATCH);
-	check_pool(p);
-	check_client(c);
-	bel_client_release(c);
-	pool_free(p);
+	teardown(p, c, NULL);
 }
 
 static void free_validation(void)
