@@ -22,13 +22,8 @@ FIXTURE(admin) {
 
 FIXTURE_SETUP(admin)
 {
-	int r;
-
 	bt_ctx_init(&self->c);
-	r = bt_reset_pool();
-	ASSERT_EQ(0, r) TH_LOG("could not empty the pool: %s", strerror(-r));
-	self->c.fd = bt_open(O_RDWR);
-	ASSERT_LE(0, self->c.fd) TH_LOG("open: %s", strerror(errno));
+	bt_setup_empty(&self->c);
 }
 
 FIXTURE_TEARDOWN(admin)

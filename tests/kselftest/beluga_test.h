@@ -440,6 +440,22 @@ static inline void bt_ctx_teardown(struct bt_ctx *c)
 	c->fd = -1;
 }
 
+/* Fixture helper: an empty pool and @c->fd open on /dev/beluga. */
+static inline void __bt_setup_empty(struct __test_metadata *_metadata,
+				    struct bt_ctx *c)
+{
+	int r;
+
+	r = bt_reset_pool();
+	ASSERT_EQ(0, r) TH_LOG("could not empty the pool before the test: %s",
+			       strerror(-r));
+	c->fd = bt_open(O_RDWR);
+	ASSERT_LE(0, c->fd) TH_LOG("open %s: %s", BELUGA_DEVICE_PATH,
+				   strerror(errno));
+}
+
+#define bt_setup_empty(c)	__bt_setup_empty(_metadata, c)
+
 /*
  * Fixture helper: start from an empty pool, open /dev/beluga and attach
  * one region of @length bytes with @block_size blocks. Returns false
@@ -458,12 +474,7 @@ static inline bool __bt_setup(struct __test_metadata *_metadata,
 	if (!bt_backend_ok(backend, 0, length, why, sizeof(why))) {
 		SKIP(return false, "%s", why);
 	}
-	r = bt_reset_pool();
-	ASSERT_EQ(0, r) TH_LOG("could not empty the pool before the test: %s",
-			       strerror(-r));
-	c->fd = bt_open(O_RDWR);
-	ASSERT_LE(0, c->fd) TH_LOG("open %s: %s", BELUGA_DEVICE_PATH,
-				   strerror(errno));
+	__bt_setup_empty(_metadata, c);
 	c->backend = backend;
 	ASSERT_EQ(0, bt_attach_req(&c->att[0], backend, 0, 0, length,
 				   block_size, backend == BELUGA_BACKEND_NODE ?
