@@ -142,7 +142,10 @@ static inline struct beluga_device *beluga_file_dev(struct file *file)
 }
 
 /* region.c */
-int beluga_region_attach(struct beluga_device *dev, struct beluga_attach *arg);
+int beluga_region_attach(struct beluga_device *dev, struct beluga_attach *arg,
+			 struct beluga_region **attached);
+int beluga_region_undo_attach(struct beluga_device *dev,
+			      struct beluga_region *region);
 int beluga_region_detach(struct beluga_device *dev, u32 slot, bool evict,
 			 u64 *evicted);
 void beluga_region_detach_all(struct beluga_device *dev);
@@ -236,6 +239,7 @@ beluga_block_ops(const struct beluga_device *dev)
 extern const struct attribute_group *beluga_dev_groups[];
 /* A region's memory is owned by its kobject: free with beluga_region_put. */
 struct beluga_region *beluga_region_alloc(void);
+void beluga_region_get(struct beluga_region *region);
 void beluga_region_put(struct beluga_region *region);
 int beluga_region_sysfs_add(struct beluga_region *region);
 void beluga_region_sysfs_del(struct beluga_region *region);

@@ -304,21 +304,23 @@ out:
 
 static int beluga_cmd_attach(struct beluga_file *bf, union beluga_ioctl_buf *u)
 {
-	u64 evicted;
+	struct beluga_region *region;
 	int ret;
 
-	ret = beluga_region_attach(bf->dev, &u->attach);
+	ret = beluga_region_attach(bf->dev, &u->attach, &region);
 	if (ret)
 		return ret;
 	ret = beluga_respond(u);
+	if (!ret) {
+		beluga_region_put(region);
+		return 0;
+	}
 	/*
 	 * The caller never learnt the region's id: take the region back. A
 	 * client that allocated from it in the meantime keeps it (-EBUSY),
 	 * which the uapi documents.
 	 */
-	if (ret)
-		beluga_region_detach(bf->dev, u->attach.region_id, false,
-				     &evicted);
+	beluga_region_undo_attach(bf->dev, region);
 	return ret;
 }
 

@@ -145,7 +145,7 @@ static int beluga_attach_param(struct beluga_device *dev, const char *param,
 		arg.length = b;
 		if (name)
 			strscpy(arg.name, name, sizeof(arg.name));
-		ret = beluga_region_attach(dev, &arg);
+		ret = beluga_region_attach(dev, &arg, NULL);
 		if (ret) {
 			pr_err("%s=: attaching '%s' failed: %d\n", param,
 			       arg.name, ret);

@@ -342,7 +342,8 @@ static void beluga_shared_leave(struct beluga_mh *mh)
 	kfree(mh);
 }
 
-int beluga_region_attach(struct beluga_device *dev, struct beluga_attach *arg)
+int beluga_region_attach(struct beluga_device *dev, struct beluga_attach *arg,
+			 struct beluga_region **attached)
 {
 	bool shared = arg->flags & BELUGA_ATTACH_SHARED;
 	struct beluga_region *region;
@@ -427,6 +428,14 @@ int beluga_region_attach(struct beluga_device *dev, struct beluga_attach *arg)
 		dev->mh = mh;
 		dev->mh_gen++;
 	}
+	/* Once the locks are dropped, a DETACH may free @region at any time. */
+	dev_info(dev->misc.this_device,
+		 "attached %s as region %u: %llu bytes, %u blocks at offset 0x%llx\n",
+		 region->name, slot, region->length, nr_blocks, first_offset);
+	if (attached) {
+		beluga_region_get(region);
+		*attached = region;
+	}
 	up_write(&dev->regions_rwsem);
 	if (shared)
 		up_write(&dev->mh_rwsem);
@@ -435,9 +444,6 @@ int beluga_region_attach(struct beluga_device *dev, struct beluga_attach *arg)
 	arg->region_id = slot;
 	arg->first_offset = first_offset;
 	arg->nr_blocks = nr_blocks;
-	dev_info(dev->misc.this_device,
-		 "attached %s as region %u: %llu bytes, %u blocks at offset 0x%llx\n",
-		 region->name, slot, region->length, nr_blocks, first_offset);
 	return 0;
 
 out_remove:
@@ -508,11 +514,13 @@ static int beluga_detach_locked(struct beluga_device *dev, u32 slot,
 	return 0;
 }
 
-int beluga_region_detach(struct beluga_device *dev, u32 slot, bool evict,
-			 u64 *evicted)
+/* DETACH of @slot; with @expect, only if @slot still holds that region. */
+static int beluga_detach_slot(struct beluga_device *dev, u32 slot,
+			      const struct beluga_region *expect, bool evict,
+			      u64 *evicted)
 {
 	bool shared;
-	int ret;
+	int ret = -ENOENT;
 
 	mutex_lock(&beluga_claim_mutex);
 	/* Stable under beluga_claim_mutex; see beluga_region_attach(). */
@@ -520,11 +528,36 @@ int beluga_region_detach(struct beluga_device *dev, u32 slot, bool evict,
 	if (shared)
 		down_write(&dev->mh_rwsem);
 	down_write(&dev->regions_rwsem);
-	ret = beluga_detach_locked(dev, slot, evict, evicted, false);
+	if (!expect || (slot < BELUGA_MAX_REGIONS && dev->regions[slot] == expect))
+		ret = beluga_detach_locked(dev, slot, evict, evicted, false);
 	up_write(&dev->regions_rwsem);
 	if (shared)
 		up_write(&dev->mh_rwsem);
 	mutex_unlock(&beluga_claim_mutex);
+	return ret;
+}
+
+int beluga_region_detach(struct beluga_device *dev, u32 slot, bool evict,
+			 u64 *evicted)
+{
+	return beluga_detach_slot(dev, slot, NULL, evict, evicted);
+}
+
+/*
+ * Take back a region the caller attached (an ATTACH whose struct could not
+ * be written back) and drop the caller's reference. A DETACH and another
+ * ATTACH may have reused the slot meanwhile: the reference keeps @region's
+ * memory, so the comparison cannot match someone else's region. Fails like
+ * DETACH without BELUGA_DETACH_EVICT when the region is gone or in use.
+ */
+int beluga_region_undo_attach(struct beluga_device *dev,
+			      struct beluga_region *region)
+{
+	u64 evicted;
+	int ret;
+
+	ret = beluga_detach_slot(dev, region->slot, region, false, &evicted);
+	beluga_region_put(region);
 	return ret;
 }
 

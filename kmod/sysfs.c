@@ -290,6 +290,11 @@ struct beluga_region *beluga_region_alloc(void)
 	return region;
 }
 
+void beluga_region_get(struct beluga_region *region)
+{
+	kobject_get(&region->kobj);
+}
+
 void beluga_region_put(struct beluga_region *region)
 {
 	kobject_put(&region->kobj);
