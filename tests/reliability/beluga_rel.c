@@ -20,6 +20,8 @@
  *                    allocations and pins; everything returns only when the
  *                    last reference (fd or mapping, in any process) is gone
  *   detach-mapped    DETACH is refused while mapped, even after close()
+ *   attach-detach-race  ATTACH while another process DETACHes every slot:
+ *                    documented errors only, an empty pool at the end
  *   mapping-counts   the region's mapping count equals the process's VMAs
  *                    through splits, merges, mremap, madvise and fork
  *   pinned-checksum  readers verify every block they pin while writers
@@ -979,6 +981,70 @@ static bool t_detach_mapped(void)
 	return true;
 }
 
+/*
+ * ATTACH racing DETACH of the same slot: a child detaches every slot in a
+ * loop while the parent attaches and detaches small node regions. The
+ * kernel must not touch a region after it dropped its locks (the fuzzer
+ * found ATTACH logging through a region another process had just freed:
+ * KASAN slab-use-after-free); the lane's log scan catches that. Here:
+ * every call answers a documented error and the pool ends empty.
+ */
+/* 2 MiB of the test node, or of the first dax device without one. */
+static int attach_small(int fd, const char *name, struct beluga_attach *a)
+{
+	int r = rel_attach_node(fd, 2 * BT_MIB, BSIZE, name, a);
+
+	if (r == -ENOENT)
+		r = rel_attach_dax(fd, 0, 0, 2 * BT_MIB, BSIZE, name, a);
+	return r;
+}
+
+static bool t_attach_detach_race(void)
+{
+	int fd = bt_open(O_RDWR), r, st, attached = 0, lost = 0;
+	struct beluga_attach a;
+	double end;
+	pid_t pid;
+
+	REQUIRE(fd >= 0, "open");
+	REQUIRE(rel_reset_pool_fd(fd, 2000) == 0, "empty the pool first");
+	r = attach_small(fd, "race-probe", &a);
+	REQUIRE(r == 0, "ATTACH of a small region: %s", en(r));
+	REQUIRE(rel_detach(fd, a.region_id, BELUGA_DETACH_EVICT) == 0, "DETACH");
+	pid = fork();
+	REQUIRE(pid >= 0, "fork");
+	if (pid == 0) {
+		end = rel_now() + 3.0;
+		while (rel_now() < end)
+			for (uint32_t s = 0; s < 4; s++) {
+				r = rel_detach(fd, s, BELUGA_DETACH_EVICT);
+				if (r && r != -ENOENT && r != -EBUSY)
+					_exit(1);
+			}
+		_exit(0);
+	}
+	end = rel_now() + 3.0;
+	while (rel_now() < end) {
+		r = attach_small(fd, "race", &a);
+		if (r == -EBUSY)	/* still detaching the last one */
+			continue;
+		REQUIRE(r == 0, "ATTACH during the DETACH loop: %s", en(r));
+		attached++;
+		r = rel_detach(fd, a.region_id, BELUGA_DETACH_EVICT);
+		if (r == -ENOENT)
+			lost++;		/* the child was first */
+		else
+			REQUIRE(r == 0, "DETACH of the parent's region: %s", en(r));
+	}
+	REQUIRE(waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0,
+		"the detaching child saw an undocumented error");
+	REQUIRE(nr_regions(fd) == 0, "%u region(s) left after the race", nr_regions(fd));
+	rel_diag("attach-detach-race: %d attaches, %d detached by the other process first",
+		 attached, lost);
+	close(fd);
+	return true;
+}
+
 /* VMAs of this process that map the pool device, from /proc/self/maps. */
 static int maps_of_dev(void)
 {
@@ -1858,6 +1924,7 @@ static const struct test tests[] = {
 	{ "kill-batch", t_kill_batch, true, false, false, false },
 	{ "fork-ownership", t_fork_ownership, true, false, false, false },
 	{ "detach-mapped", t_detach_mapped, true, false, false, false },
+	{ "attach-detach-race", t_attach_detach_race, false, false, false, false },
 	{ "mapping-counts", t_mapping_counts, true, false, false, false },
 	{ "pinned-checksum", t_pinned_checksum_node, true, false, false, false },
 	{ "pinned-checksum-dax", t_pinned_checksum_dax, true, true, false, false },
