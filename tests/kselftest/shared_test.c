@@ -43,18 +43,6 @@ static void sh_fake_req(struct beluga_attach *a, int backend)
 	snprintf(a->name, sizeof(a->name), "bt-shared-fake");
 }
 
-static int sh_write_param(const char *path, const char *val)
-{
-	int fd = open(path, O_WRONLY | O_CLOEXEC);
-	ssize_t n;
-
-	if (fd < 0)
-		return -errno;
-	n = write(fd, val, strlen(val));
-	close(fd);
-	return n == (ssize_t)strlen(val) ? 0 : -EIO;
-}
-
 /* The "hosts" line of host @id: its state and incarnation. */
 static int sh_host(int id, char *state, size_t len, unsigned int *inc)
 {
@@ -108,7 +96,7 @@ FIXTURE_SETUP(shared)
 FIXTURE_TEARDOWN(shared)
 {
 	/* A failed fence test must not leave the heartbeat stalled. */
-	sh_write_param(SH_STALL, "N");
+	bt_write_str(SH_STALL, "N");
 	bt_teardown(&self->c);
 }
 
@@ -383,7 +371,7 @@ TEST_F_TIMEOUT(shared, fence_zaps_and_rejoins, 240)
 	EXPECT_EQ(0, sh_child_read(&self->c, map + got));
 
 	/* stop the heartbeat: the host fences itself after half a lease */
-	ASSERT_EQ(0, sh_write_param(SH_STALL, "Y"));
+	ASSERT_EQ(0, bt_write_str(SH_STALL, "Y"));
 	for (i = 0; i < 300; i++) {	/* 30 s */
 		r = bt_lookup(self->c.fd, ns, &k, 1, NULL, 0, &hits);
 		if (r)
@@ -396,7 +384,7 @@ TEST_F_TIMEOUT(shared, fence_zaps_and_rejoins, 240)
 		nanosleep(&ts, NULL);
 	EXPECT_EQ(128 + SIGBUS, sh_child_read(&self->c, map + got))
 		TH_LOG("a mapping of a fenced pool must raise SIGBUS");
-	ASSERT_EQ(0, sh_write_param(SH_STALL, "N"));
+	ASSERT_EQ(0, bt_write_str(SH_STALL, "N"));
 
 	/* a new file works once the host rejoined (after a lease) */
 	fd2 = bt_open(O_RDWR);

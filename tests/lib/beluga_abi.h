@@ -294,4 +294,19 @@ static inline int bt_dax_geometry(const char *name, uint64_t *phys,
 	return 0;
 }
 
+/* Write @val to a sysfs or debugfs file: 0, -errno, or -EIO if short. */
+static inline int bt_write_str(const char *path, const char *val)
+{
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	ssize_t n;
+
+	if (fd < 0)
+		return -errno;
+	n = write(fd, val, strlen(val));
+	close(fd);
+	if (n < 0)
+		return -errno;
+	return n == (ssize_t)strlen(val) ? 0 : -EIO;
+}
+
 #endif /* BELUGA_TEST_ABI_H */

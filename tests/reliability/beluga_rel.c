@@ -144,23 +144,23 @@ static void fi_configure(int probability)
 
 	for (size_t i = 0; i < sizeof(attrs) / sizeof(attrs[0]); i++) {
 		snprintf(path, sizeof(path), DBG "/%s/verbose", attrs[i]);
-		rel_write_str(path, "0");
+		bt_write_str(path, "0");
 		snprintf(path, sizeof(path), DBG "/%s/task-filter", attrs[i]);
-		rel_write_str(path, "Y");
+		bt_write_str(path, "Y");
 		snprintf(path, sizeof(path), DBG "/%s/interval", attrs[i]);
-		rel_write_str(path, "1");
+		bt_write_str(path, "1");
 		snprintf(path, sizeof(path), DBG "/%s/times", attrs[i]);
-		rel_write_str(path, "-1");
+		bt_write_str(path, "-1");
 		snprintf(path, sizeof(path), DBG "/%s/space", attrs[i]);
-		rel_write_str(path, "0");
+		bt_write_str(path, "0");
 		snprintf(path, sizeof(path), DBG "/%s/probability", attrs[i]);
 		snprintf(val, sizeof(val), "%d", i < 2 ? probability : 0);
-		rel_write_str(path, val);
+		bt_write_str(path, val);
 	}
-	rel_write_str(DBG "/failslab/ignore-gfp-wait", "N");
-	rel_write_str(DBG "/fail_page_alloc/ignore-gfp-wait", "N");
-	rel_write_str(DBG "/fail_page_alloc/ignore-gfp-highmem", "N");
-	rel_write_str(DBG "/fail_page_alloc/min-order", "0");
+	bt_write_str(DBG "/failslab/ignore-gfp-wait", "N");
+	bt_write_str(DBG "/fail_page_alloc/ignore-gfp-wait", "N");
+	bt_write_str(DBG "/fail_page_alloc/ignore-gfp-highmem", "N");
+	bt_write_str(DBG "/fail_page_alloc/min-order", "0");
 }
 
 /* Marks in the kernel log: the dmesg scan tolerates allocation-failure
@@ -666,7 +666,7 @@ static bool t_fault_random(void)
 		uint64_t offs[16], pins[64];
 		int npins = 0, cfd, errors = 0, bad = 0;
 
-		if (rel_write_str("/proc/self/make-it-fail", "1"))
+		if (bt_write_str("/proc/self/make-it-fail", "1"))
 			_exit(3);
 		for (int it = 0; it < 300; it++) {
 			struct beluga_publish_item items[16];
@@ -712,7 +712,7 @@ static bool t_fault_random(void)
 				errors++;
 			close(cfd);	/* whatever is left returns here */
 		}
-		rel_write_str("/proc/self/make-it-fail", "0");
+		bt_write_str("/proc/self/make-it-fail", "0");
 		_exit(bad ? 1 : 0);
 	}
 	r = reap(pid);

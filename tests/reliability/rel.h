@@ -261,18 +261,6 @@ static inline bool rel_wait_quiet(int fd, uint64_t clients, unsigned int ms,
 /* ------------------------------------------------------------------ */
 /* Environment and regions                                              */
 
-static inline int rel_write_str(const char *path, const char *val)
-{
-	int fd = open(path, O_WRONLY | O_CLOEXEC);
-	ssize_t n;
-
-	if (fd < 0)
-		return -errno;
-	n = write(fd, val, strlen(val));
-	close(fd);
-	return n < 0 ? -errno : 0;
-}
-
 /* The @index-th name of BELUGA_TEST_DAX into @name; -ENOENT if absent. */
 static inline int rel_env_dax(int index, char *name, size_t len)
 {
