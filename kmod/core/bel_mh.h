@@ -635,6 +635,12 @@ int bel_mh_leave(struct bel_mh_host *h);
 /* Free DRAM state; writes nothing to the pool (after leave, fence, crash). */
 void bel_mh_destroy(struct bel_mh_host *h);
 
+/*
+ * Free only the block tables, touching no lock: part of bel_mh_destroy(),
+ * and the simulator's crash of a host whose locks may still be held.
+ */
+void bel_mh_free_dram(struct bel_mh_host *h);
+
 /* --- mh_host.c ----------------------------------------------------------- */
 
 /*

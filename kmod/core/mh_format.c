@@ -502,7 +502,7 @@ static int bel_mh_format_or_check(struct bel_mh_host *h, u64 region_size)
 	return -EBUSY;
 }
 
-static void bel_mh_free_dram(struct bel_mh_host *h)
+void bel_mh_free_dram(struct bel_mh_host *h)
 {
 	bel_kvfree(h->blk_next);
 	bel_kvfree(h->blk_prev);

@@ -55,18 +55,7 @@ static void sim_free_host_state(struct sim_host *sh)
 	int i;
 
 	/* Crash: free the DRAM state without the locks the host may hold. */
-	free(h->blk_next);
-	free(h->blk_prev);
-	free(h->blk_stamp);
-	free(h->blk_pins);
-	free(h->blk_state);
-	free(h->blk_owner);
-	h->blk_next = NULL;
-	h->blk_prev = NULL;
-	h->blk_stamp = NULL;
-	h->blk_pins = NULL;
-	h->blk_state = NULL;
-	h->blk_owner = NULL;
+	bel_mh_free_dram(h);
 	for (i = 0; i < SIM_CLIENTS; i++) {
 		free(sh->cl[i].pins);
 		sh->cl[i].pins = NULL;
