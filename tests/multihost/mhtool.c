@@ -57,6 +57,8 @@
 
 #include <linux/beluga.h>
 
+#include "bel_mh.h"
+
 #define KEY_HI	0x4d554c5449484f53ULL	/* "MULTIHOS" */
 
 static int fd = -1;
@@ -695,40 +697,11 @@ static int do_cost(uint64_t ns, uint64_t own, uint64_t other, uint32_t n,
 	return 0;
 }
 
-/* Same checksum as kmod/core/mh_format.c (bel_mh_csum). */
-static uint64_t mix64(uint64_t x)
-{
-	x ^= x >> 33;
-	x *= 0xff51afd7ed558ccdULL;
-	x ^= x >> 33;
-	x *= 0xc4ceb9fe1a85ec53ULL;
-	x ^= x >> 33;
-	return x;
-}
-
-static uint32_t csum(const void *buf, uint32_t len)
-{
-	const uint8_t *p = buf;
-	uint64_t h = 0x6a09e667f3bcc908ULL ^ len;
-	uint32_t i;
-
-	for (i = 0; i + 8 <= len; i += 8) {
-		uint64_t w;
-
-		memcpy(&w, p + i, 8);
-		h = mix64(h ^ w) + 0x9e3779b97f4a7c15ULL;
-	}
-	for (; i < len; i++)
-		h = mix64(h ^ p[i]);
-	return (uint32_t)(h ^ (h >> 32));
-}
-
-/* Superblock: magic at 0, major at 8, csum (last of 192 bytes) at 188. */
+/* Rewrite the superblock's major version, with a valid checksum. */
 static int do_set_version(const char *dax, uint32_t major)
 {
 	char path[64];
-	uint8_t *sb;
-	uint32_t c;
+	struct bel_mh_super *sb;
 	int dfd;
 
 	snprintf(path, sizeof(path), "/dev/%s", dax);
@@ -738,13 +711,12 @@ static int do_set_version(const char *dax, uint32_t major)
 	sb = mmap(NULL, 2 << 20, PROT_READ | PROT_WRITE, MAP_SHARED, dfd, 0);
 	if (sb == MAP_FAILED)
 		die("mmap dax");
-	if (memcmp(sb, "BELUGAMH", 8)) {
+	if (le64_to_cpu(sb->magic) != BEL_MH_MAGIC) {
 		printf("no pool on %s\n", dax);
 		return 1;
 	}
-	memcpy(sb + 8, &major, 4);
-	c = csum(sb, 188);
-	memcpy(sb + 188, &c, 4);
+	sb->version_major = cpu_to_le32(major);
+	sb->csum = cpu_to_le32(bel_mh_csum(sb, offsetof(struct bel_mh_super, csum)));
 	msync(sb, 2 << 20, MS_SYNC);
 	printf("superblock major version set to %u\n", major);
 	return 0;

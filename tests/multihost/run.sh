@@ -57,7 +57,10 @@ if ! command -v qemu-system-x86_64 >/dev/null 2>&1; then
 fi
 rm -rf "$out"
 mkdir -p "$out"
-gcc -static -O2 -Wall -Wextra -Werror -I"$root/uapi" -o "$out/mhtool" "$here/mhtool.c"
+# the portable protocol code, for the superblock's layout and checksum
+core=$root/kmod/core
+gcc -static -O2 -Wall -Wextra -Werror -pthread -I"$root/uapi" -I"$core" -o "$out/mhtool" \
+	"$here/mhtool.c" "$core/mh_format.c" "$core/mh_host.c" "$core/mh_ops.c"
 make -s -C "$root/userspace" static >/dev/null
 
 n=0 rc=0
