@@ -7,6 +7,7 @@ Runs on the fake kernel on the host and on /dev/beluga in the guest
 
 import array
 import errno
+import os
 
 import pytest
 
@@ -213,3 +214,23 @@ def test_integer_arguments_are_range_checked(pool):
         pool.region_info("0")
     with pytest.raises(OverflowError):
         pool.evict_ns(-1)
+
+
+def test_default_path(device, monkeypatch, backend):
+    with beluga.Pool() as p:        # $BELUGA_DEVICE, which the fixture set
+        assert p.path == device
+    monkeypatch.delenv("BELUGA_DEVICE")
+    if backend == "real" or os.path.exists(beluga.DEVICE_PATH):
+        with beluga.Pool() as p:
+            assert p.path == beluga.DEVICE_PATH
+    else:
+        with pytest.raises(beluga.NotFound, match="/dev/beluga not found: load the module"):
+            beluga.Pool()
+
+
+def test_path_like_and_read_only_open(device):
+    import pathlib
+
+    with beluga.Pool(pathlib.Path(device), writable=False) as p:
+        assert p.path == device and not p.writable
+        assert p.info()["abi_version"] == beluga.ABI_VERSION
