@@ -454,6 +454,7 @@ typedef struct PoolMap {
 	uint64_t block_size;
 	Py_ssize_t exports;	/* buffer views plus running CUDA calls; GIL */
 	int cuda_busy;		/* a CUDA (un)registration runs; GIL */
+	int cuda_registered;	/* registered: a remap would drop it; GIL */
 	int closed;
 } PoolMap;
 
@@ -1185,6 +1186,7 @@ static int poolmap_unmap(PoolMap *m)
 	m->base = NULL;
 	m->length = 0;
 	m->closed = 1;
+	m->cuda_registered = 0;	/* beluga_unmap() unregistered it */
 	if (m->pool->map == m)
 		m->pool->map = NULL;
 	return 0;
@@ -1198,8 +1200,9 @@ static PyObject *Pool_map(Pool *p, PyObject *Py_UNUSED(ignored))
 	if (p->state != POOL_OPEN)
 		return closed_error();
 	if (m) {
-		/* Grow it to regions attached since, unless views pin it. */
-		if (!m->exports && !beluga_info(p->b, &info) && info.map_size != m->length &&
+		/* Grow it to regions attached since, unless views or CUDA pin it. */
+		if (!m->exports && !m->cuda_registered && !beluga_info(p->b, &info) &&
+		    info.map_size != m->length &&
 		    poolmap_map(m)) {
 			poolmap_unmap(m);
 			return NULL;
@@ -1214,6 +1217,7 @@ static PyObject *Pool_map(Pool *p, PyObject *Py_UNUSED(ignored))
 	m->pool = p;
 	m->exports = 0;
 	m->cuda_busy = 0;
+	m->cuda_registered = 0;
 	m->closed = 1;
 	m->base = NULL;
 	m->length = 0;
@@ -1357,6 +1361,7 @@ static PyObject *poolmap_cuda(PoolMap *m, int reg, unsigned int flags)
 	pool_leave(m->pool);
 	if (ret)
 		return raise_beluga(ret);
+	m->cuda_registered = reg;
 	Py_RETURN_NONE;
 }
 
@@ -1405,6 +1410,11 @@ static PyObject *PoolMap_get_address(PoolMap *m, void *Py_UNUSED(c))
 	return PyLong_FromVoidPtr(m->base);
 }
 
+static PyObject *PoolMap_get_cuda_registered(PoolMap *m, void *Py_UNUSED(c))
+{
+	return PyBool_FromLong(m->cuda_registered);
+}
+
 static PyObject *PoolMap_get_block_size(PoolMap *m, void *Py_UNUSED(c))
 {
 	return PyLong_FromUnsignedLongLong(m->block_size);
@@ -1447,7 +1457,11 @@ static PyMethodDef PoolMap_methods[] = {
 static PyGetSetDef PoolMap_getset[] = {
 	{ "closed", (getter)PoolMap_get_closed, NULL, "True once unmapped", NULL },
 	{ "address", (getter)PoolMap_get_address, NULL,
-	  "the mapping's base address (for GPU copies); valid while open", NULL },
+	  "the mapping's base address, for GPU copies and other C code: hold a memoryview "
+	  "of the map while the address is in use (an export keeps it mapped in place)",
+	  NULL },
+	{ "cuda_registered", (getter)PoolMap_get_cuda_registered, NULL,
+	  "registered with cuda_register()", NULL },
 	{ "block_size", (getter)PoolMap_get_block_size, NULL, "bytes per block", NULL },
 	{ "pool", (getter)PoolMap_get_pool, NULL, "the Pool this maps", NULL },
 	{ "exports", (getter)PoolMap_get_exports, NULL, "views now exported", NULL },
