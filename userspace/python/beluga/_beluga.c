@@ -1837,18 +1837,20 @@ static int fake_add_regions(const char *spec)
 
 static PyObject *mod_fake_reset(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kwds)
 {
-	static char *kwlist[] = { "block_size", "regions", "max_batch", NULL };
-	unsigned long long block_size = 65536;
-	unsigned int max_batch = BELUGA_MAX_BATCH;
+	static char *kwlist[] = { "block_size", "regions", "max_batch", "abi_version", NULL };
+	uint64_t block_size = 65536;
+	uint32_t max_batch = BELUGA_MAX_BATCH, abi = BELUGA_ABI_VERSION;
 	const char *regions = "dax0.0:16M";
 	int ret;
 
-	if (!PyArg_ParseTupleAndKeywords(args, kwds, "|KsI:_fake_reset", kwlist, &block_size,
-					 &regions, &max_batch))
+	if (!PyArg_ParseTupleAndKeywords(args, kwds, "|O&sO&O&:_fake_reset", kwlist,
+					 conv_u64, &block_size, &regions, conv_u32, &max_batch,
+					 conv_u32, &abi))
 		return NULL;
 	pthread_mutex_lock(&fake_lock);
 	fake_delay_us = 0;
 	fake_kernel_reset(block_size, max_batch);
+	fake.abi_version = abi;
 	fake_wrap();
 	ret = fake_add_regions(regions);
 	pthread_mutex_unlock(&fake_lock);
@@ -1944,7 +1946,8 @@ static PyMethodDef module_methods[] = {
 	  "strerror(errno) -> what the error means in Beluga" },
 #ifdef BELUGA_PY_FAKE
 	{ "_fake_reset", (PyCFunction)(void (*)(void))mod_fake_reset, METH_VARARGS | METH_KEYWORDS,
-	  "_fake_reset(block_size=65536, regions='dax0.0:16M', max_batch=4096): test only" },
+	  "_fake_reset(block_size=65536, regions='dax0.0:16M', max_batch=4096, abi_version=ABI_VERSION): "
+	  "a fresh fake pool: test only" },
 	{ "_fake_calls", mod_fake_calls, METH_NOARGS,
 	  "_fake_calls() -> {command: ioctls since reset}: test only" },
 	{ "_fake_delay", mod_fake_delay, METH_O,
