@@ -176,14 +176,22 @@ static int get_contiguous(PyObject *obj, Py_buffer *view, int writable, const ch
 		return -1;
 	}
 	if (PyObject_GetBuffer(obj, view, flags)) {
-		if (writable && PyErr_ExceptionMatches(PyExc_BufferError) &&
-		    !PyObject_GetBuffer(obj, view, PyBUF_STRIDES | PyBUF_FORMAT)) {
+		/* Exporters differ (BufferError, numpy's ValueError): ask again. */
+		PyObject *t, *v, *tb;
+
+		PyErr_Fetch(&t, &v, &tb);
+		if (writable && !PyObject_GetBuffer(obj, view, PyBUF_STRIDES | PyBUF_FORMAT)) {
 			PyBuffer_Release(view);
-			PyErr_Clear();
+			Py_XDECREF(t);
+			Py_XDECREF(v);
+			Py_XDECREF(tb);
 			PyErr_Format(PyExc_TypeError,
 				     "%s is read-only but is written: pass a writable buffer "
 				     "(bytearray, array, writable numpy array)", what);
+			return -1;
 		}
+		PyErr_Clear();
+		PyErr_Restore(t, v, tb);
 		return -1;
 	}
 	if (!PyBuffer_IsContiguous(view, 'C')) {
@@ -1702,50 +1710,82 @@ static PyObject *mod_hash_block(PyObject *Py_UNUSED(m), PyObject *const *args, P
 	return PyBytes_FromStringAndSize((const char *)bytes, 16);
 }
 
+/*
+ * hash_chain(tokens, block_tokens, parent=None, out=None): the keys of the
+ * full blocks as bytes, or written into @out (a writable, C-contiguous key
+ * buffer: as many keys as fit), returning the number written.
+ */
 static PyObject *mod_hash_chain(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kwds)
 {
-	static char *kwlist[] = { "tokens", "block_tokens", "parent", NULL };
-	PyObject *tokens, *parent_obj = Py_None, *out;
-	struct beluga_key parent, *keys;
+	static char *kwlist[] = { "tokens", "block_tokens", "parent", "out", NULL };
+	PyObject *tokens, *parent_obj = Py_None, *out_obj = Py_None, *ret = NULL;
+	struct beluga_key parent, *keys = NULL;
+	Py_buffer out = { .obj = NULL };
+	unsigned char *dst;
 	Py_ssize_t block_tokens;
 	struct uint_arg t;
 	size_t nkeys, i;
 	ssize_t got;
 	int has;
 
-	if (!PyArg_ParseTupleAndKeywords(args, kwds, "On|O:hash_chain", kwlist, &tokens,
-					 &block_tokens, &parent_obj))
+	if (!PyArg_ParseTupleAndKeywords(args, kwds, "On|OO:hash_chain", kwlist, &tokens,
+					 &block_tokens, &parent_obj, &out_obj))
 		return NULL;
 	if (block_tokens < 1) {
 		PyErr_Format(PyExc_ValueError, "hash_chain: block_tokens must be >= 1, got %zd",
 			     block_tokens);
 		return NULL;
 	}
-	if (get_parent(parent_obj, &parent, &has) ||
-	    get_uints(tokens, &t, 4, "tokens", "uint32"))
+	if (get_parent(parent_obj, &parent, &has))
 		return NULL;
+	if (out_obj != Py_None) {
+		if (get_contiguous(out_obj, &out, 1, "out"))
+			return NULL;
+		if (!key_format_ok(&out) || out.len % 16) {
+			PyErr_Format(PyExc_TypeError,
+				     "out must be a writable buffer of 16-byte keys (bytearray of "
+				     "16n bytes, numpy uint8/uint64 or [('lo','<u8'),('hi','<u8')]); "
+				     "got format '%s', %zd bytes",
+				     out.format ? out.format : "B", out.len);
+			PyBuffer_Release(&out);
+			return NULL;
+		}
+	}
+	if (get_uints(tokens, &t, 4, "tokens", "uint32"))
+		goto done;
 	nkeys = t.n / (size_t)block_tokens;
-	out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(nkeys * 16));
-	keys = out ? PyMem_Malloc(nkeys * sizeof(*keys) + 1) : NULL;
+	if (out.obj && nkeys > (size_t)out.len / 16)
+		nkeys = (size_t)out.len / 16;
+	keys = PyMem_Malloc(nkeys * sizeof(*keys) + 1);
 	if (!keys) {
-		uint_arg_release(&t);
-		Py_XDECREF(out);
-		return out ? PyErr_NoMemory() : NULL;
+		PyErr_NoMemory();
+		goto done_tokens;
 	}
 	Py_BEGIN_ALLOW_THREADS
 	got = beluga_hash_chain(has ? &parent : NULL, t.data, t.n, (size_t)block_tokens, keys,
 				nkeys);
 	Py_END_ALLOW_THREADS
-	uint_arg_release(&t);
 	if (got < 0) {
-		PyMem_Free(keys);
-		Py_DECREF(out);
-		return raise_beluga((int)got);
+		raise_beluga((int)got);
+		goto done_tokens;
 	}
-	for (i = 0; i < (size_t)got; i++)
-		key_to_bytes(&keys[i], (unsigned char *)PyBytes_AS_STRING(out) + 16 * i);
+	if (out.obj) {
+		dst = out.buf;
+		ret = PyLong_FromSsize_t(got);
+	} else {
+		ret = PyBytes_FromStringAndSize(NULL, got * 16);
+		dst = ret ? (unsigned char *)PyBytes_AS_STRING(ret) : NULL;
+	}
+	/* Byte by byte: @out need not be aligned, and keys are little-endian. */
+	for (i = 0; dst && i < (size_t)got; i++)
+		key_to_bytes(&keys[i], dst + 16 * i);
+done_tokens:
+	uint_arg_release(&t);
+done:
 	PyMem_Free(keys);
-	return out;
+	if (out.obj)
+		PyBuffer_Release(&out);
+	return ret;
 }
 
 static PyObject *mod_strerror(PyObject *Py_UNUSED(m), PyObject *arg)
@@ -1941,7 +1981,8 @@ static PyMethodDef module_methods[] = {
 	{ "hash_block", (PyCFunction)(void (*)(void))mod_hash_block, METH_FASTCALL,
 	  "hash_block(parent, tokens) -> bytes(16); parent None or a 16-byte key" },
 	{ "hash_chain", (PyCFunction)(void (*)(void))mod_hash_chain, METH_VARARGS | METH_KEYWORDS,
-	  "hash_chain(tokens, block_tokens, parent=None) -> bytes(16 * full blocks)" },
+	  "hash_chain(tokens, block_tokens, parent=None, out=None) -> bytes(16 * full blocks); "
+	  "with out (a writable key buffer), fills it and returns the keys written" },
 	{ "strerror", mod_strerror, METH_O,
 	  "strerror(errno) -> what the error means in Beluga" },
 #ifdef BELUGA_PY_FAKE
