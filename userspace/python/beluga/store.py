@@ -197,39 +197,18 @@ class Allocation:
         if len(kb) // KEY_BYTES != self.count:
             raise ValueError(f"publish needs one key per allocated block: {self.count} blocks, "
                              f"{len(kb) // KEY_BYTES} keys")
-        res = result if result is not None else StoreResult(self.count)
         if self._done:
             raise ValueError("this allocation was published or freed already")
         m = s.layout.parts
         try:
             for i, staged in self._staging.items():
-                for p, (start, length) in enumerate(s.layout.part_ranges()):
-                    s._part_view(self.offsets[i * m + p], length)[:] = staged[start:start + length]
-            if s.shared:
-                for off in self.offsets:
-                    beluga.flush_range(s._map.block(off))
-            pres = s.pool.publish(s.ns.value, self.offsets, _keys.part_keys(kb, m))
+                s.write_block(self.offsets[i * m:(i + 1) * m], staged)
         except BaseException:
             self.free()
             raise
         self._done = True
         self._staging.clear()
-        results = pres.results
-        unchanged = array("Q")
-        base = res.requested - self.count - res.not_stored
-        for i in range(self.count):
-            r = [results[i * m + p] for p in range(m)]
-            if all(x >= 0 for x in r):
-                res.stored += 1
-                if any(x == beluga.PUBLISH_EXISTS for x in r):
-                    res.exists += 1
-            else:
-                res.failed.append(base + i)
-                unchanged.extend(self.offsets[i * m + p] for p in range(m) if r[p] < 0)
-        if unchanged:
-            s._free(unchanged)
-        s._count(stored=res.stored, exists=res.exists, store_failed=len(res.failed))
-        return res
+        return s.publish_blocks(self.offsets, kb, result)
 
     def free(self):
         if not self._done:
@@ -343,6 +322,81 @@ class KVStore:
     def _free(self, offsets):
         if len(offsets):
             self.pool.free(offsets)
+
+    # ---- block-level calls, for adapters that copy in and out themselves --
+
+    def block_offsets(self, offsets, i):
+        """The pool blocks (``parts`` of them) of engine block ``i``."""
+        m = self.layout.parts
+        return offsets[i * m:(i + 1) * m]
+
+    def block_view(self, offsets, writable=False):
+        """Flat uint8 view of one engine block held in a single pool block
+        (``parts == 1``); None for a split block (use read/write_block)."""
+        if self.layout.parts != 1:
+            return None
+        return self._part_view(offsets[0], self.layout.block_bytes, readonly=not writable)
+
+    def write_block(self, offsets, src):
+        """Copy one engine block's bytes into its pool blocks."""
+        src = self._source(src)
+        for off, (start, length) in zip(offsets, self.layout.part_ranges()):
+            self._part_view(off, length)[:] = src[start:start + length]
+
+    def read_block(self, offsets, dst):
+        """Copy one engine block's bytes out of its (pinned) pool blocks."""
+        d = self._dest(dst)
+        for off, (start, length) in zip(offsets, self.layout.part_ranges()):
+            d[start:start + length] = self._part_view(off, length, readonly=True)
+
+    def publish_blocks(self, offsets, keys, result=None):
+        """PUBLISH written blocks (``parts`` pool blocks per key, in order).
+        Blocks PUBLISH refuses are freed; on an exception all are."""
+        kb = _keybuf(keys)
+        m = self.layout.parts
+        count = len(kb) // KEY_BYTES
+        if len(offsets) != count * m:
+            raise ValueError(f"{count} keys need {count * m} pool blocks, got {len(offsets)}")
+        res = result if result is not None else StoreResult(count)
+        if count == 0:
+            return res
+        try:
+            if self.shared:
+                for off in offsets:
+                    beluga.flush_range(self._map.block(int(off)))
+            pres = self.pool.publish(self.ns.value, offsets, _keys.part_keys(kb, m))
+        except BaseException:
+            try:
+                self._free(offsets)
+            except Exception:
+                pass
+            raise
+        results = pres.results
+        unchanged = array("Q")
+        base = res.requested - count - res.not_stored
+        stored = exists = 0
+        for i in range(count):
+            r = [results[i * m + p] for p in range(m)]
+            if all(x >= 0 for x in r):
+                stored += 1
+                exists += any(x == beluga.PUBLISH_EXISTS for x in r)
+            else:
+                res.failed.append(base + i)
+                unchanged.extend(offsets[i * m + p] for p in range(m) if r[p] < 0)
+        res.stored += stored
+        res.exists += exists
+        if unchanged:
+            self._free(unchanged)
+        self._count(stored=stored, exists=exists, store_failed=count - stored)
+        return res
+
+    def free_blocks(self, offsets):
+        """FREE allocated, unpublished pool blocks."""
+        self._free(offsets)
+
+    def release_blocks(self, offsets):
+        """RELEASE pins taken by ``pin`` (or a pinned lookup)."""
+        self._release(offsets)
 
     # ---- public API ------------------------------------------------------
 
