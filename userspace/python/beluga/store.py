@@ -147,6 +147,12 @@ class Pinned:
             self._released = True
             self._store._release(self.offsets)
 
+    def detach(self):
+        """Hand the pins to the caller: returns the offsets, which the
+        caller must pass to ``KVStore.release_blocks`` itself."""
+        self._released = True
+        return self.offsets
+
     def __enter__(self):
         return self
 
@@ -215,6 +221,14 @@ class Allocation:
             self._done = True
             self._staging.clear()
             self._store._free(self.offsets)
+
+    def detach(self):
+        """Hand the blocks to the caller (which writes them in place and
+        calls ``KVStore.publish_blocks`` or ``free_blocks``): the offsets."""
+        if self._staging:
+            raise ValueError("staged blocks would be lost: publish them instead")
+        self._done = True
+        return self.offsets
 
     def __enter__(self):
         return self
