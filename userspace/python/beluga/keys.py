@@ -93,9 +93,9 @@ def namespace(layout, salt=None, **extra):
         ("tokens_per_block", s.tokens_per_block),
         ("parts", layout.parts),
         ("part_bytes", layout.part_bytes),
-        ("tp_rank", s.tp_rank),
-        ("tp_size", s.tp_size),
     ]
+    if not s.is_mla:            # every rank holds the same MLA latent
+        fields += [("tp_rank", s.tp_rank), ("tp_size", s.tp_size)]
     fields += [("x." + k, v) for k, v in s.extra]
     fields += [("x." + k, v) for k, v in sorted(extra.items())]
     if salt is not None:
