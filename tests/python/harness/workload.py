@@ -86,14 +86,24 @@ def pool_clean(pool):
     return s["allocated_blocks"] == 0 and s["pins"] == 0, s
 
 
-def squeeze_pool(pool, capacity):
-    """Allocate all but ``capacity`` blocks of the pool (evicting what is
-    cached), so a test sees a pool of that size; returns the offsets to free."""
+def hold_all(pool):
+    """Allocate every block that can be allocated (evicting what is cached
+    and not pinned); returns the offsets, to be freed by the caller."""
+    import beluga
     from array import array
-    held = array("Q")
-    want = pool.stats()["total_blocks"] - capacity
-    while want > 0:
-        n = min(want, 1024)
-        held.extend(pool.alloc(n))
-        want -= n
+    held, n = array("Q"), 1024
+    while n:
+        try:
+            held.extend(pool.alloc(n))
+        except beluga.NoSpace:
+            n //= 2
     return held
+
+
+def squeeze_pool(pool, capacity):
+    """Leave only ``capacity`` blocks of the pool allocatable (the rest are
+    held, and what was cached is evicted); returns the offsets to free."""
+    held = hold_all(pool)
+    if capacity:
+        pool.free(held[:capacity])
+    return held[capacity:]

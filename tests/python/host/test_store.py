@@ -2,7 +2,8 @@
 pools and partial loads.  Runs on the fake backend and, unchanged, in the
 guest against the real module (fresh salts per test; sizes from the pool)."""
 
-from array import array
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -11,6 +12,9 @@ import beluga
 from beluga import keys as K
 from beluga.layout import BlockLayout, ModelSpec
 from beluga.store import KVStore
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from harness.workload import hold_all       # noqa: E402
 
 BYTES_PER_TOKEN = 2 * 2 * 2 * 16 * 4        # layers * (K,V) * heads * dim * float32
 
@@ -165,8 +169,7 @@ def test_lost_race_counts_as_stored_and_leaks_nothing(pool, store):
 
 
 def test_full_pool_stores_a_prefix_and_frees_the_rest(pool, store):
-    total = pool.stats()["total_blocks"]
-    held = pool.alloc(total)                        # evicts every unpinned block
+    held = hold_all(pool)                           # evicts every unpinned block
     try:
         k = keys_for(store, 5)
         data = blocks_for(store.layout, 5, seed=7)
@@ -187,7 +190,7 @@ def test_full_pool_stores_a_prefix_and_frees_the_rest(pool, store):
 
 
 def test_allocate_without_partial_raises_nospace(pool, store):
-    held = pool.alloc(pool.stats()["total_blocks"])
+    held = hold_all(pool)
     try:
         with pytest.raises(beluga.NoSpace):
             store.allocate(1, partial=False)
