@@ -70,6 +70,8 @@ def test_round_trip_is_bit_exact(pool, store):
     assert out.tobytes() == data.tobytes()
     st = store.stats()
     assert st["stored"] == 4 and st["loaded"] == 4 and st["load_missing"] == 0
+    # the store probe missed 4; lookup() and the load hit 4 each
+    assert st["load_failures"] == 0 and st["hits"] == 4 + 4 and st["misses"] == 4
     assert_clean(pool)
 
 
@@ -98,7 +100,7 @@ def test_partial_load_reports_missing_and_leaves_them_untouched(pool, store):
     assert not lr.ok and lr.loaded == 3 and lr.missing == [3, 4]
     assert out[:3].tobytes() == data[:3].tobytes()
     assert np.all(out[3:] == -1.0)
-    assert store.stats()["load_missing"] == 2
+    assert store.stats()["load_missing"] == 2 and store.stats()["load_failures"] == 1
     assert_clean(pool)
 
 

@@ -243,8 +243,10 @@ class Allocation:
             pass
 
 
+# Blocks, except lookups/loads (calls) and load_failures (loads that did
+# not load every block asked for).
 COUNTERS = ("lookups", "hits", "misses", "stored", "exists", "store_failed", "not_stored",
-            "loads", "loaded", "load_missing")
+            "loads", "loaded", "load_missing", "load_failures")
 
 
 class KVStore:
@@ -539,7 +541,8 @@ class KVStore:
                     buf.flags.writeable = False
                     reader(i, buf)
             loaded = p.count
-        self._count(loads=1, loaded=loaded, load_missing=n - loaded)
+        self._count(loads=1, loaded=loaded, load_missing=n - loaded,
+                    load_failures=int(loaded < n))
         return LoadResult(n, loaded)
 
     def stats(self):
