@@ -318,3 +318,99 @@ def test_describe_lists_namespace_fields(store):
     assert f"0x{store.ns.value:016x}" in d
     for field in ("model", "tp_rank", "tokens_per_block", "salt", "sha256"):
         assert field in d
+
+
+# ---- property: any interleaving, any pressure: loads are exact or missing --
+
+from hypothesis import HealthCheck, given, settings, strategies as st    # noqa: E402
+
+OPS = st.lists(st.tuples(st.sampled_from(["store", "load", "pin", "unpin", "squeeze", "unsqueeze"]),
+                         st.integers(0, 2), st.integers(1, 6)), min_size=1, max_size=12)
+
+
+# The pool fixture is shared by the examples: each uses a fresh salt and
+# leaves nothing allocated or pinned, which the end of the test checks.
+@settings(max_examples=25, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ops=OPS)
+def test_any_sequence_loads_exact_bytes_or_reports_missing(pool, ops):
+    import secrets
+    store = KVStore(pool, make_layout(pool), salt=f"prop-{secrets.randbits(64)}")
+    lay = store.layout
+    # three chains sharing their first two blocks
+    base = list(range(1, 1 + 2 * lay.tokens))
+    chains = [store.keys_for(base + [1000 * (c + 1) + t for t in range(4 * lay.tokens)])
+              for c in range(3)]
+
+    def kv(key16):
+        rng = np.random.default_rng(int.from_bytes(key16[:8], "little"))
+        return rng.standard_normal(lay.shape).astype(lay.dtype)
+
+    pinned, held = [], []
+    try:
+        for op, c, n in ops:
+            k = chains[c][:16 * n]
+            if op == "store":
+                res = store.store(k, np.stack([kv(x) for x in K.split(k)]))
+                assert res.present + res.not_stored + len(res.failed) == n
+            elif op == "load":
+                out = lay.empty(n)
+                out[:] = np.nan
+                res = store.load(k, out)
+                for i, x in enumerate(K.split(k)):
+                    if i < res.loaded:
+                        assert out[i].tobytes() == kv(x).tobytes()
+                    else:
+                        assert np.isnan(out[i]).all()        # never written
+            elif op == "pin":
+                pinned.append((store.pin(k), k))
+            elif op == "unpin" and pinned:
+                pinned.pop(0)[0].release()
+            elif op == "squeeze":
+                free = pool.stats()["free_blocks"]
+                if free > n:
+                    held.append(pool.alloc(free - n))
+            elif op == "unsqueeze" and held:
+                pool.free(held.pop())
+            s = pool.stats()
+            assert s["free_blocks"] + s["allocated_blocks"] + s["published_blocks"] == s["total_blocks"]
+        for p, k in pinned:             # pinned blocks survived all pressure intact
+            for i in range(p.count):
+                assert p.view(i).tobytes() == kv(K.split(k)[i]).tobytes()
+    finally:
+        for p, _ in pinned:
+            p.release()
+        for h in held:
+            pool.free(h)
+        store.close()
+    assert_clean(pool)
+
+
+class SkewedPool:
+    """A pool whose pinned LOOKUP returns the hits' offsets rotated by one, as
+    BELUGA_FAKE_LOOKUP_SKEW does to the C tests: a broken kernel or binding."""
+
+    def __init__(self, pool):
+        self._pool = pool
+
+    def __getattr__(self, name):
+        return getattr(self._pool, name)
+
+    def lookup(self, ns, keys, pin=False):
+        hits, offs = self._pool.lookup(ns, keys, pin=pin)
+        if pin and hits > 1:
+            offs = offs[1:hits] + offs[:1] + offs[hits:]
+        return hits, offs
+
+
+def test_the_round_trip_check_catches_a_wrong_offset(pool, unique_ns):
+    good = KVStore(pool, make_layout(pool), salt=f"skew-{unique_ns}")
+    bad = KVStore(SkewedPool(pool), make_layout(pool), salt=f"skew-{unique_ns}")
+    data = blocks_for(good.layout, 3, seed=14)
+    k = keys_for(good, 3)
+    good.store(k, data)
+    out = good.layout.empty(3)
+    assert bad.load(k, out).ok                       # the store cannot tell...
+    assert out.tobytes() != data.tobytes()           # ...but the bytes do
+    assert good.load(k, out).ok and out.tobytes() == data.tobytes()
+    good.close(), bad.close()
+    assert_clean(pool)
