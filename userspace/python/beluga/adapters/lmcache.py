@@ -24,7 +24,6 @@ trailing chunk (fewer tokens than chunk_size) is not stored: its token
 count is not in its key, so no reader could size it.
 """
 
-from array import array
 from concurrent.futures import Future
 import logging
 import threading

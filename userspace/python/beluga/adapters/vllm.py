@@ -28,7 +28,7 @@ V -- or one cross-layer page of ``(layers, 2, tokens, heads, head_dim)``.
 """
 
 from array import array
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 import enum
 import logging
 import threading
@@ -412,6 +412,7 @@ class BelugaOffloadingWorkerImpl:
             raise ValueError(f"{len(gpu_ids)} GPU blocks (skipping {skip}) do not fit "
                              f"{len(blocks)} offloaded blocks of {bpc}")
         single = lay.parts == 1
+        raw = blk = None
         for g, gid in enumerate(gpu_ids):
             pos = g + skip
             b, j = divmod(pos, bpc)
