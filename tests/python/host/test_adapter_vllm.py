@@ -155,3 +155,47 @@ def test_subclasses_vllm_when_importable():
     import beluga.adapters.vllm as mod
     assert issubclass(mod.BelugaOffloadingSpec, base.OffloadingSpec)
     assert issubclass(mod.BelugaOffloadingManager, base.OffloadingManager)
+
+
+@pytest.mark.parametrize("cross_layer", [False, True])
+def test_tp_workers_fill_one_block_together(pool, unique_ns, cross_layer):
+    eng = H.Engine(pool, extra(unique_ns, pool, num_kv_heads=4, tp_size=2), cross_layer=cross_layer)
+    assert [w._pages[0][-1] for w in eng.workers] == [slice(0, 2), slice(2, 4)]
+    reqs, _ = conversations(16, min(budget(pool), 30), seed=8)
+    got, want = H.replay(eng, reqs)                   # every rank's bytes are checked
+    assert got == want and sum(want) > 0
+    eng.close()
+    assert pool_clean(pool)[0]
+
+
+def test_blocks_are_shared_across_tp_sizes(pool, unique_ns):
+    """The block holds every head, so TP2 and TP1 instances (and TP4, where
+    each rank holds one head) share it."""
+    reqs, _ = conversations(16, min(budget(pool), 20), seed=9, systems=1, turns=2)
+    tp2 = H.Engine(pool, extra(unique_ns, pool, num_kv_heads=4, tp_size=2))
+    for r in reqs:
+        tp2.serve(r)
+    for tp in (1, 4):
+        other = H.Engine(pool, extra(unique_ns, pool, num_kv_heads=4, tp_size=tp))
+        assert other.spec.store.ns == tp2.spec.store.ns
+        for r in reqs:
+            assert other.serve(r) == r.num_blocks
+        other.close()
+    tp2.close()
+    assert pool_clean(pool)[0]
+
+
+def test_mla_pages(pool, unique_ns):
+    eng = H.Engine(pool, extra(unique_ns, pool, latent_dim=24, num_kv_heads=1, head_dim=1))
+    assert eng.layout.spec.is_mla
+    reqs, _ = conversations(16, min(budget(pool), 30), seed=10)
+    got, want = H.replay(eng, reqs)
+    assert got == want and sum(want) > 0
+    eng.close()
+    assert pool_clean(pool)[0]
+
+
+def test_split_blocks_refuse_several_tp_writers(pool, unique_ns):
+    tokens = pool.block_size // (BYTES_PER_TOKEN * 2) + 16     # 4 heads: twice the bytes
+    with pytest.raises(ValueError, match="TP workers cannot fill together"):
+        H.Engine(pool, extra(unique_ns, pool, tokens=tokens, num_kv_heads=4, tp_size=2))
