@@ -2,6 +2,7 @@
 """Keys, offsets and tokens as buffers: every accepted form, every refusal."""
 
 import array
+import ctypes
 
 import numpy as np
 import pytest
@@ -111,7 +112,14 @@ def offset_forms(offs):
         "memoryview-Q": memoryview(a),
         "memoryview-L": memoryview(a.tobytes()).cast("L"),
         "numpy-uint64-2d": np.array(offs, dtype=np.uint64).reshape(len(offs), 1),
+        "ctypes-<Q": (ctypes.c_uint64 * len(offs))(*offs),
     }
+
+
+def test_offset_forms_cover_the_formats():
+    formats = {memoryview(v).format for v in offset_forms([0]).values()
+               if not isinstance(v, (list, tuple))}
+    assert {"Q", "L", "<Q"} <= formats
 
 
 @pytest.mark.parametrize("form", list(offset_forms([0])))
