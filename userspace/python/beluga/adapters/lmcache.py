@@ -46,6 +46,13 @@ def _done(value):
     return f
 
 
+def _flag(v):
+    """A config flag: None (ask the pool), or a bool from bool/str."""
+    if v is None or isinstance(v, bool):
+        return v
+    return str(v).lower() in ("1", "true", "yes", "on")
+
+
 def _one_shape(shapes):
     """LMCache passes one shape (torch.Size) or a list with one shape."""
     first = shapes[0] if len(shapes) else None
@@ -141,7 +148,15 @@ class BelugaStoragePluginImpl:
 
     def __init__(self, dst_device="cpu", config=None, metadata=None, local_cpu_backend=None,
                  loop=None, pool=None):
+        for base in type(self).__mro__[1:]:
+            if base.__module__.startswith("lmcache."):   # the real interface, when present
+                try:
+                    base.__init__(self, dst_device, config, metadata, local_cpu_backend, loop)
+                except TypeError:
+                    base.__init__(self, dst_device)
+                break
         self.dst_device, self.config, self.metadata = dst_device, config, metadata
+        self.local_cpu_backend, self.loop = local_cpu_backend, loop
         extra = dict(getattr(config, "extra_config", None) or {})
         self.extra = extra
         self.pool = pool if pool is not None else beluga.Pool(extra.get("beluga.path"))
@@ -171,7 +186,8 @@ class BelugaStoragePluginImpl:
                 spec = ModelSpec(num_kv_heads=h * ident[1], head_dim=d, tp_rank=ident[2],
                                  tp_size=ident[1], **common)
             s = KVStore(self.pool, BlockLayout(spec, self.pool.block_size),
-                        salt=self.extra.get("beluga.salt"))
+                        salt=self.extra.get("beluga.salt"),
+                        shared=_flag(self.extra.get("beluga.shared")))
             self._stores[ident] = s
         return s
 

@@ -553,7 +553,7 @@ class BelugaOffloadingSpecImpl:
         self.tp_size = spec.tp_size
         # One block holds every head; each TP worker fills its own (see the worker).
         layout = BlockLayout(replace(spec, tp_rank=0, tp_size=1), self.pool.block_size)
-        self.store = KVStore(self.pool, layout, salt=extra.get("salt"),
+        self.store = KVStore(self.pool, layout, salt=extra.get("salt"), shared=extra.get("shared"),
                              key_scheme=extra.get("key_scheme", "sha256"))
         self.stores = {0: self.store}
         self._events = bool(extra.get("kv_events", getattr(config, "enable_kv_cache_events", False)))
