@@ -453,3 +453,15 @@ def test_threads_store_and_load_overlapping_chains(pool, unique_ns):
     assert st["stored"] >= 4 * 2 + 2        # every chain's own blocks, the shared two once
     store.close()
     assert_clean(pool)
+
+
+def test_readme_quick_start_runs(pool, capsys):
+    """The quick start in userspace/python/README.md works as printed."""
+    import re
+    readme = Path(__file__).resolve().parents[3] / "userspace" / "python" / "README.md"
+    code = re.search(r"## Quick start.*?```python\n(.*?)```", readme.read_text(), re.S).group(1)
+    exec(compile(code, str(readme), "exec"), {})
+    out = capsys.readouterr().out
+    # on the real module an earlier run may have stored the block already
+    assert ("stored=1" in out or "skipped=1" in out) and "loaded=1" in out, out
+    assert out.rstrip().endswith("True"), out

@@ -14,7 +14,9 @@ Load it through LMCache's storage plugins (LMCache config)::
 ``allocate`` hands LMCache a MemoryObj whose tensor *is* the pool block
 (viewed in LMCache's KV_2LTD shape ``[2, layers, tokens, hidden]`` over
 Beluga's canonical layer-major bytes), so LMCache's GPU->CPU copy is the
-only copy; ``batched_submit_put_task`` PUBLISHes.  Reads pin the block;
+only copy; ``batched_submit_put_task`` PUBLISHes, after which the pool owns
+the block and the MemoryObj must not be read again (the block may be
+evicted and reused).  Reads pin the block;
 the MemoryObj's last ``ref_count_down`` RELEASEs it.
 
 Keys: the namespace comes from the CacheEngineKey's model_name, world_size

@@ -241,7 +241,9 @@ class BelugaOffloadingManagerImpl:
         store = self._stores.get(group)
         if store is None:
             return None
-        todo = [key for key in keys if store.lookup(self._store_key(key)[1]) == 0]
+        # one KV cache group per call; keys of other groups are not stored
+        todo = [key for key in keys if split_offload_key(key)[1] == group
+                and store.lookup(self._store_key(key)[1]) == 0]
         alloc = store.allocate(len(todo))
         if todo and alloc.count == 0:
             return None
