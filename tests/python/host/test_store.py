@@ -282,6 +282,16 @@ def test_bad_arguments_are_rejected_before_touching_the_pool(pool, store):
     assert_clean(pool)
 
 
+def test_closed_store_says_so(pool, unique_ns):
+    store = KVStore(pool, make_layout(pool), salt=f"closed-{unique_ns}")
+    k = keys_for(store, 1)
+    store.store(k, blocks_for(store.layout, 1, seed=15))
+    store.close()
+    with pytest.raises(ValueError, match="closed"):
+        store.load(k, store.layout.empty(1))
+    assert_clean(pool)                          # the failed load released its pin
+
+
 def test_layout_must_match_the_pool(pool):
     spec = ModelSpec(model="m", num_layers=1, num_kv_heads=1, head_dim=1, dtype="float32")
     with pytest.raises(ValueError, match="pool.block_size"):
