@@ -85,6 +85,14 @@ def test_open_not_beluga(device):
         beluga.Pool(device)
 
 
+def test_open_other_abi(device):
+    _beluga._fake_reset(abi_version=99)
+    with pytest.raises(beluga.AbiMismatch, match="speaks Beluga ABI 99") as ei:
+        beluga.Pool(device)
+    assert ei.value.errno == errno.EPROTO
+    _beluga._fake_reset()
+
+
 def test_no_region(device):
     _beluga._fake_reset(regions="")
     with beluga.Pool(device) as p:

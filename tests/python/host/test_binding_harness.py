@@ -78,7 +78,8 @@ def test_tap_lines_for_every_outcome(tmp_path):
                for ln in lines)
     real = [ln for ln in lines if "::test_real" in ln]
     if beluga.FAKE_KERNEL:
-        assert real[0].startswith("ok ") and "# SKIP needs the real module (two processes)" in real[0]
+        assert real[0].startswith("ok ")
+        assert "# SKIP needs the real module (two processes)" in real[0]
 
 
 def test_collection_error_is_a_failure(tmp_path):
