@@ -279,3 +279,19 @@ def test_reset_cache_evicts_this_namespace(pool, unique_ns):
         pytest.skip("EVICT needs an admin handle (reset_cache() logged a warning)")
     assert eng.spec.store.lookup(k16) == 0
     eng.close()
+
+
+def test_touch_refreshes_lru_with_few_lookups(pool, unique_ns):
+    eng = H.Engine(pool, extra(unique_ns, pool))
+    reqs, _ = conversations(16, 10, seed=42, systems=1, turns=1)
+    eng.serve(reqs[0])
+    keys = [H.V.make_offload_key(d) for d in reqs[0].digests]
+    gap = H.V.make_offload_key(b"\x66" * 32)
+    ctx = H.ReqContext("t")
+    before = eng.spec.store.stats()["lookups"]
+    eng.manager.touch(keys, ctx)
+    assert eng.spec.store.stats()["lookups"] - before == 1       # one chain, one LOOKUP
+    eng.manager.touch(keys[:1] + [gap] + keys[1:], ctx)          # a gap: still terminates
+    assert pool.stats()["pins"] == 0
+    eng.close()
+    assert pool_clean(pool)[0]

@@ -218,10 +218,18 @@ class BelugaOffloadingManagerImpl:
         return _cls("BelugaLoadStoreSpec")(offsets, group, missing)
 
     def touch(self, keys, req_context):
-        for key in keys:
-            store, k = self._store_key(key)
-            if store is not None:
-                store.pin(k).release()        # a pinned LOOKUP refreshes the LRU
+        """Refresh the LRU of present keys: a pinned LOOKUP and a RELEASE
+        (Beluga has no touch-only LOOKUP).  The keys are usually a chain,
+        so the first LOOKUP covers its leading run; keys past a gap are
+        touched one by one."""
+        keys = [k for k in keys if split_offload_key(k)[1] in self._stores]
+        while keys:
+            store, _ = self._store_key(keys[0])
+            run = [k for k in keys if split_offload_key(k)[1] == split_offload_key(keys[0])[1]]
+            p = store.pin([self._store_key(k)[1] for k in run])
+            p.release()
+            rest = run[max(p.count, 1):]
+            keys = [k for k in keys if k not in run] + rest
 
     def complete_load(self, keys, req_context):
         with self._lock:
