@@ -57,6 +57,8 @@ fi
 run hash "$dir/test_hash"
 run batch "$dir/test_batch"
 run sysfs "$dir/test_sysfs"
+run cuda "$dir/test_cuda" "$dir"
+run cuda-mapped "$dir/test_cuda" --mapped "$dir"
 run cli "$here/test_cli.sh" "$dir"
 run install "$here/test_install.sh" "$here/.."
 
