@@ -57,6 +57,7 @@ fi
 run hash "$dir/test_hash"
 run batch "$dir/test_batch"
 run sysfs "$dir/test_sysfs"
+run errors "$dir/test_errors"
 run cuda "$dir/test_cuda" "$dir"
 run cuda-mapped "$dir/test_cuda" --mapped "$dir"
 run cli "$here/test_cli.sh" "$dir"
