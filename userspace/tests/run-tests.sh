@@ -60,6 +60,7 @@ run sysfs "$dir/test_sysfs"
 run errors "$dir/test_errors"
 run cuda "$dir/test_cuda" "$dir"
 run cuda-mapped "$dir/test_cuda" --mapped "$dir"
+run kvcopy "$dir/test_kvcopy"
 run cli "$here/test_cli.sh" "$dir"
 run install "$here/test_install.sh" "$here/.."
 
