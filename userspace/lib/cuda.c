@@ -28,6 +28,7 @@
 
 /* cudaHostRegister flags, from the CUDA runtime API (stable since 4.0). */
 #define BEL_CUDA_HOST_REGISTER_PORTABLE	0x01
+#define BEL_CUDA_HOST_REGISTER_MAPPED	0x02
 #define BEL_CUDA_HOST_REGISTER_READONLY	0x08
 
 size_t bel_cuda_chunk_target = BEL_CUDA_CHUNK_TARGET;
@@ -372,8 +373,9 @@ BEL_EXPORT int beluga_cuda_register(struct beluga *b, unsigned int cuda_flags)
 	ret = beluga_info(b, &info);
 	if (ret)
 		return ret;
+	/* Mapped: kernels (libbeluga-kvcopy) read and write the blocks in place. */
 	if (!cuda_flags)
-		cuda_flags = BEL_CUDA_HOST_REGISTER_PORTABLE;
+		cuda_flags = BEL_CUDA_HOST_REGISTER_PORTABLE | BEL_CUDA_HOST_REGISTER_MAPPED;
 	if (b->flags == O_RDONLY)
 		cuda_flags |= BEL_CUDA_HOST_REGISTER_READONLY;
 

@@ -257,9 +257,9 @@ static void test_handle(void)
 	ret = beluga_cuda_register(b, 0);
 	base = beluga_map_base(b);
 	tap_result(!ret && base && stub_a->nr_calls == 5 &&
-		   log_tiles(stub_a, base, 30 * MiB, 3 * MiB, 1),
+		   log_tiles(stub_a, base, 30 * MiB, 3 * MiB, 0x01 | 0x02),
 		   "register: the pool of 3 MiB blocks maps and registers in 5 pieces of 2 blocks, "
-		   "portable (ret %d, %u calls: %s)", ret, stub_a->nr_calls, beluga_last_error(b));
+		   "portable and mapped (ret %d, %u calls: %s)", ret, stub_a->nr_calls, beluga_last_error(b));
 	tap_result(!beluga_cuda_register(b, 0) && stub_a->nr_calls == 5,
 		   "register: a second call is a no-op");
 	beluga_unmap(b);
@@ -282,7 +282,8 @@ static void test_handle(void)
 	ro = open_pool(O_RDONLY);
 	stub_reset(stub_a);
 	ret = beluga_cuda_register(ro, 0);
-	tap_result(!ret && log_tiles(stub_a, beluga_map_base(ro), 30 * MiB, 3 * MiB, 0x01 | 0x08),
+	tap_result(!ret &&
+		   log_tiles(stub_a, beluga_map_base(ro), 30 * MiB, 3 * MiB, 0x01 | 0x02 | 0x08),
 		   "register: a read-only handle adds cudaHostRegisterReadOnly");
 	beluga_close(ro);
 	tap_result(stub_a->nr_live == 0, "close: unregisters");
