@@ -63,6 +63,7 @@ run cuda-mapped "$dir/test_cuda" --mapped "$dir"
 run kvcopy "$dir/test_kvcopy"
 run cli "$here/test_cli.sh" "$dir"
 run install "$here/test_install.sh" "$here/.."
+run python "$here/test_python.sh" "$here/.."
 
 echo "1..$n"
 echo "# userspace: $((n - failed)) passed, $failed failed"
