@@ -246,11 +246,15 @@ static int clear_runtime_error(const char *path, void *arg)
 	void *lib = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
 
 	(void)arg;
-	if (!lib || lib == cuda.lib)
+	if (!lib)
 		return 0;
-	load_sym(lib, "cudaGetLastError", &get_last_error);
-	if (get_last_error)
-		get_last_error();
+	if (lib != cuda.lib) {
+		load_sym(lib, "cudaGetLastError", &get_last_error);
+		if (get_last_error)
+			get_last_error();
+	}
+	/* Only the reference RTLD_NOLOAD took: the runtime stays loaded. */
+	dlclose(lib);
 	return 0;
 }
 
