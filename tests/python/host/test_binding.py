@@ -195,3 +195,21 @@ def test_open_errors(tmp_path):
     with pytest.raises(beluga.NotFound, match="modprobe beluga") as ei:
         beluga.Pool(str(tmp_path / "nope"))
     assert ei.value.errno == errno.ENOENT
+
+
+def test_integer_arguments_are_range_checked(pool):
+    # Never wrapped around: -1 is not 2**64 - 1 bytes.
+    with pytest.raises(OverflowError):
+        pool.attach_node(0, -1)
+    with pytest.raises(OverflowError):
+        pool.attach_node(0, 1 << 20, block_size=2 ** 64)
+    with pytest.raises(OverflowError):
+        pool.attach_dax("dax0.0", block_size=-4096)
+    with pytest.raises(OverflowError):
+        pool.detach(-1)
+    with pytest.raises(OverflowError):
+        pool.region_info(2 ** 32)
+    with pytest.raises(TypeError, match="expected an int"):
+        pool.region_info("0")
+    with pytest.raises(OverflowError):
+        pool.evict_ns(-1)

@@ -146,16 +146,6 @@ static PyObject *new_array(PyObject *zero, Py_ssize_t n, void **data)
 	return arr;
 }
 
-static PyObject *u64_array(const uint64_t *src, size_t n)
-{
-	void *data;
-	PyObject *arr = new_array(zero_q, (Py_ssize_t)n, &data);
-
-	if (arr && n)
-		memcpy(data, src, n * sizeof(uint64_t));
-	return arr;
-}
-
 /* ---- Input buffers ------------------------------------------------------ */
 
 /* Native little-endian code of a struct-module format, or 0 if foreign. */
@@ -403,6 +393,39 @@ static int get_ns(PyObject *obj, uint64_t *ns)
 		return -1;
 	}
 	return 0;
+}
+
+/* PyArg "O&" converters: ints in range, never wrapped like "K" and "I". */
+static int conv_u64(PyObject *obj, void *out)
+{
+	unsigned long long v;
+
+	if (!PyLong_Check(obj)) {
+		PyErr_Format(PyExc_TypeError, "expected an int, not %.100s", Py_TYPE(obj)->tp_name);
+		return 0;
+	}
+	v = PyLong_AsUnsignedLongLong(obj);
+	if (PyErr_Occurred()) {
+		PyErr_Clear();
+		PyErr_SetString(PyExc_OverflowError, "expected an int in [0, 2**64)");
+		return 0;
+	}
+	*(uint64_t *)out = v;
+	return 1;
+}
+
+static int conv_u32(PyObject *obj, void *out)
+{
+	uint64_t v;
+
+	if (!conv_u64(obj, &v))
+		return 0;
+	if (v > UINT32_MAX) {
+		PyErr_SetString(PyExc_OverflowError, "expected an int in [0, 2**32)");
+		return 0;
+	}
+	*(uint32_t *)out = (uint32_t)v;
+	return 1;
 }
 
 /* ---- Pool ---------------------------------------------------------------- */
@@ -723,19 +746,15 @@ static PyObject *Pool_stats(Pool *p, PyObject *Py_UNUSED(ignored))
 static PyObject *Pool_region_info(Pool *p, PyObject *arg)
 {
 	struct beluga_region_info ri;
-	unsigned long id;
+	uint32_t id;
 	PyObject *d;
 	int ret;
 
-	id = PyLong_AsUnsignedLong(arg);
-	if (PyErr_Occurred() || id > UINT32_MAX) {
-		PyErr_Clear();
-		PyErr_SetString(PyExc_TypeError, "region_id must be an int in [0, 2**32)");
+	if (!conv_u32(arg, &id))
 		return NULL;
-	}
 	if (pool_enter(p))
 		return NULL;
-	POOL_CALL(p, ret = beluga_region_info(p->b, (uint32_t)id, &ri));
+	POOL_CALL(p, ret = beluga_region_info(p->b, id, &ri));
 	pool_leave(p);
 	if (ret)
 		return raise_beluga(ret);
@@ -914,12 +933,17 @@ out:
 	return res;
 }
 
-/* lookup(ns, keys, pin=False): parsed by hand, it is the hot path. */
+/*
+ * lookup(ns, keys, pin=False): parsed by hand, it is the hot path. With
+ * pin, the offsets land in the result array directly, which is cut to the
+ * hits afterwards (shrinking an array cannot fail), so that no pin is
+ * taken that could not be handed to the caller.
+ */
 static PyObject *Pool_lookup(Pool *p, PyObject *const *args, Py_ssize_t nargs,
 			     PyObject *kwnames)
 {
-	uint64_t stack_offs[64], *offs = NULL;
-	PyObject *pin_obj = NULL, *arr, *ret_obj;
+	PyObject *pin_obj = NULL, *arr = NULL;
+	uint64_t *offs = NULL;
 	struct keys_arg k;
 	ssize_t hits;
 	uint64_t ns;
@@ -947,44 +971,36 @@ static PyObject *Pool_lookup(Pool *p, PyObject *const *args, Py_ssize_t nargs,
 	if (get_keys(args[1], &k, "keys"))
 		return NULL;
 	if (pin) {
-		offs = k.n <= 64 ? stack_offs : malloc(k.n * sizeof(*offs));
-		if (!offs) {
-			keys_release(&k);
-			return PyErr_NoMemory();
-		}
+		arr = new_array(zero_q, (Py_ssize_t)k.n, (void **)&offs);
+		if (!arr)
+			goto fail;
 	}
-	if (pool_enter(p)) {
-		hits = 0;
+	if (pool_enter(p))
 		goto fail;
-	}
 	POOL_CALL(p, hits = beluga_lookup(p->b, ns, k.keys, k.n, offs,
 					  pin ? BELUGA_LOOKUP_PIN : 0));
-	pool_leave(p);
-	if (hits < 0) {
-		raise_beluga((int)hits);
-		goto fail;
-	}
 	keys_release(&k);
-	if (!pin)
+	if (hits < 0) {
+		pool_leave(p);
+		Py_XDECREF(arr);
+		return raise_beluga((int)hits);
+	}
+	if (!pin) {
+		pool_leave(p);
 		return Py_BuildValue("(nO)", (Py_ssize_t)hits, Py_None);
-	arr = u64_array(offs, (size_t)hits);
-	if (!arr) {
-		/* Do not leave pins nobody can release. */
-		Py_BEGIN_ALLOW_THREADS
-		beluga_release(p->b, offs, (size_t)hits);
-		Py_END_ALLOW_THREADS
-		if (offs != stack_offs)
-			free(offs);
+	}
+	if ((size_t)hits < k.n && PySequence_DelSlice(arr, hits, (Py_ssize_t)k.n)) {
+		/* Not reached in practice; give the pins back rather than leak them. */
+		POOL_CALL(p, beluga_release(p->b, offs, (size_t)hits));
+		pool_leave(p);
+		Py_DECREF(arr);
 		return NULL;
 	}
-	if (offs != stack_offs)
-		free(offs);
-	ret_obj = Py_BuildValue("(nN)", (Py_ssize_t)hits, arr);
-	return ret_obj;
+	pool_leave(p);
+	return Py_BuildValue("(nN)", (Py_ssize_t)hits, arr);
 fail:
 	keys_release(&k);
-	if (offs != stack_offs)
-		free(offs);
+	Py_XDECREF(arr);
 	return NULL;
 usage:
 	PyErr_SetString(PyExc_TypeError, "lookup(ns, keys, pin=False)");
@@ -1014,14 +1030,14 @@ static PyObject *attach_dict(const struct beluga_attach *a)
 static PyObject *Pool_attach_dax(Pool *p, PyObject *args, PyObject *kwds)
 {
 	static char *kwlist[] = { "dax", "block_size", "shared", "host_id", "format", NULL };
-	unsigned long long block_size = 0;
+	uint64_t block_size = 0;
 	int shared = 0, host_id = -1, format = 0, ret;
 	PyObject *dax_obj, *dax_bytes = NULL;
 	struct beluga_attach out;
 	const char *dax;
 
-	if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|Kpip:attach_dax", kwlist, &dax_obj,
-					 &block_size, &shared, &host_id, &format))
+	if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|O&pip:attach_dax", kwlist, &dax_obj,
+					 conv_u64, &block_size, &shared, &host_id, &format))
 		return NULL;
 	if (!PyUnicode_FSConverter(dax_obj, &dax_bytes))
 		return NULL;
@@ -1052,12 +1068,12 @@ static PyObject *Pool_attach_dax(Pool *p, PyObject *args, PyObject *kwds)
 static PyObject *Pool_attach_node(Pool *p, PyObject *args, PyObject *kwds)
 {
 	static char *kwlist[] = { "node", "size", "block_size", NULL };
-	unsigned long long size, block_size = 0;
+	uint64_t size, block_size = 0;
 	struct beluga_attach out;
 	int node, ret;
 
-	if (!PyArg_ParseTupleAndKeywords(args, kwds, "iK|K:attach_node", kwlist, &node, &size,
-					 &block_size))
+	if (!PyArg_ParseTupleAndKeywords(args, kwds, "iO&|O&:attach_node", kwlist, &node,
+					 conv_u64, &size, conv_u64, &block_size))
 		return NULL;
 	memset(&out, 0, sizeof(out));
 	if (pool_enter(p))
@@ -1072,11 +1088,12 @@ static PyObject *Pool_attach_node(Pool *p, PyObject *args, PyObject *kwds)
 static PyObject *Pool_detach(Pool *p, PyObject *args, PyObject *kwds)
 {
 	static char *kwlist[] = { "region_id", "evict", NULL };
-	unsigned int region_id;
+	uint32_t region_id;
 	uint64_t evicted = 0;
 	int evict = 0, ret;
 
-	if (!PyArg_ParseTupleAndKeywords(args, kwds, "I|p:detach", kwlist, &region_id, &evict))
+	if (!PyArg_ParseTupleAndKeywords(args, kwds, "O&|p:detach", kwlist, conv_u32, &region_id,
+					 &evict))
 		return NULL;
 	if (pool_enter(p))
 		return NULL;
