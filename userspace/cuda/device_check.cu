@@ -16,7 +16,9 @@
  *     compares every byte of the cache with what it must hold;
  *   - measures both directions against cudaMemcpy of the same bytes between
  *     device memory and cudaMallocHost memory, in the same run: median of
- *     several runs, min and max, and the ratio of the medians.
+ *     several runs, min and max, and the ratio of the medians (plus, for
+ *     context, cudaMemcpy from the registered stand-in and from pageable
+ *     memory).
  *
  * Output is TAP. Without a usable GPU it prints one SKIP line with the
  * reason and exits 0. Bandwidth figures are comments (a benchmark, not a
@@ -309,7 +311,14 @@ int main(void)
 	CHECK_CUDA(cudaMallocHost(&pinned, bytes));
 	CHECK_CUDA(cudaMalloc(&dev, bytes));
 	memset(pinned, 1, bytes);
-	std::vector<double> gather, scatter, d2h, h2d;
+	/* context: the same bytes from the registered stand-in and from pageable memory */
+	char *pageable = (char *)malloc(bytes);
+	if (!pageable) {
+		result(false, "host memory for the pageable baseline");
+		return 1;
+	}
+	memset(pageable, 2, bytes);
+	std::vector<double> gather, scatter, d2h, h2d, reg_h2d, page_h2d;
 	bool all_ok = true;
 	for (int r = 0; r < RUNS + 1; r++) {
 		double t0 = now();
@@ -323,21 +332,30 @@ int main(void)
 		double t3 = now();
 		all_ok &= cudaMemcpy(dev, pinned, bytes, cudaMemcpyHostToDevice) == cudaSuccess;
 		double t4 = now();
+		all_ok &= cudaMemcpy(dev, pool, bytes, cudaMemcpyHostToDevice) == cudaSuccess;
+		double t5 = now();
+		all_ok &= cudaMemcpy(dev, pageable, bytes, cudaMemcpyHostToDevice) == cudaSuccess;
+		double t6 = now();
 		if (!r)
 			continue;	/* warm-up */
+		reg_h2d.push_back(bytes / (t5 - t4) / 1e9);
+		page_h2d.push_back(bytes / (t6 - t5) / 1e9);
 		gather.push_back(bytes / (t1 - t0) / 1e9);
 		scatter.push_back(bytes / (t2 - t1) / 1e9);
 		d2h.push_back(bytes / (t3 - t2) / 1e9);
 		h2d.push_back(bytes / (t4 - t3) / 1e9);
 	}
 	struct stats g = summarize(gather), s = summarize(scatter), dh = summarize(d2h),
-		     hd = summarize(h2d);
+		     hd = summarize(h2d), rh = summarize(reg_h2d), ph = summarize(page_h2d);
 	printf("# bandwidth, %d runs of %llu blocks (%zu MiB), GB/s median [min, max]:\n", RUNS,
 	       (unsigned long long)BATCH, bytes >> 20);
 	printf("#   gather GPU->pool (kvcopy)          %7.2f [%7.2f, %7.2f]\n", g.median, g.min, g.max);
 	printf("#   cudaMemcpy D2H to cudaMallocHost   %7.2f [%7.2f, %7.2f]\n", dh.median, dh.min, dh.max);
 	printf("#   scatter pool->GPU (kvcopy)         %7.2f [%7.2f, %7.2f]\n", s.median, s.min, s.max);
 	printf("#   cudaMemcpy H2D from cudaMallocHost %7.2f [%7.2f, %7.2f]\n", hd.median, hd.min, hd.max);
+	printf("#   cudaMemcpy H2D, registered pool    %7.2f [%7.2f, %7.2f] (contiguous)\n", rh.median,
+	       rh.min, rh.max);
+	printf("#   cudaMemcpy H2D, pageable malloc    %7.2f [%7.2f, %7.2f]\n", ph.median, ph.min, ph.max);
 	printf("#   ratio gather/D2H %.3f, scatter/H2D %.3f (pool: %s)\n", g.median / dh.median,
 	       s.median / hd.median, backing);
 	result(all_ok, "bandwidth measured against cudaMemcpy in the same run (%s)",
@@ -351,13 +369,22 @@ int main(void)
 				"\"runs\": %d, \"pool_backing\": \"%s\",\n", prop.name,
 				(unsigned long long)block, (unsigned long long)BATCH, RUNS, backing);
 			fprintf(f, " \"gbps\": {\"gather\": [%.3f, %.3f, %.3f], \"d2h_pinned\": [%.3f, %.3f, %.3f], "
-				"\"scatter\": [%.3f, %.3f, %.3f], \"h2d_pinned\": [%.3f, %.3f, %.3f]},\n",
+				"\"scatter\": [%.3f, %.3f, %.3f], \"h2d_pinned\": [%.3f, %.3f, %.3f], "
+				"\"h2d_registered_pool\": [%.3f, %.3f, %.3f], \"h2d_pageable\": [%.3f, %.3f, %.3f]},\n",
 				g.median, g.min, g.max, dh.median, dh.min, dh.max, s.median, s.min, s.max,
-				hd.median, hd.min, hd.max);
+				hd.median, hd.min, hd.max, rh.median, rh.min, rh.max, ph.median, ph.min, ph.max);
 			fprintf(f, " \"ratio\": {\"gather_vs_d2h\": %.4f, \"scatter_vs_h2d\": %.4f}}\n",
 				g.median / dh.median, s.median / hd.median);
 			fclose(f);
 		}
+	}
+
+	cudaFreeHost(pinned);
+	cudaFree(dev);
+	free(pageable);
+	for (uint32_t l = 0; l < LAYERS; l++) {
+		cudaFree((void *)(uintptr_t)gpu[l]);
+		free(host[l]);
 	}
 
 	/* 7. unregister every piece */
