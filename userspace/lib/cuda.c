@@ -139,9 +139,9 @@ static void load_sym(void *lib, const char *name, void *fnp)
 
 /*
  * The paths of the CUDA runtimes mapped in this process (libcudart*.so*,
- * including copies bundled under other names' directories, such as
- * PyTorch's libcudart-<hash>.so.12), from /proc/self/maps. Calls @fn for
- * each distinct path until it returns non-zero.
+ * including copies that packages bundle, such as PyTorch's
+ * libcudart-<hash>.so.12), from /proc/self/maps. Calls @fn for each
+ * distinct path until it returns non-zero.
  */
 static void for_each_mapped_runtime(int (*fn)(const char *path, void *arg), void *arg)
 {
@@ -160,7 +160,8 @@ static void for_each_mapped_runtime(int (*fn)(const char *path, void *arg), void
 		if (nl)
 			*nl = '\0';
 		name = strrchr(path, '/') + 1;
-		if (strncmp(name, "libcudart", 9) || !strstr(name, ".so") || strlen(path) >= sizeof(seen[0]))
+		if (strncmp(name, "libcudart", 9) || !strstr(name, ".so") ||
+		    strlen(path) >= sizeof(seen[0]))
 			continue;
 		for (i = 0; i < nr_seen && strcmp(seen[i], path); i++)
 			;
@@ -203,8 +204,10 @@ static void cuda_load(void)
 	} else {
 		/*
 		 * A runtime the process already uses (the engine's) comes
-		 * first: registering through it keeps its error state, not a
-		 * second copy's, the one the engine reads.
+		 * first: no second copy is loaded, and a failure lands in the
+		 * error state the engine reads (cleared below). RTLD_NOLOAD
+		 * with the path from /proc/self/maps finds a library loaded
+		 * under another name too (glibc matches the file).
 		 */
 		for_each_mapped_runtime(take_mapped_runtime, &lib);
 		for (i = 0; i < sizeof(names) / sizeof(names[0]) && !lib; i++)
