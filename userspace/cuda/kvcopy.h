@@ -12,7 +12,9 @@
  * per-layer tensor of shape (2, num_blocks, block_tokens, heads, dim) has
  * gpu_kv_stride = num_blocks * block_tokens * row_bytes, gpu_block_stride =
  * block_tokens * row_bytes, gpu_token_stride = row_bytes; FlashInfer's
- * (num_blocks, 2, ...) swaps the first two. MLA caches have num_kv = 1.
+ * (num_blocks, 2, ...) swaps the first two. MLA caches have num_kv = 1. A
+ * single tensor holding every layer (a cross-layer cache) is gpu_layers[l] =
+ * base + l * its layer stride.
  *
  * Pool side. A pool block starts at pool_base + pool_offset, and the same
  * row lies at
