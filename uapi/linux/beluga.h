@@ -474,7 +474,10 @@ enum beluga_backend {
  * BELUGA_ATTACH_FORMAT, refused while other hosts are alive), else this
  * host joins it; @block_size 0 accepts the pool's. The host id is
  * @host_id with BELUGA_ATTACH_HOST_ID, else the host_id module parameter
- * (beluga.host_id=N). ALLOC, FREE, PUBLISH, LOOKUP and RELEASE then follow
+ * (beluga.host_id=N). That parameter and the timings a formatting host
+ * writes (beluga.mh_heartbeat_ms, beluga.mh_lease_ms) are given at load
+ * and read-only afterwards (/sys/module/beluga/parameters, mode 0444); an
+ * ATTACH that uses an out-of-range value fails (-ERANGE, -EINVAL). ALLOC, FREE, PUBLISH, LOOKUP and RELEASE then follow
  * the multi-host protocol; the offset space holds the range's data blocks
  * only (its metadata is not mappable); PUBLISH writes the blocks' CPU
  * caches back first; EVICT is -EOPNOTSUPP; STATS and REGION_INFO report
