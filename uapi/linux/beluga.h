@@ -51,8 +51,10 @@
  * memory, 6.5 and later). Device-dax regions are mapped with 2 MiB pages where the
  * mapping address, the offset and the region allow it; the kernel picks a
  * 2 MiB aligned address for mappings of 2 MiB or more at a 2 MiB aligned
- * offset. A mapping reaches the regions attached when it was made; pages in
- * holes or in regions attached later raise SIGBUS: map again after ATTACH.
+ * offset. A mapping reaches the regions attached when it was made, in the
+ * range it was made with; pages in holes, in regions attached later or in
+ * regions it reaches only after mremap() grew it raise SIGBUS: map again
+ * after ATTACH (REGION_INFO's @mappings says which mappings count where).
  * mmap() errors:
  *   -EINVAL  MAP_PRIVATE (only MAP_SHARED is allowed);
  *   -EACCES  PROT_WRITE on a file opened O_RDONLY (read-only files map
@@ -597,8 +599,17 @@ struct beluga_evict {
  * @region_id: in: slot, 0..BELUGA_MAX_REGIONS-1
  * @backend: out: enum beluga_backend
  * @node: out: NUMA node of the memory
- * @mappings: out: VMAs of /dev/beluga mappings that cover the region (a
- *	mapping split by munmap() or copied by fork() counts once per piece)
+ * @mappings: out: VMAs of /dev/beluga mappings that count in the region.
+ *	A VMA counts in every region its range covered when mmap() made it,
+ *	for as long as it lives, whatever happens to its range later: each
+ *	piece of a mapping split (munmap() or mprotect() of a part) or shrunk
+ *	(mremap()) counts in all of them, also in regions the piece no longer
+ *	covers, and so does each copy fork() makes; a mapping moved by
+ *	mremap() counts once. Growing a mapping with mremap() adds no
+ *	region: its pages in a region it did not cover at mmap() raise
+ *	SIGBUS, like pages in holes. So DETACH, which needs 0 here, waits
+ *	for every piece of every mapping that covered the region at mmap()
+ *	to be unmapped, and is allowed under a mapping grown over it.
  * @phys_start: out: DAX: physical start; NODE: 0
  * @length: out: bytes claimed
  * @first_offset: out: offset of the region's first block
