@@ -479,8 +479,9 @@ enum beluga_backend {
  * (beluga.host_id=N). That parameter and the timings a formatting host
  * writes (beluga.mh_heartbeat_ms, beluga.mh_lease_ms) are given at load
  * and read-only afterwards (/sys/module/beluga/parameters, mode 0444); an
- * ATTACH that uses an out-of-range value fails (-ERANGE, -EINVAL). ALLOC, FREE, PUBLISH, LOOKUP and RELEASE then follow
- * the multi-host protocol; the offset space holds the range's data blocks
+ * ATTACH that uses an out-of-range value fails (-ERANGE, -EINVAL).
+ * ALLOC, FREE, PUBLISH, LOOKUP and RELEASE then follow the multi-host
+ * protocol; the offset space holds the range's data blocks
  * only (its metadata is not mappable); PUBLISH writes the blocks' CPU
  * caches back first; EVICT is -EOPNOTSUPP; STATS and REGION_INFO report
  * this host's view of the pool (see struct beluga_stats; the pool's
