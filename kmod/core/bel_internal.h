@@ -31,9 +31,6 @@ static inline u64 bel_div64(u64 a, u64 b)
 
 /* Hash buckets: a power of two, at least the blocks, at most this. */
 #define BEL_MAX_BUCKETS		0x10000000U	/* 2^28 */
-/* Pin table slots of one client: a power of two, at most this. */
-#define BEL_MAX_PIN_SLOTS	0x10000000U	/* 2^28 */
-#define BEL_MIN_PIN_SLOTS	16U
 
 /*
  * A block's pin count never goes above this, so that one more batch of
