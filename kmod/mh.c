@@ -11,6 +11,7 @@
  *   fence       mb() (MFENCE)
  *   now_ns      this host's monotonic clock, counting suspend
  *   relax       a short sleep: wait loops run with the host mutex held
+ *   resched     cond_resched(): long walks let other work (the heartbeat) run
  * and two delayed works keep the host alive: the heartbeat (spinlock only,
  * never delayed by a long operation) and the maintenance tick (liveness,
  * partition claims, rebuilds).
@@ -128,6 +129,11 @@ static void beluga_mh_relax(void *priv)
 	usleep_range(500, 1000);
 }
 
+static void beluga_mh_resched(void *priv)
+{
+	cond_resched();
+}
+
 const struct bel_mh_mem_ops beluga_mh_mem_ops = {
 	.read = beluga_mh_read,
 	.write = beluga_mh_write,
@@ -136,6 +142,7 @@ const struct bel_mh_mem_ops beluga_mh_mem_ops = {
 	.fence = beluga_mh_fence,
 	.now_ns = beluga_mh_now_ns,
 	.relax = beluga_mh_relax,
+	.resched = beluga_mh_resched,
 };
 
 /* Map [@start, @start + @size) write-back, for the accessors. */
@@ -430,7 +437,7 @@ struct bel_mh_client *beluga_mh_client(struct beluga_file *bf)
 		return ERR_PTR(-ESTALE);
 	mutex_lock(&bf->mh_lock);
 	if (bf->mh_gen != dev->mh_gen) {
-		kvfree(bf->mh_client.pins);
+		bel_mh_client_forget(&bf->mh_client);
 		bel_mh_client_init(&dev->mh->host, &bf->mh_client);
 		bf->mh_gen = dev->mh_gen;
 	}
@@ -447,8 +454,7 @@ void beluga_mh_client_close(struct beluga_file *bf)
 	if (bf->mh_gen && dev->mh && bf->mh_gen == dev->mh_gen)
 		bel_mh_client_release(&bf->mh_client);
 	else
-		kvfree(bf->mh_client.pins);
-	bf->mh_client.pins = NULL;
+		bel_mh_client_forget(&bf->mh_client);
 	up_read(&dev->mh_rwsem);
 }
 

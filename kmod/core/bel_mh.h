@@ -19,6 +19,7 @@
 #define BEL_MH_H
 
 #include "bel_env.h"
+#include "bel_pins.h"
 #include <linux/beluga.h>
 
 #ifdef __KERNEL__
@@ -237,6 +238,8 @@ static inline bool bel_mh_site_on(int site)
  * simulator implements them over a private cache model per host.
  *
  * relax() is called in wait loops (with the host mutex held); it may sleep.
+ * resched() is a preemption point in long walks (cond_resched(), which
+ * lets the heartbeat work run on this CPU); it may sleep.
  * now_ns() is this host's monotonic clock.
  */
 struct bel_mh_mem_ops {
@@ -247,6 +250,7 @@ struct bel_mh_mem_ops {
 	void (*fence)(void *priv);
 	u64 (*now_ns)(void *priv);
 	void (*relax)(void *priv);
+	void (*resched)(void *priv);
 };
 
 /* Accesses made through the accessor layer, in lines (or calls). */
@@ -407,14 +411,20 @@ struct bel_mh_host {
 	const char *why;		/* reason of the last refusal */
 };
 
-/* One open file: its allocations and pins (released on close). */
+/*
+ * One open file: its allocations and pins (released on close). The pins
+ * are (block, count) pairs, so their memory grows with the distinct
+ * blocks pinned, never with the number of pins.
+ */
 struct bel_mh_client {
 	struct bel_mh_host *host;
 	u32 nr_allocated;
-	u32 nr_pins;			/* entries used in @pins */
-	u32 cap_pins;
-	u32 *pins;			/* block numbers, one per pin */
+	u64 nr_pins;			/* pins held, with multiplicity */
+	struct bel_pin_table pins;	/* block -> pins held */
 };
+
+/* Long walks under the host mutex reschedule every this many steps. */
+#define BEL_MH_RESCHED_EVERY	256U
 
 #define BEL_MH_NONE	0xffffffffU
 
@@ -533,6 +543,12 @@ static inline u32 bel_mh_link_dec(__le32 v)
 static inline __le32 bel_mh_link_enc(u32 b)
 {
 	return cpu_to_le32(b == BEL_MH_NONE ? 0 : b + 1);
+}
+
+/* A preemption point of a long walk (the host mutex may be held). */
+static inline void bel_mh_resched(struct bel_mh_host *h)
+{
+	h->ops->resched(h->priv);
 }
 
 static inline u64 bel_mh_now(struct bel_mh_host *h)
@@ -712,6 +728,8 @@ bool bel_mh_writer_dead(const struct bel_mh_host *h, u32 w, u32 winc);
 void bel_mh_client_init(struct bel_mh_host *h, struct bel_mh_client *c);
 /* Frees the client's allocations and drops its pins (close). */
 void bel_mh_client_release(struct bel_mh_client *c);
+/* Frees a client's DRAM state only: its host is gone (rejoin, crash). */
+void bel_mh_client_forget(struct bel_mh_client *c);
 
 /*
  * The block operations. Block numbers, 0 .. nr_blocks-1; the glue turns
@@ -728,6 +746,10 @@ int bel_mh_free(struct bel_mh_client *c, u32 count, const u32 *blocks);
 int bel_mh_publish(struct bel_mh_client *c, u64 ns, u32 count,
 		   const u32 *blocks, const struct beluga_key *keys,
 		   s32 *results);
+/*
+ * With @pin, @blocks is required, and -EOVERFLOW (nothing pinned) when a
+ * block's pin count on this host would pass BEL_MAX_PINS.
+ */
 int bel_mh_lookup(struct bel_mh_client *c, u64 ns, u32 count,
 		  const struct beluga_key *keys, bool pin, u32 *blocks,
 		  u32 *hits);

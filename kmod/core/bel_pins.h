@@ -12,12 +12,19 @@
 #define BEL_PINS_H
 
 #include "bel_env.h"
+#include <linux/beluga.h>
 
 #define BEL_PINS_EMPTY		0xffffffffU	/* an empty slot, or not found */
 
 /* Slots of one table: a power of two, at most this (1 GiB of ids). */
 #define BEL_MAX_PIN_SLOTS	0x10000000U	/* 2^28 */
 #define BEL_MIN_PIN_SLOTS	16U
+
+/*
+ * A block's pin count never goes above this, so that one more batch of
+ * pins on the same block (at most BELUGA_MAX_BATCH) cannot wrap it.
+ */
+#define BEL_MAX_PINS		(0xffffffffU - BELUGA_MAX_BATCH)
 
 struct bel_pin_table {
 	u32 *ids;		/* BEL_PINS_EMPTY marks an empty slot */

@@ -560,24 +560,16 @@ static u32 bel_mh_find(struct bel_mh_host *h, u64 ns,
 	return BEL_MH_NONE;
 }
 
+/* Room for @more new distinct pins of @c (h->lock held; may sleep). */
 static int bel_mh_client_reserve(struct bel_mh_client *c, u32 more)
 {
-	u32 need = c->nr_pins + more;
-	u32 cap = c->cap_pins ? c->cap_pins : 16;
-	u32 *n;
+	struct bel_pin_table next;
+	int ret = bel_pins_prepare(&c->pins, more, &next);
 
-	if (need <= c->cap_pins)
-		return 0;
-	while (cap < need)
-		cap *= 2;
-	n = bel_calloc(cap, sizeof(*n));
-	if (!n)
-		return -ENOMEM;
-	if (c->nr_pins)
-		memcpy(n, c->pins, (size_t)c->nr_pins * sizeof(*n));
-	bel_kvfree(c->pins);
-	c->pins = n;
-	c->cap_pins = cap;
+	if (ret || !next.capacity)
+		return ret;
+	bel_pins_swap(&c->pins, &next);
+	bel_pins_free(&next);
 	return 0;
 }
 
@@ -593,13 +585,16 @@ static bool bel_mh_same_entry(const struct bel_mh_entry *a,
  * Pin block @b of the entry @e just found in partition @p: announce the
  * pin, then check that the entry is still the same PUBLISHED one. An entry
  * being evicted is EVICTING; an evicted one is unlinked and never goes back
- * to PUBLISHED without a new sequence number. False: not pinned.
+ * to PUBLISHED without a new sequence number. 1: not pinned (a miss);
+ * -EOVERFLOW: the block's pin count is at its cap.
  */
-static bool bel_mh_pin(struct bel_mh_host *h, struct bel_mh_client *c, u32 p,
-		       u32 b, const struct bel_mh_entry *e)
+static int bel_mh_pin(struct bel_mh_host *h, struct bel_mh_client *c, u32 p,
+		      u32 b, const struct bel_mh_entry *e)
 {
 	if (b >= h->geo.nr_blocks || bel_mh_part_of(h, b) != p)
-		return false;
+		return 1;
+	if (h->blk_pins[b] > BEL_MAX_PINS)
+		return -EOVERFLOW;
 	if (!h->blk_pins[b]) {
 		bel_mh_put_pin(h, b, le32_to_cpu(h->rec.incarnation),
 			       BEL_MH_F_PIN);
@@ -612,7 +607,7 @@ static bool bel_mh_pin(struct bel_mh_host *h, struct bel_mh_client *c, u32 p,
 			if (le32_to_cpu(now.state) != BEL_MH_ENT_PUBLISHED ||
 			    !bel_mh_same_entry(&now, e)) {
 				bel_mh_put_pin(h, b, 0, BEL_MH_F_UNPIN);
-				return false;
+				return 1;
 			}
 		} else if (h->blk_state[b] == BEL_MH_BLK_PUBLISHED) {
 			bel_mh_lru_del(h, p, b);
@@ -621,8 +616,39 @@ static bool bel_mh_pin(struct bel_mh_host *h, struct bel_mh_client *c, u32 p,
 	}
 	h->blk_pins[b]++;
 	h->nr_pins++;
-	c->pins[c->nr_pins++] = b;
-	return true;
+	bel_pins_add(&c->pins, b);
+	c->nr_pins++;
+	return 0;
+}
+
+static void bel_mh_unpin(struct bel_mh_host *h, u32 b, u32 n)
+{
+	u32 p;
+
+	if (!n)
+		return;
+	h->nr_pins -= n;
+	h->opstats.releases += n;
+	h->blk_pins[b] -= n;
+	if (h->blk_pins[b])
+		return;
+	h->nr_pinned--;
+	bel_mh_put_pin(h, b, 0, BEL_MH_F_UNPIN);
+	p = bel_mh_part_of(h, b);
+	if (h->part[p].owned && h->blk_state[b] == BEL_MH_BLK_PUBLISHED)
+		bel_mh_lru_add(h, p, b);
+}
+
+/* Drop one pin of @b that @c holds (known to hold). */
+static void bel_mh_client_unpin(struct bel_mh_host *h,
+				struct bel_mh_client *c, u32 b)
+{
+	u32 pos = bel_pins_find(&c->pins, b);
+
+	if (--c->pins.counts[pos] == 0)
+		bel_pins_del_at(&c->pins, pos);
+	c->nr_pins--;
+	bel_mh_unpin(h, b, 1);
 }
 
 int bel_mh_lookup(struct bel_mh_client *c, u64 ns, u32 count,
@@ -634,7 +660,7 @@ int bel_mh_lookup(struct bel_mh_client *c, u64 ns, u32 count,
 	u32 i;
 	int ret;
 
-	if (!count || count > BELUGA_MAX_BATCH)
+	if (!count || count > BELUGA_MAX_BATCH || (pin && !blocks))
 		return -EINVAL;
 	bel_mutex_lock(&h->lock);
 	ret = bel_mh_usable(h);
@@ -644,15 +670,28 @@ int bel_mh_lookup(struct bel_mh_client *c, u64 ns, u32 count,
 		struct bel_mh_entry e;
 		u32 p, b;
 
+		if (i && !(i % BEL_MH_RESCHED_EVERY))
+			bel_mh_resched(h);
 		p = bel_mh_find(h, ns, &keys[i], hint, &b, &e);
 		if (p == BEL_MH_NONE)
 			break;
-		if (pin && !bel_mh_pin(h, c, p, b, &e))
-			break;
+		if (pin) {
+			ret = bel_mh_pin(h, c, p, b, &e);
+			if (ret > 0) {
+				ret = 0;
+				break;
+			}
+			if (ret)
+				break;
+		}
 		if (blocks)
 			blocks[i] = b;
 		hint = p;
 	}
+	if (ret && pin)
+		/* All or nothing: drop the pins this call took. */
+		while (i--)
+			bel_mh_client_unpin(h, c, blocks[i]);
 	*hits = ret ? 0 : i;
 	if (!ret) {
 		h->opstats.lookups++;
@@ -663,62 +702,40 @@ int bel_mh_lookup(struct bel_mh_client *c, u64 ns, u32 count,
 	return ret;
 }
 
-static void bel_mh_unpin(struct bel_mh_host *h, u32 b)
-{
-	u32 p;
-
-	h->nr_pins--;
-	h->opstats.releases++;
-	if (--h->blk_pins[b])
-		return;
-	h->nr_pinned--;
-	bel_mh_put_pin(h, b, 0, BEL_MH_F_UNPIN);
-	p = bel_mh_part_of(h, b);
-	if (h->part[p].owned && h->blk_state[b] == BEL_MH_BLK_PUBLISHED)
-		bel_mh_lru_add(h, p, b);
-}
-
-/* Index of one pin of @b in the client's list, at or after @from. */
-static u32 bel_mh_client_find_pin(const struct bel_mh_client *c, u32 b,
-				  u32 from)
-{
-	u32 i;
-
-	for (i = from; i < c->nr_pins; i++)
-		if (c->pins[i] == b)
-			return i;
-	return BEL_MH_NONE;
-}
-
 int bel_mh_release(struct bel_mh_client *c, u32 count, const u32 *blocks)
 {
 	struct bel_mh_host *h = c->host;
-	u32 i, j;
+	u32 i, j, pos;
 	int ret = 0;
 
 	if (!count || count > BELUGA_MAX_BATCH)
 		return -EINVAL;
 	bel_mutex_lock(&h->lock);
-	/* All or nothing: each block pinned at least as often as listed. */
-	for (i = 0; !ret && i < count; i++) {
-		u32 need = 0, have = 0, k = 0;
-
-		for (j = 0; j < count; j++)
-			need += blocks[j] == blocks[i];
-		while ((k = bel_mh_client_find_pin(c, blocks[i], k)) !=
-		       BEL_MH_NONE) {
-			have++;
-			k++;
-		}
-		if (have < need)
+	/*
+	 * All or nothing, in O(count): take each listed pin off the client's
+	 * table, leaving emptied entries in place, so that a block listed
+	 * more often than it is pinned finds a zero count; on failure put
+	 * back what was taken.
+	 */
+	for (i = 0; i < count; i++) {
+		pos = bel_pins_find(&c->pins, blocks[i]);
+		if (pos == BEL_PINS_EMPTY || !c->pins.counts[pos]) {
+			for (j = 0; j < i; j++)
+				c->pins.counts[bel_pins_find(&c->pins,
+							     blocks[j])]++;
 			ret = -EINVAL;
+			goto out;
+		}
+		c->pins.counts[pos]--;
 	}
-	for (i = 0; !ret && i < count; i++) {
-		u32 k = bel_mh_client_find_pin(c, blocks[i], 0);
-
-		c->pins[k] = c->pins[--c->nr_pins];
-		bel_mh_unpin(h, blocks[i]);
+	for (i = 0; i < count; i++) {
+		bel_mh_unpin(h, blocks[i], 1);
+		c->nr_pins--;
+		pos = bel_pins_find(&c->pins, blocks[i]);
+		if (pos != BEL_PINS_EMPTY && !c->pins.counts[pos])
+			bel_pins_del_at(&c->pins, pos);
 	}
+out:
 	bel_mutex_unlock(&h->lock);
 	return ret;
 }
@@ -729,28 +746,53 @@ void bel_mh_client_init(struct bel_mh_host *h, struct bel_mh_client *c)
 	c->host = h;
 }
 
+/* Blocks of the pool scanned per hold of h->lock when a client closes. */
+#define BEL_MH_SCAN_CHUNK	4096U
+
 void bel_mh_client_release(struct bel_mh_client *c)
 {
 	struct bel_mh_host *h = c->host;
-	u32 b;
+	u32 b = 0, end, i;
 
+	/*
+	 * The client's allocations are found by scanning the block table,
+	 * a chunk per hold of the host mutex: the client is closing, so
+	 * nothing else changes what it owns meanwhile.
+	 */
 	bel_mutex_lock(&h->lock);
 	/* After a leave or a crash the block table is gone: nothing to do. */
-	if (h->blk_state && c->nr_allocated)
-		for (b = 0; b < h->geo.nr_blocks; b++)
+	while (h->blk_state && c->nr_allocated && b < h->geo.nr_blocks) {
+		end = h->geo.nr_blocks - b > BEL_MH_SCAN_CHUNK ?
+		      b + BEL_MH_SCAN_CHUNK : h->geo.nr_blocks;
+		for (; b < end; b++)
 			if (bel_mh_owns_alloc(h, c, b)) {
 				bel_mh_free_block(h, c, b);
 				h->opstats.frees++;
 			}
-	while (c->nr_pins) {
-		b = c->pins[--c->nr_pins];
+		bel_mutex_unlock(&h->lock);
+		bel_mh_resched(h);
+		bel_mutex_lock(&h->lock);
+	}
+	for (i = 0; i < c->pins.capacity; i++) {
+		if (c->pins.ids[i] == BEL_PINS_EMPTY)
+			continue;
 		if (h->blk_pins)
-			bel_mh_unpin(h, b);
+			bel_mh_unpin(h, c->pins.ids[i], c->pins.counts[i]);
+		if (i && !(i % BEL_MH_SCAN_CHUNK)) {
+			bel_mutex_unlock(&h->lock);
+			bel_mh_resched(h);
+			bel_mutex_lock(&h->lock);
+		}
 	}
 	bel_mutex_unlock(&h->lock);
-	bel_kvfree(c->pins);
-	c->pins = NULL;
-	c->cap_pins = 0;
+	bel_mh_client_forget(c);
+}
+
+void bel_mh_client_forget(struct bel_mh_client *c)
+{
+	bel_pins_free(&c->pins);
+	c->nr_pins = 0;
+	c->nr_allocated = 0;
 }
 
 void bel_mh_stats(struct bel_mh_host *h, struct bel_mh_stats *out)

@@ -57,8 +57,7 @@ static void sim_free_host_state(struct sim_host *sh)
 	/* Crash: free the DRAM state without the locks the host may hold. */
 	bel_mh_free_dram(h);
 	for (i = 0; i < SIM_CLIENTS; i++) {
-		free(sh->cl[i].pins);
-		sh->cl[i].pins = NULL;
+		bel_mh_client_forget(&sh->cl[i]);
 		sh->cl_live[i] = false;
 	}
 }
@@ -471,16 +470,33 @@ static u64 sim_op_now(void *priv)
 	return sh->sim->clock;
 }
 
-static void sim_op_relax(void *priv)
+/*
+ * The kernel's heartbeat work runs beside an operation that sleeps or
+ * reschedules (the heartbeat takes only the record spinlock).
+ */
+static void sim_beside(struct sim_host *sh)
 {
-	struct sim_host *sh = priv;
-
-	/* The kernel's heartbeat work runs beside a waiting operation. */
 	if (sh->mh.joined && sh->sim->clock >= sh->next_tick) {
 		sh->next_tick = sh->sim->clock + sh->mh.geo.heartbeat_ns;
 		bel_mh_heartbeat(&sh->mh);
 	}
+}
+
+static void sim_op_relax(void *priv)
+{
+	struct sim_host *sh = priv;
+
+	sim_beside(sh);
 	sim_sleep(sh, 20000);
+}
+
+static void sim_op_resched(void *priv)
+{
+	struct sim_host *sh = priv;
+
+	sh->rescheds++;
+	sim_beside(sh);
+	sim_yield(sh);
 }
 
 const struct bel_mh_mem_ops sim_ops = {
@@ -491,6 +507,7 @@ const struct bel_mh_mem_ops sim_ops = {
 	.fence = sim_op_fence,
 	.now_ns = sim_op_now,
 	.relax = sim_op_relax,
+	.resched = sim_op_resched,
 };
 
 /* --- host lifecycle helpers --------------------------------------------------- */

@@ -74,6 +74,7 @@ struct sim_host {
 	u8 *cst;		/* per line: 0 invalid, 1 clean, 2 dirty */
 	u64 fetches;		/* lines read from the device */
 	u64 writebacks;		/* lines written to the device */
+	u64 rescheds;		/* preemption points passed (resched) */
 	/* Protocol state and clients. */
 	struct bel_mh_host mh;
 	struct bel_mh_client cl[SIM_CLIENTS];

@@ -473,6 +473,105 @@ static void test_pin_blocks_eviction(void)
 	w_free(w);
 }
 
+/*
+ * Review finding 1: a read-only opener pins one key over and over. The
+ * client's pin memory stays bounded by the distinct blocks it pins, a
+ * RELEASE of a full batch costs O(batch) table probes however many pins
+ * are held, a long LOOKUP reaches preemption points (so the heartbeat
+ * runs and the host keeps its lease), and a pin count at its cap answers
+ * -EOVERFLOW with nothing pinned.
+ */
+struct flood {
+	struct world *w;
+	u32 blk;
+	u32 rounds;
+};
+
+static void s_flood_put(struct sim_host *sh, void *arg)
+{
+	struct flood *a = arg;
+
+	CHECK_EQ(w_put(a->w, sh, 0, 5, &a->blk), BELUGA_PUBLISH_OK);
+	CHECK_EQ(w_put(a->w, sh, 0, 6, NULL), BELUGA_PUBLISH_OK);
+}
+
+static void s_flood_pin(struct sim_host *sh, void *arg)
+{
+	static struct beluga_key keys[BELUGA_MAX_BATCH];
+	static u32 blocks[BELUGA_MAX_BATCH];
+	struct flood *a = arg;
+	struct bel_mh_client *c = &sh->cl[0];
+	struct bel_mh_host *h = &sh->mh;
+	u32 i, r, hits, saved, b;
+	u64 probes, rescheds;
+	int ret;
+
+	for (i = 0; i < BELUGA_MAX_BATCH; i++)
+		keys[i] = w_key(5);
+	for (r = 0; r < a->rounds; r++) {
+		sim_maybe_tick(sh);
+		rescheds = sh->rescheds;
+		hits = 0;
+		ret = bel_mh_lookup(c, W_NS, BELUGA_MAX_BATCH, keys, true,
+				    blocks, &hits);
+		REQUIRE_EQ(ret, 0);
+		REQUIRE_EQ(hits, BELUGA_MAX_BATCH);
+		CHECK(sh->rescheds - rescheds >=
+		      BELUGA_MAX_BATCH / BEL_MH_RESCHED_EVERY - 1);
+	}
+	CHECK(!h->fenced);
+	CHECK_EQ(c->nr_pins, (u64)a->rounds * BELUGA_MAX_BATCH);
+	CHECK_EQ(h->blk_pins[a->blk], a->rounds * BELUGA_MAX_BATCH);
+	/* One distinct block: the table is sized by one batch, not by pins. */
+	CHECK_EQ(c->pins.used, 1);
+	CHECK(c->pins.capacity <= 4 * BELUGA_MAX_BATCH);
+
+	/* RELEASE of a batch: O(batch) probes, whatever is held. */
+	for (i = 0; i < BELUGA_MAX_BATCH; i++)
+		blocks[i] = a->blk;
+	for (r = 0; r < a->rounds; r++) {
+		probes = c->pins.probes;
+		REQUIRE_EQ(bel_mh_release(c, BELUGA_MAX_BATCH, blocks), 0);
+		CHECK(c->pins.probes - probes <= 4 * BELUGA_MAX_BATCH);
+	}
+	CHECK_EQ(c->nr_pins, 0);
+	CHECK_EQ(c->pins.used, 0);
+	CHECK_EQ(h->blk_pins[a->blk], 0);
+	/* Listed more often than pinned: -EINVAL, nothing changes. */
+	REQUIRE(w_pin(a->w, sh, 0, 5, &b));
+	CHECK_EQ(bel_mh_release(c, 2, blocks), -EINVAL);
+	CHECK_EQ(c->nr_pins, 1);
+	w_release(a->w, sh, 0, b);
+
+	/* A pin count at its cap: -EOVERFLOW, and the call pins nothing. */
+	saved = h->blk_pins[a->blk];
+	h->blk_pins[a->blk] = BEL_MAX_PINS + 1;
+	keys[0] = w_key(6);
+	keys[1] = w_key(5);
+	hits = 99;
+	ret = bel_mh_lookup(c, W_NS, 2, keys, true, blocks, &hits);
+	CHECK_EQ(ret, -EOVERFLOW);
+	CHECK_EQ(hits, 0);
+	CHECK_EQ(h->blk_pins[a->blk], BEL_MAX_PINS + 1);
+	h->blk_pins[a->blk] = saved;
+	CHECK_EQ(c->nr_pins, 0);
+	CHECK_EQ(c->pins.used, 0);
+	CHECK_EQ(h->nr_pins, 0);
+	CHECK_EQ(h->nr_pinned, 0);
+}
+
+static void test_pin_flood(void)
+{
+	struct world *w = w_up(2, ids3, seed_of(23, 0));
+	struct flood a = { .w = w, .rounds = 16 };
+
+	w_run1(w, 1, s_flood_put, &a);
+	w_run1(w, 0, s_flood_pin, &a);
+	w_final_check(w);
+	W_CHECK_CLEAN(w);
+	w_free(w);
+}
+
 struct churn {
 	struct world *w;
 	u32 next_key;		/* keys published so far: [first, next) */
@@ -1434,6 +1533,7 @@ static const struct test tests[] = {
 	T(test_publish_race),
 	T(test_pin_blocks_eviction),
 	T(test_pin_evict_race),
+	T(test_pin_flood),
 	T(test_pin_validation),
 	T(test_republish_after_evict),
 	T(test_block_reuse_read),
