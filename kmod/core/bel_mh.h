@@ -439,9 +439,8 @@ static inline u64 bel_mh_nlines(u64 off, u64 len)
 
 /*
  * Self-fence: once the own heartbeat is older than lease/2, this host stores
- * nothing in the pool any more (not even a write-back), because the other
- * hosts may soon act on its lease expiry. Checked at every store, so the
- * window between the check and the store is a few instructions.
+ * nothing new in the pool, because the other hosts may act on its lease
+ * expiry from lease on. Checked once per store (bel_mh_put()), before it.
  */
 static inline bool bel_mh_fenced_now(struct bel_mh_host *h)
 {
@@ -464,28 +463,40 @@ static inline void bel_mh_read(struct bel_mh_host *h, u64 off, void *dst,
 	h->ops->read(h->priv, off, dst, len);
 }
 
-static inline void bel_mh_write(struct bel_mh_host *h, u64 off,
-				const void *src, u32 len)
+/*
+ * Write then flush: every store to the pool, one a host may depend on.
+ * The fence is checked once, before the write; a store that passed it is
+ * always flushed at once, even if the deadline passes in between: a
+ * dirty line cannot be taken back, only written back now or at a time the
+ * hardware chooses (an eviction, the next invalidate, long after another
+ * host has reused the line). Written back now, it reaches the device
+ * before the lease ends, as long as the stall between check and flush
+ * stays below lease - fence (docs/multihost.md, section 1). False when
+ * the store was dropped because the host is fenced.
+ */
+static inline bool bel_mh_put(struct bel_mh_host *h, int site, u64 off,
+			      const void *src, u32 len)
 {
 	if (bel_mh_fenced_now(h))
-		return;
+		return false;
 	h->cnt.writes += bel_mh_nlines(off, len);
 	h->ops->write(h->priv, off, src, len);
+	if (bel_mh_site_on(site)) {
+		h->cnt.flushes += bel_mh_nlines(off, len);
+		h->ops->flush(h->priv, site, off, len);
+	}
+	return true;
 }
 
-static inline void bel_mh_flush_at(struct bel_mh_host *h, int site, u64 off,
-				   u64 len)
-{
-	if (!bel_mh_site_on(site) || bel_mh_fenced_now(h))
-		return;
-	h->cnt.flushes += bel_mh_nlines(off, len);
-	h->ops->flush(h->priv, site, off, len);
-}
-
+/*
+ * Invalidate, so that the next read comes from the device. Not subject to
+ * the fence: every store is flushed by bel_mh_put(), so the lines dropped
+ * here are clean and nothing is written back.
+ */
 static inline void bel_mh_inval_at(struct bel_mh_host *h, int site, u64 off,
 				   u64 len)
 {
-	if (!bel_mh_site_on(site) || bel_mh_fenced_now(h))
+	if (!bel_mh_site_on(site))
 		return;
 	h->cnt.invals += bel_mh_nlines(off, len);
 	h->ops->inval(h->priv, site, off, len);
@@ -497,18 +508,8 @@ static inline void bel_mh_fence(struct bel_mh_host *h)
 	h->ops->fence(h->priv);
 }
 
-#define BEL_MH_FLUSH(h, site, off, len) \
-	bel_mh_flush_at(h, BEL_MH_##site, off, len)
 #define BEL_MH_INVAL(h, site, off, len) \
 	bel_mh_inval_at(h, BEL_MH_##site, off, len)
-
-/* Write then flush: a store other hosts may depend on. */
-static inline void bel_mh_put(struct bel_mh_host *h, int site, u64 off,
-			      const void *src, u32 len)
-{
-	bel_mh_write(h, off, src, len);
-	bel_mh_flush_at(h, site, off, len);
-}
 
 /* Invalidate then read: a line another host may have written. */
 static inline void bel_mh_get(struct bel_mh_host *h, int site, u64 off,

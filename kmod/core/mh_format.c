@@ -307,8 +307,7 @@ static void bel_mh_put_intent(struct bel_mh_host *h, int site, u64 nonce)
 		it.nonce = cpu_to_le64(nonce);
 		it.progress = cpu_to_le64(++h->intent_progress);
 	}
-	bel_mh_write(h, bel_mh_intent_off(h->id), &it, sizeof(it));
-	bel_mh_flush_at(h, site, bel_mh_intent_off(h->id), sizeof(it));
+	bel_mh_put(h, site, bel_mh_intent_off(h->id), &it, sizeof(it));
 }
 
 /* 0: this host may format; -EAGAIN: another fresh intent, withdrawn. */
@@ -410,8 +409,7 @@ static void bel_mh_zero_range(struct bel_mh_host *h, u64 start, u64 end)
 		u32 len = end - off > sizeof(bel_mh_zero) ?
 			  (u32)sizeof(bel_mh_zero) : (u32)(end - off);
 
-		bel_mh_write(h, off, bel_mh_zero, len);
-		BEL_MH_FLUSH(h, F_FMT_ZERO, off, len);
+		BEL_MH_PUT(h, F_FMT_ZERO, off, bel_mh_zero, len);
 		off += len;
 		/* Show progress so that nobody takes the intent for stale. */
 		if (++pages % 1024 == 0)

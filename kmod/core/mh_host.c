@@ -116,8 +116,7 @@ static void bel_mh_put_rec_locked(struct bel_mh_host *h, int site)
 {
 	u64 off = bel_mh_rec_off(&h->geo, h->id);
 
-	bel_mh_write(h, off, &h->rec, sizeof(h->rec));
-	bel_mh_flush_at(h, site, off, sizeof(h->rec));
+	bel_mh_put(h, site, off, &h->rec, sizeof(h->rec));
 }
 
 void bel_mh_heartbeat(struct bel_mh_host *h)

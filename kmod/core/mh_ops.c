@@ -39,10 +39,9 @@ void bel_mh_set_head(struct bel_mh_host *h, u32 p, u32 bucket, u32 block,
 		     int site)
 {
 	__le32 v = bel_mh_link_enc(block);
-	u64 off = bel_mh_bucket_off(&h->geo, p, bucket);
 
-	bel_mh_write(h, off, &v, sizeof(v));
-	bel_mh_flush_at(h, site, off, sizeof(v));
+	bel_mh_put(h, site, bel_mh_bucket_off(&h->geo, p, bucket), &v,
+		   sizeof(v));
 }
 
 u32 bel_mh_ent_bucket(const struct bel_mh_host *h,
@@ -118,9 +117,13 @@ static void bel_mh_unlink(struct bel_mh_host *h, u32 p, u32 b,
 {
 	u32 bkt = bel_mh_ent_bucket(h, e);
 	u32 prev = BEL_MH_NONE, steps = 0;
-	u32 n = bel_mh_get_head(h, p, bkt, 0);
 	struct bel_mh_entry pe;
+	u32 n;
 
+	/* Fenced: nothing would be stored, and a store before may be missing. */
+	if (bel_mh_fenced_now(h))
+		return;
+	n = bel_mh_get_head(h, p, bkt, 0);
 	while (n != BEL_MH_NONE && n != b && steps++ <= h->part[p].nr) {
 		bel_mh_read(h, bel_mh_ent_off(&h->geo, n), &pe, sizeof(pe));
 		prev = n;
@@ -135,8 +138,7 @@ static void bel_mh_unlink(struct bel_mh_host *h, u32 p, u32 b,
 		return;
 	}
 	pe.next = e->next;
-	bel_mh_write(h, bel_mh_ent_off(&h->geo, prev), &pe, sizeof(pe));
-	bel_mh_flush_at(h, site, bel_mh_ent_off(&h->geo, prev), sizeof(pe));
+	bel_mh_put(h, site, bel_mh_ent_off(&h->geo, prev), &pe, sizeof(pe));
 }
 
 /* Is pin word @w of host @x a pin that an evictor must respect? */
@@ -153,13 +155,12 @@ static bool bel_mh_pin_counts(const struct bel_mh_host *h, u32 x, u32 w)
 	return true;			/* a newer incarnation than we know */
 }
 
-static void bel_mh_put_pin(struct bel_mh_host *h, u32 b, u32 w, int site)
+static bool bel_mh_put_pin(struct bel_mh_host *h, u32 b, u32 w, int site)
 {
 	__le32 word = cpu_to_le32(w);
-	u64 off = bel_mh_pin_off(&h->geo, h->id, b);
 
-	bel_mh_write(h, off, &word, sizeof(word));
-	bel_mh_flush_at(h, site, off, sizeof(word));
+	return bel_mh_put(h, site, bel_mh_pin_off(&h->geo, h->id, b), &word,
+			  sizeof(word));
 }
 
 /* --- allocation and eviction --------------------------------------------- */
@@ -458,8 +459,14 @@ restart:
 		enum bel_mh_race r = bel_mh_race_check(h, ns, key, &wp, &we);
 
 		if (r == BEL_MH_PROCEED) {
+			/*
+			 * Fenced meanwhile: the announcement may never have
+			 * reached the device, and other hosts may soon adopt
+			 * the partition. The block stays allocated.
+			 */
 			e.state = cpu_to_le32(BEL_MH_ENT_PUBLISHED);
-			BEL_MH_PUT(h, F_ENT_COMMIT, off, &e, sizeof(e));
+			if (!BEL_MH_PUT(h, F_ENT_COMMIT, off, &e, sizeof(e)))
+				return -ESTALE;
 			h->blk_owner[b] = NULL;
 			h->blk_state[b] = BEL_MH_BLK_PUBLISHED;
 			h->part[p].nr_allocated--;
@@ -478,8 +485,10 @@ restart:
 			h->opstats.frees++;
 			return BELUGA_PUBLISH_EXISTS;
 		}
-		if (r == BEL_MH_YIELD || bel_mh_now(h) > deadline ||
-		    bel_mh_usable(h)) {
+		ret = bel_mh_usable(h);
+		if (ret)
+			return ret;
+		if (r == BEL_MH_YIELD || bel_mh_now(h) > deadline) {
 			bel_mh_unlink(h, p, b, &e, BEL_MH_F_ENT_WITHDRAW);
 			break;
 		}
@@ -586,7 +595,8 @@ static bool bel_mh_same_entry(const struct bel_mh_entry *a,
  * pin, then check that the entry is still the same PUBLISHED one. An entry
  * being evicted is EVICTING; an evicted one is unlinked and never goes back
  * to PUBLISHED without a new sequence number. 1: not pinned (a miss);
- * -EOVERFLOW: the block's pin count is at its cap.
+ * -EOVERFLOW: the block's pin count is at its cap; -ESTALE: the host
+ * fenced itself meanwhile, so the pin may be invisible to other hosts.
  */
 static int bel_mh_pin(struct bel_mh_host *h, struct bel_mh_client *c, u32 p,
 		      u32 b, const struct bel_mh_entry *e)
@@ -596,14 +606,21 @@ static int bel_mh_pin(struct bel_mh_host *h, struct bel_mh_client *c, u32 p,
 	if (h->blk_pins[b] > BEL_MAX_PINS)
 		return -EOVERFLOW;
 	if (!h->blk_pins[b]) {
-		bel_mh_put_pin(h, b, le32_to_cpu(h->rec.incarnation),
-			       BEL_MH_F_PIN);
+		/* A pin word that never reached the device protects nothing. */
+		if (!bel_mh_put_pin(h, b, le32_to_cpu(h->rec.incarnation),
+				    BEL_MH_F_PIN))
+			return -ESTALE;
 		if (!h->part[p].owned) {
 			struct bel_mh_entry now;
 
 			bel_mh_fence(h);
 			BEL_MH_GET(h, I_PIN_CHECK, bel_mh_ent_off(&h->geo, b),
 				   &now, sizeof(now));
+			/* Fenced meanwhile: evictors may not respect the pin. */
+			if (bel_mh_usable(h)) {
+				bel_mh_put_pin(h, b, 0, BEL_MH_F_UNPIN);
+				return -ESTALE;
+			}
 			if (le32_to_cpu(now.state) != BEL_MH_ENT_PUBLISHED ||
 			    !bel_mh_same_entry(&now, e)) {
 				bel_mh_put_pin(h, b, 0, BEL_MH_F_UNPIN);
@@ -828,8 +845,7 @@ void bel_mh_payload_write(struct bel_mh_host *h, u32 block, u64 off,
 {
 	u64 o = bel_mh_block_off(&h->geo, block) + off;
 
-	bel_mh_write(h, o, src, len);
-	BEL_MH_FLUSH(h, F_PAYLOAD, o, len);
+	BEL_MH_PUT(h, F_PAYLOAD, o, src, len);
 	bel_mh_fence(h);
 }
 

@@ -562,7 +562,7 @@ static void s_flood_pin(struct sim_host *sh, void *arg)
 
 static void test_pin_flood(void)
 {
-	struct world *w = w_up(2, ids3, seed_of(23, 0));
+	struct world *w = w_up(2, ids3, seed_of(26, 0));
 	struct flood a = { .w = w, .rounds = 16 };
 
 	w_run1(w, 1, s_flood_put, &a);
@@ -699,6 +699,8 @@ static void test_pin_validation(void)
 	void *args[SIM_MAX_HOSTS] = { &a, &a };
 
 	w_run1(w, 0, s_pinval_fill, &a);
+	/* The pin must arrive late: no write-back of it by chance meanwhile. */
+	w->s->cfg.writeback_permille = 0;
 	w_run(w, fns, args);
 	CHECK_EQ(a.put, BELUGA_PUBLISH_OK);
 	/* Coherent: the pin is seen at once and the eviction backs off. */
@@ -1300,6 +1302,149 @@ static void test_stall_fence(void)
 	w_free(w);
 }
 
+/*
+ * Review finding 2: the host stalls right after a store of shared metadata
+ * reached its cache and before the flush, past its fence deadline but
+ * within its lease (an interrupt, an SMI, a preempted vCPU). The dirty line
+ * must reach the device at once or never: a line left dirty is written
+ * back by the hardware whenever it likes, or by the first invalidate after
+ * the rejoin, over what the adopter of the partition wrote meanwhile.
+ */
+struct store_stall {
+	struct world *w;
+	u32 area;		/* 0: index entries, 1: bucket heads */
+	s32 first;
+	int ret;
+};
+
+static void s_store_stall(struct sim_host *sh, void *arg)
+{
+	struct store_stall *a = arg;
+	const struct bel_mh_geo *g = &sh->mh.geo;
+
+	/* The stall ends past lease/2 since this heartbeat, within the lease. */
+	bel_mh_heartbeat(&sh->mh);
+	if (a->area == 0) {
+		sh->trig_write_lo = g->index_off;
+		sh->trig_write_hi = g->index_off + (u64)g->nr_blocks * 64;
+	} else {
+		sh->trig_write_lo = g->bucket_off;
+		sh->trig_write_hi = g->bucket_off + g->bucket_stride * g->max_hosts;
+	}
+	sh->trig_write_stall_ns = W_LEASE / 2 + W_LEASE / 4;
+	a->first = w_put(a->w, sh, 0, 4343, NULL);
+	sh->trig_write_stall_ns = 0;
+}
+
+static void s_store_adopter(struct sim_host *sh, void *arg)
+{
+	struct store_stall *a = arg;
+	u32 i;
+
+	/* Adopt the stalled host's partition, then use every block of it. */
+	sim_idle(sh, 2 * W_LEASE);
+	for (i = 0; i < 2 * W_MAXB / 16; i++) {
+		sim_maybe_tick(sh);
+		w_put(a->w, sh, 0, 7000 + i, NULL);
+	}
+	sim_idle(sh, W_LEASE);
+}
+
+static void s_store_rejoin(struct sim_host *sh, void *arg)
+{
+	struct store_stall *a = arg;
+	u32 i, b;
+
+	sim_drop(sh);
+	a->ret = sim_attach(sh);
+	if (a->ret)
+		return;
+	sim_idle(sh, 3 * W_MS);
+	for (i = 0; i < 40; i++) {
+		sim_maybe_tick(sh);
+		if (w_pin(a->w, sh, 0, 7000 + i, &b))
+			w_release(a->w, sh, 0, b);
+	}
+	sim_idle(sh, W_LEASE);
+}
+
+static void test_stall_in_store(void)
+{
+	u32 area;
+
+	for (area = 0; area < 2; area++) {
+		struct world *w = w_up(2, ids3, seed_of(27, area));
+		struct store_stall a = { .w = w, .area = area, .ret = -1 };
+		sim_fn fns[SIM_MAX_HOSTS] = { s_store_stall, s_store_adopter };
+		void *args[SIM_MAX_HOSTS] = { &a, &a };
+
+		w_run(w, fns, args);
+		CHECK_SEED(w, a.first == -ESTALE);
+		CHECK_SEED(w, w->h[0]->mh.fenced);
+		w_run1(w, 0, s_store_rejoin, &a);
+		CHECK_SEED(w, a.ret == 0);
+		w_settle(w, W_LEASE);
+		w_final_check(w);
+		W_CHECK_CLEAN(w);
+		w_free(w);
+	}
+}
+
+/*
+ * Review finding 8: the host fences itself between announcing a pin of a
+ * foreign block and checking the entry. Other hosts may not respect that
+ * pin: LOOKUP must not report it (-ESTALE, nothing pinned).
+ */
+struct pin_fence {
+	struct world *w;
+	int ret;
+	u32 hits;
+};
+
+static void s_pin_fence_put(struct sim_host *sh, void *arg)
+{
+	struct pin_fence *a = arg;
+
+	CHECK_EQ(w_put(a->w, sh, 0, 4545, NULL), BELUGA_PUBLISH_OK);
+}
+
+static void s_pin_fence(struct sim_host *sh, void *arg)
+{
+	struct pin_fence *a = arg;
+	struct beluga_key key = w_key(4545);
+	u32 blk = BEL_MH_NONE;
+
+	bel_mh_heartbeat(&sh->mh);
+	sh->trig_site = BEL_MH_F_PIN;
+	sh->trig_nth = 1;
+	sh->trig_hits = 0;
+	sh->trig_stall_ns = W_LEASE / 2 + W_LEASE / 4;
+	a->hits = 99;
+	a->ret = bel_mh_lookup(&sh->cl[0], W_NS, 1, &key, true, &blk,
+			       &a->hits);
+	sh->trig_site = 0;
+}
+
+static void test_pin_fenced(void)
+{
+	struct world *w = w_up(2, ids3, seed_of(28, 0));
+	struct pin_fence a = { .w = w };
+	int ret = -1;
+
+	w_run1(w, 1, s_pin_fence_put, &a);
+	w_run1(w, 0, s_pin_fence, &a);
+	CHECK_EQ(a.ret, -ESTALE);
+	CHECK_EQ(a.hits, 0);
+	CHECK_EQ(w->h[0]->mh.nr_pins, 0);
+	CHECK_EQ(w->h[0]->cl[0].nr_pins, 0);
+	w_run1(w, 0, s_drop_rejoin, &ret);
+	CHECK_EQ(ret, 0);
+	w_settle(w, 3 * W_MS);
+	w_final_check(w);
+	W_CHECK_CLEAN(w);
+	w_free(w);
+}
+
 /* --- leaving ------------------------------------------------------------------------- */
 
 struct leave {
@@ -1543,6 +1688,8 @@ static const struct test tests[] = {
 	T(test_kill_at_sites),
 	T(test_rejoin),
 	T(test_stall_fence),
+	T(test_stall_in_store),
+	T(test_pin_fenced),
 	T(test_clean_leave),
 	T(test_last_leave_reuse),
 	T(test_random_workload),
@@ -1596,6 +1743,7 @@ int main(int argc, char **argv)
 			bel_mh_site_off = parse_site(optarg);
 			/* Hold stale lines as long as the hardware may. */
 			g_evict = 0;
+			g_writeback = 0;
 			break;
 		case 'l':
 			for (c = 1; c < BEL_MH_NR_SITES; c++)
