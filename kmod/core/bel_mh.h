@@ -318,6 +318,7 @@ struct bel_mh_part {
 	u32 nr_free;
 	u32 lru_head;		/* PUBLISHED blocks, oldest first */
 	u32 lru_tail;
+	u32 nr_lru;		/* blocks on the LRU (evictable here) */
 	u32 nr_allocated;
 	u32 nr_published;
 	u64 next_seq;

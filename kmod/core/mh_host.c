@@ -156,6 +156,7 @@ void bel_mh_lru_add(struct bel_mh_host *h, u32 p, u32 b)
 	else
 		pt->lru_head = b;
 	pt->lru_tail = b;
+	pt->nr_lru++;
 }
 
 void bel_mh_lru_del(struct bel_mh_host *h, u32 p, u32 b)
@@ -172,6 +173,7 @@ void bel_mh_lru_del(struct bel_mh_host *h, u32 p, u32 b)
 		pt->lru_tail = h->blk_prev[b];
 	h->blk_next[b] = BEL_MH_NONE;
 	h->blk_prev[b] = BEL_MH_NONE;
+	pt->nr_lru--;
 }
 
 void bel_mh_free_push(struct bel_mh_host *h, u32 p, u32 b)
@@ -214,6 +216,7 @@ static void bel_mh_drop_part(struct bel_mh_host *h, u32 p)
 	pt->free_head = BEL_MH_NONE;
 	pt->lru_head = BEL_MH_NONE;
 	pt->lru_tail = BEL_MH_NONE;
+	pt->nr_lru = 0;
 	pt->nr_free = 0;
 	pt->nr_allocated = 0;
 	pt->nr_published = 0;

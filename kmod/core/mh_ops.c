@@ -188,11 +188,13 @@ static u32 bel_mh_take_free(struct bel_mh_host *h)
 }
 
 /*
- * Try to evict PUBLISHED block @b of owned partition @p (not pinned here).
- * Mark it EVICTING, flush, fence, then read every other host's pin word
- * for it after invalidating. A pin -> roll back. None -> tombstone: free.
+ * Claim PUBLISHED block @b of owned partition @p (not pinned here) for
+ * eviction: mark it EVICTING, flush, fence, then read every other host's
+ * pin word for it after invalidating. A pin (or a fence) -> roll back,
+ * false. Else true: the block stays EVICTING, off the LRU, until
+ * bel_mh_evict_finish() or bel_mh_evict_undo().
  */
-static bool bel_mh_evict_block(struct bel_mh_host *h, u32 p, u32 b)
+static bool bel_mh_evict_mark(struct bel_mh_host *h, u32 p, u32 b)
 {
 	u64 off = bel_mh_ent_off(&h->geo, b);
 	struct bel_mh_entry e;
@@ -220,39 +222,84 @@ static bool bel_mh_evict_block(struct bel_mh_host *h, u32 p, u32 b)
 		bel_mh_lru_add(h, p, b);
 		return false;
 	}
+	return true;
+}
+
+/* EVICTING block @b goes back to PUBLISHED, newest end of the LRU. */
+static void bel_mh_evict_undo(struct bel_mh_host *h, u32 b)
+{
+	u64 off = bel_mh_ent_off(&h->geo, b);
+	struct bel_mh_entry e;
+
+	bel_mh_read(h, off, &e, sizeof(e));
+	e.state = cpu_to_le32(BEL_MH_ENT_PUBLISHED);
+	BEL_MH_PUT(h, F_ENT_ROLLBACK, off, &e, sizeof(e));
+	bel_mh_lru_add(h, bel_mh_part_of(h, b), b);
+}
+
+/* EVICTING block @b is unlinked (a tombstone) and free. */
+static void bel_mh_evict_finish(struct bel_mh_host *h, u32 b)
+{
+	u32 p = bel_mh_part_of(h, b);
+	struct bel_mh_entry e;
+
+	bel_mh_read(h, bel_mh_ent_off(&h->geo, b), &e, sizeof(e));
 	bel_mh_unlink(h, p, b, &e, BEL_MH_F_ENT_UNLINK);
 	h->part[p].nr_published--;
 	bel_mh_free_push(h, p, b);
 	h->opstats.evictions++;
-	return true;
 }
 
-/* Evict the least recently used evictable block; false when none. */
-static bool bel_mh_evict_one(struct bel_mh_host *h)
+/* The oldest block on the LRUs of the partitions we allocate from. */
+static u32 bel_mh_lru_oldest(struct bel_mh_host *h, u32 *part)
 {
-	u32 tries;
+	u32 b = BEL_MH_NONE, p;
 
-	for (tries = 0; tries < BEL_MH_EVICT_TRIES; tries++) {
-		u32 best_p = BEL_MH_NONE, b = BEL_MH_NONE, p;
+	for (p = 0; p < h->geo.max_hosts; p++) {
+		struct bel_mh_part *pt = &h->part[p];
 
-		for (p = 0; p < h->geo.max_hosts; p++) {
-			struct bel_mh_part *pt = &h->part[p];
-
-			if (!pt->owned || pt->releasing ||
-			    pt->lru_head == BEL_MH_NONE)
-				continue;
-			if (b == BEL_MH_NONE ||
-			    h->blk_stamp[pt->lru_head] < h->blk_stamp[b]) {
-				b = pt->lru_head;
-				best_p = p;
-			}
+		if (!pt->owned || pt->releasing || pt->lru_head == BEL_MH_NONE)
+			continue;
+		if (b == BEL_MH_NONE ||
+		    h->blk_stamp[pt->lru_head] < h->blk_stamp[b]) {
+			b = pt->lru_head;
+			*part = p;
 		}
-		if (b == BEL_MH_NONE || bel_mh_usable(h))
-			return false;
-		if (bel_mh_evict_block(h, best_p, b))
-			return true;
 	}
-	return false;
+	return b;
+}
+
+/*
+ * Evict @need blocks, least recently used first, or none (all or
+ * nothing): claim them all, then free them all, or roll every claim back
+ * when remote pins keep too many (BEL_MH_EVICT_TRIES misses) or the host
+ * fences itself. @victims holds @need entries of scratch space.
+ */
+static int bel_mh_evict_n(struct bel_mh_host *h, u32 need, u32 *victims)
+{
+	u32 n = 0, misses = 0, i, p = 0, b;
+	int ret = 0;
+
+	while (n < need) {
+		if (n && !(n % BEL_MH_RESCHED_EVERY))
+			bel_mh_resched(h);
+		b = bel_mh_lru_oldest(h, &p);
+		ret = bel_mh_usable(h);
+		if (ret || b == BEL_MH_NONE)
+			break;
+		if (bel_mh_evict_mark(h, p, b))
+			victims[n++] = b;
+		else if (++misses >= BEL_MH_EVICT_TRIES)
+			break;
+	}
+	if (n < need) {
+		for (i = 0; i < n; i++)
+			bel_mh_evict_undo(h, victims[i]);
+		return ret ? ret : -ENOSPC;
+	}
+	for (i = 0; i < n; i++)
+		bel_mh_evict_finish(h, victims[i]);
+	return 0;
 }
 
 static void bel_mh_free_block(struct bel_mh_host *h, struct bel_mh_client *c,
@@ -277,15 +324,27 @@ int bel_mh_alloc(struct bel_mh_client *c, u32 count, u32 *blocks)
 		return -EINVAL;
 	bel_mutex_lock(&h->lock);
 	ret = bel_mh_usable(h);
+	if (!ret) {
+		u64 nr_free = 0, nr_lru = 0;
+		u32 p;
+
+		for (p = 0; p < h->geo.max_hosts; p++)
+			if (h->part[p].owned && !h->part[p].releasing) {
+				nr_free += h->part[p].nr_free;
+				nr_lru += h->part[p].nr_lru;
+			}
+		/* All or nothing: decide before evicting anything. */
+		if (nr_free + nr_lru < count)
+			ret = -ENOSPC;
+		else if (nr_free < count)
+			ret = bel_mh_evict_n(h, count - (u32)nr_free, blocks);
+	}
 	for (i = 0; !ret && i < count; i++) {
 		u32 b = bel_mh_take_free(h);
 
-		if (b == BEL_MH_NONE && bel_mh_evict_one(h))
-			b = bel_mh_take_free(h);
 		if (b == BEL_MH_NONE) {
-			ret = bel_mh_usable(h);
-			if (!ret)
-				ret = -ENOSPC;
+			BEL_ASSERT(0);
+			ret = -ENOSPC;
 			break;
 		}
 		h->blk_state[b] = BEL_MH_BLK_ALLOCATED;

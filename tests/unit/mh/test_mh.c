@@ -572,6 +572,95 @@ static void test_pin_flood(void)
 	w_free(w);
 }
 
+/*
+ * Review finding 11: an ALLOC that cannot be met evicts nothing. Host 0
+ * fills what it owns with published keys, host 1 pins two of them (which
+ * host 0 learns only when it tries to evict them), and host 0's own client
+ * pins one; then ALLOCs of every owned block fail, and every key is still
+ * there.
+ */
+struct aon {
+	struct world *w;
+	u32 cap;
+	u32 b1, b2, b0;
+	int r_local, r_remote;
+	u32 found;
+};
+
+static void s_aon_fill(struct sim_host *sh, void *arg)
+{
+	struct aon *a = arg;
+	u32 i;
+
+	a->cap = owned_blocks(sh);
+	for (i = 0; i < a->cap; i++) {
+		sim_maybe_tick(sh);
+		CHECK_EQ(w_put(a->w, sh, 0, 30000 + i, NULL),
+			 BELUGA_PUBLISH_OK);
+	}
+}
+
+static void s_aon_pin_remote(struct sim_host *sh, void *arg)
+{
+	struct aon *a = arg;
+
+	CHECK_SEED(a->w, w_pin(a->w, sh, 0, 30000 + 3, &a->b1));
+	CHECK_SEED(a->w, w_pin(a->w, sh, 0, 30000 + 5, &a->b2));
+}
+
+static void s_aon_alloc(struct sim_host *sh, void *arg)
+{
+	static u32 blocks[W_MAXB];
+	struct aon *a = arg;
+	u32 i, b;
+
+	/* Remote pins only: the LRU looks long enough, eviction finds out. */
+	a->r_remote = bel_mh_alloc(&sh->cl[1], a->cap, blocks);
+	/* A local pin: refused before evicting. */
+	CHECK_SEED(a->w, w_pin(a->w, sh, 0, 30000 + 7, &a->b0));
+	a->r_local = bel_mh_alloc(&sh->cl[1], a->cap, blocks);
+	w_release(a->w, sh, 0, a->b0);
+	a->found = 0;
+	for (i = 0; i < a->cap; i++) {
+		u32 k = 30000 + i;
+
+		if (w_probe(a->w, sh, &k, 1) == 1)
+			a->found++;
+	}
+	/* What can be had still can: all but the two pinned remotely. */
+	CHECK_SEED(a->w, bel_mh_alloc(&sh->cl[1], a->cap - 2, blocks) == 0);
+	for (i = 0; i < a->cap - 2; i++)
+		w_free_block(a->w, sh, 1, blocks[i]);
+	(void)b;
+}
+
+static void s_aon_release(struct sim_host *sh, void *arg)
+{
+	struct aon *a = arg;
+
+	w_release(a->w, sh, 0, a->b1);
+	w_release(a->w, sh, 0, a->b2);
+}
+
+static void test_alloc_all_or_nothing(void)
+{
+	struct world *w = w_up(2, ids3, seed_of(29, 0));
+	struct aon a = { .w = w };
+
+	w_run1(w, 0, s_aon_fill, &a);
+	w_run1(w, 1, s_aon_pin_remote, &a);
+	w_run1(w, 0, s_aon_alloc, &a);
+	CHECK_EQ(a.r_remote, -ENOSPC);
+	CHECK_EQ(a.r_local, -ENOSPC);
+	/* Only the last ALLOC, which could be met, evicted. */
+	CHECK_EQ(a.found, a.cap);
+	CHECK_EQ(w->h[0]->mh.opstats.evictions, a.cap - 2);
+	w_run1(w, 1, s_aon_release, &a);
+	w_final_check(w);
+	W_CHECK_CLEAN(w);
+	w_free(w);
+}
+
 struct churn {
 	struct world *w;
 	u32 next_key;		/* keys published so far: [first, next) */
@@ -1679,6 +1768,7 @@ static const struct test tests[] = {
 	T(test_pin_blocks_eviction),
 	T(test_pin_evict_race),
 	T(test_pin_flood),
+	T(test_alloc_all_or_nothing),
 	T(test_pin_validation),
 	T(test_republish_after_evict),
 	T(test_block_reuse_read),
