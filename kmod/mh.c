@@ -246,19 +246,24 @@ static void beluga_mh_zap(struct beluga_mh *mh)
  * formatting. Needs mh_rwsem for writing, which DETACH and unload hold
  * while they cancel this work: only tried, -EAGAIN retries at the next
  * tick. Block commands wait meanwhile (a lease and more). Any other error
- * is final: the pool stays down (-ESTALE) until DETACH.
+ * is final: the pool stays down (-ESTALE) until DETACH; a pool formatted
+ * again meanwhile (another uuid or geometry) is refused before this host
+ * writes anything into it.
  */
 static int beluga_mh_rejoin(struct beluga_mh *mh)
 {
 	struct beluga_device *dev = mh->dev;
 	struct bel_mh_config cfg = mh->cfg;
-	u8 uuid[16];
 	int ret;
 
 	if (!down_write_trylock(&dev->mh_rwsem))
 		return -EAGAIN;
 	cancel_delayed_work_sync(&mh->hb_work);
-	memcpy(uuid, mh->host.geo.uuid, sizeof(uuid));
+	/* The same pool or nothing: checked before anything is written. */
+	cfg.expect_identity = true;
+	memcpy(cfg.expect_uuid, mh->host.geo.uuid, sizeof(cfg.expect_uuid));
+	cfg.expect_nr_blocks = mh->nr_blocks;
+	cfg.block_size = mh->block_size;
 	beluga_mh_retire_ops(dev, &mh->host);
 	bel_mh_destroy(&mh->host);
 	mh->joined = false;
@@ -268,14 +273,6 @@ static int beluga_mh_rejoin(struct beluga_mh *mh)
 	cfg.format = false;
 	cfg.join_only = true;
 	ret = bel_mh_attach(&mh->host, &beluga_mh_mem_ops, mh, mh->size, &cfg);
-	if (!ret && (mh->host.geo.nr_blocks != mh->nr_blocks ||
-		     mh->host.geo.block_size != mh->block_size ||
-		     memcmp(mh->host.geo.uuid, uuid, sizeof(uuid)))) {
-		mh->host.why = "the pool was formatted again meanwhile";
-		bel_mh_leave(&mh->host);
-		bel_mh_destroy(&mh->host);
-		ret = -EINVAL;
-	}
 	if (ret) {
 		pr_err("host %u could not rejoin its shared pool (%d): %s; detach it\n",
 		       cfg.host_id, ret, mh->host.why ? mh->host.why : "?");

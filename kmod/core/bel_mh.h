@@ -269,6 +269,14 @@ struct bel_mh_config {
 	u64 block_size;		/* join: 0 accepts the pool's; format: 0 = 2 MiB */
 	bool format;		/* reformat even a valid pool (explicit) */
 	bool join_only;		/* never format: a rejoin after a fence */
+	/*
+	 * A rejoin: the pool must still be the one this host left (same
+	 * uuid, same number of blocks; block_size above is checked too),
+	 * else -EINVAL before anything is written.
+	 */
+	bool expect_identity;
+	u8 expect_uuid[16];
+	u32 expect_nr_blocks;
 	/* Used only when this host formats: */
 	u32 max_hosts;		/* 0 = BEL_MH_DEF_HOSTS */
 	u64 data_align;		/* 0 = BEL_MH_DEF_DATA_ALIGN */
@@ -631,7 +639,8 @@ int bel_mh_layout(u64 region_size, const struct bel_mh_config *cfg,
  * cfg->format, for the other hosts to be gone). On failure h->why says why:
  *   -EUCLEAN          superblock checksum mismatch (corrupt pool)
  *   -EPROTONOSUPPORT  unknown on-media major version
- *   -EINVAL           geometry mismatch (region size, block size, layout)
+ *   -EINVAL           geometry mismatch (region size, block size, layout),
+ *                     or not the expected pool (cfg->expect_identity)
  *   -ERANGE           host id >= the pool's max_hosts
  *   -EADDRINUSE       another live host uses this host id
  *   -EBUSY            cfg->format while other hosts are alive

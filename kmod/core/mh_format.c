@@ -274,6 +274,12 @@ static int bel_mh_check_super(struct bel_mh_host *h,
 		h->why = "geometry mismatch: unexpected layout in the superblock";
 		return -EINVAL;
 	}
+	if (h->cfg.expect_identity &&
+	    (memcmp(g->uuid, h->cfg.expect_uuid, sizeof(g->uuid)) ||
+	     g->nr_blocks != h->cfg.expect_nr_blocks)) {
+		h->why = "the pool was formatted again meanwhile";
+		return -EINVAL;
+	}
 	if (h->id >= g->max_hosts) {
 		h->why = "host id out of range for this pool (max_hosts)";
 		return -ERANGE;

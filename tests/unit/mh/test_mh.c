@@ -1534,6 +1534,72 @@ static void test_pin_fenced(void)
 	w_free(w);
 }
 
+/*
+ * Review finding 14: while host 0 is fenced, the pool is formatted again.
+ * Its rejoin, which expects the pool it left, must refuse before writing
+ * anything: its host record and format intent stay as the new pool has
+ * them.
+ */
+static void s_reformat(struct sim_host *sh, void *arg)
+{
+	int *ret = arg;
+
+	sim_drop(sh);
+	sh->cfg.format = true;
+	*ret = sim_attach(sh);
+	sh->cfg.format = false;
+}
+
+static void s_rejoin_expect(struct sim_host *sh, void *arg)
+{
+	int *ret = arg;
+
+	sim_drop(sh);
+	*ret = sim_attach(sh);
+}
+
+static void test_rejoin_reformatted(void)
+{
+	struct world *w = w_up(2, ids3, seed_of(30, 0));
+	struct sim_host *h0 = w->h[0];
+	struct bel_mh_host_rec before, after;
+	u8 ib[64], ia[64];
+	u64 rec_off, int_off = BEL_MH_INTENT_OFF;
+	int r1 = -1, r0 = -1;
+
+	/* Host 0 goes silent (fenced, as if stalled) ... */
+	h0->mh.fenced = true;
+	w_settle(w, 2 * W_LEASE);
+	/* ... and host 1 formats the pool again meanwhile. */
+	w_run1(w, 1, s_leave, &r1);
+	CHECK_EQ(r1, 0);
+	w_run1(w, 1, s_reformat, &r1);
+	CHECK_EQ(r1, 0);
+	w_settle(w, 2 * W_MS);
+	rec_off = bel_mh_rec_off(&w->h[1]->mh.geo, 0);
+	sim_dev_read(w->s, rec_off, &before, sizeof(before));
+	sim_dev_read(w->s, int_off, ib, sizeof(ib));
+	h0->cfg.join_only = true;
+	h0->cfg.expect_identity = true;
+	memcpy(h0->cfg.expect_uuid, h0->mh.geo.uuid, 16);
+	h0->cfg.expect_nr_blocks = h0->mh.geo.nr_blocks;
+	w_run1(w, 0, s_rejoin_expect, &r0);
+	CHECK_EQ(r0, -EINVAL);
+	sim_dev_read(w->s, rec_off, &after, sizeof(after));
+	sim_dev_read(w->s, int_off, ia, sizeof(ia));
+	CHECK(!memcmp(&before, &after, sizeof(before)));
+	CHECK(!memcmp(ib, ia, sizeof(ib)));
+	CHECK(!h0->attached);
+	/* Without the expectation it is a plain join of the new pool. */
+	h0->cfg.expect_identity = false;
+	w_run1(w, 0, s_attach, &r0);
+	CHECK_EQ(r0, 0);
+	w_settle(w, 3 * W_MS);
+	w_final_check(w);
+	W_CHECK_CLEAN(w);
+	w_free(w);
+}
+
 /* --- leaving ------------------------------------------------------------------------- */
 
 struct leave {
@@ -1780,6 +1846,7 @@ static const struct test tests[] = {
 	T(test_stall_fence),
 	T(test_stall_in_store),
 	T(test_pin_fenced),
+	T(test_rejoin_reformatted),
 	T(test_clean_leave),
 	T(test_last_leave_reuse),
 	T(test_random_workload),
