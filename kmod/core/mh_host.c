@@ -242,7 +242,12 @@ static void bel_mh_rebuild(struct bel_mh_host *h, u32 p)
 	for (i = 0; i < h->geo.buckets; i++) {
 		struct bel_mh_entry pe, e;
 		u32 prev = BEL_MH_NONE, steps = 0;
-		u32 n = bel_mh_get_head(h, p, i, rd);
+		u32 n;
+
+		/* Millions of buckets in a large pool: let others run. */
+		if (i && !(i % BEL_MH_RESCHED_EVERY))
+			bel_mh_resched(h);
+		n = bel_mh_get_head(h, p, i, rd);
 
 		memset(&pe, 0, sizeof(pe));
 		memset(&e, 0, sizeof(e));

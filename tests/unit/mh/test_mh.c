@@ -1600,6 +1600,47 @@ static void test_rejoin_reformatted(void)
 	w_free(w);
 }
 
+/*
+ * Review finding 17: the takeover's rebuild walks every bucket of a
+ * partition, and a client's close scans every block; both pass preemption
+ * points (so the kernel's heartbeat work runs) in a pool with many.
+ */
+static void s_long_close(struct sim_host *sh, void *arg)
+{
+	u64 *rescheds = arg;
+	u32 b;
+	int i;
+
+	for (i = 0; i < 8; i++)
+		CHECK_EQ(bel_mh_alloc(&sh->cl[2], 1, &b), 0);
+	*rescheds = sh->rescheds;
+	bel_mh_client_release(&sh->cl[2]);
+	*rescheds = sh->rescheds - *rescheds;
+	bel_mh_client_init(&sh->mh, &sh->cl[2]);
+}
+
+static void test_long_walks(void)
+{
+	u64 saved = g_w_region, rescheds = 0;
+	struct world *w;
+	u32 buckets;
+
+	g_w_region = 48ULL << 20;	/* 4 partitions of 2^10 buckets */
+	w = w_up(1, ids3, seed_of(31, 0));
+	g_w_region = saved;
+	buckets = w->h[0]->mh.geo.buckets;
+	CHECK(buckets >= 4 * BEL_MH_RESCHED_EVERY);
+	/* Four rebuilds at attach (every partition is ours). */
+	CHECK(w->h[0]->rescheds >=
+	      4 * (buckets / BEL_MH_RESCHED_EVERY - 1));
+	CHECK(!w->h[0]->mh.fenced);
+	w_run1(w, 0, s_long_close, &rescheds);
+	CHECK(rescheds >= 1);
+	w_final_check(w);
+	W_CHECK_CLEAN(w);
+	w_free(w);
+}
+
 /* --- leaving ------------------------------------------------------------------------- */
 
 struct leave {
@@ -1847,6 +1888,7 @@ static const struct test tests[] = {
 	T(test_stall_in_store),
 	T(test_pin_fenced),
 	T(test_rejoin_reformatted),
+	T(test_long_walks),
 	T(test_clean_leave),
 	T(test_last_leave_reuse),
 	T(test_random_workload),
