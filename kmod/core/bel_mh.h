@@ -706,7 +706,7 @@ struct bel_mh_host_info {
 	bool alive;
 	bool self;
 	u64 silent_ns;		/* since its heartbeat last moved */
-	char name[24];
+	char name[24];		/* printable, no spaces, NUL padded */
 };
 
 int bel_mh_hosts(struct bel_mh_host *h, struct bel_mh_host_info *out,

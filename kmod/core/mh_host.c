@@ -409,6 +409,21 @@ int bel_mh_release_part(struct bel_mh_host *h, u32 p)
 	return ret;
 }
 
+/*
+ * A host's name as status shows it: the bytes up to the first NUL, with
+ * every byte that is not printable ASCII or is a space made '?'. The name
+ * comes from another host's record: a peer must not forge status lines.
+ */
+static void bel_mh_copy_name(char *dst, const char *src, u32 len)
+{
+	u32 i;
+
+	for (i = 0; i < len && src[i]; i++)
+		dst[i] = src[i] > ' ' && src[i] < 0x7f ? src[i] : '?';
+	for (; i < len; i++)
+		dst[i] = 0;
+}
+
 int bel_mh_hosts(struct bel_mh_host *h, struct bel_mh_host_info *out,
 		 u32 max)
 {
@@ -434,7 +449,8 @@ int bel_mh_hosts(struct bel_mh_host *h, struct bel_mh_host_info *out,
 			i->heartbeat = le64_to_cpu(h->rec.heartbeat);
 			i->owned = le32_to_cpu(h->rec.owned);
 			i->silent_ns = now - BEL_MH_READ_ONCE(h->last_hb);
-			memcpy(i->name, h->rec.name, sizeof(i->name));
+			bel_mh_copy_name(i->name, h->rec.name,
+					 sizeof(i->name));
 		} else {
 			struct bel_mh_host_rec r;
 
@@ -447,7 +463,7 @@ int bel_mh_hosts(struct bel_mh_host *h, struct bel_mh_host_info *out,
 			i->owned = v->owned;
 			i->alive = bel_mh_alive(h, x);
 			i->silent_ns = now - v->changed_at;
-			memcpy(i->name, r.name, sizeof(i->name));
+			bel_mh_copy_name(i->name, r.name, sizeof(i->name));
 		}
 	}
 	bel_mutex_unlock(&h->lock);

@@ -109,6 +109,37 @@ static void test_format_join(void)
 	w_free(w);
 }
 
+/*
+ * Review finding 16: a peer's name comes from its record; status shows it
+ * with every non-printable byte and space replaced, so that it cannot
+ * forge lines or fields of the "hosts" table.
+ */
+static void test_host_names(void)
+{
+	struct world *w = w_new(2, ids3, seed_of(32, 0));
+	static const char evil[24] = "a b\n0 active 9\t\x7f\xff";
+	struct hosts_arg ha;
+	int r0 = -1, r1 = -1;
+	u32 i;
+
+	memcpy(w->h[1]->cfg.name, evil, sizeof(evil));
+	w_run1(w, 0, s_attach, &r0);
+	w_run1(w, 1, s_attach, &r1);
+	CHECK_EQ(r0, 0);
+	CHECK_EQ(r1, 0);
+	w_settle(w, 2 * W_MS);
+	w_run1(w, 0, s_hosts, &ha);
+	CHECK_EQ(ha.n, W_HOSTS);
+	CHECK(!strcmp(ha.info[1].name, "a?b?0?active?9???"));
+	for (i = 0; i < sizeof(ha.info[1].name); i++)
+		CHECK(!ha.info[1].name[i] || (ha.info[1].name[i] > ' ' &&
+					      ha.info[1].name[i] < 0x7f));
+	CHECK(!strcmp(ha.info[0].name, "host0"));
+	w_final_check(w);
+	W_CHECK_CLEAN(w);
+	w_free(w);
+}
+
 static void test_concurrent_format(void)
 {
 	int r, i;
@@ -1866,6 +1897,7 @@ struct test {
 #define T(fn) { #fn, fn }
 static const struct test tests[] = {
 	T(test_format_join),
+	T(test_host_names),
 	T(test_concurrent_format),
 	T(test_refuse_mismatch),
 	T(test_reformat_busy),
