@@ -12,6 +12,7 @@
  *   now_ns      this host's monotonic clock, counting suspend
  *   relax       a short sleep: wait loops run with the host mutex held
  *   resched     cond_resched(): long walks let other work (the heartbeat) run
+ *   killed      fatal_signal_pending(): the waits of ATTACH are killable
  * and two delayed works keep the host alive: the heartbeat (spinlock only,
  * never delayed by a long operation) and the maintenance tick (liveness,
  * partition claims, rebuilds).
@@ -25,6 +26,7 @@
 #include <linux/math64.h>
 #include <linux/moduleparam.h>
 #include <linux/sizes.h>
+#include <linux/sort.h>
 #include <linux/sysfs.h>
 #include <linux/timekeeping.h>
 #include <linux/workqueue.h>
@@ -36,7 +38,14 @@ int beluga_host_id = -1;
 module_param_named(host_id, beluga_host_id, int, 0644);
 MODULE_PARM_DESC(host_id, "This host's id in shared pools, 0-15, unique in the rack (default -1: none; ATTACH may give one)");
 
-/* Format-time only: a joining host takes the pool's values from its superblock. */
+/*
+ * Format-time only: a joining host takes the pool's values from its
+ * superblock. Both are checked at ATTACH: a heartbeat of at least
+ * BELUGA_MH_MIN_HEARTBEAT_MS, a lease of at least 4 heartbeats and at most
+ * BEL_MH_MAX_LEASE_MS (-EINVAL otherwise); pools formatted elsewhere with
+ * timings outside these bounds are refused at join.
+ */
+#define BELUGA_MH_MIN_HEARTBEAT_MS	10U
 unsigned int beluga_mh_heartbeat_ms;
 module_param_named(mh_heartbeat_ms, beluga_mh_heartbeat_ms, uint, 0644);
 MODULE_PARM_DESC(mh_heartbeat_ms, "Heartbeat period of shared pools this host formats, in ms (default 0: 100)");
@@ -134,6 +143,12 @@ static void beluga_mh_resched(void *priv)
 	cond_resched();
 }
 
+/* The caller of ATTACH was killed: its waits end (not the tick's rejoin). */
+static bool beluga_mh_killed(void *priv)
+{
+	return fatal_signal_pending(current);
+}
+
 const struct bel_mh_mem_ops beluga_mh_mem_ops = {
 	.read = beluga_mh_read,
 	.write = beluga_mh_write,
@@ -143,6 +158,7 @@ const struct bel_mh_mem_ops beluga_mh_mem_ops = {
 	.now_ns = beluga_mh_now_ns,
 	.relax = beluga_mh_relax,
 	.resched = beluga_mh_resched,
+	.killed = beluga_mh_killed,
 };
 
 /* Map [@start, @start + @size) write-back, for the accessors. */
@@ -325,15 +341,18 @@ static void beluga_mh_tick_fn(struct work_struct *work)
 int beluga_mh_start(struct beluga_mh *mh, const struct bel_mh_config *cfg,
 		    const char **why)
 {
+	struct bel_mh_config c = *cfg;
 	int ret;
 
 	*why = NULL;
-	ret = bel_mh_attach(&mh->host, &beluga_mh_mem_ops, mh, mh->size, cfg);
+	/* A few jiffies at least: the heartbeat is a delayed work. */
+	c.min_heartbeat_ms = BELUGA_MH_MIN_HEARTBEAT_MS;
+	ret = bel_mh_attach(&mh->host, &beluga_mh_mem_ops, mh, mh->size, &c);
 	if (ret) {
 		*why = mh->host.why;
 		return ret;
 	}
-	mh->cfg = *cfg;
+	mh->cfg = c;
 	mh->period = max_t(unsigned long, 1,
 			   msecs_to_jiffies(div_u64(mh->host.geo.heartbeat_ns,
 						    NSEC_PER_MSEC)));
@@ -415,8 +434,18 @@ u64 beluga_mh_offset(const struct beluga_mh *mh, u32 block)
  */
 void beluga_mh_flush_block(struct beluga_mh *mh, u32 block)
 {
-	beluga_mh_flush(mh, BEL_MH_F_PAYLOAD,
-			bel_mh_block_off(&mh->host.geo, block), mh->block_size);
+	u64 off = bel_mh_block_off(&mh->host.geo, block);
+	u64 left = mh->block_size;
+
+	/* Blocks may be 1 GiB: reschedule every 2 MiB of CLWB. */
+	while (left) {
+		u64 n = min_t(u64, left, SZ_2M);
+
+		beluga_mh_flush(mh, BEL_MH_F_PAYLOAD, off, n);
+		off += n;
+		left -= n;
+		cond_resched();
+	}
 }
 
 /*
@@ -619,6 +648,39 @@ static int beluga_mh_block_list(struct beluga_file *bf, u32 count,
 	return ret;
 }
 
+static int beluga_mh_cmp_block(const void *a, const void *b)
+{
+	u32 x = *(const u32 *)a, y = *(const u32 *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/*
+ * Write back the payload of each distinct block of @blocks that the file
+ * has allocated, once: the others fail their PUBLISH item, and a list of
+ * 4096 copies of one offset must not cost 4096 block flushes.
+ */
+static int beluga_mh_flush_owned(struct beluga_mh_call *call, u32 count)
+{
+	u32 *sorted, i, n = 0;
+
+	sorted = kvmalloc_array(count, sizeof(*sorted), GFP_KERNEL);
+	if (!sorted)
+		return -ENOMEM;
+	for (i = 0; i < count; i++)
+		if (call->blocks[i] != BEL_MH_NONE)
+			sorted[n++] = call->blocks[i];
+	sort(sorted, n, sizeof(*sorted), beluga_mh_cmp_block, NULL);
+	for (i = 0; i < n; i++) {
+		if (i && sorted[i] == sorted[i - 1])
+			continue;
+		if (bel_mh_client_owns(call->client, sorted[i]))
+			beluga_mh_flush_block(call->mh, sorted[i]);
+	}
+	kvfree(sorted);
+	return 0;
+}
+
 static int beluga_mh_publish(struct beluga_file *bf, u64 ns, u32 count,
 			     const u64 *offsets,
 			     const struct beluga_key *keys, s32 *results)
@@ -631,15 +693,15 @@ static int beluga_mh_publish(struct beluga_file *bf, u64 ns, u32 count,
 	if (ret)
 		return ret;
 	/* Not a block: the core answers -EINVAL for that item. */
-	for (i = 0; i < count; i++) {
+	for (i = 0; i < count; i++)
 		if (!beluga_mh_block(call.mh, offsets[i], &call.blocks[i]))
 			call.blocks[i] = BEL_MH_NONE;
-		else
-			beluga_mh_flush_block(call.mh, call.blocks[i]);
-	}
+	ret = beluga_mh_flush_owned(&call, count);
 	/* The payload is in the device before any index entry names it. */
 	mb();
-	ret = bel_mh_publish(call.client, ns, count, call.blocks, keys, results);
+	if (!ret)
+		ret = bel_mh_publish(call.client, ns, count, call.blocks, keys,
+				     results);
 	kvfree(call.blocks);
 	return ret;
 }

@@ -66,6 +66,8 @@ static inline u64 bel_mh_div64(u64 a, u64 b)
 
 #define BEL_MH_DEF_HEARTBEAT_MS	100U
 #define BEL_MH_DEF_LEASE_MS	2000U
+/* Longest lease a pool may have (a join waits up to one). */
+#define BEL_MH_MAX_LEASE_MS	60000U
 #define BEL_MH_DEF_DATA_ALIGN	(2ULL << 20)
 
 /* Bucket heads per line: __le32 each, block number + 1, 0 ends a chain. */
@@ -240,7 +242,9 @@ static inline bool bel_mh_site_on(int site)
  * relax() is called in wait loops (with the host mutex held); it may sleep.
  * resched() is a preemption point in long walks (cond_resched(), which
  * lets the heartbeat work run on this CPU); it may sleep.
- * now_ns() is this host's monotonic clock.
+ * now_ns() is this host's monotonic clock. killed() (may be NULL) says
+ * that the caller got a fatal signal: the waits of attach then end with
+ * -EINTR.
  */
 struct bel_mh_mem_ops {
 	void (*read)(void *priv, u64 off, void *dst, u32 len);
@@ -251,6 +255,7 @@ struct bel_mh_mem_ops {
 	u64 (*now_ns)(void *priv);
 	void (*relax)(void *priv);
 	void (*resched)(void *priv);
+	bool (*killed)(void *priv);
 };
 
 /* Accesses made through the accessor layer, in lines (or calls). */
@@ -283,6 +288,11 @@ struct bel_mh_config {
 	u32 heartbeat_ms;	/* 0 = default */
 	u32 lease_ms;		/* 0 = default */
 	u64 nonce;		/* random, nonzero: uuid and format intent */
+	/*
+	 * The shortest heartbeat this host can keep (0: 1 ms): a pool with a
+	 * shorter one is refused at join, and so is formatting with one.
+	 */
+	u32 min_heartbeat_ms;
 	char name[24];		/* shown by status */
 };
 
@@ -640,11 +650,14 @@ int bel_mh_layout(u64 region_size, const struct bel_mh_config *cfg,
  *   -EUCLEAN          superblock checksum mismatch (corrupt pool)
  *   -EPROTONOSUPPORT  unknown on-media major version
  *   -EINVAL           geometry mismatch (region size, block size, layout),
- *                     or not the expected pool (cfg->expect_identity)
+ *                     timings out of range (min_heartbeat_ms, 4 heartbeats
+ *                     to a lease, BEL_MH_MAX_LEASE_MS), or not the
+ *                     expected pool (cfg->expect_identity)
  *   -ERANGE           host id >= the pool's max_hosts
  *   -EADDRINUSE       another live host uses this host id
  *   -EBUSY            cfg->format while other hosts are alive
  *   -ENOENT           cfg->join_only and no valid superblock
+ *   -EINTR            ops->killed() while waiting
  *   -ENOMEM
  * After success, call bel_mh_tick() periodically (every heartbeat period)
  * and bel_mh_heartbeat() at least as often.
@@ -749,6 +762,8 @@ void bel_mh_client_forget(struct bel_mh_client *c);
  */
 int bel_mh_alloc(struct bel_mh_client *c, u32 count, u32 *blocks);
 int bel_mh_free(struct bel_mh_client *c, u32 count, const u32 *blocks);
+/* Has @c block @b ALLOCATED (a PUBLISH of it may succeed)? */
+bool bel_mh_client_owns(struct bel_mh_client *c, u32 b);
 /*
  * Per item: BELUGA_PUBLISH_OK, BELUGA_PUBLISH_EXISTS (the block is
  * freed), -EINVAL / -EPERM (block unchanged), -EAGAIN (a racing publish of

@@ -372,6 +372,17 @@ static bool bel_mh_owns_alloc(struct bel_mh_host *h, struct bel_mh_client *c,
 	       h->blk_state[b] == BEL_MH_BLK_ALLOCATED && h->blk_owner[b] == c;
 }
 
+bool bel_mh_client_owns(struct bel_mh_client *c, u32 b)
+{
+	struct bel_mh_host *h = c->host;
+	bool owns;
+
+	bel_mutex_lock(&h->lock);
+	owns = h->joined && h->blk_state && bel_mh_owns_alloc(h, c, b);
+	bel_mutex_unlock(&h->lock);
+	return owns;
+}
+
 int bel_mh_free(struct bel_mh_client *c, u32 count, const u32 *blocks)
 {
 	struct bel_mh_host *h = c->host;

@@ -571,6 +571,13 @@ static void sim_op_resched(void *priv)
 	sim_yield(sh);
 }
 
+static bool sim_op_killed(void *priv)
+{
+	struct sim_host *sh = priv;
+
+	return sh->fatal_signal;
+}
+
 const struct bel_mh_mem_ops sim_ops = {
 	.read = sim_op_read,
 	.write = sim_op_write,
@@ -580,6 +587,7 @@ const struct bel_mh_mem_ops sim_ops = {
 	.now_ns = sim_op_now,
 	.relax = sim_op_relax,
 	.resched = sim_op_resched,
+	.killed = sim_op_killed,
 };
 
 /* --- host lifecycle helpers --------------------------------------------------- */

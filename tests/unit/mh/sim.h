@@ -92,6 +92,7 @@ struct sim_host {
 	u64 fetches;		/* lines read from the device */
 	u64 writebacks;		/* lines written to the device */
 	u64 rescheds;		/* preemption points passed (resched) */
+	bool fatal_signal;	/* ops->killed() answers true */
 	/* Protocol state and clients. */
 	struct bel_mh_host mh;
 	struct bel_mh_client cl[SIM_CLIENTS];

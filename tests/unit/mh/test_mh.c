@@ -1672,6 +1672,67 @@ static void test_long_walks(void)
 	w_free(w);
 }
 
+/*
+ * Review finding 13: timings are bounded (a lease read from media, or
+ * asked for at format, of at most BEL_MH_MAX_LEASE_MS; a heartbeat no
+ * shorter than the joining host can keep), and the waits of attach end
+ * with -EINTR when the caller is killed.
+ */
+struct killable {
+	int ret;
+	u64 took;
+};
+
+static void s_attach_timed(struct sim_host *sh, void *arg)
+{
+	struct killable *a = arg;
+	u64 t0 = sh->sim->clock;
+
+	a->ret = sim_attach(sh);
+	a->took = sh->sim->clock - t0;
+}
+
+static void test_attach_bounds(void)
+{
+	struct world *w = w_new(2, ids3, seed_of(33, 0));
+	struct killable a = { .ret = 1 };
+	u32 lease = w->h[0]->cfg.lease_ms;
+
+	/* A lease beyond the bound cannot be formatted. */
+	w->h[0]->cfg.lease_ms = BEL_MH_MAX_LEASE_MS + 1;
+	w_run1(w, 0, s_attach_timed, &a);
+	CHECK_EQ(a.ret, -EINVAL);
+	w->h[0]->cfg.lease_ms = lease;
+	w_run1(w, 0, s_attach_timed, &a);
+	CHECK_EQ(a.ret, 0);
+	/* A host that cannot keep the pool's 1 ms heartbeat is refused. */
+	w->h[1]->cfg.min_heartbeat_ms = 2;
+	w_run1(w, 1, s_attach_timed, &a);
+	CHECK_EQ(a.ret, -EINVAL);
+	CHECK(!strcmp(w->h[1]->mh.why ? w->h[1]->mh.why : "",
+		      "the pool's heartbeat or lease is out of range for this host"));
+	w->h[1]->cfg.min_heartbeat_ms = 0;
+	w_run1(w, 1, s_attach_timed, &a);
+	CHECK_EQ(a.ret, 0);
+	w_settle(w, 3 * W_MS);
+	/* Host 0 dies; its next attach waits a lease, unless it is killed. */
+	sim_kill(w->h[0]);
+	w_settle(w, W_MS);
+	CHECK(w->h[0]->killed);
+	w->h[0]->fatal_signal = true;
+	w_run1(w, 0, s_attach_timed, &a);
+	CHECK_EQ(a.ret, -EINTR);
+	CHECK(a.took < W_LEASE / 4);
+	w->h[0]->fatal_signal = false;
+	w_run1(w, 0, s_attach_timed, &a);
+	CHECK_EQ(a.ret, 0);
+	CHECK(a.took >= W_LEASE);
+	w_settle(w, 3 * W_MS);
+	w_final_check(w);
+	W_CHECK_CLEAN(w);
+	w_free(w);
+}
+
 /* --- leaving ------------------------------------------------------------------------- */
 
 struct leave {
@@ -1921,6 +1982,7 @@ static const struct test tests[] = {
 	T(test_pin_fenced),
 	T(test_rejoin_reformatted),
 	T(test_long_walks),
+	T(test_attach_bounds),
 	T(test_clean_leave),
 	T(test_last_leave_reuse),
 	T(test_random_workload),
