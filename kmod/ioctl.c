@@ -500,6 +500,9 @@ long beluga_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 	    !READ_ONCE(bf->dev->pool.nr_regions))
 		return -ENODEV;
 
+	/* Fenced shared pool: fail without mh_rwsem, which the rejoin needs. */
+	if ((op->flags & BELUGA_OP_MH) && beluga_mh_down(bf->dev))
+		return -ESTALE;
 	if (op->flags & BELUGA_OP_MH)
 		down_read(&bf->dev->mh_rwsem);
 	ret = op->execute(bf, buf);

@@ -319,13 +319,16 @@ static void beluga_mh_tick_fn(struct work_struct *work)
 			pr_warn("host %u lost its lease: fenced; mappings zapped, files opened so far are stale; rejoining\n",
 				mh->host.id);
 			mh->fenced = true;
+			WRITE_ONCE(mh->dev->mh_down, true);
 			beluga_mh_zap(mh);
 		}
 	}
 	if (mh->fenced && !READ_ONCE(beluga_mh_stall_heartbeat)) {
 		ret = beluga_mh_rejoin(mh);
-		if (!ret)
+		if (!ret) {
 			mh->fenced = false;
+			WRITE_ONCE(mh->dev->mh_down, false);
+		}
 		else if (ret != -EAGAIN)
 			mh->rejoin_failed = true;
 	}
@@ -361,6 +364,7 @@ int beluga_mh_start(struct beluga_mh *mh, const struct bel_mh_config *cfg,
 	INIT_DELAYED_WORK(&mh->tick_work, beluga_mh_tick_fn);
 	mh->fenced = false;
 	mh->rejoin_failed = false;
+	WRITE_ONCE(mh->dev->mh_down, false);
 	WRITE_ONCE(mh->running, true);
 	queue_delayed_work(system_highpri_wq, &mh->hb_work,
 			   beluga_mh_period(mh));
@@ -391,8 +395,10 @@ int beluga_mh_stop(struct beluga_mh *mh, bool force)
 
 	beluga_mh_stop_works(mh);
 	/* A failed rejoin left nothing to leave. */
-	if (!mh->joined)
+	if (!mh->joined) {
+		WRITE_ONCE(mh->dev->mh_down, false);
 		return 0;
+	}
 	ret = bel_mh_leave(&mh->host);
 	if (ret == -EBUSY && !force) {
 		WRITE_ONCE(mh->running, true);
@@ -404,6 +410,7 @@ int beluga_mh_stop(struct beluga_mh *mh, bool force)
 	beluga_mh_retire_ops(mh->dev, &mh->host);
 	bel_mh_destroy(&mh->host);
 	mh->joined = false;
+	WRITE_ONCE(mh->dev->mh_down, false);
 	return 0;
 }
 

@@ -461,9 +461,10 @@ enum beluga_backend {
  * touching its mappings raises SIGBUS, until it is closed (its allocations
  * and pins are gone; close and open again). The host then rejoins by
  * itself with a new incarnation, after a lease; until then block commands
- * of newer files fail with -ESTALE too, or wait. If it cannot rejoin (the pool was formatted again,
- * another host took its id), every block command fails with -ESTALE until
- * DETACH; the kernel log says why.
+ * of newer files fail with -ESTALE too, at once (retry after a while). If
+ * it cannot rejoin (the pool was formatted again, another host took its
+ * id), every block command fails with -ESTALE until DETACH; the kernel log
+ * says why.
  */
 struct beluga_attach {
 	__u32 size;
