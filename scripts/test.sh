@@ -118,6 +118,7 @@ host_suite() {
 	out "# $name: $(elapsed "$t0") s"
 }
 host_suite unit tests/unit check
+host_suite unit-mh tests/unit/mh check
 host_suite userspace userspace check
 
 # 4. the module, W=1, for both guest kernels -------------------------------------

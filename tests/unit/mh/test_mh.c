@@ -5,10 +5,11 @@
  * seeds derived from --seed, printed on failure.
  *
  *   test_mh [--coherent] [--seed N] [--scale N] [--only NAME]
- *           [--disable-site N|NAME] [--list-sites]
+ *           [--disable-site N|NAME] [--list-sites] [--tag TAG]
  *
  * --disable-site turns one flush/invalidate site of the protocol into a
- * no-op (the mutation check, see mutate.sh).
+ * no-op (the mutation check, see mutate.sh). --tag appends ":TAG" to every
+ * result name, so that several runs in one TAP stream stay distinct.
  */
 #include <getopt.h>
 #include "world.h"
@@ -2012,9 +2013,11 @@ int main(int argc, char **argv)
 		{ "only", required_argument, NULL, 'o' },
 		{ "disable-site", required_argument, NULL, 'd' },
 		{ "list-sites", no_argument, NULL, 'l' },
+		{ "tag", required_argument, NULL, 't' },
 		{ NULL, 0, NULL, 0 },
 	};
-	const char *only = NULL;
+	const char *only = NULL, *tag = NULL;
+	char name[128];
 	size_t i;
 	int c;
 
@@ -2031,6 +2034,9 @@ int main(int argc, char **argv)
 			break;
 		case 'o':
 			only = optarg;
+			break;
+		case 't':
+			tag = optarg;
 			break;
 		case 'd':
 			bel_mh_site_off = parse_site(optarg);
@@ -2054,7 +2060,11 @@ int main(int argc, char **argv)
 	       bel_mh_site_off ? bel_mh_sites[bel_mh_site_off].name : "");
 	(void)g_round;
 	for (i = 0; i < sizeof(tests) / sizeof(tests[0]); i++)
-		if (!only || strstr(tests[i].name, only))
-			tap_run(tests[i].name + 5, tests[i].fn);
+		if (!only || strstr(tests[i].name, only)) {
+			/* Unique result names when one TAP stream has several runs. */
+			snprintf(name, sizeof(name), "%s%s%s", tests[i].name + 5,
+				 tag ? ":" : "", tag ? tag : "");
+			tap_run(name, tests[i].fn);
+		}
 	return tap_done();
 }
