@@ -224,6 +224,8 @@ void beluga_mh_unmap(struct beluga_mh *mh);
 int beluga_mh_start(struct beluga_mh *mh, const struct bel_mh_config *cfg,
 		    const char **why);
 bool beluga_mh_file_stale(struct beluga_file *bf);
+/* Mappings of @dev's pool refuse get_user_pages() (a shared pool). */
+bool beluga_mh_refuse_gup(struct beluga_device *dev);
 /* Block commands of the shared pool fail now (fenced, rejoining). */
 static inline bool beluga_mh_down(struct beluga_device *dev)
 {

@@ -179,6 +179,20 @@ void beluga_mh_unmap(struct beluga_mh *mh)
 	mh->size = 0;
 }
 
+/*
+ * A fence cannot revoke pins that devices hold (docs/multihost.md, 10), so
+ * shared-pool mappings refuse get_user_pages() unless the operator, who
+ * then provides fencing outside the host, allows it at load.
+ */
+static bool beluga_mh_allow_gup;
+module_param_named(mh_allow_gup, beluga_mh_allow_gup, bool, 0444);
+MODULE_PARM_DESC(mh_allow_gup, "Let get_user_pages() pin shared-pool mappings (RDMA, io_uring fixed buffers, cudaHostRegister, O_DIRECT); only where the host's devices are fenced from the pool when it loses its lease (default N: -EFAULT)");
+
+bool beluga_mh_refuse_gup(struct beluga_device *dev)
+{
+	return READ_ONCE(dev->mh) && !beluga_mh_allow_gup;
+}
+
 static bool beluga_mh_stall_heartbeat;
 module_param_named(mh_stall_heartbeat, beluga_mh_stall_heartbeat, bool, 0600);
 MODULE_PARM_DESC(mh_stall_heartbeat, "Testing only: skip this host's heartbeats in shared pools, so that it fences itself (default N)");

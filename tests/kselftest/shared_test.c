@@ -12,6 +12,7 @@
 #include "beluga_test.h"
 
 #include <sys/mman.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <time.h>
 
@@ -339,6 +340,54 @@ TEST_F_TIMEOUT(shared, single_host_round_trip, 180)
 	ASSERT_EQ(0, bt_lookup(self->c.fd, ns, k, 3, NULL, 0, &hits));
 	EXPECT_EQ(0, hits);
 	EXPECT_EQ(0, bt_detach(self->c.fd, a.region_id, 0, NULL));
+}
+
+/*
+ * Review finding 3: a fence cannot revoke pins that devices hold, so a
+ * shared pool's mappings refuse get_user_pages() (unless mh_allow_gup):
+ * process_vm_readv() of them fails with EFAULT, while the same call on a
+ * local pool's mapping works.
+ */
+TEST_F_TIMEOUT(shared, no_pins_of_shared_mappings, 120)
+{
+	struct beluga_attach a;
+	char why[160], allow[8] = "";
+	uint8_t *map, buf[64];
+	struct iovec local = { buf, sizeof(buf) }, remote;
+	uint64_t off;
+	FILE *gup;
+	ssize_t n;
+	int r;
+
+	if (!bt_backend_ok(BELUGA_BACKEND_DAX, 0, SH_LEN, why, sizeof(why)))
+		SKIP(return, "%s", why);
+	gup = fopen("/sys/module/beluga/parameters/mh_allow_gup", "r");
+	if (!gup)
+		SKIP(return, "mh_allow_gup: %s (module without it)",
+		     strerror(errno));
+	if (!fgets(allow, sizeof(allow), gup))
+		allow[0] = 0;
+	fclose(gup);
+	if (allow[0] == 'Y')
+		SKIP(return, "loaded with mh_allow_gup=1");
+	ASSERT_EQ(0, sh_req(&a, BELUGA_ATTACH_SHARED | BELUGA_ATTACH_HOST_ID |
+			    BELUGA_ATTACH_FORMAT, 0));
+	r = bt_attach(self->c.fd, &a);
+	ASSERT_EQ(0, r) TH_LOG("shared attach: %s", strerror(-r));
+	map = bt_map(&self->c);
+	ASSERT_EQ(0, bt_alloc(self->c.fd, 1, &off));
+	memset(map + off, 0x5a, 4096);
+	remote.iov_base = map + off;
+	remote.iov_len = sizeof(buf);
+	n = process_vm_readv(getpid(), &local, 1, &remote, 1, 0);
+	EXPECT_EQ(-1, n) TH_LOG("process_vm_readv() pinned a shared-pool page");
+	EXPECT_EQ(EFAULT, errno);
+	/* The CPU reaches the block as usual. */
+	EXPECT_EQ(0x5a, map[off + 17]);
+	ASSERT_EQ(0, bt_free(self->c.fd, 1, &off));
+	bt_unmap(&self->c);
+	r = bt_detach(self->c.fd, a.region_id, 0, NULL);
+	EXPECT_EQ(0, r) TH_LOG("DETACH: %s", strerror(-r));
 }
 
 TEST_F_TIMEOUT(shared, fence_zaps_and_rejoins, 240)
