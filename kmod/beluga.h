@@ -231,6 +231,7 @@ static inline bool beluga_mh_down(struct beluga_device *dev)
 {
 	return READ_ONCE(dev->mh_down);
 }
+
 int beluga_mh_stop(struct beluga_mh *mh, bool force);
 bool beluga_mh_block(const struct beluga_mh *mh, u64 offset, u32 *block);
 u64 beluga_mh_offset(const struct beluga_mh *mh, u32 block);

@@ -342,9 +342,9 @@ static void beluga_mh_tick_fn(struct work_struct *work)
 		if (!ret) {
 			mh->fenced = false;
 			WRITE_ONCE(mh->dev->mh_down, false);
-		}
-		else if (ret != -EAGAIN)
+		} else if (ret != -EAGAIN) {
 			mh->rejoin_failed = true;
+		}
 	}
 	if (READ_ONCE(mh->running) && !mh->rejoin_failed)
 		queue_delayed_work(system_unbound_wq, &mh->tick_work,

@@ -48,7 +48,8 @@
  * BELUGA_IOC_INFO, or any page-aligned part of it. Mappings are pinnable
  * with FOLL_LONGTERM (cudaHostRegister, ibv_reg_mr, AF_XDP umems, and
  * io_uring fixed buffers on kernels whose io_uring accepts file-backed
- * memory, 6.5 and later), except mappings of a shared pool (below). Device-dax regions are mapped with 2 MiB pages where the
+ * memory, 6.5 and later), except mappings of a shared pool (below).
+ * Device-dax regions are mapped with 2 MiB pages where the
  * mapping address, the offset and the region allow it; the kernel picks a
  * 2 MiB aligned address for mappings of 2 MiB or more at a 2 MiB aligned
  * offset. A mapping reaches the regions attached when it was made; pages in
