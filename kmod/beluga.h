@@ -91,6 +91,13 @@ struct beluga_device {
 	 */
 	struct rw_semaphore mh_rwsem;
 	struct beluga_mh *mh;
+	/*
+	 * The shared pool's host is fenced or rejoining (WRITE_ONCE by its
+	 * tick, cleared at attach and stop): block commands fail with
+	 * -ESTALE before they take mh_rwsem, so that callers retrying
+	 * cannot starve the rejoin's down_write_trylock().
+	 */
+	bool mh_down;
 	u32 mh_gen;			/* +1 at every shared attach */
 	/* Counters of shared-pool hosts gone since load (mh_rwsem). */
 	struct bel_mh_opstats mh_past;
@@ -217,6 +224,14 @@ void beluga_mh_unmap(struct beluga_mh *mh);
 int beluga_mh_start(struct beluga_mh *mh, const struct bel_mh_config *cfg,
 		    const char **why);
 bool beluga_mh_file_stale(struct beluga_file *bf);
+/* Mappings of @dev's pool refuse get_user_pages() (a shared pool). */
+bool beluga_mh_refuse_gup(struct beluga_device *dev);
+/* Block commands of the shared pool fail now (fenced, rejoining). */
+static inline bool beluga_mh_down(struct beluga_device *dev)
+{
+	return READ_ONCE(dev->mh_down);
+}
+
 int beluga_mh_stop(struct beluga_mh *mh, bool force);
 bool beluga_mh_block(const struct beluga_mh *mh, u64 offset, u32 *block);
 u64 beluga_mh_offset(const struct beluga_mh *mh, u32 block);

@@ -530,6 +530,9 @@ long beluga_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 	    copy_to_user(uarg, buf, ucmd.out_len))
 		return -EFAULT;
 
+	/* Fenced shared pool: fail without mh_rwsem, which the rejoin needs. */
+	if ((op->flags & BELUGA_OP_MH) && beluga_mh_down(bf->dev))
+		return -ESTALE;
 	if (op->flags & BELUGA_OP_MH)
 		down_read(&bf->dev->mh_rwsem);
 	ret = op->execute(bf, buf);

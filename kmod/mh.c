@@ -11,6 +11,8 @@
  *   fence       mb() (MFENCE)
  *   now_ns      this host's monotonic clock, counting suspend
  *   relax       a short sleep: wait loops run with the host mutex held
+ *   resched     cond_resched(): long walks let other work (the heartbeat) run
+ *   killed      fatal_signal_pending(): the waits of ATTACH are killable
  * and two delayed works keep the host alive: the heartbeat (spinlock only,
  * never delayed by a long operation) and the maintenance tick (liveness,
  * partition claims, rebuilds).
@@ -24,6 +26,7 @@
 #include <linux/math64.h>
 #include <linux/moduleparam.h>
 #include <linux/sizes.h>
+#include <linux/sort.h>
 #include <linux/sysfs.h>
 #include <linux/timekeeping.h>
 #include <linux/workqueue.h>
@@ -35,7 +38,14 @@ int beluga_host_id = -1;
 module_param_named(host_id, beluga_host_id, int, 0444);
 MODULE_PARM_DESC(host_id, "This host's id in shared pools, 0-15, unique in the rack (default -1: none; ATTACH may give one)");
 
-/* Format-time only: a joining host takes the pool's values from its superblock. */
+/*
+ * Format-time only: a joining host takes the pool's values from its
+ * superblock. Both are checked at ATTACH: a heartbeat of at least
+ * BELUGA_MH_MIN_HEARTBEAT_MS, a lease of at least 4 heartbeats and at most
+ * BEL_MH_MAX_LEASE_MS (-EINVAL otherwise); pools formatted elsewhere with
+ * timings outside these bounds are refused at join.
+ */
+#define BELUGA_MH_MIN_HEARTBEAT_MS	10U
 unsigned int beluga_mh_heartbeat_ms;
 module_param_named(mh_heartbeat_ms, beluga_mh_heartbeat_ms, uint, 0444);
 MODULE_PARM_DESC(mh_heartbeat_ms, "Heartbeat period of shared pools this host formats, in ms (default 0: 100)");
@@ -128,6 +138,17 @@ static void beluga_mh_relax(void *priv)
 	usleep_range(500, 1000);
 }
 
+static void beluga_mh_resched(void *priv)
+{
+	cond_resched();
+}
+
+/* The caller of ATTACH was killed: its waits end (not the tick's rejoin). */
+static bool beluga_mh_killed(void *priv)
+{
+	return fatal_signal_pending(current);
+}
+
 const struct bel_mh_mem_ops beluga_mh_mem_ops = {
 	.read = beluga_mh_read,
 	.write = beluga_mh_write,
@@ -136,6 +157,8 @@ const struct bel_mh_mem_ops beluga_mh_mem_ops = {
 	.fence = beluga_mh_fence,
 	.now_ns = beluga_mh_now_ns,
 	.relax = beluga_mh_relax,
+	.resched = beluga_mh_resched,
+	.killed = beluga_mh_killed,
 };
 
 /* Map [@start, @start + @size) write-back, for the accessors. */
@@ -154,6 +177,20 @@ void beluga_mh_unmap(struct beluga_mh *mh)
 		memunmap(mh->base);
 	mh->base = NULL;
 	mh->size = 0;
+}
+
+/*
+ * A fence cannot revoke pins that devices hold (docs/multihost.md, 10), so
+ * shared-pool mappings refuse get_user_pages() unless the operator, who
+ * then provides fencing outside the host, allows it at load.
+ */
+static bool beluga_mh_allow_gup;
+module_param_named(mh_allow_gup, beluga_mh_allow_gup, bool, 0444);
+MODULE_PARM_DESC(mh_allow_gup, "Let get_user_pages() pin shared-pool mappings (RDMA, io_uring fixed buffers, cudaHostRegister, O_DIRECT); only where the host's devices are fenced from the pool when it loses its lease (default N: -EFAULT)");
+
+bool beluga_mh_refuse_gup(struct beluga_device *dev)
+{
+	return READ_ONCE(dev->mh) && !beluga_mh_allow_gup;
 }
 
 static bool beluga_mh_stall_heartbeat;
@@ -239,19 +276,24 @@ static void beluga_mh_zap(struct beluga_mh *mh)
  * formatting. Needs mh_rwsem for writing, which DETACH and unload hold
  * while they cancel this work: only tried, -EAGAIN retries at the next
  * tick. Block commands wait meanwhile (a lease and more). Any other error
- * is final: the pool stays down (-ESTALE) until DETACH.
+ * is final: the pool stays down (-ESTALE) until DETACH; a pool formatted
+ * again meanwhile (another uuid or geometry) is refused before this host
+ * writes anything into it.
  */
 static int beluga_mh_rejoin(struct beluga_mh *mh)
 {
 	struct beluga_device *dev = mh->dev;
 	struct bel_mh_config cfg = mh->cfg;
-	u8 uuid[16];
 	int ret;
 
 	if (!down_write_trylock(&dev->mh_rwsem))
 		return -EAGAIN;
 	cancel_delayed_work_sync(&mh->hb_work);
-	memcpy(uuid, mh->host.geo.uuid, sizeof(uuid));
+	/* The same pool or nothing: checked before anything is written. */
+	cfg.expect_identity = true;
+	memcpy(cfg.expect_uuid, mh->host.geo.uuid, sizeof(cfg.expect_uuid));
+	cfg.expect_nr_blocks = mh->nr_blocks;
+	cfg.block_size = mh->block_size;
 	beluga_mh_retire_ops(dev, &mh->host);
 	bel_mh_destroy(&mh->host);
 	mh->joined = false;
@@ -261,14 +303,6 @@ static int beluga_mh_rejoin(struct beluga_mh *mh)
 	cfg.format = false;
 	cfg.join_only = true;
 	ret = bel_mh_attach(&mh->host, &beluga_mh_mem_ops, mh, mh->size, &cfg);
-	if (!ret && (mh->host.geo.nr_blocks != mh->nr_blocks ||
-		     mh->host.geo.block_size != mh->block_size ||
-		     memcmp(mh->host.geo.uuid, uuid, sizeof(uuid)))) {
-		mh->host.why = "the pool was formatted again meanwhile";
-		bel_mh_leave(&mh->host);
-		bel_mh_destroy(&mh->host);
-		ret = -EINVAL;
-	}
 	if (ret) {
 		pr_err("host %u could not rejoin its shared pool (%d): %s; detach it\n",
 		       cfg.host_id, ret, mh->host.why ? mh->host.why : "?");
@@ -299,15 +333,18 @@ static void beluga_mh_tick_fn(struct work_struct *work)
 			pr_warn("host %u lost its lease: fenced; mappings zapped, files opened so far are stale; rejoining\n",
 				mh->host.id);
 			mh->fenced = true;
+			WRITE_ONCE(mh->dev->mh_down, true);
 			beluga_mh_zap(mh);
 		}
 	}
 	if (mh->fenced && !READ_ONCE(beluga_mh_stall_heartbeat)) {
 		ret = beluga_mh_rejoin(mh);
-		if (!ret)
+		if (!ret) {
 			mh->fenced = false;
-		else if (ret != -EAGAIN)
+			WRITE_ONCE(mh->dev->mh_down, false);
+		} else if (ret != -EAGAIN) {
 			mh->rejoin_failed = true;
+		}
 	}
 	if (READ_ONCE(mh->running) && !mh->rejoin_failed)
 		queue_delayed_work(system_unbound_wq, &mh->tick_work,
@@ -321,15 +358,18 @@ static void beluga_mh_tick_fn(struct work_struct *work)
 int beluga_mh_start(struct beluga_mh *mh, const struct bel_mh_config *cfg,
 		    const char **why)
 {
+	struct bel_mh_config c = *cfg;
 	int ret;
 
 	*why = NULL;
-	ret = bel_mh_attach(&mh->host, &beluga_mh_mem_ops, mh, mh->size, cfg);
+	/* A few jiffies at least: the heartbeat is a delayed work. */
+	c.min_heartbeat_ms = BELUGA_MH_MIN_HEARTBEAT_MS;
+	ret = bel_mh_attach(&mh->host, &beluga_mh_mem_ops, mh, mh->size, &c);
 	if (ret) {
 		*why = mh->host.why;
 		return ret;
 	}
-	mh->cfg = *cfg;
+	mh->cfg = c;
 	mh->period = max_t(unsigned long, 1,
 			   msecs_to_jiffies(div_u64(mh->host.geo.heartbeat_ns,
 						    NSEC_PER_MSEC)));
@@ -338,6 +378,7 @@ int beluga_mh_start(struct beluga_mh *mh, const struct bel_mh_config *cfg,
 	INIT_DELAYED_WORK(&mh->tick_work, beluga_mh_tick_fn);
 	mh->fenced = false;
 	mh->rejoin_failed = false;
+	WRITE_ONCE(mh->dev->mh_down, false);
 	WRITE_ONCE(mh->running, true);
 	queue_delayed_work(system_highpri_wq, &mh->hb_work,
 			   beluga_mh_period(mh));
@@ -368,8 +409,10 @@ int beluga_mh_stop(struct beluga_mh *mh, bool force)
 
 	beluga_mh_stop_works(mh);
 	/* A failed rejoin left nothing to leave. */
-	if (!mh->joined)
+	if (!mh->joined) {
+		WRITE_ONCE(mh->dev->mh_down, false);
 		return 0;
+	}
 	ret = bel_mh_leave(&mh->host);
 	if (ret == -EBUSY && !force) {
 		WRITE_ONCE(mh->running, true);
@@ -381,6 +424,7 @@ int beluga_mh_stop(struct beluga_mh *mh, bool force)
 	beluga_mh_retire_ops(mh->dev, &mh->host);
 	bel_mh_destroy(&mh->host);
 	mh->joined = false;
+	WRITE_ONCE(mh->dev->mh_down, false);
 	return 0;
 }
 
@@ -411,8 +455,18 @@ u64 beluga_mh_offset(const struct beluga_mh *mh, u32 block)
  */
 void beluga_mh_flush_block(struct beluga_mh *mh, u32 block)
 {
-	beluga_mh_flush(mh, BEL_MH_F_PAYLOAD,
-			bel_mh_block_off(&mh->host.geo, block), mh->block_size);
+	u64 off = bel_mh_block_off(&mh->host.geo, block);
+	u64 left = mh->block_size;
+
+	/* Blocks may be 1 GiB: reschedule every 2 MiB of CLWB. */
+	while (left) {
+		u64 n = min_t(u64, left, SZ_2M);
+
+		beluga_mh_flush(mh, BEL_MH_F_PAYLOAD, off, n);
+		off += n;
+		left -= n;
+		cond_resched();
+	}
 }
 
 /*
@@ -430,7 +484,7 @@ struct bel_mh_client *beluga_mh_client(struct beluga_file *bf)
 		return ERR_PTR(-ESTALE);
 	mutex_lock(&bf->mh_lock);
 	if (bf->mh_gen != dev->mh_gen) {
-		kvfree(bf->mh_client.pins);
+		bel_mh_client_forget(&bf->mh_client);
 		bel_mh_client_init(&dev->mh->host, &bf->mh_client);
 		bf->mh_gen = dev->mh_gen;
 	}
@@ -447,8 +501,7 @@ void beluga_mh_client_close(struct beluga_file *bf)
 	if (bf->mh_gen && dev->mh && bf->mh_gen == dev->mh_gen)
 		bel_mh_client_release(&bf->mh_client);
 	else
-		kvfree(bf->mh_client.pins);
-	bf->mh_client.pins = NULL;
+		bel_mh_client_forget(&bf->mh_client);
 	up_read(&dev->mh_rwsem);
 }
 
@@ -616,6 +669,39 @@ static int beluga_mh_block_list(struct beluga_file *bf, u32 count,
 	return ret;
 }
 
+static int beluga_mh_cmp_block(const void *a, const void *b)
+{
+	u32 x = *(const u32 *)a, y = *(const u32 *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/*
+ * Write back the payload of each distinct block of @blocks that the file
+ * has allocated, once: the others fail their PUBLISH item, and a list of
+ * 4096 copies of one offset must not cost 4096 block flushes.
+ */
+static int beluga_mh_flush_owned(struct beluga_mh_call *call, u32 count)
+{
+	u32 *sorted, i, n = 0;
+
+	sorted = kvmalloc_array(count, sizeof(*sorted), GFP_KERNEL);
+	if (!sorted)
+		return -ENOMEM;
+	for (i = 0; i < count; i++)
+		if (call->blocks[i] != BEL_MH_NONE)
+			sorted[n++] = call->blocks[i];
+	sort(sorted, n, sizeof(*sorted), beluga_mh_cmp_block, NULL);
+	for (i = 0; i < n; i++) {
+		if (i && sorted[i] == sorted[i - 1])
+			continue;
+		if (bel_mh_client_owns(call->client, sorted[i]))
+			beluga_mh_flush_block(call->mh, sorted[i]);
+	}
+	kvfree(sorted);
+	return 0;
+}
+
 static int beluga_mh_publish(struct beluga_file *bf, u64 ns, u32 count,
 			     const u64 *offsets,
 			     const struct beluga_key *keys, s32 *results)
@@ -628,15 +714,15 @@ static int beluga_mh_publish(struct beluga_file *bf, u64 ns, u32 count,
 	if (ret)
 		return ret;
 	/* Not a block: the core answers -EINVAL for that item. */
-	for (i = 0; i < count; i++) {
+	for (i = 0; i < count; i++)
 		if (!beluga_mh_block(call.mh, offsets[i], &call.blocks[i]))
 			call.blocks[i] = BEL_MH_NONE;
-		else
-			beluga_mh_flush_block(call.mh, call.blocks[i]);
-	}
+	ret = beluga_mh_flush_owned(&call, count);
 	/* The payload is in the device before any index entry names it. */
 	mb();
-	ret = bel_mh_publish(call.client, ns, count, call.blocks, keys, results);
+	if (!ret)
+		ret = bel_mh_publish(call.client, ns, count, call.blocks, keys,
+				     results);
 	kvfree(call.blocks);
 	return ret;
 }

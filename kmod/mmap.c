@@ -10,7 +10,8 @@
  * with 2 MiB entries where the address, the offset and the physical range
  * are all 2 MiB aligned. Node pages are ordinary pages returned from the
  * fault handler. Neither uses VM_PFNMAP or VM_IO, so get_user_pages() and
- * FOLL_LONGTERM pins work on every mapping.
+ * FOLL_LONGTERM pins work on every mapping of a local pool; mappings of a
+ * shared pool add VM_IO, which refuses them (beluga_mh_refuse_gup()).
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -219,6 +220,9 @@ int beluga_mmap(struct file *file, struct vm_area_struct *vma)
 	 * Pools are large and shared: keep them out of core dumps.
 	 */
 	vm_flags_set(vma, VM_MIXEDMAP | VM_HUGEPAGE | VM_DONTDUMP);
+	/* A shared pool: no pins a fence cannot revoke (mh.c). */
+	if (beluga_mh_refuse_gup(dev))
+		vm_flags_set(vma, VM_IO);
 out:
 	up_read(&dev->regions_rwsem);
 	return ret;

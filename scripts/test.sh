@@ -118,6 +118,7 @@ host_suite() {
 	out "# $name: $(elapsed "$t0") s"
 }
 host_suite unit tests/unit check
+host_suite unit-mh tests/unit/mh check
 host_suite userspace userspace check
 # 3b. the GPU path: nvcc builds the CUDA code (SKIP without nvcc); the device check
 #     runs where a GPU is present, else says SKIP with the reason

@@ -26,6 +26,7 @@
 #define BEL_CORE_H
 
 #include "bel_env.h"
+#include "bel_pins.h"
 #include <linux/beluga.h>
 
 /* Block ids: region slot in the high bits, index inside the region low. */
@@ -128,11 +129,7 @@ struct bel_client {
 	bel_mutex_t mutex;		/* serialises this client's calls */
 	u32 alloc_head;			/* ALLOCATED blocks, via prev/next */
 	u32 nr_allocated;
-	/* Pin table: open addressing, block id -> pin count. */
-	u32 *pin_ids;			/* BEL_NONE marks an empty slot */
-	u32 *pin_counts;
-	u32 pin_capacity;		/* power of two, or 0 */
-	u32 pin_used;			/* distinct blocks pinned */
+	struct bel_pin_table pins;	/* block id -> pins held */
 	u64 nr_pins;			/* pins held, with multiplicity */
 };
 

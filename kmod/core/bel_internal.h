@@ -31,15 +31,6 @@ static inline u64 bel_div64(u64 a, u64 b)
 
 /* Hash buckets: a power of two, at least the blocks, at most this. */
 #define BEL_MAX_BUCKETS		0x10000000U	/* 2^28 */
-/* Pin table slots of one client: a power of two, at most this. */
-#define BEL_MAX_PIN_SLOTS	0x10000000U	/* 2^28 */
-#define BEL_MIN_PIN_SLOTS	16U
-
-/*
- * A block's pin count never goes above this, so that one more batch of
- * pins on the same block (at most BELUGA_MAX_BATCH) cannot wrap it.
- */
-#define BEL_MAX_PINS		(0xffffffffU - BELUGA_MAX_BATCH)
 
 /* Smallest power of two >= @x (x <= 2^63); 1 for 0. */
 static inline u64 bel_roundup_pow2(u64 x)

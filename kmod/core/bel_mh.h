@@ -19,6 +19,7 @@
 #define BEL_MH_H
 
 #include "bel_env.h"
+#include "bel_pins.h"
 #include <linux/beluga.h>
 
 #ifdef __KERNEL__
@@ -65,6 +66,8 @@ static inline u64 bel_mh_div64(u64 a, u64 b)
 
 #define BEL_MH_DEF_HEARTBEAT_MS	100U
 #define BEL_MH_DEF_LEASE_MS	2000U
+/* Longest lease a pool may have (a join waits up to one). */
+#define BEL_MH_MAX_LEASE_MS	60000U
 #define BEL_MH_DEF_DATA_ALIGN	(2ULL << 20)
 
 /* Bucket heads per line: __le32 each, block number + 1, 0 ends a chain. */
@@ -237,7 +240,11 @@ static inline bool bel_mh_site_on(int site)
  * simulator implements them over a private cache model per host.
  *
  * relax() is called in wait loops (with the host mutex held); it may sleep.
- * now_ns() is this host's monotonic clock.
+ * resched() is a preemption point in long walks (cond_resched(), which
+ * lets the heartbeat work run on this CPU); it may sleep.
+ * now_ns() is this host's monotonic clock. killed() (may be NULL) says
+ * that the caller got a fatal signal: the waits of attach then end with
+ * -EINTR.
  */
 struct bel_mh_mem_ops {
 	void (*read)(void *priv, u64 off, void *dst, u32 len);
@@ -247,6 +254,8 @@ struct bel_mh_mem_ops {
 	void (*fence)(void *priv);
 	u64 (*now_ns)(void *priv);
 	void (*relax)(void *priv);
+	void (*resched)(void *priv);
+	bool (*killed)(void *priv);
 };
 
 /* Accesses made through the accessor layer, in lines (or calls). */
@@ -265,12 +274,25 @@ struct bel_mh_config {
 	u64 block_size;		/* join: 0 accepts the pool's; format: 0 = 2 MiB */
 	bool format;		/* reformat even a valid pool (explicit) */
 	bool join_only;		/* never format: a rejoin after a fence */
+	/*
+	 * A rejoin: the pool must still be the one this host left (same
+	 * uuid, same number of blocks; block_size above is checked too),
+	 * else -EINVAL before anything is written.
+	 */
+	bool expect_identity;
+	u8 expect_uuid[16];
+	u32 expect_nr_blocks;
 	/* Used only when this host formats: */
 	u32 max_hosts;		/* 0 = BEL_MH_DEF_HOSTS */
 	u64 data_align;		/* 0 = BEL_MH_DEF_DATA_ALIGN */
 	u32 heartbeat_ms;	/* 0 = default */
 	u32 lease_ms;		/* 0 = default */
 	u64 nonce;		/* random, nonzero: uuid and format intent */
+	/*
+	 * The shortest heartbeat this host can keep (0: 1 ms): a pool with a
+	 * shorter one is refused at join, and so is formatting with one.
+	 */
+	u32 min_heartbeat_ms;
 	char name[24];		/* shown by status */
 };
 
@@ -314,6 +336,7 @@ struct bel_mh_part {
 	u32 nr_free;
 	u32 lru_head;		/* PUBLISHED blocks, oldest first */
 	u32 lru_tail;
+	u32 nr_lru;		/* blocks on the LRU (evictable here) */
 	u32 nr_allocated;
 	u32 nr_published;
 	u64 next_seq;
@@ -407,14 +430,20 @@ struct bel_mh_host {
 	const char *why;		/* reason of the last refusal */
 };
 
-/* One open file: its allocations and pins (released on close). */
+/*
+ * One open file: its allocations and pins (released on close). The pins
+ * are (block, count) pairs, so their memory grows with the distinct
+ * blocks pinned, never with the number of pins.
+ */
 struct bel_mh_client {
 	struct bel_mh_host *host;
 	u32 nr_allocated;
-	u32 nr_pins;			/* entries used in @pins */
-	u32 cap_pins;
-	u32 *pins;			/* block numbers, one per pin */
+	u64 nr_pins;			/* pins held, with multiplicity */
+	struct bel_pin_table pins;	/* block -> pins held */
 };
+
+/* Long walks under the host mutex reschedule every this many steps. */
+#define BEL_MH_RESCHED_EVERY	256U
 
 #define BEL_MH_NONE	0xffffffffU
 
@@ -429,9 +458,8 @@ static inline u64 bel_mh_nlines(u64 off, u64 len)
 
 /*
  * Self-fence: once the own heartbeat is older than lease/2, this host stores
- * nothing in the pool any more (not even a write-back), because the other
- * hosts may soon act on its lease expiry. Checked at every store, so the
- * window between the check and the store is a few instructions.
+ * nothing new in the pool, because the other hosts may act on its lease
+ * expiry from lease on. Checked once per store (bel_mh_put()), before it.
  */
 static inline bool bel_mh_fenced_now(struct bel_mh_host *h)
 {
@@ -454,28 +482,40 @@ static inline void bel_mh_read(struct bel_mh_host *h, u64 off, void *dst,
 	h->ops->read(h->priv, off, dst, len);
 }
 
-static inline void bel_mh_write(struct bel_mh_host *h, u64 off,
-				const void *src, u32 len)
+/*
+ * Write then flush: every store to the pool, one a host may depend on.
+ * The fence is checked once, before the write; a store that passed it is
+ * always flushed at once, even if the deadline passes in between: a
+ * dirty line cannot be taken back, only written back now or at a time the
+ * hardware chooses (an eviction, the next invalidate, long after another
+ * host has reused the line). Written back now, it reaches the device
+ * before the lease ends, as long as the stall between check and flush
+ * stays below lease - fence (docs/multihost.md, section 1). False when
+ * the store was dropped because the host is fenced.
+ */
+static inline bool bel_mh_put(struct bel_mh_host *h, int site, u64 off,
+			      const void *src, u32 len)
 {
 	if (bel_mh_fenced_now(h))
-		return;
+		return false;
 	h->cnt.writes += bel_mh_nlines(off, len);
 	h->ops->write(h->priv, off, src, len);
+	if (bel_mh_site_on(site)) {
+		h->cnt.flushes += bel_mh_nlines(off, len);
+		h->ops->flush(h->priv, site, off, len);
+	}
+	return true;
 }
 
-static inline void bel_mh_flush_at(struct bel_mh_host *h, int site, u64 off,
-				   u64 len)
-{
-	if (!bel_mh_site_on(site) || bel_mh_fenced_now(h))
-		return;
-	h->cnt.flushes += bel_mh_nlines(off, len);
-	h->ops->flush(h->priv, site, off, len);
-}
-
+/*
+ * Invalidate, so that the next read comes from the device. Not subject to
+ * the fence: every store is flushed by bel_mh_put(), so the lines dropped
+ * here are clean and nothing is written back.
+ */
 static inline void bel_mh_inval_at(struct bel_mh_host *h, int site, u64 off,
 				   u64 len)
 {
-	if (!bel_mh_site_on(site) || bel_mh_fenced_now(h))
+	if (!bel_mh_site_on(site))
 		return;
 	h->cnt.invals += bel_mh_nlines(off, len);
 	h->ops->inval(h->priv, site, off, len);
@@ -487,18 +527,8 @@ static inline void bel_mh_fence(struct bel_mh_host *h)
 	h->ops->fence(h->priv);
 }
 
-#define BEL_MH_FLUSH(h, site, off, len) \
-	bel_mh_flush_at(h, BEL_MH_##site, off, len)
 #define BEL_MH_INVAL(h, site, off, len) \
 	bel_mh_inval_at(h, BEL_MH_##site, off, len)
-
-/* Write then flush: a store other hosts may depend on. */
-static inline void bel_mh_put(struct bel_mh_host *h, int site, u64 off,
-			      const void *src, u32 len)
-{
-	bel_mh_write(h, off, src, len);
-	bel_mh_flush_at(h, site, off, len);
-}
 
 /* Invalidate then read: a line another host may have written. */
 static inline void bel_mh_get(struct bel_mh_host *h, int site, u64 off,
@@ -533,6 +563,12 @@ static inline u32 bel_mh_link_dec(__le32 v)
 static inline __le32 bel_mh_link_enc(u32 b)
 {
 	return cpu_to_le32(b == BEL_MH_NONE ? 0 : b + 1);
+}
+
+/* A preemption point of a long walk (the host mutex may be held). */
+static inline void bel_mh_resched(struct bel_mh_host *h)
+{
+	h->ops->resched(h->priv);
 }
 
 static inline u64 bel_mh_now(struct bel_mh_host *h)
@@ -613,11 +649,15 @@ int bel_mh_layout(u64 region_size, const struct bel_mh_config *cfg,
  * cfg->format, for the other hosts to be gone). On failure h->why says why:
  *   -EUCLEAN          superblock checksum mismatch (corrupt pool)
  *   -EPROTONOSUPPORT  unknown on-media major version
- *   -EINVAL           geometry mismatch (region size, block size, layout)
+ *   -EINVAL           geometry mismatch (region size, block size, layout),
+ *                     timings out of range (min_heartbeat_ms, 4 heartbeats
+ *                     to a lease, BEL_MH_MAX_LEASE_MS), or not the
+ *                     expected pool (cfg->expect_identity)
  *   -ERANGE           host id >= the pool's max_hosts
  *   -EADDRINUSE       another live host uses this host id
  *   -EBUSY            cfg->format while other hosts are alive
  *   -ENOENT           cfg->join_only and no valid superblock
+ *   -EINTR            ops->killed() while waiting
  *   -ENOMEM
  * After success, call bel_mh_tick() periodically (every heartbeat period)
  * and bel_mh_heartbeat() at least as often.
@@ -679,7 +719,7 @@ struct bel_mh_host_info {
 	bool alive;
 	bool self;
 	u64 silent_ns;		/* since its heartbeat last moved */
-	char name[24];
+	char name[24];		/* printable, no spaces, NUL padded */
 };
 
 int bel_mh_hosts(struct bel_mh_host *h, struct bel_mh_host_info *out,
@@ -712,6 +752,8 @@ bool bel_mh_writer_dead(const struct bel_mh_host *h, u32 w, u32 winc);
 void bel_mh_client_init(struct bel_mh_host *h, struct bel_mh_client *c);
 /* Frees the client's allocations and drops its pins (close). */
 void bel_mh_client_release(struct bel_mh_client *c);
+/* Frees a client's DRAM state only: its host is gone (rejoin, crash). */
+void bel_mh_client_forget(struct bel_mh_client *c);
 
 /*
  * The block operations. Block numbers, 0 .. nr_blocks-1; the glue turns
@@ -720,6 +762,8 @@ void bel_mh_client_release(struct bel_mh_client *c);
  */
 int bel_mh_alloc(struct bel_mh_client *c, u32 count, u32 *blocks);
 int bel_mh_free(struct bel_mh_client *c, u32 count, const u32 *blocks);
+/* Has @c block @b ALLOCATED (a PUBLISH of it may succeed)? */
+bool bel_mh_client_owns(struct bel_mh_client *c, u32 b);
 /*
  * Per item: BELUGA_PUBLISH_OK, BELUGA_PUBLISH_EXISTS (the block is
  * freed), -EINVAL / -EPERM (block unchanged), -EAGAIN (a racing publish of
@@ -728,6 +772,10 @@ int bel_mh_free(struct bel_mh_client *c, u32 count, const u32 *blocks);
 int bel_mh_publish(struct bel_mh_client *c, u64 ns, u32 count,
 		   const u32 *blocks, const struct beluga_key *keys,
 		   s32 *results);
+/*
+ * With @pin, @blocks is required, and -EOVERFLOW (nothing pinned) when a
+ * block's pin count on this host would pass BEL_MAX_PINS.
+ */
 int bel_mh_lookup(struct bel_mh_client *c, u64 ns, u32 count,
 		  const struct beluga_key *keys, bool pin, u32 *blocks,
 		  u32 *hits);

@@ -4,8 +4,7 @@
  *
  * A client (one open file) owns the blocks it has ALLOCATED, kept on a
  * doubly linked list through bel_block.prev/next, and the pins it holds,
- * kept in a small open-addressing table (linear probing, load at most one
- * half, backward-shift deletion so there are no tombstones). Both are
+ * kept in the pin table of bel_pins.h (pins.c). Both are
  * protected by pool->lock. client->mutex serialises one client's calls:
  * only they change its pin table, so bel_lookup() can size the table with
  * the mutex held and the pool lock dropped, and find the room still there
@@ -46,86 +45,7 @@ static void bel_owned_del_locked(struct bel_client *c, u32 id)
 	c->nr_allocated--;
 }
 
-/* --- the pin table ---------------------------------------------------- */
-
-static u32 bel_pin_home(u32 id, u32 mask)
-{
-	/* Fibonacci hashing: ids of different regions share low bits. */
-	return (u32)(((u64)id * 0x9e3779b97f4a7c15ULL) >> 32) & mask;
-}
-
-/* Position of @id in the table, or BEL_NONE. */
-static u32 bel_pin_find(const struct bel_client *c, u32 id)
-{
-	u32 mask, pos;
-
-	if (!c->pin_capacity)
-		return BEL_NONE;
-	mask = c->pin_capacity - 1;
-	for (pos = bel_pin_home(id, mask); c->pin_ids[pos] != BEL_NONE;
-	     pos = (pos + 1) & mask)
-		if (c->pin_ids[pos] == id)
-			return pos;
-	return BEL_NONE;
-}
-
-/* Insert @id, known to be absent; the table has room (load <= 1/2). */
-static void bel_pin_insert(u32 *ids, u32 *counts, u32 capacity, u32 id,
-			   u32 count)
-{
-	u32 mask = capacity - 1;
-	u32 pos = bel_pin_home(id, mask);
-
-	while (ids[pos] != BEL_NONE)
-		pos = (pos + 1) & mask;
-	ids[pos] = id;
-	counts[pos] = count;
-}
-
-static void bel_pin_add_locked(struct bel_client *c, u32 id)
-{
-	u32 pos = bel_pin_find(c, id);
-
-	if (pos != BEL_NONE) {
-		c->pin_counts[pos]++;
-	} else {
-		BEL_ASSERT((u64)(c->pin_used + 1) * 2 <= c->pin_capacity);
-		bel_pin_insert(c->pin_ids, c->pin_counts, c->pin_capacity,
-			       id, 1);
-		c->pin_used++;
-	}
-	c->nr_pins++;
-}
-
-/* Empty slot @pos and pull later members of its probe run back into it. */
-static void bel_pin_del_at(struct bel_client *c, u32 pos)
-{
-	u32 mask = c->pin_capacity - 1;
-	u32 hole = pos, j = pos;
-
-	for (;;) {
-		u32 home;
-
-		c->pin_ids[hole] = BEL_NONE;
-		c->pin_counts[hole] = 0;
-		for (;;) {
-			j = (j + 1) & mask;
-			if (c->pin_ids[j] == BEL_NONE) {
-				c->pin_used--;
-				return;
-			}
-			home = bel_pin_home(c->pin_ids[j], mask);
-			/* Stays put when home lies cyclically in (hole, j]. */
-			if (hole <= j ? (hole < home && home <= j)
-				      : (hole < home || home <= j))
-				continue;
-			break;
-		}
-		c->pin_ids[hole] = c->pin_ids[j];
-		c->pin_counts[hole] = c->pin_counts[j];
-		hole = j;
-	}
-}
+/* --- the pin table (bel_pins.h) ---------------------------------------- */
 
 /*
  * Make room for @more new distinct pins. Called with client->mutex held
@@ -135,41 +55,15 @@ static void bel_pin_del_at(struct bel_client *c, u32 pos)
  */
 static int bel_pin_reserve(struct bel_client *c, u32 more)
 {
-	u64 need = ((u64)c->pin_used + more) * 2;
-	u32 *ids, *counts, *old_ids, *old_counts;
-	u32 cap, i;
+	struct bel_pin_table next;
+	int ret = bel_pins_prepare(&c->pins, more, &next);
 
-	if (need <= c->pin_capacity)
-		return 0;
-	need = bel_roundup_pow2(need);
-	if (need < BEL_MIN_PIN_SLOTS)
-		need = BEL_MIN_PIN_SLOTS;
-	if (need > BEL_MAX_PIN_SLOTS)
-		return -ENOMEM;
-	cap = (u32)need;
-	ids = bel_calloc(cap, sizeof(*ids));
-	counts = bel_calloc(cap, sizeof(*counts));
-	if (!ids || !counts) {
-		bel_kvfree(ids);
-		bel_kvfree(counts);
-		return -ENOMEM;
-	}
-	memset(ids, 0xff, (size_t)cap * sizeof(*ids));
-	for (i = 0; i < c->pin_capacity; i++)
-		if (c->pin_ids[i] != BEL_NONE)
-			bel_pin_insert(ids, counts, cap, c->pin_ids[i],
-				       c->pin_counts[i]);
-
+	if (ret || !next.capacity)
+		return ret;
 	bel_spin_lock(&c->pool->lock);
-	old_ids = c->pin_ids;
-	old_counts = c->pin_counts;
-	c->pin_ids = ids;
-	c->pin_counts = counts;
-	c->pin_capacity = cap;
+	bel_pins_swap(&c->pins, &next);
 	bel_spin_unlock(&c->pool->lock);
-
-	bel_kvfree(old_ids);
-	bel_kvfree(old_counts);
+	bel_pins_free(&next);
 	return 0;
 }
 
@@ -221,21 +115,20 @@ void bel_client_release(struct bel_client *c)
 		bel_put_free_locked(pool, id);
 		pool->stats.frees++;
 	}
-	for (i = 0; i < c->pin_capacity; i++) {
-		if (c->pin_ids[i] == BEL_NONE)
+	for (i = 0; i < c->pins.capacity; i++) {
+		if (c->pins.ids[i] == BEL_PINS_EMPTY)
 			continue;
-		bel_unpin_block_locked(pool, c->pin_ids[i], c->pin_counts[i]);
-		c->nr_pins -= c->pin_counts[i];
-		c->pin_ids[i] = BEL_NONE;
-		c->pin_counts[i] = 0;
+		bel_unpin_block_locked(pool, c->pins.ids[i], c->pins.counts[i]);
+		c->nr_pins -= c->pins.counts[i];
+		c->pins.ids[i] = BEL_PINS_EMPTY;
+		c->pins.counts[i] = 0;
 	}
-	c->pin_used = 0;
+	c->pins.used = 0;
 	pool->stats.clients--;
 	bel_spin_unlock(&pool->lock);
 	bel_mutex_unlock(&c->mutex);
 
-	bel_kvfree(c->pin_ids);
-	bel_kvfree(c->pin_counts);
+	bel_pins_free(&c->pins);
 	bel_mutex_destroy(&c->mutex);
 	bel_kvfree(c);
 }
@@ -455,7 +348,8 @@ int bel_lookup(struct bel_client *c, u64 ns, u32 count,
 				pool->stats.pinned_blocks++;
 			}
 			pool->stats.pins++;
-			bel_pin_add_locked(c, id);
+			bel_pins_add(&c->pins, id);
+			c->nr_pins++;
 			offsets[i] = bel_id_to_offset(pool, id);
 		}
 	}
@@ -485,26 +379,27 @@ int bel_release(struct bel_client *c, u32 count, const u64 *offsets)
 	 */
 	for (i = 0; i < count; i++) {
 		id = bel_offset_to_id_locked(pool, offsets[i]);
-		pos = id == BEL_NONE ? BEL_NONE : bel_pin_find(c, id);
-		if (pos == BEL_NONE || !c->pin_counts[pos]) {
+		pos = id == BEL_NONE ? BEL_PINS_EMPTY :
+				       bel_pins_find(&c->pins, id);
+		if (pos == BEL_PINS_EMPTY || !c->pins.counts[pos]) {
 			for (j = 0; j < i; j++) {
 				id = bel_offset_to_id_locked(pool, offsets[j]);
-				c->pin_counts[bel_pin_find(c, id)]++;
+				c->pins.counts[bel_pins_find(&c->pins, id)]++;
 			}
 			bel_spin_unlock(&pool->lock);
 			bel_mutex_unlock(&c->mutex);
 			return -EINVAL;
 		}
-		c->pin_counts[pos]--;
+		c->pins.counts[pos]--;
 	}
 	/* Now apply to the blocks and drop the entries that reached zero. */
 	for (i = 0; i < count; i++) {
 		id = bel_offset_to_id_locked(pool, offsets[i]);
 		bel_unpin_block_locked(pool, id, 1);
 		c->nr_pins--;
-		pos = bel_pin_find(c, id);
-		if (pos != BEL_NONE && !c->pin_counts[pos])
-			bel_pin_del_at(c, pos);
+		pos = bel_pins_find(&c->pins, id);
+		if (pos != BEL_PINS_EMPTY && !c->pins.counts[pos])
+			bel_pins_del_at(&c->pins, pos);
 	}
 	bel_spin_unlock(&pool->lock);
 	bel_mutex_unlock(&c->mutex);

@@ -106,7 +106,8 @@ int bel_mh_layout(u64 region_size, const struct bel_mh_config *cfg,
 	if (!bel_mh_is_pow2(align) || align < 4096)
 		return -EINVAL;
 	/* A heartbeat must fit several times into half a lease. */
-	if (!hb || lease < 4 * hb)
+	if (!hb || lease < 4 * hb || lease > BEL_MH_MAX_LEASE_MS ||
+	    hb < cfg->min_heartbeat_ms)
 		return -EINVAL;
 
 	g->region_size = region_size;
@@ -162,18 +163,26 @@ u32 bel_mh_part_of(const struct bel_mh_host *h, u32 block)
 	return p;
 }
 
-static void bel_mh_relax(struct bel_mh_host *h)
+/* One step of a wait of the attach: -EINTR once the caller is killed. */
+static int bel_mh_relax(struct bel_mh_host *h)
 {
+	if (h->ops->killed && h->ops->killed(h->priv)) {
+		h->why = "interrupted by a fatal signal";
+		return -EINTR;
+	}
 	h->ops->relax(h->priv);
+	return 0;
 }
 
 /* Wait @ns on this host's clock, relaxing. */
-static void bel_mh_wait(struct bel_mh_host *h, u64 ns)
+static int bel_mh_wait(struct bel_mh_host *h, u64 ns)
 {
 	u64 t0 = bel_mh_now(h);
+	int ret = 0;
 
-	while (bel_mh_now(h) - t0 < ns)
-		bel_mh_relax(h);
+	while (!ret && bel_mh_now(h) - t0 < ns)
+		ret = bel_mh_relax(h);
+	return ret;
 }
 
 static void bel_mh_encode_super(const struct bel_mh_geo *g, u64 nonce,
@@ -255,6 +264,13 @@ static int bel_mh_check_super(struct bel_mh_host *h,
 		h->why = "geometry mismatch: bad host count in the superblock";
 		return -EINVAL;
 	}
+	/* Timings this host can keep, within the bounds of the format. */
+	if (le32_to_cpu(sb->heartbeat_ms) < h->cfg.min_heartbeat_ms ||
+	    le32_to_cpu(sb->lease_ms) > BEL_MH_MAX_LEASE_MS ||
+	    le32_to_cpu(sb->lease_ms) < 4 * le32_to_cpu(sb->heartbeat_ms)) {
+		h->why = "the pool's heartbeat or lease is out of range for this host";
+		return -EINVAL;
+	}
 	/* The layout must be exactly the one this module computes. */
 	memset(&c, 0, sizeof(c));
 	c.block_size = g->block_size;
@@ -272,6 +288,12 @@ static int bel_mh_check_super(struct bel_mh_host *h,
 	    want.bucket_stride != g->bucket_stride ||
 	    le64_to_cpu(sb->nr_blocks) != g->nr_blocks) {
 		h->why = "geometry mismatch: unexpected layout in the superblock";
+		return -EINVAL;
+	}
+	if (h->cfg.expect_identity &&
+	    (memcmp(g->uuid, h->cfg.expect_uuid, sizeof(g->uuid)) ||
+	     g->nr_blocks != h->cfg.expect_nr_blocks)) {
+		h->why = "the pool was formatted again meanwhile";
 		return -EINVAL;
 	}
 	if (h->id >= g->max_hosts) {
@@ -307,8 +329,7 @@ static void bel_mh_put_intent(struct bel_mh_host *h, int site, u64 nonce)
 		it.nonce = cpu_to_le64(nonce);
 		it.progress = cpu_to_le64(++h->intent_progress);
 	}
-	bel_mh_write(h, bel_mh_intent_off(h->id), &it, sizeof(it));
-	bel_mh_flush_at(h, site, bel_mh_intent_off(h->id), sizeof(it));
+	bel_mh_put(h, site, bel_mh_intent_off(h->id), &it, sizeof(it));
 }
 
 /* 0: this host may format; -EAGAIN: another fresh intent, withdrawn. */
@@ -396,7 +417,8 @@ static int bel_mh_wait_no_live_hosts(struct bel_mh_host *h, u64 lease)
 		first = false;
 		if (!any_active || bel_mh_now(h) - t0 > lease)
 			return 0;
-		bel_mh_relax(h);
+		if (bel_mh_relax(h))
+			return -EINTR;
 	}
 }
 
@@ -410,8 +432,7 @@ static void bel_mh_zero_range(struct bel_mh_host *h, u64 start, u64 end)
 		u32 len = end - off > sizeof(bel_mh_zero) ?
 			  (u32)sizeof(bel_mh_zero) : (u32)(end - off);
 
-		bel_mh_write(h, off, bel_mh_zero, len);
-		BEL_MH_FLUSH(h, F_FMT_ZERO, off, len);
+		BEL_MH_PUT(h, F_FMT_ZERO, off, bel_mh_zero, len);
 		off += len;
 		/* Show progress so that nobody takes the intent for stale. */
 		if (++pages % 1024 == 0)
@@ -477,8 +498,9 @@ static int bel_mh_format_or_check(struct bel_mh_host *h, u64 region_size)
 		ret = bel_mh_intent_try(h);
 		if (ret == -EAGAIN) {
 			/* Lower ids retry sooner, so one of them wins. */
-			bel_mh_wait(h, (u64)(1 + h->id) *
-				       bel_mh_cfg_hb_ns(&h->cfg));
+			if (bel_mh_wait(h, (u64)(1 + h->id) *
+					   bel_mh_cfg_hb_ns(&h->cfg)))
+				return -EINTR;
 			continue;
 		}
 		/*
@@ -593,7 +615,10 @@ static int bel_mh_join(struct bel_mh_host *h)
 		for (;;) {
 			struct bel_mh_host_rec r;
 
-			bel_mh_relax(h);
+			if (bel_mh_relax(h)) {
+				bel_mh_free_dram(h);
+				return -EINTR;
+			}
 			BEL_MH_GET(h, I_REC_OBSERVE, own_off, &r, sizeof(r));
 			if (r.heartbeat != own.heartbeat ||
 			    r.incarnation != own.incarnation) {

@@ -116,8 +116,7 @@ static void bel_mh_put_rec_locked(struct bel_mh_host *h, int site)
 {
 	u64 off = bel_mh_rec_off(&h->geo, h->id);
 
-	bel_mh_write(h, off, &h->rec, sizeof(h->rec));
-	bel_mh_flush_at(h, site, off, sizeof(h->rec));
+	bel_mh_put(h, site, off, &h->rec, sizeof(h->rec));
 }
 
 void bel_mh_heartbeat(struct bel_mh_host *h)
@@ -157,6 +156,7 @@ void bel_mh_lru_add(struct bel_mh_host *h, u32 p, u32 b)
 	else
 		pt->lru_head = b;
 	pt->lru_tail = b;
+	pt->nr_lru++;
 }
 
 void bel_mh_lru_del(struct bel_mh_host *h, u32 p, u32 b)
@@ -173,6 +173,7 @@ void bel_mh_lru_del(struct bel_mh_host *h, u32 p, u32 b)
 		pt->lru_tail = h->blk_prev[b];
 	h->blk_next[b] = BEL_MH_NONE;
 	h->blk_prev[b] = BEL_MH_NONE;
+	pt->nr_lru--;
 }
 
 void bel_mh_free_push(struct bel_mh_host *h, u32 p, u32 b)
@@ -215,6 +216,7 @@ static void bel_mh_drop_part(struct bel_mh_host *h, u32 p)
 	pt->free_head = BEL_MH_NONE;
 	pt->lru_head = BEL_MH_NONE;
 	pt->lru_tail = BEL_MH_NONE;
+	pt->nr_lru = 0;
 	pt->nr_free = 0;
 	pt->nr_allocated = 0;
 	pt->nr_published = 0;
@@ -240,7 +242,12 @@ static void bel_mh_rebuild(struct bel_mh_host *h, u32 p)
 	for (i = 0; i < h->geo.buckets; i++) {
 		struct bel_mh_entry pe, e;
 		u32 prev = BEL_MH_NONE, steps = 0;
-		u32 n = bel_mh_get_head(h, p, i, rd);
+		u32 n;
+
+		/* Millions of buckets in a large pool: let others run. */
+		if (i && !(i % BEL_MH_RESCHED_EVERY))
+			bel_mh_resched(h);
+		n = bel_mh_get_head(h, p, i, rd);
 
 		memset(&pe, 0, sizeof(pe));
 		memset(&e, 0, sizeof(e));
@@ -402,6 +409,21 @@ int bel_mh_release_part(struct bel_mh_host *h, u32 p)
 	return ret;
 }
 
+/*
+ * A host's name as status shows it: the bytes up to the first NUL, with
+ * every byte that is not printable ASCII or is a space made '?'. The name
+ * comes from another host's record: a peer must not forge status lines.
+ */
+static void bel_mh_copy_name(char *dst, const char *src, u32 len)
+{
+	u32 i;
+
+	for (i = 0; i < len && src[i]; i++)
+		dst[i] = src[i] > ' ' && src[i] < 0x7f ? src[i] : '?';
+	for (; i < len; i++)
+		dst[i] = 0;
+}
+
 int bel_mh_hosts(struct bel_mh_host *h, struct bel_mh_host_info *out,
 		 u32 max)
 {
@@ -427,7 +449,8 @@ int bel_mh_hosts(struct bel_mh_host *h, struct bel_mh_host_info *out,
 			i->heartbeat = le64_to_cpu(h->rec.heartbeat);
 			i->owned = le32_to_cpu(h->rec.owned);
 			i->silent_ns = now - BEL_MH_READ_ONCE(h->last_hb);
-			memcpy(i->name, h->rec.name, sizeof(i->name));
+			bel_mh_copy_name(i->name, h->rec.name,
+					 sizeof(i->name));
 		} else {
 			struct bel_mh_host_rec r;
 
@@ -440,7 +463,7 @@ int bel_mh_hosts(struct bel_mh_host *h, struct bel_mh_host_info *out,
 			i->owned = v->owned;
 			i->alive = bel_mh_alive(h, x);
 			i->silent_ns = now - v->changed_at;
-			memcpy(i->name, r.name, sizeof(i->name));
+			bel_mh_copy_name(i->name, r.name, sizeof(i->name));
 		}
 	}
 	bel_mutex_unlock(&h->lock);

@@ -39,10 +39,9 @@ void bel_mh_set_head(struct bel_mh_host *h, u32 p, u32 bucket, u32 block,
 		     int site)
 {
 	__le32 v = bel_mh_link_enc(block);
-	u64 off = bel_mh_bucket_off(&h->geo, p, bucket);
 
-	bel_mh_write(h, off, &v, sizeof(v));
-	bel_mh_flush_at(h, site, off, sizeof(v));
+	bel_mh_put(h, site, bel_mh_bucket_off(&h->geo, p, bucket), &v,
+		   sizeof(v));
 }
 
 u32 bel_mh_ent_bucket(const struct bel_mh_host *h,
@@ -118,9 +117,13 @@ static void bel_mh_unlink(struct bel_mh_host *h, u32 p, u32 b,
 {
 	u32 bkt = bel_mh_ent_bucket(h, e);
 	u32 prev = BEL_MH_NONE, steps = 0;
-	u32 n = bel_mh_get_head(h, p, bkt, 0);
 	struct bel_mh_entry pe;
+	u32 n;
 
+	/* Fenced: nothing would be stored, and a store before may be missing. */
+	if (bel_mh_fenced_now(h))
+		return;
+	n = bel_mh_get_head(h, p, bkt, 0);
 	while (n != BEL_MH_NONE && n != b && steps++ <= h->part[p].nr) {
 		bel_mh_read(h, bel_mh_ent_off(&h->geo, n), &pe, sizeof(pe));
 		prev = n;
@@ -135,8 +138,7 @@ static void bel_mh_unlink(struct bel_mh_host *h, u32 p, u32 b,
 		return;
 	}
 	pe.next = e->next;
-	bel_mh_write(h, bel_mh_ent_off(&h->geo, prev), &pe, sizeof(pe));
-	bel_mh_flush_at(h, site, bel_mh_ent_off(&h->geo, prev), sizeof(pe));
+	bel_mh_put(h, site, bel_mh_ent_off(&h->geo, prev), &pe, sizeof(pe));
 }
 
 /* Is pin word @w of host @x a pin that an evictor must respect? */
@@ -153,13 +155,12 @@ static bool bel_mh_pin_counts(const struct bel_mh_host *h, u32 x, u32 w)
 	return true;			/* a newer incarnation than we know */
 }
 
-static void bel_mh_put_pin(struct bel_mh_host *h, u32 b, u32 w, int site)
+static bool bel_mh_put_pin(struct bel_mh_host *h, u32 b, u32 w, int site)
 {
 	__le32 word = cpu_to_le32(w);
-	u64 off = bel_mh_pin_off(&h->geo, h->id, b);
 
-	bel_mh_write(h, off, &word, sizeof(word));
-	bel_mh_flush_at(h, site, off, sizeof(word));
+	return bel_mh_put(h, site, bel_mh_pin_off(&h->geo, h->id, b), &word,
+			  sizeof(word));
 }
 
 /* --- allocation and eviction --------------------------------------------- */
@@ -187,11 +188,13 @@ static u32 bel_mh_take_free(struct bel_mh_host *h)
 }
 
 /*
- * Try to evict PUBLISHED block @b of owned partition @p (not pinned here).
- * Mark it EVICTING, flush, fence, then read every other host's pin word
- * for it after invalidating. A pin -> roll back. None -> tombstone: free.
+ * Claim PUBLISHED block @b of owned partition @p (not pinned here) for
+ * eviction: mark it EVICTING, flush, fence, then read every other host's
+ * pin word for it after invalidating. A pin (or a fence) -> roll back,
+ * false. Else true: the block stays EVICTING, off the LRU, until
+ * bel_mh_evict_finish() or bel_mh_evict_undo().
  */
-static bool bel_mh_evict_block(struct bel_mh_host *h, u32 p, u32 b)
+static bool bel_mh_evict_mark(struct bel_mh_host *h, u32 p, u32 b)
 {
 	u64 off = bel_mh_ent_off(&h->geo, b);
 	struct bel_mh_entry e;
@@ -219,39 +222,84 @@ static bool bel_mh_evict_block(struct bel_mh_host *h, u32 p, u32 b)
 		bel_mh_lru_add(h, p, b);
 		return false;
 	}
+	return true;
+}
+
+/* EVICTING block @b goes back to PUBLISHED, newest end of the LRU. */
+static void bel_mh_evict_undo(struct bel_mh_host *h, u32 b)
+{
+	u64 off = bel_mh_ent_off(&h->geo, b);
+	struct bel_mh_entry e;
+
+	bel_mh_read(h, off, &e, sizeof(e));
+	e.state = cpu_to_le32(BEL_MH_ENT_PUBLISHED);
+	BEL_MH_PUT(h, F_ENT_ROLLBACK, off, &e, sizeof(e));
+	bel_mh_lru_add(h, bel_mh_part_of(h, b), b);
+}
+
+/* EVICTING block @b is unlinked (a tombstone) and free. */
+static void bel_mh_evict_finish(struct bel_mh_host *h, u32 b)
+{
+	u32 p = bel_mh_part_of(h, b);
+	struct bel_mh_entry e;
+
+	bel_mh_read(h, bel_mh_ent_off(&h->geo, b), &e, sizeof(e));
 	bel_mh_unlink(h, p, b, &e, BEL_MH_F_ENT_UNLINK);
 	h->part[p].nr_published--;
 	bel_mh_free_push(h, p, b);
 	h->opstats.evictions++;
-	return true;
 }
 
-/* Evict the least recently used evictable block; false when none. */
-static bool bel_mh_evict_one(struct bel_mh_host *h)
+/* The oldest block on the LRUs of the partitions we allocate from. */
+static u32 bel_mh_lru_oldest(struct bel_mh_host *h, u32 *part)
 {
-	u32 tries;
+	u32 b = BEL_MH_NONE, p;
 
-	for (tries = 0; tries < BEL_MH_EVICT_TRIES; tries++) {
-		u32 best_p = BEL_MH_NONE, b = BEL_MH_NONE, p;
+	for (p = 0; p < h->geo.max_hosts; p++) {
+		struct bel_mh_part *pt = &h->part[p];
 
-		for (p = 0; p < h->geo.max_hosts; p++) {
-			struct bel_mh_part *pt = &h->part[p];
-
-			if (!pt->owned || pt->releasing ||
-			    pt->lru_head == BEL_MH_NONE)
-				continue;
-			if (b == BEL_MH_NONE ||
-			    h->blk_stamp[pt->lru_head] < h->blk_stamp[b]) {
-				b = pt->lru_head;
-				best_p = p;
-			}
+		if (!pt->owned || pt->releasing || pt->lru_head == BEL_MH_NONE)
+			continue;
+		if (b == BEL_MH_NONE ||
+		    h->blk_stamp[pt->lru_head] < h->blk_stamp[b]) {
+			b = pt->lru_head;
+			*part = p;
 		}
-		if (b == BEL_MH_NONE || bel_mh_usable(h))
-			return false;
-		if (bel_mh_evict_block(h, best_p, b))
-			return true;
 	}
-	return false;
+	return b;
+}
+
+/*
+ * Evict @need blocks, least recently used first, or none (all or
+ * nothing): claim them all, then free them all, or roll every claim back
+ * when remote pins keep too many (BEL_MH_EVICT_TRIES misses) or the host
+ * fences itself. @victims holds @need entries of scratch space.
+ */
+static int bel_mh_evict_n(struct bel_mh_host *h, u32 need, u32 *victims)
+{
+	u32 n = 0, misses = 0, i, p = 0, b;
+	int ret = 0;
+
+	while (n < need) {
+		if (n && !(n % BEL_MH_RESCHED_EVERY))
+			bel_mh_resched(h);
+		b = bel_mh_lru_oldest(h, &p);
+		ret = bel_mh_usable(h);
+		if (ret || b == BEL_MH_NONE)
+			break;
+		if (bel_mh_evict_mark(h, p, b))
+			victims[n++] = b;
+		else if (++misses >= BEL_MH_EVICT_TRIES)
+			break;
+	}
+	if (n < need) {
+		for (i = 0; i < n; i++)
+			bel_mh_evict_undo(h, victims[i]);
+		return ret ? ret : -ENOSPC;
+	}
+	for (i = 0; i < n; i++)
+		bel_mh_evict_finish(h, victims[i]);
+	return 0;
 }
 
 static void bel_mh_free_block(struct bel_mh_host *h, struct bel_mh_client *c,
@@ -276,15 +324,27 @@ int bel_mh_alloc(struct bel_mh_client *c, u32 count, u32 *blocks)
 		return -EINVAL;
 	bel_mutex_lock(&h->lock);
 	ret = bel_mh_usable(h);
+	if (!ret) {
+		u64 nr_free = 0, nr_lru = 0;
+		u32 p;
+
+		for (p = 0; p < h->geo.max_hosts; p++)
+			if (h->part[p].owned && !h->part[p].releasing) {
+				nr_free += h->part[p].nr_free;
+				nr_lru += h->part[p].nr_lru;
+			}
+		/* All or nothing: decide before evicting anything. */
+		if (nr_free + nr_lru < count)
+			ret = -ENOSPC;
+		else if (nr_free < count)
+			ret = bel_mh_evict_n(h, count - (u32)nr_free, blocks);
+	}
 	for (i = 0; !ret && i < count; i++) {
 		u32 b = bel_mh_take_free(h);
 
-		if (b == BEL_MH_NONE && bel_mh_evict_one(h))
-			b = bel_mh_take_free(h);
 		if (b == BEL_MH_NONE) {
-			ret = bel_mh_usable(h);
-			if (!ret)
-				ret = -ENOSPC;
+			BEL_ASSERT(0);
+			ret = -ENOSPC;
 			break;
 		}
 		h->blk_state[b] = BEL_MH_BLK_ALLOCATED;
@@ -310,6 +370,17 @@ static bool bel_mh_owns_alloc(struct bel_mh_host *h, struct bel_mh_client *c,
 {
 	return b < h->geo.nr_blocks &&
 	       h->blk_state[b] == BEL_MH_BLK_ALLOCATED && h->blk_owner[b] == c;
+}
+
+bool bel_mh_client_owns(struct bel_mh_client *c, u32 b)
+{
+	struct bel_mh_host *h = c->host;
+	bool owns;
+
+	bel_mutex_lock(&h->lock);
+	owns = h->joined && h->blk_state && bel_mh_owns_alloc(h, c, b);
+	bel_mutex_unlock(&h->lock);
+	return owns;
 }
 
 int bel_mh_free(struct bel_mh_client *c, u32 count, const u32 *blocks)
@@ -458,8 +529,14 @@ restart:
 		enum bel_mh_race r = bel_mh_race_check(h, ns, key, &wp, &we);
 
 		if (r == BEL_MH_PROCEED) {
+			/*
+			 * Fenced meanwhile: the announcement may never have
+			 * reached the device, and other hosts may soon adopt
+			 * the partition. The block stays allocated.
+			 */
 			e.state = cpu_to_le32(BEL_MH_ENT_PUBLISHED);
-			BEL_MH_PUT(h, F_ENT_COMMIT, off, &e, sizeof(e));
+			if (!BEL_MH_PUT(h, F_ENT_COMMIT, off, &e, sizeof(e)))
+				return -ESTALE;
 			h->blk_owner[b] = NULL;
 			h->blk_state[b] = BEL_MH_BLK_PUBLISHED;
 			h->part[p].nr_allocated--;
@@ -478,8 +555,10 @@ restart:
 			h->opstats.frees++;
 			return BELUGA_PUBLISH_EXISTS;
 		}
-		if (r == BEL_MH_YIELD || bel_mh_now(h) > deadline ||
-		    bel_mh_usable(h)) {
+		ret = bel_mh_usable(h);
+		if (ret)
+			return ret;
+		if (r == BEL_MH_YIELD || bel_mh_now(h) > deadline) {
 			bel_mh_unlink(h, p, b, &e, BEL_MH_F_ENT_WITHDRAW);
 			break;
 		}
@@ -560,24 +639,16 @@ static u32 bel_mh_find(struct bel_mh_host *h, u64 ns,
 	return BEL_MH_NONE;
 }
 
+/* Room for @more new distinct pins of @c (h->lock held; may sleep). */
 static int bel_mh_client_reserve(struct bel_mh_client *c, u32 more)
 {
-	u32 need = c->nr_pins + more;
-	u32 cap = c->cap_pins ? c->cap_pins : 16;
-	u32 *n;
+	struct bel_pin_table next;
+	int ret = bel_pins_prepare(&c->pins, more, &next);
 
-	if (need <= c->cap_pins)
-		return 0;
-	while (cap < need)
-		cap *= 2;
-	n = bel_calloc(cap, sizeof(*n));
-	if (!n)
-		return -ENOMEM;
-	if (c->nr_pins)
-		memcpy(n, c->pins, (size_t)c->nr_pins * sizeof(*n));
-	bel_kvfree(c->pins);
-	c->pins = n;
-	c->cap_pins = cap;
+	if (ret || !next.capacity)
+		return ret;
+	bel_pins_swap(&c->pins, &next);
+	bel_pins_free(&next);
 	return 0;
 }
 
@@ -593,26 +664,37 @@ static bool bel_mh_same_entry(const struct bel_mh_entry *a,
  * Pin block @b of the entry @e just found in partition @p: announce the
  * pin, then check that the entry is still the same PUBLISHED one. An entry
  * being evicted is EVICTING; an evicted one is unlinked and never goes back
- * to PUBLISHED without a new sequence number. False: not pinned.
+ * to PUBLISHED without a new sequence number. 1: not pinned (a miss);
+ * -EOVERFLOW: the block's pin count is at its cap; -ESTALE: the host
+ * fenced itself meanwhile, so the pin may be invisible to other hosts.
  */
-static bool bel_mh_pin(struct bel_mh_host *h, struct bel_mh_client *c, u32 p,
-		       u32 b, const struct bel_mh_entry *e)
+static int bel_mh_pin(struct bel_mh_host *h, struct bel_mh_client *c, u32 p,
+		      u32 b, const struct bel_mh_entry *e)
 {
 	if (b >= h->geo.nr_blocks || bel_mh_part_of(h, b) != p)
-		return false;
+		return 1;
+	if (h->blk_pins[b] > BEL_MAX_PINS)
+		return -EOVERFLOW;
 	if (!h->blk_pins[b]) {
-		bel_mh_put_pin(h, b, le32_to_cpu(h->rec.incarnation),
-			       BEL_MH_F_PIN);
+		/* A pin word that never reached the device protects nothing. */
+		if (!bel_mh_put_pin(h, b, le32_to_cpu(h->rec.incarnation),
+				    BEL_MH_F_PIN))
+			return -ESTALE;
 		if (!h->part[p].owned) {
 			struct bel_mh_entry now;
 
 			bel_mh_fence(h);
 			BEL_MH_GET(h, I_PIN_CHECK, bel_mh_ent_off(&h->geo, b),
 				   &now, sizeof(now));
+			/* Fenced meanwhile: evictors may not respect the pin. */
+			if (bel_mh_usable(h)) {
+				bel_mh_put_pin(h, b, 0, BEL_MH_F_UNPIN);
+				return -ESTALE;
+			}
 			if (le32_to_cpu(now.state) != BEL_MH_ENT_PUBLISHED ||
 			    !bel_mh_same_entry(&now, e)) {
 				bel_mh_put_pin(h, b, 0, BEL_MH_F_UNPIN);
-				return false;
+				return 1;
 			}
 		} else if (h->blk_state[b] == BEL_MH_BLK_PUBLISHED) {
 			bel_mh_lru_del(h, p, b);
@@ -621,8 +703,39 @@ static bool bel_mh_pin(struct bel_mh_host *h, struct bel_mh_client *c, u32 p,
 	}
 	h->blk_pins[b]++;
 	h->nr_pins++;
-	c->pins[c->nr_pins++] = b;
-	return true;
+	bel_pins_add(&c->pins, b);
+	c->nr_pins++;
+	return 0;
+}
+
+static void bel_mh_unpin(struct bel_mh_host *h, u32 b, u32 n)
+{
+	u32 p;
+
+	if (!n)
+		return;
+	h->nr_pins -= n;
+	h->opstats.releases += n;
+	h->blk_pins[b] -= n;
+	if (h->blk_pins[b])
+		return;
+	h->nr_pinned--;
+	bel_mh_put_pin(h, b, 0, BEL_MH_F_UNPIN);
+	p = bel_mh_part_of(h, b);
+	if (h->part[p].owned && h->blk_state[b] == BEL_MH_BLK_PUBLISHED)
+		bel_mh_lru_add(h, p, b);
+}
+
+/* Drop one pin of @b that @c holds (known to hold). */
+static void bel_mh_client_unpin(struct bel_mh_host *h,
+				struct bel_mh_client *c, u32 b)
+{
+	u32 pos = bel_pins_find(&c->pins, b);
+
+	if (--c->pins.counts[pos] == 0)
+		bel_pins_del_at(&c->pins, pos);
+	c->nr_pins--;
+	bel_mh_unpin(h, b, 1);
 }
 
 int bel_mh_lookup(struct bel_mh_client *c, u64 ns, u32 count,
@@ -634,7 +747,7 @@ int bel_mh_lookup(struct bel_mh_client *c, u64 ns, u32 count,
 	u32 i;
 	int ret;
 
-	if (!count || count > BELUGA_MAX_BATCH)
+	if (!count || count > BELUGA_MAX_BATCH || (pin && !blocks))
 		return -EINVAL;
 	bel_mutex_lock(&h->lock);
 	ret = bel_mh_usable(h);
@@ -644,15 +757,28 @@ int bel_mh_lookup(struct bel_mh_client *c, u64 ns, u32 count,
 		struct bel_mh_entry e;
 		u32 p, b;
 
+		if (i && !(i % BEL_MH_RESCHED_EVERY))
+			bel_mh_resched(h);
 		p = bel_mh_find(h, ns, &keys[i], hint, &b, &e);
 		if (p == BEL_MH_NONE)
 			break;
-		if (pin && !bel_mh_pin(h, c, p, b, &e))
-			break;
+		if (pin) {
+			ret = bel_mh_pin(h, c, p, b, &e);
+			if (ret > 0) {
+				ret = 0;
+				break;
+			}
+			if (ret)
+				break;
+		}
 		if (blocks)
 			blocks[i] = b;
 		hint = p;
 	}
+	if (ret && pin)
+		/* All or nothing: drop the pins this call took. */
+		while (i--)
+			bel_mh_client_unpin(h, c, blocks[i]);
 	*hits = ret ? 0 : i;
 	if (!ret) {
 		h->opstats.lookups++;
@@ -663,62 +789,40 @@ int bel_mh_lookup(struct bel_mh_client *c, u64 ns, u32 count,
 	return ret;
 }
 
-static void bel_mh_unpin(struct bel_mh_host *h, u32 b)
-{
-	u32 p;
-
-	h->nr_pins--;
-	h->opstats.releases++;
-	if (--h->blk_pins[b])
-		return;
-	h->nr_pinned--;
-	bel_mh_put_pin(h, b, 0, BEL_MH_F_UNPIN);
-	p = bel_mh_part_of(h, b);
-	if (h->part[p].owned && h->blk_state[b] == BEL_MH_BLK_PUBLISHED)
-		bel_mh_lru_add(h, p, b);
-}
-
-/* Index of one pin of @b in the client's list, at or after @from. */
-static u32 bel_mh_client_find_pin(const struct bel_mh_client *c, u32 b,
-				  u32 from)
-{
-	u32 i;
-
-	for (i = from; i < c->nr_pins; i++)
-		if (c->pins[i] == b)
-			return i;
-	return BEL_MH_NONE;
-}
-
 int bel_mh_release(struct bel_mh_client *c, u32 count, const u32 *blocks)
 {
 	struct bel_mh_host *h = c->host;
-	u32 i, j;
+	u32 i, j, pos;
 	int ret = 0;
 
 	if (!count || count > BELUGA_MAX_BATCH)
 		return -EINVAL;
 	bel_mutex_lock(&h->lock);
-	/* All or nothing: each block pinned at least as often as listed. */
-	for (i = 0; !ret && i < count; i++) {
-		u32 need = 0, have = 0, k = 0;
-
-		for (j = 0; j < count; j++)
-			need += blocks[j] == blocks[i];
-		while ((k = bel_mh_client_find_pin(c, blocks[i], k)) !=
-		       BEL_MH_NONE) {
-			have++;
-			k++;
-		}
-		if (have < need)
+	/*
+	 * All or nothing, in O(count): take each listed pin off the client's
+	 * table, leaving emptied entries in place, so that a block listed
+	 * more often than it is pinned finds a zero count; on failure put
+	 * back what was taken.
+	 */
+	for (i = 0; i < count; i++) {
+		pos = bel_pins_find(&c->pins, blocks[i]);
+		if (pos == BEL_PINS_EMPTY || !c->pins.counts[pos]) {
+			for (j = 0; j < i; j++)
+				c->pins.counts[bel_pins_find(&c->pins,
+							     blocks[j])]++;
 			ret = -EINVAL;
+			goto out;
+		}
+		c->pins.counts[pos]--;
 	}
-	for (i = 0; !ret && i < count; i++) {
-		u32 k = bel_mh_client_find_pin(c, blocks[i], 0);
-
-		c->pins[k] = c->pins[--c->nr_pins];
-		bel_mh_unpin(h, blocks[i]);
+	for (i = 0; i < count; i++) {
+		bel_mh_unpin(h, blocks[i], 1);
+		c->nr_pins--;
+		pos = bel_pins_find(&c->pins, blocks[i]);
+		if (pos != BEL_PINS_EMPTY && !c->pins.counts[pos])
+			bel_pins_del_at(&c->pins, pos);
 	}
+out:
 	bel_mutex_unlock(&h->lock);
 	return ret;
 }
@@ -729,28 +833,53 @@ void bel_mh_client_init(struct bel_mh_host *h, struct bel_mh_client *c)
 	c->host = h;
 }
 
+/* Blocks of the pool scanned per hold of h->lock when a client closes. */
+#define BEL_MH_SCAN_CHUNK	4096U
+
 void bel_mh_client_release(struct bel_mh_client *c)
 {
 	struct bel_mh_host *h = c->host;
-	u32 b;
+	u32 b = 0, end, i;
 
+	/*
+	 * The client's allocations are found by scanning the block table,
+	 * a chunk per hold of the host mutex: the client is closing, so
+	 * nothing else changes what it owns meanwhile.
+	 */
 	bel_mutex_lock(&h->lock);
 	/* After a leave or a crash the block table is gone: nothing to do. */
-	if (h->blk_state && c->nr_allocated)
-		for (b = 0; b < h->geo.nr_blocks; b++)
+	while (h->blk_state && c->nr_allocated && b < h->geo.nr_blocks) {
+		end = h->geo.nr_blocks - b > BEL_MH_SCAN_CHUNK ?
+		      b + BEL_MH_SCAN_CHUNK : h->geo.nr_blocks;
+		for (; b < end; b++)
 			if (bel_mh_owns_alloc(h, c, b)) {
 				bel_mh_free_block(h, c, b);
 				h->opstats.frees++;
 			}
-	while (c->nr_pins) {
-		b = c->pins[--c->nr_pins];
+		bel_mutex_unlock(&h->lock);
+		bel_mh_resched(h);
+		bel_mutex_lock(&h->lock);
+	}
+	for (i = 0; i < c->pins.capacity; i++) {
+		if (c->pins.ids[i] == BEL_PINS_EMPTY)
+			continue;
 		if (h->blk_pins)
-			bel_mh_unpin(h, b);
+			bel_mh_unpin(h, c->pins.ids[i], c->pins.counts[i]);
+		if (i && !(i % BEL_MH_SCAN_CHUNK)) {
+			bel_mutex_unlock(&h->lock);
+			bel_mh_resched(h);
+			bel_mutex_lock(&h->lock);
+		}
 	}
 	bel_mutex_unlock(&h->lock);
-	bel_kvfree(c->pins);
-	c->pins = NULL;
-	c->cap_pins = 0;
+	bel_mh_client_forget(c);
+}
+
+void bel_mh_client_forget(struct bel_mh_client *c)
+{
+	bel_pins_free(&c->pins);
+	c->nr_pins = 0;
+	c->nr_allocated = 0;
 }
 
 void bel_mh_stats(struct bel_mh_host *h, struct bel_mh_stats *out)
@@ -786,8 +915,7 @@ void bel_mh_payload_write(struct bel_mh_host *h, u32 block, u64 off,
 {
 	u64 o = bel_mh_block_off(&h->geo, block) + off;
 
-	bel_mh_write(h, o, src, len);
-	BEL_MH_FLUSH(h, F_PAYLOAD, o, len);
+	BEL_MH_PUT(h, F_PAYLOAD, o, src, len);
 	bel_mh_fence(h);
 }
 

@@ -12,11 +12,16 @@
 #include "beluga_test.h"
 
 #include <sys/mman.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+#include <time.h>
 
 #define SH_LEN		(4 * BT_MIB)	/* 2 MiB of metadata, 2 MiB of blocks */
 #define SH_BS		(64 * BT_KIB)
 #define SH_HOSTS	8		/* the default max_hosts of a format */
 #define SH_STALL	"/sys/module/beluga/parameters/mh_stall_heartbeat"
+/* Processes retrying LOOKUP while the host rejoins. */
+#define SH_RETRIERS	4
 #define SH_HOSTS_ATTR	"/sys/class/misc/beluga/hosts"
 
 /* An attach request for a shared pool on the first BELUGA_TEST_DAX device. */
@@ -337,6 +342,54 @@ TEST_F_TIMEOUT(shared, single_host_round_trip, 180)
 	EXPECT_EQ(0, bt_detach(self->c.fd, a.region_id, 0, NULL));
 }
 
+/*
+ * Review finding 3: a fence cannot revoke pins that devices hold, so a
+ * shared pool's mappings refuse get_user_pages() (unless mh_allow_gup):
+ * process_vm_readv() of them fails with EFAULT, while the same call on a
+ * local pool's mapping works.
+ */
+TEST_F_TIMEOUT(shared, no_pins_of_shared_mappings, 120)
+{
+	struct beluga_attach a;
+	char why[160], allow[8] = "";
+	uint8_t *map, buf[64];
+	struct iovec local = { buf, sizeof(buf) }, remote;
+	uint64_t off;
+	FILE *gup;
+	ssize_t n;
+	int r;
+
+	if (!bt_backend_ok(BELUGA_BACKEND_DAX, 0, SH_LEN, why, sizeof(why)))
+		SKIP(return, "%s", why);
+	gup = fopen("/sys/module/beluga/parameters/mh_allow_gup", "r");
+	if (!gup)
+		SKIP(return, "mh_allow_gup: %s (module without it)",
+		     strerror(errno));
+	if (!fgets(allow, sizeof(allow), gup))
+		allow[0] = 0;
+	fclose(gup);
+	if (allow[0] == 'Y')
+		SKIP(return, "loaded with mh_allow_gup=1");
+	ASSERT_EQ(0, sh_req(&a, BELUGA_ATTACH_SHARED | BELUGA_ATTACH_HOST_ID |
+			    BELUGA_ATTACH_FORMAT, 0));
+	r = bt_attach(self->c.fd, &a);
+	ASSERT_EQ(0, r) TH_LOG("shared attach: %s", strerror(-r));
+	map = bt_map(&self->c);
+	ASSERT_EQ(0, bt_alloc(self->c.fd, 1, &off));
+	memset(map + off, 0x5a, 4096);
+	remote.iov_base = map + off;
+	remote.iov_len = sizeof(buf);
+	n = process_vm_readv(getpid(), &local, 1, &remote, 1, 0);
+	EXPECT_EQ(-1, n) TH_LOG("process_vm_readv() pinned a shared-pool page");
+	EXPECT_EQ(EFAULT, errno);
+	/* The CPU reaches the block as usual. */
+	EXPECT_EQ(0x5a, map[off + 17]);
+	ASSERT_EQ(0, bt_free(self->c.fd, 1, &off));
+	bt_unmap(&self->c);
+	r = bt_detach(self->c.fd, a.region_id, 0, NULL);
+	EXPECT_EQ(0, r) TH_LOG("DETACH: %s", strerror(-r));
+}
+
 TEST_F_TIMEOUT(shared, fence_zaps_and_rejoins, 240)
 {
 	struct beluga_attach a;
@@ -349,6 +402,7 @@ TEST_F_TIMEOUT(shared, fence_zaps_and_rejoins, 240)
 	int32_t res;
 	uint8_t *map, *map2;
 	int r, i, fd2 = -1;
+	pid_t retriers[SH_RETRIERS];
 
 	if (!bt_backend_ok(BELUGA_BACKEND_DAX, 0, SH_LEN, why, sizeof(why)))
 		SKIP(return, "%s", why);
@@ -386,6 +440,24 @@ TEST_F_TIMEOUT(shared, fence_zaps_and_rejoins, 240)
 		TH_LOG("a mapping of a fenced pool must raise SIGBUS");
 	ASSERT_EQ(0, bt_write_str(SH_STALL, "N"));
 
+	/*
+	 * Callers retrying without a pause on new files must not starve the
+	 * rejoin (review finding 7): each stops at its first hit, or after
+	 * 40 s.
+	 */
+	for (i = 0; i < SH_RETRIERS; i++) {
+		retriers[i] = fork();
+		ASSERT_LE(0, retriers[i]);
+		if (!retriers[i]) {
+			time_t end = time(NULL) + 40;
+			int f = bt_open(O_RDONLY);
+
+			while (f >= 0 && time(NULL) < end &&
+			       bt_lookup(f, ns, &k, 1, NULL, 0, &hits))
+				;
+			_exit(0);
+		}
+	}
 	/* a new file works once the host rejoined (after a lease) */
 	fd2 = bt_open(O_RDWR);
 	ASSERT_LE(0, fd2);
@@ -395,7 +467,10 @@ TEST_F_TIMEOUT(shared, fence_zaps_and_rejoins, 240)
 			break;
 		nanosleep(&ts, NULL);
 	}
-	ASSERT_EQ(0, r) TH_LOG("LOOKUP after the rejoin: %s", strerror(-r));
+	for (i = 0; i < SH_RETRIERS; i++)
+		waitpid(retriers[i], NULL, 0);
+	ASSERT_EQ(0, r) TH_LOG("LOOKUP after the rejoin, with %d callers retrying: %s",
+			       SH_RETRIERS, strerror(-r));
 	EXPECT_EQ(1, hits) TH_LOG("the published key survives the fence");
 	ASSERT_EQ(0, sh_host(0, state, sizeof(state), &inc));
 	EXPECT_STREQ("active", state);

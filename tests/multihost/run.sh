@@ -60,7 +60,7 @@ mkdir -p "$out"
 # the portable protocol code, for the superblock's layout and checksum
 core=$root/kmod/core
 gcc -static -O2 -Wall -Wextra -Werror -pthread -I"$root/uapi" -I"$core" -o "$out/mhtool" \
-	"$here/mhtool.c" "$core/mh_format.c" "$core/mh_host.c" "$core/mh_ops.c"
+	"$here/mhtool.c" "$core/mh_format.c" "$core/mh_host.c" "$core/mh_ops.c" "$core/pins.c"
 make -s -C "$root/userspace" static >/dev/null
 
 n=0 rc=0

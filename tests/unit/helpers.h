@@ -238,21 +238,21 @@ static inline int check_client(struct bel_client *c)
 		owned++;
 	}
 	CHECK_EQ(owned, c->nr_allocated);
-	for (i = 0; i < c->pin_capacity; i++) {
+	for (i = 0; i < c->pins.capacity; i++) {
 		struct bel_block *b;
 
-		if (c->pin_ids[i] == BEL_NONE)
+		if (c->pins.ids[i] == BEL_NONE)
 			continue;
 		used++;
-		pins += c->pin_counts[i];
-		CHECK(c->pin_counts[i] > 0);
-		b = bel_block_of(p, c->pin_ids[i]);
+		pins += c->pins.counts[i];
+		CHECK(c->pins.counts[i] > 0);
+		b = bel_block_of(p, c->pins.ids[i]);
 		CHECK(b->state == BEL_BLOCK_PUBLISHED);
-		CHECK(b->pins >= c->pin_counts[i]);
+		CHECK(b->pins >= c->pins.counts[i]);
 	}
-	CHECK_EQ(used, c->pin_used);
+	CHECK_EQ(used, c->pins.used);
 	CHECK_EQ(pins, c->nr_pins);
-	CHECK(c->pin_used * 2 <= c->pin_capacity || !c->pin_capacity);
+	CHECK(c->pins.used * 2 <= c->pins.capacity || !c->pins.capacity);
 	bel_spin_unlock(&p->lock);
 	return tap_case_failures - before;
 }

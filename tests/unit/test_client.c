@@ -28,7 +28,7 @@ static void release_on_close(void)
 	CHECK_EQ(s.pins, 4);
 	CHECK_EQ(s.pinned_blocks, 3);
 	CHECK_EQ(c->nr_pins, 4);
-	CHECK_EQ(c->pin_used, 3);
+	CHECK_EQ(c->pins.used, 3);
 	check_client(c);
 
 	bel_client_release(c);
@@ -72,7 +72,7 @@ static void pins_multiplicity(void)
 	CHECK_EQ(bel_lookup(b, 0, 1, &k, true, got, &hits), 0);
 	CHECK_EQ(blk(p, off)->pins, 5);
 	CHECK_EQ(a->nr_pins, 3);
-	CHECK_EQ(a->pin_used, 1);
+	CHECK_EQ(a->pins.used, 1);
 	CHECK_EQ(b->nr_pins, 2);
 	CHECK_EQ(stats_of(p).pinned_blocks, 1);
 	CHECK_EQ(stats_of(p).pins, 5);
@@ -85,7 +85,7 @@ static void pins_multiplicity(void)
 	CHECK_EQ(bel_release(a, 2, tmp), -EINVAL);
 	CHECK_EQ(bel_release(a, 1, tmp), 0);
 	CHECK_EQ(bel_release(a, 1, tmp), -EINVAL);
-	CHECK_EQ(a->pin_used, 0);
+	CHECK_EQ(a->pins.used, 0);
 	CHECK_EQ(blk(p, off)->pins, 2);
 	/* Still pinned by b: not evictable. */
 	CHECK_EQ(bel_evict_key(p, 0, &k), -EBUSY);
@@ -132,7 +132,7 @@ static void release_all_or_nothing(void)
 	CHECK_EQ(bel_release(a, BELUGA_MAX_BATCH + 1, rel), -EINVAL);
 	/* Nothing moved. */
 	CHECK_EQ(a->nr_pins, 2);
-	CHECK_EQ(a->pin_used, 2);
+	CHECK_EQ(a->pins.used, 2);
 	CHECK_EQ(blk(p, o[0])->pins, 2);
 	CHECK_EQ(blk(p, o[1])->pins, 2);
 	CHECK_EQ(blk(p, o[2])->pins, 1);
@@ -147,7 +147,7 @@ static void release_all_or_nothing(void)
 	rel[2] = o[0];
 	CHECK_EQ(bel_release(a, 3, rel), 0);
 	CHECK_EQ(a->nr_pins, 0);
-	CHECK_EQ(a->pin_used, 0);
+	CHECK_EQ(a->pins.used, 0);
 	CHECK_EQ(blk(p, o[0])->pins, 1);
 	CHECK_EQ(stats_of(p).releases, 3);
 	check_client(a);
@@ -193,9 +193,9 @@ static void pin_table_growth(void)
 	}
 	for (i = 0; i < 7000; i += 2)
 		REQUIRE_EQ(bel_lookup(c, 1, 1, keys + i, true, got, &hits), 0);
-	CHECK_EQ(c->pin_used, 7000);
+	CHECK_EQ(c->pins.used, 7000);
 	CHECK_EQ(c->nr_pins, 10500);
-	CHECK(c->pin_capacity >= 14000);
+	CHECK(c->pins.capacity >= 14000);
 	CHECK_EQ(stats_of(p).pinned_blocks, 7000);
 	check_client(c);
 	/* Release one pin of each, shuffled, in batches of up to 700. */
@@ -213,16 +213,16 @@ static void pin_table_growth(void)
 		if (check_client(c))
 			return;
 	}
-	CHECK_EQ(c->pin_used, 3500);
+	CHECK_EQ(c->pins.used, 3500);
 	CHECK_EQ(c->nr_pins, 3500);
 	/* Every pin left is one of the even keys, findable. */
 	for (i = 0; i < 7000; i++) {
 		u32 id = id_of(p, offs[i]);
 		u32 j, found = 0;
 
-		for (j = 0; j < c->pin_capacity; j++)
-			if (c->pin_ids[j] == id)
-				found += c->pin_counts[j];
+		for (j = 0; j < c->pins.capacity; j++)
+			if (c->pins.ids[j] == id)
+				found += c->pins.counts[j];
 		REQUIRE_EQ(found, i % 2 ? 0 : 1);
 	}
 	check_pool(p);

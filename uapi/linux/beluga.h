@@ -48,7 +48,8 @@
  * BELUGA_IOC_INFO, or any page-aligned part of it. Mappings are pinnable
  * with FOLL_LONGTERM (cudaHostRegister, ibv_reg_mr, AF_XDP umems, and
  * io_uring fixed buffers on kernels whose io_uring accepts file-backed
- * memory, 6.5 and later). Device-dax regions are mapped with 2 MiB pages where the
+ * memory, 6.5 and later), except mappings of a shared pool (below).
+ * Device-dax regions are mapped with 2 MiB pages where the
  * mapping address, the offset and the region allow it; the kernel picks a
  * 2 MiB aligned address for mappings of 2 MiB or more at a 2 MiB aligned
  * offset. A mapping reaches the regions attached when it was made, in the
@@ -493,6 +494,15 @@ enum beluga_backend {
  * the pool, -EADDRINUSE another live host uses this id, -EBUSY a pool is
  * attached already (or FORMAT while hosts are alive).
  *
+ * Pins of a shared pool: a fence zaps mappings, but it cannot revoke pins
+ * that devices hold (RDMA memory regions, io_uring fixed buffers,
+ * cudaHostRegister): those would go on reading and writing blocks that
+ * other hosts reuse. So mappings of a shared pool refuse get_user_pages()
+ * (those registrations, O_DIRECT and process_vm_readv() on them fail with
+ * -EFAULT), unless the module is loaded with mh_allow_gup=1, which an
+ * operator sets only where something outside the host stops its devices'
+ * access to the pool when it loses its lease (docs/multihost.md, 10).
+ *
  * Fence: a host whose own heartbeat falls half a lease behind (the machine
  * or its heartbeat work stalled for about a second) stops writing to the
  * pool, because the other hosts will soon hold it dead and reuse the
@@ -502,9 +512,10 @@ enum beluga_backend {
  * touching its mappings raises SIGBUS, until it is closed (its allocations
  * and pins are gone; close and open again). The host then rejoins by
  * itself with a new incarnation, after a lease; until then block commands
- * of newer files fail with -ESTALE too, or wait. If it cannot rejoin (the pool was formatted again,
- * another host took its id), every block command fails with -ESTALE until
- * DETACH; the kernel log says why.
+ * of newer files fail with -ESTALE too, at once (retry after a while). If
+ * it cannot rejoin (the pool was formatted again, another host took its
+ * id), every block command fails with -ESTALE until DETACH; the kernel log
+ * says why.
  */
 struct beluga_attach {
 	__u32 size;

@@ -57,8 +57,7 @@ static void sim_free_host_state(struct sim_host *sh)
 	/* Crash: free the DRAM state without the locks the host may hold. */
 	bel_mh_free_dram(h);
 	for (i = 0; i < SIM_CLIENTS; i++) {
-		free(sh->cl[i].pins);
-		sh->cl[i].pins = NULL;
+		bel_mh_client_forget(&sh->cl[i]);
 		sh->cl_live[i] = false;
 	}
 }
@@ -80,6 +79,7 @@ void sim_free(struct sim *s)
 		}
 		free(sh->cdata);
 		free(sh->cst);
+		free(sh->clife);
 		free(sh);
 	}
 	pthread_mutex_destroy(&s->mu);
@@ -100,6 +100,13 @@ void sim_violation(struct sim *s, const char *fmt, ...)
 {
 	va_list ap;
 
+	if (getenv("MH_VERBOSE")) {
+		va_start(ap, fmt);
+		fprintf(stderr, "# violation: ");
+		vfprintf(stderr, fmt, ap);
+		fprintf(stderr, "\n");
+		va_end(ap);
+	}
 	if (!s->violations++) {
 		va_start(ap, fmt);
 		vsnprintf(s->first_violation, sizeof(s->first_violation), fmt,
@@ -119,7 +126,8 @@ struct sim_host *sim_add_host(struct sim *s, u32 host_id)
 	sh->host_id = host_id;
 	sh->cdata = malloc(s->cfg.region_size);
 	sh->cst = calloc(1, s->nlines);
-	if (!sh->cdata || !sh->cst)
+	sh->clife = calloc(s->nlines, sizeof(*sh->clife));
+	if (!sh->cdata || !sh->cst || !sh->clife)
 		abort();
 	sh->cfg.host_id = host_id;
 	snprintf(sh->cfg.name, sizeof(sh->cfg.name), "host%u", host_id);
@@ -187,6 +195,11 @@ static void sim_switch(struct sim_host *sh)
 	int next;
 
 	pthread_mutex_lock(&s->mu);
+	/* Outside a run (sim_free() releasing clients): nobody to switch to. */
+	if (s->running != sh->idx) {
+		pthread_mutex_unlock(&s->mu);
+		return;
+	}
 	next = sim_pick_locked(s);
 	if (next != sh->idx) {
 		s->running = next;
@@ -203,10 +216,34 @@ void sim_kill(struct sim_host *sh)
 	sh->kill_pending = true;
 }
 
+static void sim_writeback(struct sim_host *sh, u64 l);
+
+/* The hardware writes one dirty line of some host back, at random. */
+static void sim_spontaneous_writeback(struct sim *s)
+{
+	struct sim_host *x = s->h[sim_rand(s) % s->nhosts];
+	u64 start = sim_rand(s) % s->nlines;
+	u8 *p;
+
+	if (x->killed || s->cfg.coherent)
+		return;
+	p = memchr(x->cst + start, 2, s->nlines - start);
+	if (!p)
+		p = memchr(x->cst, 2, start);
+	if (p)
+		sim_writeback(x, (u64)(p - x->cst));
+}
+
 void sim_yield(struct sim_host *sh)
 {
 	struct sim *s = sh->sim;
 
+	/* Outside a run (sim_free() releasing clients): no step at all. */
+	if (s->running != sh->idx)
+		return;
+	if (s->cfg.writeback_permille &&
+	    sim_rand(s) % 1000 < s->cfg.writeback_permille)
+		sim_spontaneous_writeback(s);
 	s->clock += s->cfg.step_ns;
 	s->steps++;
 	sh->steps++;
@@ -328,20 +365,45 @@ static void sim_fetch(struct sim_host *sh, u64 l)
 	sh->fetches++;
 }
 
+/* A store into the cache (or, coherent, the device): never once fenced. */
 static void sim_store_check(struct sim_host *sh)
 {
 	struct bel_mh_host *h = &sh->mh;
 
-	if (h->leased && (h->fenced ||
-			  sh->sim->clock - h->last_hb > h->fence_ns))
+	if (h->leased && h->fenced)
 		sim_violation(sh->sim,
 			      "host %u stored to the pool while fenced",
 			      sh->host_id);
 }
 
+/* When the lease of the current life ends, as the other hosts may see it. */
+static u64 sim_lease_end(struct sim_host *sh)
+{
+	struct bel_mh_host *h = &sh->mh;
+
+	if (!h->leased)
+		return UINT64_MAX;
+	return h->last_hb + h->geo.lease_ns;
+}
+
+/* The life of @sh ends now (a drop after a fence, or a leave). */
+static void sim_end_life(struct sim_host *sh)
+{
+	sh->life_end[sh->life % 64] = sim_lease_end(sh);
+	sh->life_over = true;
+}
+
 static void sim_writeback(struct sim_host *sh, u64 l)
 {
-	sim_store_check(sh);
+	u32 life = sh->clife[l];
+	u64 end = life == sh->life && !sh->life_over ? sim_lease_end(sh) :
+		  sh->life_end[life % 64];
+
+	if (sh->sim->clock > end)
+		sim_violation(sh->sim,
+			      "host %u wrote line %llu back after the lease of the life that dirtied it (life %u, %llu us late)",
+			      sh->host_id, (unsigned long long)l, life,
+			      (unsigned long long)(sh->sim->clock - end) / 1000);
 	memcpy(sh->sim->mem + l * BEL_MH_LINE, sh->cdata + l * BEL_MH_LINE,
 	       BEL_MH_LINE);
 	sh->cst[l] = 1;
@@ -393,21 +455,30 @@ static void sim_op_write(void *priv, u64 off, const void *src, u32 len)
 
 	sim_yield(sh);
 	sim_bounds(sh, off, len);
+	sim_store_check(sh);
 	if (s->cfg.coherent) {
-		sim_store_check(sh);
 		memcpy(s->mem + off, src, len);
 		sh->writebacks += bel_mh_nlines(off, len);
-		return;
-	}
-	for (l = off / BEL_MH_LINE; l <= (off + len - 1) / BEL_MH_LINE; l++) {
-		bool whole = off <= l * BEL_MH_LINE &&
-			     off + len >= (l + 1) * BEL_MH_LINE;
+	} else {
+		for (l = off / BEL_MH_LINE; l <= (off + len - 1) / BEL_MH_LINE;
+		     l++) {
+			bool whole = off <= l * BEL_MH_LINE &&
+				     off + len >= (l + 1) * BEL_MH_LINE;
 
-		if (!sh->cst[l] && !whole)
-			sim_fetch(sh, l);
-		sh->cst[l] = 2;
+			if (!sh->cst[l] && !whole)
+				sim_fetch(sh, l);
+			sh->cst[l] = 2;
+			sh->clife[l] = sh->life;
+		}
+		memcpy(sh->cdata + off, src, len);
 	}
-	memcpy(sh->cdata + off, src, len);
+	/* An interrupt, an SMI or a preempted vCPU right after the store. */
+	if (sh->trig_write_stall_ns && off >= sh->trig_write_lo &&
+	    off < sh->trig_write_hi) {
+		sh->stall_until = s->clock + sh->trig_write_stall_ns;
+		sh->trig_write_stall_ns = 0;
+		sim_switch(sh);
+	}
 }
 
 static void sim_op_flush(void *priv, int site, u64 off, u64 len)
@@ -471,16 +542,40 @@ static u64 sim_op_now(void *priv)
 	return sh->sim->clock;
 }
 
-static void sim_op_relax(void *priv)
+/*
+ * The kernel's heartbeat work runs beside an operation that sleeps or
+ * reschedules (the heartbeat takes only the record spinlock).
+ */
+static void sim_beside(struct sim_host *sh)
 {
-	struct sim_host *sh = priv;
-
-	/* The kernel's heartbeat work runs beside a waiting operation. */
 	if (sh->mh.joined && sh->sim->clock >= sh->next_tick) {
 		sh->next_tick = sh->sim->clock + sh->mh.geo.heartbeat_ns;
 		bel_mh_heartbeat(&sh->mh);
 	}
+}
+
+static void sim_op_relax(void *priv)
+{
+	struct sim_host *sh = priv;
+
+	sim_beside(sh);
 	sim_sleep(sh, 20000);
+}
+
+static void sim_op_resched(void *priv)
+{
+	struct sim_host *sh = priv;
+
+	sh->rescheds++;
+	sim_beside(sh);
+	sim_yield(sh);
+}
+
+static bool sim_op_killed(void *priv)
+{
+	struct sim_host *sh = priv;
+
+	return sh->fatal_signal;
 }
 
 const struct bel_mh_mem_ops sim_ops = {
@@ -491,6 +586,8 @@ const struct bel_mh_mem_ops sim_ops = {
 	.fence = sim_op_fence,
 	.now_ns = sim_op_now,
 	.relax = sim_op_relax,
+	.resched = sim_op_resched,
+	.killed = sim_op_killed,
 };
 
 /* --- host lifecycle helpers --------------------------------------------------- */
@@ -534,13 +631,19 @@ int sim_attach(struct sim_host *sh)
 	int ret, i;
 
 	sim_free_host_state(sh);
-	/* Boot: the cache may hold lines prefetched since the region was mapped. */
-	if (s->cfg.snapshot && !s->cfg.coherent) {
-		memcpy(sh->cdata, s->mem, s->cfg.region_size);
-		memset(sh->cst, 1, s->nlines);
-	} else {
-		memset(sh->cst, 0, s->nlines);
+	if (!sh->booted || sh->killed) {
+		/* Boot: lines may be prefetched since the region was mapped. */
+		if (s->cfg.snapshot && !s->cfg.coherent) {
+			memcpy(sh->cdata, s->mem, s->cfg.region_size);
+			memset(sh->cst, 1, s->nlines);
+		} else {
+			memset(sh->cst, 0, s->nlines);
+		}
 	}
+	/* Else a rejoin on a running machine: the cache stays as it is. */
+	sh->booted = true;
+	sh->life++;
+	sh->life_over = false;
 	sh->killed = false;
 	sh->trig_hits = 0;
 	ret = bel_mh_attach(&sh->mh, &sim_ops, sh, s->cfg.region_size,
@@ -575,6 +678,7 @@ int sim_leave(struct sim_host *sh)
 	ret = bel_mh_leave(&sh->mh);
 	if (ret)
 		return ret;
+	sim_end_life(sh);
 	bel_mh_destroy(&sh->mh);
 	sh->attached = false;
 	return 0;
@@ -583,6 +687,7 @@ int sim_leave(struct sim_host *sh)
 void sim_drop(struct sim_host *sh)
 {
 	sim_release_clients(sh);
+	sim_end_life(sh);
 	bel_mh_destroy(&sh->mh);
 	sh->attached = false;
 }

@@ -16,8 +16,16 @@
  * dirties the line in that cache only (fetching it first unless the whole
  * line is written); a flush writes dirty lines back; an invalidate writes
  * a dirty line back and drops it (CLFLUSH); clean lines may be dropped at
- * random. A booting host's cache may start as a snapshot of the region (as
- * if prefetched when it was mapped). A killed host loses its dirty lines.
+ * random; dirty lines may be written back at random (as the hardware
+ * evicts them, at any time). A booting host's cache may start as a
+ * snapshot of the region (as if prefetched when it was mapped); a host
+ * that rejoins after a fence keeps its cache, dirty lines included. A
+ * killed host loses its dirty lines.
+ *
+ * Every line remembers the life (attach) of its host that dirtied it, so
+ * that a write-back can be judged: it must reach the device before that
+ * life's lease ends (its last heartbeat + lease), when other hosts may
+ * start to act on its death (I6).
  */
 #ifndef MH_SIM_H
 #define MH_SIM_H
@@ -39,6 +47,7 @@ struct sim_cfg {
 	bool coherent;		/* no cache model: direct access */
 	bool snapshot;		/* a booting host's cache starts full */
 	u32 evict_permille;	/* chance to drop a clean line per access */
+	u32 writeback_permille;	/* chance per yield: a dirty line goes back */
 	u32 switch_permille;	/* chance to pass the baton per yield */
 	u64 step_ns;		/* clock advance per yield */
 	u64 seed;
@@ -68,12 +77,22 @@ struct sim_host {
 	u32 trig_hits;
 	u64 trig_stall_ns;	/* ... stall that long (0: crash) */
 	bool trig_before;	/* ... or just before it ran */
+	/* Stall right after the next store into [lo, hi) reached the cache. */
+	u64 trig_write_lo, trig_write_hi;
+	u64 trig_write_stall_ns;	/* 0: none */
 	sigjmp_buf jb;
 	/* Cache model. */
 	u8 *cdata;
 	u8 *cst;		/* per line: 0 invalid, 1 clean, 2 dirty */
+	u32 *clife;		/* dirty lines: the life that dirtied them */
+	u32 life;		/* attaches so far (the current one's number) */
+	bool booted;		/* attached before: a rejoin keeps the cache */
+	bool life_over;		/* the current life was dropped or left */
+	u64 life_end[64];	/* by life % 64: when its lease ended */
 	u64 fetches;		/* lines read from the device */
 	u64 writebacks;		/* lines written to the device */
+	u64 rescheds;		/* preemption points passed (resched) */
+	bool fatal_signal;	/* ops->killed() answers true */
 	/* Protocol state and clients. */
 	struct bel_mh_host mh;
 	struct bel_mh_client cl[SIM_CLIENTS];

@@ -5,10 +5,11 @@
  * seeds derived from --seed, printed on failure.
  *
  *   test_mh [--coherent] [--seed N] [--scale N] [--only NAME]
- *           [--disable-site N|NAME] [--list-sites]
+ *           [--disable-site N|NAME] [--list-sites] [--tag TAG]
  *
  * --disable-site turns one flush/invalidate site of the protocol into a
- * no-op (the mutation check, see mutate.sh).
+ * no-op (the mutation check, see mutate.sh). --tag appends ":TAG" to every
+ * result name, so that several runs in one TAP stream stay distinct.
  */
 #include <getopt.h>
 #include "world.h"
@@ -104,6 +105,37 @@ static void test_format_join(void)
 	CHECK(ha.info[0].alive && ha.info[1].alive && ha.info[1].self);
 	CHECK(!ha.info[2].alive && !ha.info[3].alive);
 	CHECK_EQ(ha.info[2].state, BEL_MH_HOST_NONE);
+	w_final_check(w);
+	W_CHECK_CLEAN(w);
+	w_free(w);
+}
+
+/*
+ * Review finding 16: a peer's name comes from its record; status shows it
+ * with every non-printable byte and space replaced, so that it cannot
+ * forge lines or fields of the "hosts" table.
+ */
+static void test_host_names(void)
+{
+	struct world *w = w_new(2, ids3, seed_of(32, 0));
+	static const char evil[24] = "a b\n0 active 9\t\x7f\xff";
+	struct hosts_arg ha;
+	int r0 = -1, r1 = -1;
+	u32 i;
+
+	memcpy(w->h[1]->cfg.name, evil, sizeof(evil));
+	w_run1(w, 0, s_attach, &r0);
+	w_run1(w, 1, s_attach, &r1);
+	CHECK_EQ(r0, 0);
+	CHECK_EQ(r1, 0);
+	w_settle(w, 2 * W_MS);
+	w_run1(w, 0, s_hosts, &ha);
+	CHECK_EQ(ha.n, W_HOSTS);
+	CHECK(!strcmp(ha.info[1].name, "a?b?0?active?9???"));
+	for (i = 0; i < sizeof(ha.info[1].name); i++)
+		CHECK(!ha.info[1].name[i] || (ha.info[1].name[i] > ' ' &&
+					      ha.info[1].name[i] < 0x7f));
+	CHECK(!strcmp(ha.info[0].name, "host0"));
 	w_final_check(w);
 	W_CHECK_CLEAN(w);
 	w_free(w);
@@ -473,6 +505,194 @@ static void test_pin_blocks_eviction(void)
 	w_free(w);
 }
 
+/*
+ * Review finding 1: a read-only opener pins one key over and over. The
+ * client's pin memory stays bounded by the distinct blocks it pins, a
+ * RELEASE of a full batch costs O(batch) table probes however many pins
+ * are held, a long LOOKUP reaches preemption points (so the heartbeat
+ * runs and the host keeps its lease), and a pin count at its cap answers
+ * -EOVERFLOW with nothing pinned.
+ */
+struct flood {
+	struct world *w;
+	u32 blk;
+	u32 rounds;
+};
+
+static void s_flood_put(struct sim_host *sh, void *arg)
+{
+	struct flood *a = arg;
+
+	CHECK_EQ(w_put(a->w, sh, 0, 5, &a->blk), BELUGA_PUBLISH_OK);
+	CHECK_EQ(w_put(a->w, sh, 0, 6, NULL), BELUGA_PUBLISH_OK);
+}
+
+static void s_flood_pin(struct sim_host *sh, void *arg)
+{
+	static struct beluga_key keys[BELUGA_MAX_BATCH];
+	static u32 blocks[BELUGA_MAX_BATCH];
+	struct flood *a = arg;
+	struct bel_mh_client *c = &sh->cl[0];
+	struct bel_mh_host *h = &sh->mh;
+	u32 i, r, hits, saved, b;
+	u64 probes, rescheds;
+	int ret;
+
+	for (i = 0; i < BELUGA_MAX_BATCH; i++)
+		keys[i] = w_key(5);
+	for (r = 0; r < a->rounds; r++) {
+		sim_maybe_tick(sh);
+		rescheds = sh->rescheds;
+		hits = 0;
+		ret = bel_mh_lookup(c, W_NS, BELUGA_MAX_BATCH, keys, true,
+				    blocks, &hits);
+		REQUIRE_EQ(ret, 0);
+		REQUIRE_EQ(hits, BELUGA_MAX_BATCH);
+		CHECK(sh->rescheds - rescheds >=
+		      BELUGA_MAX_BATCH / BEL_MH_RESCHED_EVERY - 1);
+	}
+	CHECK(!h->fenced);
+	CHECK_EQ(c->nr_pins, (u64)a->rounds * BELUGA_MAX_BATCH);
+	CHECK_EQ(h->blk_pins[a->blk], a->rounds * BELUGA_MAX_BATCH);
+	/* One distinct block: the table is sized by one batch, not by pins. */
+	CHECK_EQ(c->pins.used, 1);
+	CHECK(c->pins.capacity <= 4 * BELUGA_MAX_BATCH);
+
+	/* RELEASE of a batch: O(batch) probes, whatever is held. */
+	for (i = 0; i < BELUGA_MAX_BATCH; i++)
+		blocks[i] = a->blk;
+	for (r = 0; r < a->rounds; r++) {
+		probes = c->pins.probes;
+		REQUIRE_EQ(bel_mh_release(c, BELUGA_MAX_BATCH, blocks), 0);
+		CHECK(c->pins.probes - probes <= 4 * BELUGA_MAX_BATCH);
+	}
+	CHECK_EQ(c->nr_pins, 0);
+	CHECK_EQ(c->pins.used, 0);
+	CHECK_EQ(h->blk_pins[a->blk], 0);
+	/* Listed more often than pinned: -EINVAL, nothing changes. */
+	REQUIRE(w_pin(a->w, sh, 0, 5, &b));
+	CHECK_EQ(bel_mh_release(c, 2, blocks), -EINVAL);
+	CHECK_EQ(c->nr_pins, 1);
+	w_release(a->w, sh, 0, b);
+
+	/* A pin count at its cap: -EOVERFLOW, and the call pins nothing. */
+	saved = h->blk_pins[a->blk];
+	h->blk_pins[a->blk] = BEL_MAX_PINS + 1;
+	keys[0] = w_key(6);
+	keys[1] = w_key(5);
+	hits = 99;
+	ret = bel_mh_lookup(c, W_NS, 2, keys, true, blocks, &hits);
+	CHECK_EQ(ret, -EOVERFLOW);
+	CHECK_EQ(hits, 0);
+	CHECK_EQ(h->blk_pins[a->blk], BEL_MAX_PINS + 1);
+	h->blk_pins[a->blk] = saved;
+	CHECK_EQ(c->nr_pins, 0);
+	CHECK_EQ(c->pins.used, 0);
+	CHECK_EQ(h->nr_pins, 0);
+	CHECK_EQ(h->nr_pinned, 0);
+}
+
+static void test_pin_flood(void)
+{
+	struct world *w = w_up(2, ids3, seed_of(26, 0));
+	struct flood a = { .w = w, .rounds = 16 };
+
+	w_run1(w, 1, s_flood_put, &a);
+	w_run1(w, 0, s_flood_pin, &a);
+	w_final_check(w);
+	W_CHECK_CLEAN(w);
+	w_free(w);
+}
+
+/*
+ * Review finding 11: an ALLOC that cannot be met evicts nothing. Host 0
+ * fills what it owns with published keys, host 1 pins two of them (which
+ * host 0 learns only when it tries to evict them), and host 0's own client
+ * pins one; then ALLOCs of every owned block fail, and every key is still
+ * there.
+ */
+struct aon {
+	struct world *w;
+	u32 cap;
+	u32 b1, b2, b0;
+	int r_local, r_remote;
+	u32 found;
+};
+
+static void s_aon_fill(struct sim_host *sh, void *arg)
+{
+	struct aon *a = arg;
+	u32 i;
+
+	a->cap = owned_blocks(sh);
+	for (i = 0; i < a->cap; i++) {
+		sim_maybe_tick(sh);
+		CHECK_EQ(w_put(a->w, sh, 0, 30000 + i, NULL),
+			 BELUGA_PUBLISH_OK);
+	}
+}
+
+static void s_aon_pin_remote(struct sim_host *sh, void *arg)
+{
+	struct aon *a = arg;
+
+	CHECK_SEED(a->w, w_pin(a->w, sh, 0, 30000 + 3, &a->b1));
+	CHECK_SEED(a->w, w_pin(a->w, sh, 0, 30000 + 5, &a->b2));
+}
+
+static void s_aon_alloc(struct sim_host *sh, void *arg)
+{
+	static u32 blocks[W_MAXB];
+	struct aon *a = arg;
+	u32 i, b;
+
+	/* Remote pins only: the LRU looks long enough, eviction finds out. */
+	a->r_remote = bel_mh_alloc(&sh->cl[1], a->cap, blocks);
+	/* A local pin: refused before evicting. */
+	CHECK_SEED(a->w, w_pin(a->w, sh, 0, 30000 + 7, &a->b0));
+	a->r_local = bel_mh_alloc(&sh->cl[1], a->cap, blocks);
+	w_release(a->w, sh, 0, a->b0);
+	a->found = 0;
+	for (i = 0; i < a->cap; i++) {
+		u32 k = 30000 + i;
+
+		if (w_probe(a->w, sh, &k, 1) == 1)
+			a->found++;
+	}
+	/* What can be had still can: all but the two pinned remotely. */
+	CHECK_SEED(a->w, bel_mh_alloc(&sh->cl[1], a->cap - 2, blocks) == 0);
+	for (i = 0; i < a->cap - 2; i++)
+		w_free_block(a->w, sh, 1, blocks[i]);
+	(void)b;
+}
+
+static void s_aon_release(struct sim_host *sh, void *arg)
+{
+	struct aon *a = arg;
+
+	w_release(a->w, sh, 0, a->b1);
+	w_release(a->w, sh, 0, a->b2);
+}
+
+static void test_alloc_all_or_nothing(void)
+{
+	struct world *w = w_up(2, ids3, seed_of(29, 0));
+	struct aon a = { .w = w };
+
+	w_run1(w, 0, s_aon_fill, &a);
+	w_run1(w, 1, s_aon_pin_remote, &a);
+	w_run1(w, 0, s_aon_alloc, &a);
+	CHECK_EQ(a.r_remote, -ENOSPC);
+	CHECK_EQ(a.r_local, -ENOSPC);
+	/* Only the last ALLOC, which could be met, evicted. */
+	CHECK_EQ(a.found, a.cap);
+	CHECK_EQ(w->h[0]->mh.opstats.evictions, a.cap - 2);
+	w_run1(w, 1, s_aon_release, &a);
+	w_final_check(w);
+	W_CHECK_CLEAN(w);
+	w_free(w);
+}
+
 struct churn {
 	struct world *w;
 	u32 next_key;		/* keys published so far: [first, next) */
@@ -600,6 +820,8 @@ static void test_pin_validation(void)
 	void *args[SIM_MAX_HOSTS] = { &a, &a };
 
 	w_run1(w, 0, s_pinval_fill, &a);
+	/* The pin must arrive late: no write-back of it by chance meanwhile. */
+	w->s->cfg.writeback_permille = 0;
 	w_run(w, fns, args);
 	CHECK_EQ(a.put, BELUGA_PUBLISH_OK);
 	/* Coherent: the pin is seen at once and the eviction backs off. */
@@ -1201,6 +1423,317 @@ static void test_stall_fence(void)
 	w_free(w);
 }
 
+/*
+ * Review finding 2: the host stalls right after a store of shared metadata
+ * reached its cache and before the flush, past its fence deadline but
+ * within its lease (an interrupt, an SMI, a preempted vCPU). The dirty line
+ * must reach the device at once or never: a line left dirty is written
+ * back by the hardware whenever it likes, or by the first invalidate after
+ * the rejoin, over what the adopter of the partition wrote meanwhile.
+ */
+struct store_stall {
+	struct world *w;
+	u32 area;		/* 0: index entries, 1: bucket heads */
+	s32 first;
+	int ret;
+};
+
+static void s_store_stall(struct sim_host *sh, void *arg)
+{
+	struct store_stall *a = arg;
+	const struct bel_mh_geo *g = &sh->mh.geo;
+
+	/* The stall ends past lease/2 since this heartbeat, within the lease. */
+	bel_mh_heartbeat(&sh->mh);
+	if (a->area == 0) {
+		sh->trig_write_lo = g->index_off;
+		sh->trig_write_hi = g->index_off + (u64)g->nr_blocks * 64;
+	} else {
+		sh->trig_write_lo = g->bucket_off;
+		sh->trig_write_hi = g->bucket_off + g->bucket_stride * g->max_hosts;
+	}
+	sh->trig_write_stall_ns = W_LEASE / 2 + W_LEASE / 4;
+	a->first = w_put(a->w, sh, 0, 4343, NULL);
+	sh->trig_write_stall_ns = 0;
+}
+
+static void s_store_adopter(struct sim_host *sh, void *arg)
+{
+	struct store_stall *a = arg;
+	u32 i;
+
+	/* Adopt the stalled host's partition, then use every block of it. */
+	sim_idle(sh, 2 * W_LEASE);
+	for (i = 0; i < 2 * W_MAXB / 16; i++) {
+		sim_maybe_tick(sh);
+		w_put(a->w, sh, 0, 7000 + i, NULL);
+	}
+	sim_idle(sh, W_LEASE);
+}
+
+static void s_store_rejoin(struct sim_host *sh, void *arg)
+{
+	struct store_stall *a = arg;
+	u32 i, b;
+
+	sim_drop(sh);
+	a->ret = sim_attach(sh);
+	if (a->ret)
+		return;
+	sim_idle(sh, 3 * W_MS);
+	for (i = 0; i < 40; i++) {
+		sim_maybe_tick(sh);
+		if (w_pin(a->w, sh, 0, 7000 + i, &b))
+			w_release(a->w, sh, 0, b);
+	}
+	sim_idle(sh, W_LEASE);
+}
+
+static void test_stall_in_store(void)
+{
+	u32 area;
+
+	for (area = 0; area < 2; area++) {
+		struct world *w = w_up(2, ids3, seed_of(27, area));
+		struct store_stall a = { .w = w, .area = area, .ret = -1 };
+		sim_fn fns[SIM_MAX_HOSTS] = { s_store_stall, s_store_adopter };
+		void *args[SIM_MAX_HOSTS] = { &a, &a };
+
+		w_run(w, fns, args);
+		CHECK_SEED(w, a.first == -ESTALE);
+		CHECK_SEED(w, w->h[0]->mh.fenced);
+		w_run1(w, 0, s_store_rejoin, &a);
+		CHECK_SEED(w, a.ret == 0);
+		w_settle(w, W_LEASE);
+		w_final_check(w);
+		W_CHECK_CLEAN(w);
+		w_free(w);
+	}
+}
+
+/*
+ * Review finding 8: the host fences itself between announcing a pin of a
+ * foreign block and checking the entry. Other hosts may not respect that
+ * pin: LOOKUP must not report it (-ESTALE, nothing pinned).
+ */
+struct pin_fence {
+	struct world *w;
+	int ret;
+	u32 hits;
+};
+
+static void s_pin_fence_put(struct sim_host *sh, void *arg)
+{
+	struct pin_fence *a = arg;
+
+	CHECK_EQ(w_put(a->w, sh, 0, 4545, NULL), BELUGA_PUBLISH_OK);
+}
+
+static void s_pin_fence(struct sim_host *sh, void *arg)
+{
+	struct pin_fence *a = arg;
+	struct beluga_key key = w_key(4545);
+	u32 blk = BEL_MH_NONE;
+
+	bel_mh_heartbeat(&sh->mh);
+	sh->trig_site = BEL_MH_F_PIN;
+	sh->trig_nth = 1;
+	sh->trig_hits = 0;
+	sh->trig_stall_ns = W_LEASE / 2 + W_LEASE / 4;
+	a->hits = 99;
+	a->ret = bel_mh_lookup(&sh->cl[0], W_NS, 1, &key, true, &blk,
+			       &a->hits);
+	sh->trig_site = 0;
+}
+
+static void test_pin_fenced(void)
+{
+	struct world *w = w_up(2, ids3, seed_of(28, 0));
+	struct pin_fence a = { .w = w };
+	int ret = -1;
+
+	w_run1(w, 1, s_pin_fence_put, &a);
+	w_run1(w, 0, s_pin_fence, &a);
+	CHECK_EQ(a.ret, -ESTALE);
+	CHECK_EQ(a.hits, 0);
+	CHECK_EQ(w->h[0]->mh.nr_pins, 0);
+	CHECK_EQ(w->h[0]->cl[0].nr_pins, 0);
+	w_run1(w, 0, s_drop_rejoin, &ret);
+	CHECK_EQ(ret, 0);
+	w_settle(w, 3 * W_MS);
+	w_final_check(w);
+	W_CHECK_CLEAN(w);
+	w_free(w);
+}
+
+/*
+ * Review finding 14: while host 0 is fenced, the pool is formatted again.
+ * Its rejoin, which expects the pool it left, must refuse before writing
+ * anything: its host record and format intent stay as the new pool has
+ * them.
+ */
+static void s_reformat(struct sim_host *sh, void *arg)
+{
+	int *ret = arg;
+
+	sim_drop(sh);
+	sh->cfg.format = true;
+	*ret = sim_attach(sh);
+	sh->cfg.format = false;
+}
+
+static void s_rejoin_expect(struct sim_host *sh, void *arg)
+{
+	int *ret = arg;
+
+	sim_drop(sh);
+	*ret = sim_attach(sh);
+}
+
+static void test_rejoin_reformatted(void)
+{
+	struct world *w = w_up(2, ids3, seed_of(30, 0));
+	struct sim_host *h0 = w->h[0];
+	struct bel_mh_host_rec before, after;
+	u8 ib[64], ia[64];
+	u64 rec_off, int_off = BEL_MH_INTENT_OFF;
+	int r1 = -1, r0 = -1;
+
+	/* Host 0 goes silent (fenced, as if stalled) ... */
+	h0->mh.fenced = true;
+	w_settle(w, 2 * W_LEASE);
+	/* ... and host 1 formats the pool again meanwhile. */
+	w_run1(w, 1, s_leave, &r1);
+	CHECK_EQ(r1, 0);
+	w_run1(w, 1, s_reformat, &r1);
+	CHECK_EQ(r1, 0);
+	w_settle(w, 2 * W_MS);
+	rec_off = bel_mh_rec_off(&w->h[1]->mh.geo, 0);
+	sim_dev_read(w->s, rec_off, &before, sizeof(before));
+	sim_dev_read(w->s, int_off, ib, sizeof(ib));
+	h0->cfg.join_only = true;
+	h0->cfg.expect_identity = true;
+	memcpy(h0->cfg.expect_uuid, h0->mh.geo.uuid, 16);
+	h0->cfg.expect_nr_blocks = h0->mh.geo.nr_blocks;
+	w_run1(w, 0, s_rejoin_expect, &r0);
+	CHECK_EQ(r0, -EINVAL);
+	sim_dev_read(w->s, rec_off, &after, sizeof(after));
+	sim_dev_read(w->s, int_off, ia, sizeof(ia));
+	CHECK(!memcmp(&before, &after, sizeof(before)));
+	CHECK(!memcmp(ib, ia, sizeof(ib)));
+	CHECK(!h0->attached);
+	/* Without the expectation it is a plain join of the new pool. */
+	h0->cfg.expect_identity = false;
+	w_run1(w, 0, s_attach, &r0);
+	CHECK_EQ(r0, 0);
+	w_settle(w, 3 * W_MS);
+	w_final_check(w);
+	W_CHECK_CLEAN(w);
+	w_free(w);
+}
+
+/*
+ * Review finding 17: the takeover's rebuild walks every bucket of a
+ * partition, and a client's close scans every block; both pass preemption
+ * points (so the kernel's heartbeat work runs) in a pool with many.
+ */
+static void s_long_close(struct sim_host *sh, void *arg)
+{
+	u64 *rescheds = arg;
+	u32 b;
+	int i;
+
+	for (i = 0; i < 8; i++)
+		CHECK_EQ(bel_mh_alloc(&sh->cl[2], 1, &b), 0);
+	*rescheds = sh->rescheds;
+	bel_mh_client_release(&sh->cl[2]);
+	*rescheds = sh->rescheds - *rescheds;
+	bel_mh_client_init(&sh->mh, &sh->cl[2]);
+}
+
+static void test_long_walks(void)
+{
+	u64 saved = g_w_region, rescheds = 0;
+	struct world *w;
+	u32 buckets;
+
+	g_w_region = 48ULL << 20;	/* 4 partitions of 2^10 buckets */
+	w = w_up(1, ids3, seed_of(31, 0));
+	g_w_region = saved;
+	buckets = w->h[0]->mh.geo.buckets;
+	CHECK(buckets >= 4 * BEL_MH_RESCHED_EVERY);
+	/* Four rebuilds at attach (every partition is ours). */
+	CHECK(w->h[0]->rescheds >=
+	      4 * (buckets / BEL_MH_RESCHED_EVERY - 1));
+	CHECK(!w->h[0]->mh.fenced);
+	w_run1(w, 0, s_long_close, &rescheds);
+	CHECK(rescheds >= 1);
+	w_final_check(w);
+	W_CHECK_CLEAN(w);
+	w_free(w);
+}
+
+/*
+ * Review finding 13: timings are bounded (a lease read from media, or
+ * asked for at format, of at most BEL_MH_MAX_LEASE_MS; a heartbeat no
+ * shorter than the joining host can keep), and the waits of attach end
+ * with -EINTR when the caller is killed.
+ */
+struct killable {
+	int ret;
+	u64 took;
+};
+
+static void s_attach_timed(struct sim_host *sh, void *arg)
+{
+	struct killable *a = arg;
+	u64 t0 = sh->sim->clock;
+
+	a->ret = sim_attach(sh);
+	a->took = sh->sim->clock - t0;
+}
+
+static void test_attach_bounds(void)
+{
+	struct world *w = w_new(2, ids3, seed_of(33, 0));
+	struct killable a = { .ret = 1 };
+	u32 lease = w->h[0]->cfg.lease_ms;
+
+	/* A lease beyond the bound cannot be formatted. */
+	w->h[0]->cfg.lease_ms = BEL_MH_MAX_LEASE_MS + 1;
+	w_run1(w, 0, s_attach_timed, &a);
+	CHECK_EQ(a.ret, -EINVAL);
+	w->h[0]->cfg.lease_ms = lease;
+	w_run1(w, 0, s_attach_timed, &a);
+	CHECK_EQ(a.ret, 0);
+	/* A host that cannot keep the pool's 1 ms heartbeat is refused. */
+	w->h[1]->cfg.min_heartbeat_ms = 2;
+	w_run1(w, 1, s_attach_timed, &a);
+	CHECK_EQ(a.ret, -EINVAL);
+	CHECK(!strcmp(w->h[1]->mh.why ? w->h[1]->mh.why : "",
+		      "the pool's heartbeat or lease is out of range for this host"));
+	w->h[1]->cfg.min_heartbeat_ms = 0;
+	w_run1(w, 1, s_attach_timed, &a);
+	CHECK_EQ(a.ret, 0);
+	w_settle(w, 3 * W_MS);
+	/* Host 0 dies; its next attach waits a lease, unless it is killed. */
+	sim_kill(w->h[0]);
+	w_settle(w, W_MS);
+	CHECK(w->h[0]->killed);
+	w->h[0]->fatal_signal = true;
+	w_run1(w, 0, s_attach_timed, &a);
+	CHECK_EQ(a.ret, -EINTR);
+	CHECK(a.took < W_LEASE / 4);
+	w->h[0]->fatal_signal = false;
+	w_run1(w, 0, s_attach_timed, &a);
+	CHECK_EQ(a.ret, 0);
+	CHECK(a.took >= W_LEASE);
+	w_settle(w, 3 * W_MS);
+	w_final_check(w);
+	W_CHECK_CLEAN(w);
+	w_free(w);
+}
+
 /* --- leaving ------------------------------------------------------------------------- */
 
 struct leave {
@@ -1426,6 +1959,7 @@ struct test {
 #define T(fn) { #fn, fn }
 static const struct test tests[] = {
 	T(test_format_join),
+	T(test_host_names),
 	T(test_concurrent_format),
 	T(test_refuse_mismatch),
 	T(test_reformat_busy),
@@ -1434,6 +1968,8 @@ static const struct test tests[] = {
 	T(test_publish_race),
 	T(test_pin_blocks_eviction),
 	T(test_pin_evict_race),
+	T(test_pin_flood),
+	T(test_alloc_all_or_nothing),
 	T(test_pin_validation),
 	T(test_republish_after_evict),
 	T(test_block_reuse_read),
@@ -1443,6 +1979,11 @@ static const struct test tests[] = {
 	T(test_kill_at_sites),
 	T(test_rejoin),
 	T(test_stall_fence),
+	T(test_stall_in_store),
+	T(test_pin_fenced),
+	T(test_rejoin_reformatted),
+	T(test_long_walks),
+	T(test_attach_bounds),
 	T(test_clean_leave),
 	T(test_last_leave_reuse),
 	T(test_random_workload),
@@ -1472,9 +2013,11 @@ int main(int argc, char **argv)
 		{ "only", required_argument, NULL, 'o' },
 		{ "disable-site", required_argument, NULL, 'd' },
 		{ "list-sites", no_argument, NULL, 'l' },
+		{ "tag", required_argument, NULL, 't' },
 		{ NULL, 0, NULL, 0 },
 	};
-	const char *only = NULL;
+	const char *only = NULL, *tag = NULL;
+	char name[128];
 	size_t i;
 	int c;
 
@@ -1492,10 +2035,14 @@ int main(int argc, char **argv)
 		case 'o':
 			only = optarg;
 			break;
+		case 't':
+			tag = optarg;
+			break;
 		case 'd':
 			bel_mh_site_off = parse_site(optarg);
 			/* Hold stale lines as long as the hardware may. */
 			g_evict = 0;
+			g_writeback = 0;
 			break;
 		case 'l':
 			for (c = 1; c < BEL_MH_NR_SITES; c++)
@@ -1513,7 +2060,11 @@ int main(int argc, char **argv)
 	       bel_mh_site_off ? bel_mh_sites[bel_mh_site_off].name : "");
 	(void)g_round;
 	for (i = 0; i < sizeof(tests) / sizeof(tests[0]); i++)
-		if (!only || strstr(tests[i].name, only))
-			tap_run(tests[i].name + 5, tests[i].fn);
+		if (!only || strstr(tests[i].name, only)) {
+			/* Unique result names when one TAP stream has several runs. */
+			snprintf(name, sizeof(name), "%s%s%s", tests[i].name + 5,
+				 tag ? ":" : "", tag ? tag : "");
+			tap_run(name, tests[i].fn);
+		}
 	return tap_done();
 }

@@ -10,6 +10,7 @@ u64 g_w_region = W_REGION;
 u32 g_switch = 300;
 bool g_snapshot = true;
 u32 g_evict = 2;
+u32 g_writeback = 20;
 int g_scale = 1;
 u64 g_seed = 1;
 
@@ -72,6 +73,7 @@ struct world *w_new(int n, const u32 *ids, u64 seed)
 	cfg.coherent = g_coherent;
 	cfg.snapshot = g_snapshot;
 	cfg.evict_permille = g_evict;
+	cfg.writeback_permille = g_writeback;
 	cfg.switch_permille = g_switch;
 	cfg.step_ns = 1000;
 	cfg.seed = seed;

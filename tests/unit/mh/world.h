@@ -42,6 +42,7 @@ extern u64 g_w_region;		/* region size of new worlds */
 extern u32 g_switch;		/* scheduler switch chance, per mille */
 extern bool g_snapshot;		/* booting caches start full */
 extern u32 g_evict;
+extern u32 g_writeback;		/* spontaneous write-backs, per mille */
 extern int g_scale;
 extern u64 g_seed;
 
