@@ -57,8 +57,10 @@ fi
 run hash "$dir/test_hash"
 run batch "$dir/test_batch"
 run sysfs "$dir/test_sysfs"
+run errors "$dir/test_errors"
 run cli "$here/test_cli.sh" "$dir"
 run install "$here/test_install.sh" "$here/.."
+run python "$here/test_python.sh" "$here/.."
 
 echo "1..$n"
 echo "# userspace: $((n - failed)) passed, $failed failed"
