@@ -15,8 +15,9 @@
 #      blocks (the mini engine wants small blocks, and emulated CXL memory moves
 #      ~15 MB/s under TCG), on a pool the earlier stages left empty;
 #   3. pytest on tests/python/host and tests/python/guest with BELUGA_TEST_REAL=1:
-#      tests/python/tap_plugin.py writes one TAP result per test, re-emitted here
-#      as KERNEL:python:NODEID; pytest's own output goes to the console;
+#      tests/python/conftest.py writes one TAP result per test (BELUGA_PYTEST_TAP),
+#      re-emitted here as KERNEL:python:NODEID; pytest's own output goes to the
+#      console; an exit status other than 0 or 1 is a failure of its own;
 #   4. the region detached again (--evict), so later stages find the pool as the
 #      earlier ones left it.
 # Needs /etc/beluga/lib.sh and /etc/beluga/env loaded.
@@ -55,8 +56,8 @@ py_mount() {
 py_run() {
 	timeout "$PY_TIMEOUT" chroot $PY_ROOT /usr/bin/env -i -C /tmp PATH=/usr/bin:/bin HOME=/tmp TMPDIR=/tmp LANG=C.UTF-8 \
 		PYTHONDONTWRITEBYTECODE=1 \
-		PYTHONPATH="$py_repo/userspace/build/python:$py_repo/tests/python" \
-		BELUGA_TEST_REAL=1 BELUGA_DEVICE=/dev/beluga \
+		PYTHONPATH="$py_repo/userspace/build/python" \
+		BELUGA_TEST_REAL=1 BELUGA_DEVICE=/dev/beluga BELUGA_PYTEST_TAP=/tmp/python.tap \
 		/usr/bin/python3 "$@"
 }
 
@@ -115,25 +116,35 @@ sys.exit("missing Python modules: " + " ".join(missing) if missing else 0)' 2>&1
 	fi
 	tap_check python:attach-$_dax-$PY_BS belugactl attach /dev/$_dax --block-size $PY_BS || return 1
 
-	# -rfEs: the reasons of failures, errors and skips in the console summary;
-	# --durations: the slowest tests, to see where the guest time goes;
-	# faulthandler_timeout: a test stuck for 5 minutes prints every thread's stack
-	_tap=/tmp/python.tap
-	rm -f "$PY_ROOT$_tap"
-	py_run -m pytest -p tap_plugin --tap="$_tap" -p no:cacheprovider \
-		-o faulthandler_timeout=300 -v -rfEs --color=no --durations=15 \
-		--rootdir="$py_repo/tests/python" \
-		"$py_repo/tests/python/host" "$py_repo/tests/python/guest" >/dev/console 2>&1 </dev/null
-	_rc=$?
+	# BELUGA_PYTEST_TAP: tests/python/conftest.py writes one TAP line per test
+	# there, and the plan ("1..N") when pytest is done; -rfEs: the reasons of
+	# failures, errors and skips in the short summary, which the failures
+	# below carry as comments; --durations: where the guest time goes;
+	# faulthandler_timeout: a test stuck for 5 minutes prints every stack.
+	_tap=/tmp/python.tap _log=/tmp/pytest.log
+	rm -f "$PY_ROOT$_tap" "$PY_ROOT$_log" /tmp/python.rc
 	{
-		cat "$PY_ROOT$_tap" 2>/dev/null
-		# a status the plugin could not report (it never ran, or pytest was killed)
-		if ! grep -q '^# tap_plugin: pytest exit status' "$PY_ROOT$_tap" 2>/dev/null; then
+		py_run -m pytest -p no:cacheprovider -o faulthandler_timeout=300 \
+			-v -rfEs --color=no --durations=15 --rootdir="$py_repo/tests/python" \
+			"$py_repo/tests/python/host" "$py_repo/tests/python/guest" </dev/null
+		echo $? >/tmp/python.rc
+	} 2>&1 | tee "$PY_ROOT$_log" >/dev/console
+	_rc=$(cat /tmp/python.rc)
+	{
+		grep -E '^(not )?ok ' "$PY_ROOT$_tap" 2>/dev/null
+		if ! grep -qE '^1\.\.[0-9]+$' "$PY_ROOT$_tap" 2>/dev/null; then
+			echo "not ok - pytest:unfinished"
+			echo "# pytest exited with status $_rc before it finished its TAP output: $(pytest_status_meaning "$_rc")"
+		elif [ "$_rc" -gt 1 ]; then
+			# 0 and 1 are in the results; anything else fails on its own (5:
+			# nothing collected, 4: a missing test directory)
 			echo "not ok - pytest:exit-status-$_rc"
-			echo "# pytest exited with status $_rc before its TAP plugin finished: $(pytest_status_meaning $_rc)"
-			echo "# (pytest's output is in the guest console log)"
+			echo "# pytest exited with status $_rc: $(pytest_status_meaning "$_rc")"
 		fi
-		# the plugin reported the status (and failed it if it was not 0 or 1)
+		if [ "$_rc" -ne 0 ]; then
+			echo "# pytest's short summary (its whole output is in the guest console log):"
+			sed -n '/short test summary info/,$p' "$PY_ROOT$_log" | head -n 60 | sed 's/^/#   /'
+		fi
 		echo "BELUGA-RC 0"
 	} | awk -v pfx="$BELUGA_KPFX:python:" -v prog="$BELUGA_KPFX:python" -v n="$(tap_count)" \
 		-v nf="$TAP_N_FILE" -v tmo="$PY_TIMEOUT" -f /etc/beluga/tap-filter.awk

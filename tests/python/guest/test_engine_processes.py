@@ -16,6 +16,8 @@ import pytest
 
 import beluga
 
+pytestmark = pytest.mark.real_only("several engine processes on one pool")
+
 BLOCKS = 8
 TOKENS_PER_BLOCK = 16
 # Long enough for a child to start and report, short enough not to hide a hang
@@ -119,8 +121,8 @@ def join_all(procs):
         assert p.exitcode == 0, "engine process %d exited with %s" % (p.pid, p.exitcode)
 
 
-def test_readers_in_other_processes_read_the_stored_bytes(real_pool, unique_ns, mp):
-    before = real_pool.stats()
+def test_readers_in_other_processes_read_the_stored_bytes(pool, unique_ns, mp):
+    before = pool.stats()
     seed = 11
     w, wc = start(mp, engine_store, unique_ns, seed, False)
     stored = recv(wc, "storing engine")
@@ -131,26 +133,26 @@ def test_readers_in_other_processes_read_the_stored_bytes(real_pool, unique_ns, 
     got = [recv(c, "loading engine") for _, c in readers]
     join_all([p for p, _ in readers])
 
-    want = expected_digests(seed, real_pool.block_size)
+    want = expected_digests(seed, pool.block_size)
     for r in got:
         assert r["hits"] == BLOCKS
         # the very blocks the writer published: zero copy, no second store
         assert r["offsets"] == stored["offsets"]
         assert r["digests"] == want
-    after = real_pool.stats()
+    after = pool.stats()
     assert after["allocated_blocks"] == before["allocated_blocks"]
     assert after["pins"] == before["pins"]
     assert after["published_blocks"] == before["published_blocks"] + BLOCKS
-    real_pool.evict_ns(unique_ns)
+    pool.evict_ns(unique_ns)
 
 
-def test_racing_engines_publish_each_key_once(real_pool, unique_ns, mp):
-    before = real_pool.stats()
+def test_racing_engines_publish_each_key_once(pool, unique_ns, mp):
+    before = pool.stats()
     seed = 12
     writers = [start(mp, engine_store, unique_ns, seed, True) for _ in range(3)]
     for _, c in writers:
         recv(c, "storing engine (ready)")
-    mid = real_pool.stats()
+    mid = pool.stats()
     # every engine holds its own allocation until it publishes
     assert mid["allocated_blocks"] == before["allocated_blocks"] + 3 * BLOCKS
     for _, c in writers:
@@ -161,7 +163,7 @@ def test_racing_engines_publish_each_key_once(real_pool, unique_ns, mp):
     assert sum(r["published"] for r in got) == BLOCKS
     assert sum(r["exists"] for r in got) == 2 * BLOCKS
     assert all(r["failed"] == 0 for r in got)
-    after = real_pool.stats()
+    after = pool.stats()
     # the losers' blocks went back to the pool at PUBLISH
     assert after["allocated_blocks"] == before["allocated_blocks"]
     assert after["published_blocks"] == before["published_blocks"] + BLOCKS
@@ -171,15 +173,15 @@ def test_racing_engines_publish_each_key_once(real_pool, unique_ns, mp):
     loaded = recv(rc, "loading engine")
     join_all([r])
     assert loaded["hits"] == BLOCKS
-    assert loaded["digests"] == expected_digests(seed, real_pool.block_size)
-    real_pool.evict_ns(unique_ns)
+    assert loaded["digests"] == expected_digests(seed, pool.block_size)
+    pool.evict_ns(unique_ns)
 
 
 @child
 def engine_killed_mid_store(conn, ns_read, seed_read, ns_store, seed_store):
     """Pin a cached chain, allocate 2*BLOCKS, publish the first BLOCKS/2 of the
     new chain, report, then keep writing the rest until killed."""
-    pool = beluga.Pool()
+    pool = beluga.Pool()  # never closed: the kernel cleans up after SIGKILL
     hits, pinned = pool.lookup(ns_read, beluga.hash_chain(tokens_for(seed_read),
                                                           TOKENS_PER_BLOCK), pin=True)
     offs = pool.alloc(2 * BLOCKS)
@@ -200,17 +202,17 @@ def engine_killed_mid_store(conn, ns_read, seed_read, ns_store, seed_store):
         i = half + (i + 1 - half) % (2 * BLOCKS - half)
 
 
-def test_sigkill_mid_store_leaks_no_block_or_pin(real_pool, unique_ns, mp):
+def test_sigkill_mid_store_leaks_no_block_or_pin(pool, unique_ns, mp):
     ns_read, ns_store = unique_ns, unique_ns ^ (1 << 62)
     w, wc = start(mp, engine_store, ns_read, 21, False)
     assert recv(wc, "storing engine")["published"] == BLOCKS
     join_all([w])
-    before = real_pool.stats()
+    before = pool.stats()
 
     k, kc = start(mp, engine_killed_mid_store, ns_read, 21, ns_store, 22)
     state = recv(kc, "engine to be killed")
     assert state == {"pinned": BLOCKS, "published": BLOCKS // 2, "allocated": 2 * BLOCKS - BLOCKS // 2}
-    mid = real_pool.stats()
+    mid = pool.stats()
     assert mid["allocated_blocks"] == before["allocated_blocks"] + state["allocated"]
     assert mid["pins"] == before["pins"] + BLOCKS
     assert mid["clients"] == before["clients"] + 1
@@ -223,7 +225,7 @@ def test_sigkill_mid_store_leaks_no_block_or_pin(real_pool, unique_ns, mp):
     # a deferred release (a condition with a deadline, not a timing).
     deadline = time.monotonic() + 10
     while True:
-        after = real_pool.stats()
+        after = pool.stats()
         if (after["allocated_blocks"], after["pins"]) == (before["allocated_blocks"], before["pins"]) \
                 or time.monotonic() > deadline:
             break
@@ -240,6 +242,6 @@ def test_sigkill_mid_store_leaks_no_block_or_pin(real_pool, unique_ns, mp):
     loaded = recv(rc, "loading engine")
     join_all([r])
     assert loaded["hits"] == BLOCKS // 2
-    assert loaded["digests"] == expected_digests(22, real_pool.block_size)[:BLOCKS // 2]
-    real_pool.evict_ns(ns_read)
-    real_pool.evict_ns(ns_store)
+    assert loaded["digests"] == expected_digests(22, pool.block_size)[:BLOCKS // 2]
+    pool.evict_ns(ns_read)
+    pool.evict_ns(ns_store)
