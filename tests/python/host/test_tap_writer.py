@@ -2,15 +2,14 @@
 
 make test counts the in-guest pytest run through the TAP lines that
 tests/python/conftest.py writes to $BELUGA_PYTEST_TAP (scripts/vm/guest-python.sh).
-Each case runs pytest in a child process on a small generated test file, with
-that conftest loaded as a plugin, and compares the lines it wrote.
+Each case runs pytest on a small generated test file with that writer
+registered, and compares the lines it wrote.
 """
 
-import os
 import pathlib
-import subprocess
-import sys
 import textwrap
+
+import pytest
 
 TESTS_PYTHON = pathlib.Path(__file__).resolve().parents[1]
 
@@ -59,25 +58,36 @@ def test_param(x):
 '''
 
 
-def run_pytest(tmp_path, files):
+def tap_writer(config):
+    """The conftest's writer class, from the conftest pytest loaded (importing
+    "conftest" by name could give tests/python/guest's)."""
+    path = TESTS_PYTHON / "conftest.py"
+    for plugin in config.pluginmanager.get_plugins():
+        if getattr(plugin, "__file__", None) and pathlib.Path(plugin.__file__) == path:
+            return plugin._TapWriter
+    raise AssertionError(f"pytest did not load {path}")
+
+
+def run_pytest(request, tmp_path, files):
+    """pytest in this process (a child interpreter costs 15 s under TCG) on
+    `files`, with the writer registered as BELUGA_PYTEST_TAP would."""
     for name, text in files.items():
         (tmp_path / name).write_text(textwrap.dedent(text))
     (tmp_path / "pytest.ini").write_text("[pytest]\n")
     tap = tmp_path / "out.tap"
-    env = dict(os.environ, BELUGA_PYTEST_TAP=str(tap), PYTHONDONTWRITEBYTECODE="1",
-               PYTHONPATH=os.pathsep.join([str(TESTS_PYTHON)] + sys.path))
-    proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "conftest", "-p", "no:cacheprovider", "-q",
-         "-c", str(tmp_path / "pytest.ini"), "--rootdir", str(tmp_path), str(tmp_path)],
-        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        text=True, timeout=300)
-    return proc.returncode, tap.read_text().splitlines(), proc.stdout
+    writer = tap_writer(request.config)(str(tap))
+    # -s and no faulthandler: leave this session's capture and handler alone
+    rc = pytest.main(["-q", "-s", "-p", "no:cacheprovider", "-p", "no:faulthandler",
+                      "-c", str(tmp_path / "pytest.ini"), "--rootdir", str(tmp_path),
+                      str(tmp_path)], plugins=[writer])
+    return int(rc), tap.read_text().splitlines()
 
 
-def test_each_outcome_is_one_tap_line(tmp_path):
-    rc, lines, out = run_pytest(tmp_path, {"test_sample.py": SAMPLE})
-    assert rc == 1, out
-    f = "test_sample.py::"
+# generated modules: names no other test uses (pytest imports them in this process)
+def test_each_outcome_is_one_tap_line(request, tmp_path):
+    rc, lines = run_pytest(request, tmp_path, {"test_tapw_sample.py": SAMPLE})
+    assert rc == 1, lines
+    f = "test_tapw_sample.py::"
     assert lines == [
         "ok 1 - " + f + "test_passes",
         "not ok 2 - " + f + "test_fails",
@@ -89,20 +99,20 @@ def test_each_outcome_is_one_tap_line(tmp_path):
         "not ok 8 - " + f + "test_teardown_error",
         "ok 9 - " + f + "test_param[a_b]",
         "1..9",
-    ], out
+    ]
 
 
-def test_collection_error_is_a_failure(tmp_path):
-    rc, lines, out = run_pytest(tmp_path, {
-        "test_broken.py": "import no_such_module_here\n",
-        "test_fine.py": "def test_fine():\n    pass\n",
+def test_collection_error_is_a_failure(request, tmp_path):
+    rc, lines = run_pytest(request, tmp_path, {
+        "test_tapw_broken.py": "import no_such_module_here\n",
+        "test_tapw_fine.py": "def test_fine():\n    pass\n",
     })
-    assert rc == 2, out
-    assert lines == ["not ok 1 - collecting test_broken.py", "1..1"], out
+    assert rc == 2, lines
+    assert lines == ["not ok 1 - collecting test_tapw_broken.py", "1..1"]
 
 
-def test_nothing_collected_writes_an_empty_plan(tmp_path):
+def test_nothing_collected_writes_an_empty_plan(request, tmp_path):
     # guest-python.sh fails pytest's status 5 itself; the plan says pytest finished
-    rc, lines, out = run_pytest(tmp_path, {"test_empty.py": "x = 1\n"})
-    assert rc == 5, out
-    assert lines == ["1..0"], out
+    rc, lines = run_pytest(request, tmp_path, {"test_tapw_empty.py": "x = 1\n"})
+    assert rc == 5, lines
+    assert lines == ["1..0"]
