@@ -24,10 +24,13 @@
  * (or none: beluga_open() failing, device discovery) that call had. Read
  * it in the thread that made the call, before that thread's next call.
  *
- * A handle may be used by several threads at once for the pool operations
+ * A handle may be used by several threads at once for the pool commands
  * (they are plain ioctls), and each thread reads its own messages.
- * beluga_map(), beluga_unmap(), beluga_cuda_register() and beluga_close()
- * must not race with other calls on the same handle.
+ * beluga_map(), beluga_unmap(), beluga_cuda_register() and
+ * beluga_cuda_unregister() change the mapping: they must not race with each
+ * other, with beluga_ptr()/beluga_map_base()/beluga_map_length(), or with
+ * accesses to the mapped memory; pool commands may run alongside them.
+ * beluga_close() must not race with any call on the same handle.
  *
  * Ownership follows the open file (see <linux/beluga.h>): allocations and
  * pins of a handle are returned by beluga_close() or process exit.

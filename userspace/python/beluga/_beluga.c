@@ -36,6 +36,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "beluga.h"
 
@@ -429,6 +430,7 @@ typedef struct PoolMap {
 	size_t length;
 	uint64_t block_size;
 	Py_ssize_t exports;	/* buffer views plus running CUDA calls; GIL */
+	int cuda_busy;		/* a CUDA (un)registration runs; GIL */
 	int closed;
 } PoolMap;
 
@@ -464,7 +466,7 @@ static void pool_leave(Pool *p)
 	pthread_mutex_unlock(&p->lock);
 }
 
-/* Run @stmt with the GIL released, counted in p->inflight. */
+/* Run @stmt with the GIL released (between pool_enter() and pool_leave()). */
 #define POOL_CALL(p, stmt)					\
 	do {							\
 		Py_BEGIN_ALLOW_THREADS				\
@@ -1194,6 +1196,7 @@ static PyObject *Pool_map(Pool *p, PyObject *Py_UNUSED(ignored))
 	Py_INCREF(p);
 	m->pool = p;
 	m->exports = 0;
+	m->cuda_busy = 0;
 	m->closed = 1;
 	m->base = NULL;
 	m->length = 0;
@@ -1308,39 +1311,51 @@ static PyObject *PoolMap_block(PoolMap *m, PyObject *arg)
 	return view;
 }
 
-static PyObject *PoolMap_cuda_register(PoolMap *m, PyObject *args, PyObject *kwds)
+/*
+ * CUDA (un)registration can take long: it runs without the GIL, counted as
+ * an export (so close() and a remap refuse meanwhile) and one at a time.
+ */
+static PyObject *poolmap_cuda(PoolMap *m, int reg, unsigned int flags)
 {
-	static char *kwlist[] = { "flags", NULL };
-	unsigned int flags = 0;
 	int ret;
 
-	if (!PyArg_ParseTupleAndKeywords(args, kwds, "|I:cuda_register", kwlist, &flags))
+	if (poolmap_check(m))
 		return NULL;
-	if (poolmap_check(m) || pool_enter(m->pool))
+	if (m->cuda_busy) {
+		PyErr_SetString(PyExc_BufferError,
+				"beluga: another thread is (un)registering this mapping with "
+				"CUDA: wait for it");
 		return NULL;
-	/* Counted as an export: close() must not unmap under the driver. */
+	}
+	if (pool_enter(m->pool))
+		return NULL;
+	m->cuda_busy = 1;
 	m->exports++;
-	POOL_CALL(m->pool, ret = beluga_cuda_register(m->pool->b, flags));
+	Py_BEGIN_ALLOW_THREADS
+	ret = reg ? beluga_cuda_register(m->pool->b, flags) :
+		    beluga_cuda_unregister(m->pool->b);
+	Py_END_ALLOW_THREADS
 	m->exports--;
+	m->cuda_busy = 0;
 	pool_leave(m->pool);
 	if (ret)
 		return raise_beluga(ret);
 	Py_RETURN_NONE;
 }
 
+static PyObject *PoolMap_cuda_register(PoolMap *m, PyObject *args, PyObject *kwds)
+{
+	static char *kwlist[] = { "flags", NULL };
+	unsigned int flags = 0;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kwds, "|I:cuda_register", kwlist, &flags))
+		return NULL;
+	return poolmap_cuda(m, 1, flags);
+}
+
 static PyObject *PoolMap_cuda_unregister(PoolMap *m, PyObject *Py_UNUSED(ignored))
 {
-	int ret;
-
-	if (poolmap_check(m) || pool_enter(m->pool))
-		return NULL;
-	m->exports++;
-	POOL_CALL(m->pool, ret = beluga_cuda_unregister(m->pool->b));
-	m->exports--;
-	pool_leave(m->pool);
-	if (ret)
-		return raise_beluga(ret);
-	Py_RETURN_NONE;
+	return poolmap_cuda(m, 0, 0);
 }
 
 static PyObject *PoolMap_enter_ctx(PoolMap *m, PyObject *Py_UNUSED(ignored))
@@ -1718,11 +1733,19 @@ static PyObject *mod_strerror(PyObject *Py_UNUSED(m), PyObject *arg)
  */
 static pthread_mutex_t fake_lock = PTHREAD_MUTEX_INITIALIZER;
 static int (*fake_inner)(int fd, unsigned long request, void *arg);
+/* _fake_delay(): every ioctl first sleeps this long, outside the lock. */
+static volatile long fake_delay_us;
 
 static int fake_locked_ioctl(int fd, unsigned long request, void *arg)
 {
+	long delay = fake_delay_us;
 	int ret, saved;
 
+	if (delay > 0) {
+		struct timespec ts = { delay / 1000000, (delay % 1000000) * 1000 };
+
+		nanosleep(&ts, NULL);
+	}
 	pthread_mutex_lock(&fake_lock);
 	ret = fake_inner(fd, request, arg);
 	saved = errno;
@@ -1793,6 +1816,7 @@ static PyObject *mod_fake_reset(PyObject *Py_UNUSED(m), PyObject *args, PyObject
 					 &regions, &max_batch))
 		return NULL;
 	pthread_mutex_lock(&fake_lock);
+	fake_delay_us = 0;
 	fake_kernel_reset(block_size, max_batch);
 	fake_wrap();
 	ret = fake_add_regions(regions);
@@ -1831,6 +1855,21 @@ static PyObject *mod_fake_calls(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(igno
 	}
 	pthread_mutex_unlock(&fake_lock);
 	return d;
+}
+
+/* _fake_delay(seconds): make every later ioctl take that long (0 stops it). */
+static PyObject *mod_fake_delay(PyObject *Py_UNUSED(m), PyObject *arg)
+{
+	double s = PyFloat_AsDouble(arg);
+
+	if (s == -1.0 && PyErr_Occurred())
+		return NULL;
+	if (s < 0 || s > 60) {
+		PyErr_SetString(PyExc_ValueError, "_fake_delay: seconds must be in [0, 60]");
+		return NULL;
+	}
+	fake_delay_us = (long)(s * 1e6);
+	Py_RETURN_NONE;
 }
 
 /* _fake_fail(cmd, nth, errno): the nth call (1-based, since reset) of cmd fails. */
@@ -1877,6 +1916,8 @@ static PyMethodDef module_methods[] = {
 	  "_fake_reset(block_size=65536, regions='dax0.0:16M', max_batch=4096): test only" },
 	{ "_fake_calls", mod_fake_calls, METH_NOARGS,
 	  "_fake_calls() -> {command: ioctls since reset}: test only" },
+	{ "_fake_delay", mod_fake_delay, METH_O,
+	  "_fake_delay(seconds): every later ioctl sleeps first, without the GIL: test only" },
 	{ "_fake_fail", mod_fake_fail, METH_VARARGS,
 	  "_fake_fail(cmd, nth, errno): the nth next call of cmd fails: test only" },
 #endif
