@@ -100,6 +100,8 @@ class MiniEngine:
         if connectors is not None and len(connectors) != tp_size:
             raise ValueError(f"need one connector per TP rank ({tp_size}), got {len(connectors)}")
         self.connectors = connectors
+        if key_fn is None and connectors and hasattr(connectors[0], "keys"):
+            key_fn = connectors[0].keys
         self.key_fn = key_fn or chain_keys
 
     # ---- one forward step over rows at positions, attending through table ---
