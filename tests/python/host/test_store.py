@@ -1,0 +1,315 @@
+"""KVStore over the binding: store/load round trips, parts, races, full
+pools and partial loads.  Runs on the fake backend and, unchanged, in the
+guest against the real module (fresh salts per test; sizes from the pool)."""
+
+from array import array
+
+import numpy as np
+import pytest
+
+import beluga
+from beluga import keys as K
+from beluga.layout import BlockLayout, ModelSpec
+from beluga.store import KVStore
+
+BYTES_PER_TOKEN = 2 * 2 * 2 * 16 * 4        # layers * (K,V) * heads * dim * float32
+
+
+def make_layout(pool, parts=1, tp_rank=0, tp_size=1):
+    """A small model whose engine block is exactly ``parts`` pool blocks
+    (the last one a little short when parts > 1)."""
+    if parts == 1:
+        tokens = pool.block_size // BYTES_PER_TOKEN
+    else:
+        tokens = (parts - 1) * pool.block_size // BYTES_PER_TOKEN + 1
+    spec = ModelSpec(model="beluga-test/tiny", num_layers=2, num_kv_heads=2 * tp_size,
+                     head_dim=16, dtype="float32", tokens_per_block=tokens,
+                     tp_rank=tp_rank, tp_size=tp_size)
+    lay = BlockLayout(spec, pool.block_size)
+    assert lay.parts == parts
+    return lay
+
+
+def blocks_for(layout, n, seed):
+    rng = np.random.default_rng(seed)
+    return rng.standard_normal((n,) + layout.shape).astype(layout.dtype)
+
+
+def keys_for(store, n, first_token=1):
+    toks = list(range(first_token, first_token + n * store.layout.tokens))
+    return store.keys_for(toks)
+
+
+def assert_clean(pool):
+    s = pool.stats()
+    assert s["allocated_blocks"] == 0 and s["pins"] == 0, s
+
+
+@pytest.fixture
+def store(pool, unique_ns):
+    s = KVStore(pool, make_layout(pool), salt=f"test-{unique_ns}")
+    yield s
+    s.close()
+
+
+def test_round_trip_is_bit_exact(pool, store):
+    data = blocks_for(store.layout, 4, seed=1)
+    k = keys_for(store, 4)
+    res = store.store(k, data)
+    assert (res.stored, res.exists, res.skipped, res.failed, res.not_stored) == (4, 0, 0, [], 0)
+    assert res.ok
+    assert store.lookup(k) == 4
+    out = store.layout.empty(4)
+    out[:] = 7
+    lr = store.load(k, out)
+    assert lr.ok and lr.loaded == 4 and lr.missing == []
+    assert out.tobytes() == data.tobytes()
+    st = store.stats()
+    assert st["stored"] == 4 and st["loaded"] == 4 and st["load_missing"] == 0
+    assert_clean(pool)
+
+
+def test_second_store_skips_the_present_run(pool, store):
+    data = blocks_for(store.layout, 3, seed=2)
+    k = keys_for(store, 3)
+    store.store(k[:32], data[:2])
+    before = pool.stats()["allocs"] if "allocs" in pool.stats() else None
+    res = store.store(k, data)
+    assert res.skipped == 2 and res.stored == 1
+    if before is not None:
+        assert pool.stats()["allocs"] - before == 1     # only the miss was allocated
+    out = store.layout.empty(3)
+    assert store.load(k, out).loaded == 3
+    assert out.tobytes() == data.tobytes()
+    assert_clean(pool)
+
+
+def test_partial_load_reports_missing_and_leaves_them_untouched(pool, store):
+    data = blocks_for(store.layout, 5, seed=3)
+    k = keys_for(store, 5)
+    store.store(k[:3 * 16], data[:3])
+    out = store.layout.empty(5)
+    out[:] = -1.0
+    lr = store.load(k, out)
+    assert not lr.ok and lr.loaded == 3 and lr.missing == [3, 4]
+    assert out[:3].tobytes() == data[:3].tobytes()
+    assert np.all(out[3:] == -1.0)
+    assert store.stats()["load_missing"] == 2
+    assert_clean(pool)
+
+
+def test_a_hole_ends_the_run(pool, store):
+    data = blocks_for(store.layout, 3, seed=4)
+    k = K.split(keys_for(store, 3))
+    store.store(K.join([k[0], k[2]]), [data[0], data[2]])
+    assert store.lookup(K.join(k)) == 1
+    assert store.load(K.join(k), store.layout.empty(3)).missing == [1, 2]
+    assert_clean(pool)
+
+
+def test_writer_callback_writes_in_place(pool, store):
+    k = keys_for(store, 2)
+    seen = []
+
+    def writer(i, dst):
+        seen.append(i)
+        assert dst.dtype == np.uint8 and dst.size == store.layout.block_bytes
+        store.layout.view(dst)[...] = i + 0.5
+
+    assert store.store(k, writer=writer).stored == 2
+    assert seen == [0, 1]
+    got = []
+    assert store.load(k, reader=lambda i, src: got.append(store.layout.view(src).copy())).ok
+    assert np.all(got[0] == 0.5) and np.all(got[1] == 1.5)
+    assert_clean(pool)
+
+
+def test_writer_exception_frees_everything(pool, store):
+    k = keys_for(store, 3)
+
+    def writer(i, dst):
+        if i == 1:
+            raise RuntimeError("engine copy failed")
+
+    with pytest.raises(RuntimeError, match="engine copy failed"):
+        store.store(k, writer=writer)
+    assert store.lookup(k) == 0
+    assert_clean(pool)
+
+
+def test_reader_exception_releases_pins(pool, store):
+    k = keys_for(store, 2)
+    store.store(k, blocks_for(store.layout, 2, seed=5))
+
+    def reader(i, src):
+        raise KeyError("consumer broke")
+
+    with pytest.raises(KeyError):
+        store.load(k, reader=reader)
+    assert_clean(pool)
+
+
+def test_lost_race_counts_as_stored_and_leaks_nothing(pool, store):
+    k = keys_for(store, 1)
+    data = blocks_for(store.layout, 1, seed=6)
+    a, b = store.allocate(1), store.allocate(1)
+    a.block(0)[:] = data[0].reshape(-1).view(np.uint8)
+    b.block(0)[:] = 0
+    ra, rb = a.publish(k), b.publish(k)
+    assert (ra.stored, ra.exists) == (1, 0)
+    assert (rb.stored, rb.exists, rb.failed) == (1, 1, [])
+    out = store.layout.empty(1)
+    store.load(k, out)
+    assert out.tobytes() == data.tobytes()          # the winner's bytes
+    assert_clean(pool)
+
+
+def test_full_pool_stores_a_prefix_and_frees_the_rest(pool, store):
+    total = pool.stats()["total_blocks"]
+    held = pool.alloc(total)                        # evicts every unpinned block
+    try:
+        k = keys_for(store, 5)
+        data = blocks_for(store.layout, 5, seed=7)
+        res = store.store(k, data)
+        assert res.nospace and res.stored == 0 and res.not_stored == 5 and not res.ok
+        pool.free(held[:2])
+        held = held[2:]
+        res = store.store(k, data)                  # 5 do not fit, 2 do
+        assert (res.stored, res.not_stored) == (2, 3)
+        assert store.lookup(k) == 2
+        out = store.layout.empty(5)
+        assert store.load(k, out).loaded == 2
+        assert out[:2].tobytes() == data[:2].tobytes()
+    finally:
+        pool.free(held)
+    assert store.stats()["not_stored"] == 8
+    assert_clean(pool)
+
+
+def test_allocate_without_partial_raises_nospace(pool, store):
+    held = pool.alloc(pool.stats()["total_blocks"])
+    try:
+        with pytest.raises(beluga.NoSpace):
+            store.allocate(1, partial=False)
+    finally:
+        pool.free(held)
+    assert_clean(pool)
+
+
+@pytest.mark.parametrize("parts", [2, 3])
+def test_split_blocks_round_trip(pool, unique_ns, parts):
+    store = KVStore(pool, make_layout(pool, parts=parts), salt=f"parts-{unique_ns}")
+    data = blocks_for(store.layout, 3, seed=8)
+    k = keys_for(store, 3)
+    res = store.store(k, data)
+    assert res.stored == 3
+    assert pool.stats()["published_blocks"] >= 3 * parts
+    assert store.lookup(k) == 3
+    out = store.layout.empty(3)
+    assert store.load(k, out).ok
+    assert out.tobytes() == data.tobytes()
+    with store.pin(k[:16]) as p:
+        assert p.count == 1 and len(p.offsets) == parts
+        assert p.view(0).tobytes() == data[0].tobytes()
+    assert_clean(pool)
+
+
+def test_block_with_missing_part_is_a_miss(pool, unique_ns):
+    store = KVStore(pool, make_layout(pool, parts=2), salt=f"hole-{unique_ns}")
+    data = blocks_for(store.layout, 2, seed=9)
+    k = keys_for(store, 2)
+    store.store(k[:16], data[:1])
+    # Publish only the first part of block 1, as a writer that died between
+    # parts would leave it.
+    offs = pool.alloc(1)
+    pool.publish(store.ns.value, offs, K.part_keys(k[16:], 2)[:16])
+    assert store.lookup(k) == 1
+    out = store.layout.empty(2)
+    assert store.load(k, out).missing == [1]
+    assert_clean(pool)                               # the lone part's pin was released
+
+
+def test_namespaces_separate_salts_and_tp_ranks(pool, unique_ns):
+    a = KVStore(pool, make_layout(pool), salt=f"a-{unique_ns}")
+    b = KVStore(pool, make_layout(pool), salt=f"b-{unique_ns}")
+    r1 = KVStore(pool, make_layout(pool, tp_rank=1, tp_size=2), salt=f"a-{unique_ns}")
+    k = keys_for(a, 2)
+    a.store(k, blocks_for(a.layout, 2, seed=10))
+    assert a.lookup(k) == 2 and b.lookup(k) == 0 and r1.lookup(k) == 0
+    assert a.ns.diff(r1.ns)                          # and describe() says why
+    assert_clean(pool)
+
+
+def test_pinned_view_is_read_only_and_release_is_idempotent(pool, store):
+    k = keys_for(store, 1)
+    data = blocks_for(store.layout, 1, seed=11)
+    store.store(k, data)
+    p = store.pin(k)
+    v = p.view(0)
+    assert v.tobytes() == data[0].tobytes()
+    with pytest.raises(ValueError):
+        v[0, 0, 0, 0, 0] = 1.0
+    del v
+    assert pool.stats()["pins"] >= 1
+    p.release()
+    p.release()
+    with pytest.raises(ValueError, match="released"):
+        p.view(0)
+    assert_clean(pool)
+
+
+def test_bad_arguments_are_rejected_before_touching_the_pool(pool, store):
+    k = keys_for(store, 2)
+    with pytest.raises(ValueError, match="whole 16-byte keys"):
+        store.lookup(b"\0" * 20)
+    with pytest.raises(ValueError, match="2 keys but 1 blocks"):
+        store.store(k, blocks_for(store.layout, 1, seed=0))
+    with pytest.raises(ValueError, match="block buffer must be"):
+        store.store(k, [bytes(10), bytes(10)])
+    with pytest.raises(TypeError, match="exactly one of"):
+        store.store(k)
+    with pytest.raises(ValueError, match="must be writable"):
+        store.load(k, [bytes(store.layout.block_bytes)] * 2)
+    with pytest.raises(ValueError, match="2 keys but 3 destination"):
+        store.load(k, store.layout.empty(3))
+    assert store.store(b"", blocks=[]).requested == 0
+    assert store.load(b"", out=[]).ok
+    assert_clean(pool)
+
+
+def test_layout_must_match_the_pool(pool):
+    spec = ModelSpec(model="m", num_layers=1, num_kv_heads=1, head_dim=1, dtype="float32")
+    with pytest.raises(ValueError, match="pool.block_size"):
+        KVStore(pool, BlockLayout(spec, pool.block_size * 2))
+    with pytest.raises(ValueError, match="unknown key scheme"):
+        KVStore(pool, BlockLayout(spec, pool.block_size), key_scheme="crc32")
+
+
+def test_fnv_scheme_and_explicit_keys(pool, unique_ns):
+    store = KVStore(pool, make_layout(pool), salt=f"fnv-{unique_ns}", key_scheme="fnv")
+    toks = list(range(3 * store.layout.tokens))
+    assert store.keys_for(toks) == bytes(beluga.hash_chain(toks, store.layout.tokens))
+    k = [bytes([i]) * 16 for i in range(1, 3)]       # a list of 16-byte keys works too
+    store.store(k, blocks_for(store.layout, 2, seed=12))
+    assert store.lookup(k) == 2
+    assert_clean(pool)
+
+
+def test_shared_pool_path_round_trips(pool, unique_ns):
+    if not hasattr(beluga, "flush_range"):
+        pytest.skip("the binding has no flush_range/invalidate_range")
+    store = KVStore(pool, make_layout(pool), salt=f"shared-{unique_ns}", shared=True)
+    data = blocks_for(store.layout, 2, seed=13)
+    k = keys_for(store, 2)
+    store.store(k, data)
+    out = store.layout.empty(2)
+    assert store.load(k, out).ok and out.tobytes() == data.tobytes()
+    assert "shared" in store.describe()
+    assert_clean(pool)
+
+
+def test_describe_lists_namespace_fields(store):
+    d = store.describe()
+    assert f"0x{store.ns.value:016x}" in d
+    for field in ("model", "tp_rank", "tokens_per_block", "salt", "sha256"):
+        assert field in d

@@ -1,0 +1,549 @@
+"""KVStore: engine-neutral KV block storage on a Beluga pool.
+
+One key per engine block, every layer inside it (``layout.BlockLayout``).
+A block becomes visible whole at PUBLISH, so no "done" marker is needed.
+
+Store: count-only LOOKUP (skip the leading run already present) -> ALLOC
+the misses -> write -> PUBLISH.  A lost race (PUBLISH_EXISTS) counts as
+stored: the key is present and the kernel freed our block.  Anything that
+goes wrong frees what was allocated.
+
+Load: LOOKUP with PIN -> copy out -> RELEASE.  The pins keep the blocks
+from being evicted or reused while they are read, so a loaded block is the
+one that was published, never a half-written or recycled one.  Blocks past
+the leading run are reported as not loaded.
+
+Shared (multi-host, non-coherent) pools: writers flush a block before
+PUBLISH, readers invalidate it after the pinned LOOKUP.
+"""
+
+from array import array
+import threading
+
+import numpy as np
+
+import beluga
+from . import keys as _keys
+
+KEY_BYTES = _keys.KEY_BYTES
+
+
+def _keybuf(keys):
+    """A keys argument as bytes of n*16; accepts bytes-likes, numpy arrays
+    and sequences of 16-byte keys."""
+    if isinstance(keys, (list, tuple)):
+        return _keys.join(keys)
+    if isinstance(keys, np.ndarray):
+        if not keys.flags.c_contiguous:
+            keys = np.ascontiguousarray(keys)
+        b = keys.tobytes()
+    else:
+        b = bytes(memoryview(keys).cast("B"))
+    if len(b) % KEY_BYTES:
+        raise ValueError(f"a keys buffer holds whole 16-byte keys; got {len(b)} bytes "
+                         f"(pass n*16 bytes, or a list of 16-byte keys)")
+    return b
+
+
+class StoreResult:
+    """What a store did with each of ``requested`` blocks, in key order:
+    the first ``skipped`` were present already; then ``stored`` were
+    published (``exists`` of them by someone else first, which is as good);
+    ``failed`` lists block indices PUBLISH refused; ``not_stored`` counts
+    the blocks past those for which the pool had no room (``nospace``)."""
+
+    __slots__ = ("requested", "skipped", "stored", "exists", "failed", "not_stored")
+
+    def __init__(self, requested, skipped=0):
+        self.requested, self.skipped = requested, skipped
+        self.stored = self.exists = self.not_stored = 0
+        self.failed = []
+
+    @property
+    def nospace(self):
+        return self.not_stored > 0
+
+    @property
+    def ok(self):
+        return not self.failed and not self.not_stored
+
+    @property
+    def present(self):
+        """Blocks present in the pool after the call (as far as we know)."""
+        return self.skipped + self.stored
+
+    def __repr__(self):
+        return (f"StoreResult(requested={self.requested}, skipped={self.skipped}, "
+                f"stored={self.stored}, exists={self.exists}, failed={self.failed}, "
+                f"not_stored={self.not_stored})")
+
+
+class LoadResult:
+    """The first ``loaded`` of ``requested`` blocks were copied out; the
+    blocks at ``missing`` (every index from ``loaded`` on) were not, and
+    their destination buffers were not written."""
+
+    __slots__ = ("requested", "loaded")
+
+    def __init__(self, requested, loaded):
+        self.requested, self.loaded = requested, loaded
+
+    @property
+    def missing(self):
+        return list(range(self.loaded, self.requested))
+
+    @property
+    def ok(self):
+        return self.loaded == self.requested
+
+    def __repr__(self):
+        return f"LoadResult(requested={self.requested}, loaded={self.loaded})"
+
+
+class Pinned:
+    """Blocks pinned by a LOOKUP+PIN: readable until ``release()``.
+
+    ``count`` whole engine blocks, in key order; ``offsets`` holds their
+    pool blocks (``parts`` each).  Use as a context manager, or call
+    ``release()``; releasing twice is harmless."""
+
+    def __init__(self, store, count, offsets):
+        self._store, self.count = store, count
+        self.offsets = offsets
+        self._released = count == 0
+
+    def part_views(self, i):
+        """Read-only uint8 views of block ``i``'s pool blocks."""
+        self._check(i)
+        s = self._store
+        m = s.layout.parts
+        return [s._part_view(self.offsets[i * m + p], s.layout.part_ranges()[p][1], readonly=True)
+                for p in range(m)]
+
+    def view(self, i):
+        """Block ``i`` as a numpy array shaped like the layout: a zero-copy,
+        read-only view when the block is one pool block, else a copy."""
+        s = self._store
+        if s.layout.parts == 1:
+            return s.layout.view(self.part_views(i)[0])
+        buf = np.empty(s.layout.block_bytes, np.uint8)
+        self.copy_out(i, buf)
+        return s.layout.view(buf)
+
+    def copy_out(self, i, dst):
+        """Copy block ``i``'s bytes into the writable buffer ``dst``."""
+        d = self._store._dest(dst)
+        for (start, length), src in zip(self._store.layout.part_ranges(), self.part_views(i)):
+            d[start:start + length] = src
+
+    def _check(self, i):
+        if self._released:
+            raise ValueError("these blocks were released: pin them again to read them")
+        if not 0 <= i < self.count:
+            raise IndexError(f"block {i} is outside the {self.count} pinned")
+
+    def release(self):
+        if not self._released:
+            self._released = True
+            self._store._release(self.offsets)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.release()
+
+    def __del__(self):
+        try:
+            self.release()
+        except Exception:
+            pass
+
+
+class Allocation:
+    """Pool blocks allocated for ``count`` engine blocks, not yet visible.
+
+    Write each block through ``block(i)`` (a writable flat uint8 array of
+    ``layout.block_bytes``; for split blocks a staging buffer that
+    ``publish`` scatters into the parts), then ``publish(keys)``, or
+    ``free()``.  Publishing or freeing twice is harmless."""
+
+    def __init__(self, store, count, offsets):
+        self._store, self.count, self.offsets = store, count, offsets
+        self._staging = {}
+        self._done = count == 0
+
+    def block(self, i):
+        if self._done:
+            raise ValueError("this allocation was published or freed")
+        if not 0 <= i < self.count:
+            raise IndexError(f"block {i} is outside the {self.count} allocated")
+        s = self._store
+        if s.layout.parts == 1:
+            return s._part_view(self.offsets[i], s.layout.block_bytes)
+        if i not in self._staging:
+            self._staging[i] = np.zeros(s.layout.block_bytes, np.uint8)
+        return self._staging[i]
+
+    def view(self, i):
+        """Block ``i`` as a writable numpy array shaped like the layout."""
+        return self._store.layout.view(self.block(i))
+
+    def publish(self, keys, result=None):
+        """Make the blocks visible under ``keys`` (one per block, in order).
+        Returns (or fills in) a StoreResult; failed blocks are freed."""
+        s = self._store
+        kb = _keybuf(keys)
+        if len(kb) // KEY_BYTES != self.count:
+            raise ValueError(f"publish needs one key per allocated block: {self.count} blocks, "
+                             f"{len(kb) // KEY_BYTES} keys")
+        if self._done:
+            raise ValueError("this allocation was published or freed already")
+        m = s.layout.parts
+        try:
+            for i, staged in self._staging.items():
+                s.write_block(self.offsets[i * m:(i + 1) * m], staged)
+        except BaseException:
+            self.free()
+            raise
+        self._done = True
+        self._staging.clear()
+        return s.publish_blocks(self.offsets, kb, result)
+
+    def free(self):
+        if not self._done:
+            self._done = True
+            self._staging.clear()
+            self._store._free(self.offsets)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.free()
+
+    def __del__(self):
+        try:
+            self.free()
+        except Exception:
+            pass
+
+
+COUNTERS = ("lookups", "hits", "misses", "stored", "exists", "store_failed", "not_stored",
+            "loads", "loaded", "load_missing")
+
+
+class KVStore:
+    """Engine blocks of one layout in one namespace of a pool.
+
+    ``salt`` separates tenants/LoRA adapters; ``key_scheme`` ("sha256", the
+    SGLang-compatible chain, or "fnv", libbeluga's) is what ``keys_for``
+    uses; ``shared`` forces (True) or suppresses (False) the cache
+    maintenance of multi-host pools, None asks the pool; ``namespace``
+    overrides the derived one (a ``keys.Namespace``).  Thread-safe: the
+    binding is, and the counters take a lock.
+    """
+
+    def __init__(self, pool, layout, salt=None, key_scheme="sha256", shared=None,
+                 namespace=None, **ns_extra):
+        if layout.pool_block_size != pool.block_size:
+            raise ValueError(f"the layout was computed for {layout.pool_block_size}-byte pool "
+                             f"blocks but the pool's are {pool.block_size} bytes: build the "
+                             f"BlockLayout with pool.block_size")
+        if key_scheme not in _keys.SCHEMES:
+            raise ValueError(f"unknown key scheme {key_scheme!r}; use one of "
+                             f"{sorted(_keys.SCHEMES)}")
+        self.pool, self.layout, self.key_scheme = pool, layout, key_scheme
+        self.ns = namespace if namespace is not None else _keys.namespace(layout, salt, **ns_extra)
+        self.shared = self._pool_is_shared(pool) if shared is None else bool(shared)
+        if self.shared and not hasattr(beluga, "flush_range"):
+            raise RuntimeError("this pool is shared between hosts but the beluga binding has "
+                               "no flush_range/invalidate_range: update the binding")
+        self._map = pool.map()
+        self._lock = threading.Lock()
+        self._counters = dict.fromkeys(COUNTERS, 0)
+
+    @staticmethod
+    def _pool_is_shared(pool):
+        info = getattr(pool, "info", None)
+        if info is None:
+            return False
+        try:
+            i = info()
+        except Exception:
+            return False
+        get = i.get if isinstance(i, dict) else (lambda k, d=None: getattr(i, k, d))
+        return bool(get("shared", False))
+
+    # ---- helpers ---------------------------------------------------------
+
+    def _part_view(self, offset, length, readonly=False):
+        mv = self._map.block(int(offset))
+        a = np.frombuffer(mv, np.uint8)[:length]
+        if readonly:
+            a = a.view()
+            a.flags.writeable = False
+        return a
+
+    def _dest(self, dst):
+        if isinstance(dst, np.ndarray):
+            if not dst.flags.c_contiguous or not dst.flags.writeable:
+                raise ValueError("a load destination must be a writable C-contiguous array")
+            d = dst.reshape(-1).view(np.uint8)
+        else:
+            mv = memoryview(dst)
+            if mv.readonly:
+                raise ValueError("a load destination must be writable")
+            d = np.frombuffer(mv.cast("B") if mv.format != "B" or mv.ndim != 1 else mv, np.uint8)
+        if d.size != self.layout.block_bytes:
+            raise ValueError(f"a block buffer must be {self.layout.block_bytes} bytes "
+                             f"({self.layout.shape} {self.layout.dtype}); got {d.size}")
+        return d
+
+    def _source(self, src):
+        if isinstance(src, np.ndarray):
+            a = np.ascontiguousarray(src).reshape(-1).view(np.uint8)
+        else:
+            a = np.frombuffer(memoryview(src).cast("B"), np.uint8)
+        if a.size != self.layout.block_bytes:
+            raise ValueError(f"a block buffer must be {self.layout.block_bytes} bytes "
+                             f"({self.layout.shape} {self.layout.dtype}); got {a.size}")
+        return a
+
+    def _count(self, **kw):
+        with self._lock:
+            for k, v in kw.items():
+                self._counters[k] += v
+
+    def _release(self, offsets):
+        if len(offsets):
+            self.pool.release(offsets)
+
+    def _free(self, offsets):
+        if len(offsets):
+            self.pool.free(offsets)
+
+    # ---- block-level calls, for adapters that copy in and out themselves --
+
+    def block_offsets(self, offsets, i):
+        """The pool blocks (``parts`` of them) of engine block ``i``."""
+        m = self.layout.parts
+        return offsets[i * m:(i + 1) * m]
+
+    def block_view(self, offsets, writable=False):
+        """Flat uint8 view of one engine block held in a single pool block
+        (``parts == 1``); None for a split block (use read/write_block)."""
+        if self.layout.parts != 1:
+            return None
+        return self._part_view(offsets[0], self.layout.block_bytes, readonly=not writable)
+
+    def write_block(self, offsets, src):
+        """Copy one engine block's bytes into its pool blocks."""
+        src = self._source(src)
+        for off, (start, length) in zip(offsets, self.layout.part_ranges()):
+            self._part_view(off, length)[:] = src[start:start + length]
+
+    def read_block(self, offsets, dst):
+        """Copy one engine block's bytes out of its (pinned) pool blocks."""
+        d = self._dest(dst)
+        for off, (start, length) in zip(offsets, self.layout.part_ranges()):
+            d[start:start + length] = self._part_view(off, length, readonly=True)
+
+    def publish_blocks(self, offsets, keys, result=None):
+        """PUBLISH written blocks (``parts`` pool blocks per key, in order).
+        Blocks PUBLISH refuses are freed; on an exception all are."""
+        kb = _keybuf(keys)
+        m = self.layout.parts
+        count = len(kb) // KEY_BYTES
+        if len(offsets) != count * m:
+            raise ValueError(f"{count} keys need {count * m} pool blocks, got {len(offsets)}")
+        res = result if result is not None else StoreResult(count)
+        if count == 0:
+            return res
+        try:
+            if self.shared:
+                for off in offsets:
+                    beluga.flush_range(self._map.block(int(off)))
+            pres = self.pool.publish(self.ns.value, offsets, _keys.part_keys(kb, m))
+        except BaseException:
+            try:
+                self._free(offsets)
+            except Exception:
+                pass
+            raise
+        results = pres.results
+        unchanged = array("Q")
+        base = res.requested - count - res.not_stored
+        stored = exists = 0
+        for i in range(count):
+            r = [results[i * m + p] for p in range(m)]
+            if all(x >= 0 for x in r):
+                stored += 1
+                exists += any(x == beluga.PUBLISH_EXISTS for x in r)
+            else:
+                res.failed.append(base + i)
+                unchanged.extend(offsets[i * m + p] for p in range(m) if r[p] < 0)
+        res.stored += stored
+        res.exists += exists
+        if unchanged:
+            self._free(unchanged)
+        self._count(stored=stored, exists=exists, store_failed=count - stored)
+        return res
+
+    def free_blocks(self, offsets):
+        """FREE allocated, unpublished pool blocks."""
+        self._free(offsets)
+
+    def release_blocks(self, offsets):
+        """RELEASE pins taken by ``pin`` (or a pinned lookup)."""
+        self._release(offsets)
+
+    # ---- public API ------------------------------------------------------
+
+    def keys_for(self, tokens, scheme=None):
+        """Keys (n*16 bytes) of the full blocks of ``tokens``."""
+        return _keys.chain(scheme or self.key_scheme, tokens, self.layout.tokens)
+
+    def lookup(self, keys):
+        """How many leading blocks of ``keys`` are present (count-only: it
+        pins nothing and does not refresh the LRU)."""
+        kb = _keybuf(keys)
+        n = len(kb) // KEY_BYTES
+        if n == 0:
+            return 0
+        hits, _ = self.pool.lookup(self.ns.value, _keys.part_keys(kb, self.layout.parts), pin=False)
+        blocks = hits // self.layout.parts
+        self._count(lookups=1, hits=blocks, misses=n - blocks)
+        return blocks
+
+    def pin(self, keys):
+        """Pin the leading run of ``keys`` that is present: a ``Pinned``."""
+        kb = _keybuf(keys)
+        n = len(kb) // KEY_BYTES
+        if n == 0:
+            return Pinned(self, 0, array("Q"))
+        m = self.layout.parts
+        hits, offs = self.pool.lookup(self.ns.value, _keys.part_keys(kb, m), pin=True)
+        offs = array("Q", offs[:hits]) if hits else array("Q")
+        whole = hits // m
+        if hits % m:            # a block with only some parts present is a miss
+            self._release(offs[whole * m:])
+            offs = offs[:whole * m]
+        if self.shared:
+            for off in offs:
+                beluga.invalidate_range(self._map.block(off))
+        self._count(lookups=1, hits=whole, misses=n - whole)
+        return Pinned(self, whole, offs)
+
+    def allocate(self, n, partial=True):
+        """Allocate pool blocks for ``n`` engine blocks: an ``Allocation``.
+        With ``partial`` a full pool gives fewer (halving down to none)
+        rather than raising ``beluga.NoSpace``."""
+        m, want = self.layout.parts, n
+        while want > 0:
+            try:
+                return Allocation(self, want, self.pool.alloc(want * m))
+            except beluga.NoSpace:
+                if not partial:
+                    raise
+                want //= 2
+        return Allocation(self, 0, array("Q"))
+
+    def store(self, keys, blocks=None, writer=None, skip_present=True):
+        """Store blocks under ``keys`` (one per block, in chain order).
+
+        Give the bytes as ``blocks`` (a sequence, or an array whose first
+        axis runs over blocks, of ``layout.block_bytes`` each) or as
+        ``writer(i, dst)``, called for each block ``i`` to be written with
+        ``dst`` a writable flat uint8 array of the block in the pool.
+        With ``skip_present`` the leading run already present is skipped.
+        Returns a StoreResult; an exception from the writer frees the
+        blocks and propagates.
+        """
+        kb = _keybuf(keys)
+        n = len(kb) // KEY_BYTES
+        if (blocks is None) == (writer is None):
+            raise TypeError("store() needs exactly one of blocks= or writer=")
+        if blocks is not None and len(blocks) != n:
+            raise ValueError(f"store() got {n} keys but {len(blocks)} blocks")
+        if n == 0:
+            return StoreResult(0)
+        skip = self.lookup(kb) if skip_present else 0
+        res = StoreResult(n, skip)
+        todo = n - skip
+        if todo == 0:
+            return res
+        srcs = [self._source(blocks[i]) for i in range(skip, n)] if blocks is not None else None
+        alloc = self.allocate(todo)
+        res.not_stored = todo - alloc.count
+        if res.not_stored:
+            self._count(not_stored=res.not_stored)
+        if alloc.count == 0:
+            return res
+        try:
+            for j in range(alloc.count):
+                dst = alloc.block(j)
+                if srcs is not None:
+                    dst[:] = srcs[j]
+                else:
+                    writer(skip + j, dst)
+        except BaseException:
+            alloc.free()
+            raise
+        return alloc.publish(kb[skip * KEY_BYTES:(skip + alloc.count) * KEY_BYTES], res)
+
+    def load(self, keys, out=None, reader=None):
+        """Load the leading run of ``keys`` that is present.
+
+        Into ``out`` (a sequence of writable buffers, or an array whose first
+        axis runs over blocks, each ``layout.block_bytes``), or through
+        ``reader(i, src)`` with ``src`` a read-only flat uint8 array of block
+        ``i`` (valid during the call only).  Returns a LoadResult: blocks
+        from ``loaded`` on were not written.  The pins are released before
+        this returns, also when the reader raises.
+        """
+        kb = _keybuf(keys)
+        n = len(kb) // KEY_BYTES
+        if (out is None) == (reader is None):
+            raise TypeError("load() needs exactly one of out= or reader=")
+        if out is not None:
+            if len(out) != n:
+                raise ValueError(f"load() got {n} keys but {len(out)} destination buffers")
+            dests = [self._dest(out[i]) for i in range(n)]
+        if n == 0:
+            return LoadResult(0, 0)
+        with self.pin(kb) as p:
+            single = self.layout.parts == 1
+            for i in range(p.count):
+                if out is not None:
+                    p.copy_out(i, dests[i])
+                elif single:
+                    reader(i, p.part_views(i)[0])
+                else:
+                    buf = np.empty(self.layout.block_bytes, np.uint8)
+                    p.copy_out(i, buf)
+                    buf.flags.writeable = False
+                    reader(i, buf)
+            loaded = p.count
+        self._count(loads=1, loaded=loaded, load_missing=n - loaded)
+        return LoadResult(n, loaded)
+
+    def stats(self):
+        """This store's counters (blocks, not pool blocks)."""
+        with self._lock:
+            return dict(self._counters)
+
+    def describe(self):
+        return (f"KVStore: {self.layout.describe()}\n"
+                f"  key scheme {self.key_scheme}, {'shared (flush/invalidate)' if self.shared else 'coherent'} pool\n"
+                + self.ns.describe())
+
+    def close(self):
+        """Drop this store's reference to the pool's mapping."""
+        self._map = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
