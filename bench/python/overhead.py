@@ -124,7 +124,8 @@ def main():
     base = {"section": "pyoverhead", "env": args.env}
     for (impl, op), vals in abs_ns.items():
         recs.append(dict(base, kind="op", name=f"lookup_{op}", impl=impl, n=n,
-                         ns=statistics.median(vals), min=min(vals), max=max(vals), rounds=args.rounds))
+                         ns=round(statistics.median(vals), 1), min=round(min(vals), 1),
+                         max=round(max(vals), 1), rounds=args.rounds))
     for op, vals in ratios.items():
         v = statistics.median(vals)
         r = dict(base, kind="ratio", name=f"python_over_c_lookup_{op}", n=n, value=round(v, 4),
