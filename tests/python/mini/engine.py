@@ -42,7 +42,7 @@ def chain_keys(tokens, block_tokens):
 @dataclass
 class GenResult:
     tokens: list                 # generated token ids
-    logits: np.ndarray           # (1 + max_new - 1, vocab) float32: prefill's last row, then each decode step
+    logits: np.ndarray           # (max_new, vocab) float32: the last prompt token's, then each decode step's
     hits: list                   # per rank: leading blocks the pool had
     loaded: int                  # blocks loaded into the cache (chunks skipped)
     computed_chunks: int
