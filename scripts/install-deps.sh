@@ -55,6 +55,7 @@ pkgs=(
 	flex bison bc libelf-dev libssl-dev
 	liburing-dev ndctl daxctl
 	gnuplot-nox
+	python3 python3-dev python3-numpy python3-pytest python3-hypothesis
 	"linux-headers-$kver_61"
 	"linux-headers-$kver_612"
 )

@@ -19,14 +19,18 @@
  * Every function that can fail returns a negative errno value (-ENOENT,
  * -ENOSPC, ...) and 0 or a non-negative count on success. It then also
  * records a one-line message naming the cause and the fix, readable with
- * beluga_last_error(handle). Functions that have no handle (beluga_open()
- * failing, device discovery) record the message per thread; read it with
- * beluga_last_error(NULL).
+ * beluga_last_error(). The message is kept per thread, like dlerror(): it
+ * is the one of the calling thread's latest failing call, whatever handle
+ * (or none: beluga_open() failing, device discovery) that call had. Read
+ * it in the thread that made the call, before that thread's next call.
  *
- * A handle may be used by several threads at once for the pool operations
- * (they are plain ioctls); the last-error message is then the one of the
- * latest failing call. beluga_map(), beluga_unmap(), beluga_cuda_register()
- * and beluga_close() must not race with other calls on the same handle.
+ * A handle may be used by several threads at once for the pool commands
+ * (they are plain ioctls), and each thread reads its own messages.
+ * beluga_map(), beluga_unmap(), beluga_cuda_register() and
+ * beluga_cuda_unregister() change the mapping: they must not race with each
+ * other, with beluga_ptr()/beluga_map_base()/beluga_map_length(), or with
+ * accesses to the mapped memory; pool commands may run alongside them.
+ * beluga_close() must not race with any call on the same handle.
  *
  * Ownership follows the open file (see <linux/beluga.h>): allocations and
  * pins of a handle are returned by beluga_close() or process exit.
@@ -86,9 +90,11 @@ int beluga_fd(const struct beluga *b);
 const char *beluga_strerror(int err);
 
 /*
- * beluga_last_error - the message of the latest failing call on @b (or,
- * for @b == NULL, of the latest failing handle-less call in this thread).
- * It names the cause and the fix. Empty string when nothing failed yet.
+ * beluga_last_error - the message of the calling thread's latest failing
+ * call (on any handle, or on none); it names the cause and the fix. @b may
+ * be NULL and does not select the message: messages are per thread, not
+ * per handle (see Conventions). Empty string when nothing failed yet in
+ * this thread. Valid until this thread's next failing call.
  */
 const char *beluga_last_error(const struct beluga *b);
 

@@ -55,13 +55,9 @@ static int blocks_batch(struct beluga *b, unsigned long request, const char *wha
 					done, count);
 		if (ret) {
 			bel_fail_common(b, ret, what);
-			if (done) {
-				char first[BEL_ERRMSG_LEN];
-
-				memcpy(first, b->errmsg, sizeof(first));
+			if (done)
 				bel_fail(b, ret, "%.400s (%zu of %zu done before it)",
-					 first, done, count);
-			}
+					 beluga_last_error(b), done, count);
 			return ret;
 		}
 		done += n;

@@ -21,23 +21,31 @@ static int bel_real_ioctl(int fd, unsigned long request, void *arg)
 
 int (*bel_ioctl)(int fd, unsigned long request, void *arg) = bel_real_ioctl;
 
-/* Messages of calls that have no handle (a failed open, sysfs probing). */
+/*
+ * The last-error message, one per thread (like dlerror()): a handle shared
+ * by threads would otherwise have its message overwritten by another
+ * thread's failure between a call and the caller reading it.
+ */
 static _Thread_local char bel_thread_errmsg[BEL_ERRMSG_LEN];
 
 int bel_fail(struct beluga *b, int err, const char *fmt, ...)
 {
-	char *buf = b ? b->errmsg : bel_thread_errmsg;
+	char msg[BEL_ERRMSG_LEN];
 	va_list ap;
 
+	(void)b;
+	/* Format aside first: an argument may be the current message. */
 	va_start(ap, fmt);
-	vsnprintf(buf, BEL_ERRMSG_LEN, fmt, ap);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
+	memcpy(bel_thread_errmsg, msg, sizeof(msg));
 	return err;
 }
 
 BEL_EXPORT const char *beluga_last_error(const struct beluga *b)
 {
-	return b ? b->errmsg : bel_thread_errmsg;
+	(void)b;
+	return bel_thread_errmsg;
 }
 
 BEL_EXPORT const char *beluga_strerror(int err)
@@ -357,7 +365,7 @@ static int attach_dax_req(struct beluga *b, const char *dax, uint64_t block_size
 				"(see `belugactl list`)", dax ? dax : "(null)");
 	ret = beluga_dax_probe(name, &dev);
 	if (ret)
-		return bel_fail(b, ret, "%s", beluga_last_error(NULL));
+		return ret;	/* beluga_dax_probe() recorded the message */
 
 	switch (dev.mode) {
 	case BELUGA_DAX_DEVDAX:

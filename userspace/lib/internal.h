@@ -23,7 +23,6 @@ struct beluga {
 	void *map_base;
 	size_t map_length;
 	int cuda_registered;
-	char errmsg[BEL_ERRMSG_LEN];
 };
 
 /*
@@ -34,8 +33,12 @@ struct beluga {
 extern int (*bel_ioctl)(int fd, unsigned long request, void *arg);
 
 /*
- * Record a message for @b (or the calling thread when @b is NULL) and
- * return @err, so that error paths read "return bel_fail(b, err, ...)".
+ * Record the calling thread's last-error message and return @err, so that
+ * error paths read "return bel_fail(b, err, ...)". The message is kept per
+ * thread, not per handle: threads that share a handle each read the
+ * message of their own latest failing call. @b is unused today; it names
+ * the handle the failure belongs to. The arguments may point into the
+ * current message (beluga_last_error()).
  */
 int bel_fail(struct beluga *b, int err, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));

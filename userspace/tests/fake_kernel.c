@@ -6,6 +6,7 @@
  * documents, so that the library is tested against the contract.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -507,6 +508,10 @@ static int fake_dispatch(int fd, unsigned long request, void *arg)
 
 	if (request != (unsigned long)_IO(BELUGA_TYPE, cmd) || cmd > BELUGA_CMD_REGION_INFO)
 		return -ENOTTY;
+	/* Like the module: the writing commands need a file opened for writing. */
+	if ((cmd == BELUGA_CMD_ALLOC || cmd == BELUGA_CMD_FREE || cmd == BELUGA_CMD_PUBLISH) &&
+	    (fcntl(fd, F_GETFL) & O_ACCMODE) == O_RDONLY)
+		return -EBADF;
 	memcpy(&size, arg, sizeof(size));
 	if (size < min_size[cmd])
 		return -EINVAL;

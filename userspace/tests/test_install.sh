@@ -49,6 +49,28 @@ else
 	diff <(echo "$declared") <(echo "$exported") | sed 's/^/#   /'
 fi
 
+# The Python package, where Debian's python3 looks for PREFIX=/usr.
+pydir=usr/lib/python3/dist-packages
+ext=$(/usr/bin/python3 -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))' 2>/dev/null)
+if [ -z "$ext" ]; then
+	echo "ok $((n += 1)) the Python package # SKIP /usr/bin/python3 not installed"
+else
+	for f in "$pydir/beluga/__init__.py" "$pydir/beluga/_beluga$ext"; do
+		if [ -e "$root/$f" ]; then ok "installed $f"; else not_ok "installed $f"; fi
+	done
+	check "/$pydir is on /usr/bin/python3's sys.path" \
+		/usr/bin/python3 -c "import sys; sys.exit('/$pydir' not in sys.path)"
+	check "the installed package imports and hashes like libbeluga" \
+		env PYTHONPATH="$root/$pydir" /usr/bin/python3 -c "import beluga, sys
+sys.exit(beluga.FAKE_KERNEL or beluga.__file__ != '$root/$pydir/beluga/__init__.py' or
+	 beluga.hash_chain([1, 2, 3, 4], 4)[::-1].hex() != 'a2bf8a25c5590ba78943ede6c6c5e9bd')"
+	if readelf -d "$root/$pydir/beluga/_beluga$ext" | grep -q 'NEEDED.*libbeluga'; then
+		not_ok "the extension links libbeluga statically (no libbeluga.so dependency)"
+	else
+		ok "the extension links libbeluga statically (no libbeluga.so dependency)"
+	fi
+fi
+
 cat >"$tmp/consumer.c" <<'C'
 #include <beluga.h>
 #include <stdio.h>

@@ -168,3 +168,11 @@ def test_describe_shows_why_two_engines_miss():
 def test_repeated_field_names_rejected():
     with pytest.raises(ValueError, match="repeat"):
         keys.Namespace([("a", 1), ("a", 2)])
+
+
+def test_mla_namespace_is_the_same_on_every_tp_rank():
+    def mla(rank):
+        return BlockLayout(ModelSpec(model="m", num_layers=2, num_kv_heads=1, head_dim=1,
+                                     dtype="float16", latent_dim=64, tp_rank=rank, tp_size=4), 4096)
+    assert keys.namespace(mla(0)).value == keys.namespace(mla(3)).value
+    assert "tp_rank" not in keys.namespace(mla(0)).describe()

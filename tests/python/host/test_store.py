@@ -2,7 +2,8 @@
 pools and partial loads.  Runs on the fake backend and, unchanged, in the
 guest against the real module (fresh salts per test; sizes from the pool)."""
 
-from array import array
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -11,6 +12,9 @@ import beluga
 from beluga import keys as K
 from beluga.layout import BlockLayout, ModelSpec
 from beluga.store import KVStore
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from harness.workload import hold_all       # noqa: E402
 
 BYTES_PER_TOKEN = 2 * 2 * 2 * 16 * 4        # layers * (K,V) * heads * dim * float32
 
@@ -66,6 +70,8 @@ def test_round_trip_is_bit_exact(pool, store):
     assert out.tobytes() == data.tobytes()
     st = store.stats()
     assert st["stored"] == 4 and st["loaded"] == 4 and st["load_missing"] == 0
+    # the store probe missed 4; lookup() and the load hit 4 each
+    assert st["load_failures"] == 0 and st["hits"] == 4 + 4 and st["misses"] == 4
     assert_clean(pool)
 
 
@@ -94,7 +100,7 @@ def test_partial_load_reports_missing_and_leaves_them_untouched(pool, store):
     assert not lr.ok and lr.loaded == 3 and lr.missing == [3, 4]
     assert out[:3].tobytes() == data[:3].tobytes()
     assert np.all(out[3:] == -1.0)
-    assert store.stats()["load_missing"] == 2
+    assert store.stats()["load_missing"] == 2 and store.stats()["load_failures"] == 1
     assert_clean(pool)
 
 
@@ -165,8 +171,7 @@ def test_lost_race_counts_as_stored_and_leaks_nothing(pool, store):
 
 
 def test_full_pool_stores_a_prefix_and_frees_the_rest(pool, store):
-    total = pool.stats()["total_blocks"]
-    held = pool.alloc(total)                        # evicts every unpinned block
+    held = hold_all(pool)                           # evicts every unpinned block
     try:
         k = keys_for(store, 5)
         data = blocks_for(store.layout, 5, seed=7)
@@ -187,7 +192,7 @@ def test_full_pool_stores_a_prefix_and_frees_the_rest(pool, store):
 
 
 def test_allocate_without_partial_raises_nospace(pool, store):
-    held = pool.alloc(pool.stats()["total_blocks"])
+    held = hold_all(pool)
     try:
         with pytest.raises(beluga.NoSpace):
             store.allocate(1, partial=False)
@@ -313,3 +318,99 @@ def test_describe_lists_namespace_fields(store):
     assert f"0x{store.ns.value:016x}" in d
     for field in ("model", "tp_rank", "tokens_per_block", "salt", "sha256"):
         assert field in d
+
+
+# ---- property: any interleaving, any pressure: loads are exact or missing --
+
+from hypothesis import HealthCheck, given, settings, strategies as st    # noqa: E402
+
+OPS = st.lists(st.tuples(st.sampled_from(["store", "load", "pin", "unpin", "squeeze", "unsqueeze"]),
+                         st.integers(0, 2), st.integers(1, 6)), min_size=1, max_size=12)
+
+
+# The pool fixture is shared by the examples: each uses a fresh salt and
+# leaves nothing allocated or pinned, which the end of the test checks.
+@settings(max_examples=25, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ops=OPS)
+def test_any_sequence_loads_exact_bytes_or_reports_missing(pool, ops):
+    import secrets
+    store = KVStore(pool, make_layout(pool), salt=f"prop-{secrets.randbits(64)}")
+    lay = store.layout
+    # three chains sharing their first two blocks
+    base = list(range(1, 1 + 2 * lay.tokens))
+    chains = [store.keys_for(base + [1000 * (c + 1) + t for t in range(4 * lay.tokens)])
+              for c in range(3)]
+
+    def kv(key16):
+        rng = np.random.default_rng(int.from_bytes(key16[:8], "little"))
+        return rng.standard_normal(lay.shape).astype(lay.dtype)
+
+    pinned, held = [], []
+    try:
+        for op, c, n in ops:
+            k = chains[c][:16 * n]
+            if op == "store":
+                res = store.store(k, np.stack([kv(x) for x in K.split(k)]))
+                assert res.present + res.not_stored + len(res.failed) == n
+            elif op == "load":
+                out = lay.empty(n)
+                out[:] = np.nan
+                res = store.load(k, out)
+                for i, x in enumerate(K.split(k)):
+                    if i < res.loaded:
+                        assert out[i].tobytes() == kv(x).tobytes()
+                    else:
+                        assert np.isnan(out[i]).all()        # never written
+            elif op == "pin":
+                pinned.append((store.pin(k), k))
+            elif op == "unpin" and pinned:
+                pinned.pop(0)[0].release()
+            elif op == "squeeze":
+                free = pool.stats()["free_blocks"]
+                if free > n:
+                    held.append(pool.alloc(free - n))
+            elif op == "unsqueeze" and held:
+                pool.free(held.pop())
+            s = pool.stats()
+            assert s["free_blocks"] + s["allocated_blocks"] + s["published_blocks"] == s["total_blocks"]
+        for p, k in pinned:             # pinned blocks survived all pressure intact
+            for i in range(p.count):
+                assert p.view(i).tobytes() == kv(K.split(k)[i]).tobytes()
+    finally:
+        for p, _ in pinned:
+            p.release()
+        for h in held:
+            pool.free(h)
+        store.close()
+    assert_clean(pool)
+
+
+class SkewedPool:
+    """A pool whose pinned LOOKUP returns the hits' offsets rotated by one, as
+    BELUGA_FAKE_LOOKUP_SKEW does to the C tests: a broken kernel or binding."""
+
+    def __init__(self, pool):
+        self._pool = pool
+
+    def __getattr__(self, name):
+        return getattr(self._pool, name)
+
+    def lookup(self, ns, keys, pin=False):
+        hits, offs = self._pool.lookup(ns, keys, pin=pin)
+        if pin and hits > 1:
+            offs = offs[1:hits] + offs[:1] + offs[hits:]
+        return hits, offs
+
+
+def test_the_round_trip_check_catches_a_wrong_offset(pool, unique_ns):
+    good = KVStore(pool, make_layout(pool), salt=f"skew-{unique_ns}")
+    bad = KVStore(SkewedPool(pool), make_layout(pool), salt=f"skew-{unique_ns}")
+    data = blocks_for(good.layout, 3, seed=14)
+    k = keys_for(good, 3)
+    good.store(k, data)
+    out = good.layout.empty(3)
+    assert bad.load(k, out).ok                       # the store cannot tell...
+    assert out.tobytes() != data.tobytes()           # ...but the bytes do
+    assert good.load(k, out).ok and out.tobytes() == data.tobytes()
+    good.close(), bad.close()
+    assert_clean(pool)

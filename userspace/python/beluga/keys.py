@@ -16,13 +16,16 @@ process seed):
 - ``part_keys()``: the keys of the parts of a block split over pool blocks.
 """
 
+from array import array
 import hashlib
 import struct
+import sys
 
 KEY_BYTES = 16
 NAMESPACE_SCHEMA = b"beluga-namespace-v1"
 _PART_TAG = b"beluga-part-v1\0"
 _DIGEST_TAG = b"beluga-digest16-v1\0"
+_U32 = "I" if array("I").itemsize == 4 else "L"
 
 
 class Namespace:
@@ -93,9 +96,9 @@ def namespace(layout, salt=None, **extra):
         ("tokens_per_block", s.tokens_per_block),
         ("parts", layout.parts),
         ("part_bytes", layout.part_bytes),
-        ("tp_rank", s.tp_rank),
-        ("tp_size", s.tp_size),
     ]
+    if not s.is_mla:            # every rank holds the same MLA latent
+        fields += [("tp_rank", s.tp_rank), ("tp_size", s.tp_size)]
     fields += [("x." + k, v) for k, v in s.extra]
     fields += [("x." + k, v) for k, v in sorted(extra.items())]
     if salt is not None:
@@ -104,6 +107,11 @@ def namespace(layout, salt=None, **extra):
 
 
 def _token_bytes(tokens):
+    if not any(isinstance(t, tuple) for t in tokens):
+        a = array(_U32, tokens)                # u32, range-checked
+        if sys.byteorder != "little":
+            a.byteswap()
+        return a.tobytes()
     out = bytearray()
     for t in tokens:
         if isinstance(t, tuple):        # EAGLE bigrams hash both ids

@@ -147,6 +147,12 @@ class Pinned:
             self._released = True
             self._store._release(self.offsets)
 
+    def detach(self):
+        """Hand the pins to the caller: returns the offsets, which the
+        caller must pass to ``KVStore.release_blocks`` itself."""
+        self._released = True
+        return self.offsets
+
     def __enter__(self):
         return self
 
@@ -216,6 +222,14 @@ class Allocation:
             self._staging.clear()
             self._store._free(self.offsets)
 
+    def detach(self):
+        """Hand the blocks to the caller (which writes them in place and
+        calls ``KVStore.publish_blocks`` or ``free_blocks``): the offsets."""
+        if self._staging:
+            raise ValueError("staged blocks would be lost: publish them instead")
+        self._done = True
+        return self.offsets
+
     def __enter__(self):
         return self
 
@@ -229,8 +243,10 @@ class Allocation:
             pass
 
 
+# Blocks, except lookups/loads (calls) and load_failures (loads that did
+# not load every block asked for).
 COUNTERS = ("lookups", "hits", "misses", "stored", "exists", "store_failed", "not_stored",
-            "loads", "loaded", "load_missing")
+            "loads", "loaded", "load_missing", "load_failures")
 
 
 class KVStore:
@@ -525,7 +541,8 @@ class KVStore:
                     buf.flags.writeable = False
                     reader(i, buf)
             loaded = p.count
-        self._count(loads=1, loaded=loaded, load_missing=n - loaded)
+        self._count(loads=1, loaded=loaded, load_missing=n - loaded,
+                    load_failures=int(loaded < n))
         return LoadResult(n, loaded)
 
     def stats(self):

@@ -1,0 +1,1 @@
+"""Engine harnesses: replay the call sequences engines make on an adapter."""

@@ -1,0 +1,109 @@
+"""beluga.adapters.lmcache through LMCache's storage-plugin calls
+(tests/python/harness/lmcache_plugin.py)."""
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from harness import lmcache_plugin as H       # noqa: E402
+from harness.workload import conversations, pool_clean, squeeze_pool   # noqa: E402
+
+
+def budget(pool):
+    return max(4, min(60, pool.stats()["total_blocks"] // 2))
+
+
+@pytest.mark.parametrize("async_lookup", [False, True])
+def test_large_pool_hits_equal_the_oracle(pool, unique_ns, async_lookup):
+    eng = H.Engine(pool, salt=f"lmc-{unique_ns}", async_lookup=async_lookup)
+    reqs, _ = conversations(16, budget(pool), seed=21)
+    got, want = H.replay(eng, reqs)
+    assert got == want and sum(want) > 0
+    assert eng.plugin.outstanding_pins() == 0
+    eng.close()
+    ok, s = pool_clean(pool)
+    assert ok, s
+
+
+def test_allocate_is_zero_copy_into_the_pool(pool, unique_ns):
+    eng = H.Engine(pool, salt=f"lmc0-{unique_ns}")
+    obj = eng.plugin.allocate(eng.shape, "float32", "KV_2LTD")
+    assert tuple(obj.get_shape()) == eng.shape
+    store = obj._store
+    obj.tensor[1, 0, 3, 5] = 42.0                      # V, layer 0, token 3, element 5
+    raw = store.block_view(obj.offsets)
+    canon = store.layout.view(raw)
+    assert canon[0, 1, 3].reshape(-1)[5] == 42.0      # the same byte, layer-major
+    obj.ref_count_down()                               # never put: FREE
+    assert pool.stats()["allocated_blocks"] == 0
+    eng.close()
+
+
+def test_capacity_pressure_drops_hits_never_bytes(pool, unique_ns):
+    reqs, distinct = conversations(16, budget(pool), seed=22)
+    held = squeeze_pool(pool, max(2, distinct // 4))
+    try:
+        eng = H.Engine(pool, salt=f"lmc-{unique_ns}")
+        got, want = H.replay(eng, reqs)
+        assert sum(got) < sum(want)
+        assert all(g <= w for g, w in zip(got, want))
+        eng.close()
+    finally:
+        pool.free(held)
+    assert pool_clean(pool)[0]
+
+
+def test_pin_unpin_contains_remove(pool, unique_ns, backend):
+    eng = H.Engine(pool, salt=f"lmc-{unique_ns}")
+    reqs, _ = conversations(16, 10, seed=23, systems=1, turns=1)
+    eng.serve(reqs[0])
+    k = eng.key(reqs[0].digests[0])
+    assert eng.plugin.contains(k)
+    assert eng.plugin.pin(k) and eng.plugin.contains(k, pin=True)
+    assert eng.plugin.outstanding_pins() == 2
+    assert eng.plugin.unpin(k) and eng.plugin.unpin(k) and not eng.plugin.unpin(k)
+    missing = eng.key(b"\x77" * 32)
+    assert not eng.plugin.contains(missing) and eng.plugin.get_blocking(missing) is None
+    assert eng.plugin.get_non_blocking(missing) is None
+    assert eng.plugin.remove(missing) is False
+    assert eng.plugin.exists_in_put_tasks(k) is False
+    assert eng.plugin.calculate_chunk_budget() >= 1
+    eng.close()
+    assert pool_clean(pool)[0]
+
+
+def test_partial_chunk_is_not_stored(pool, unique_ns):
+    eng = H.Engine(pool, salt=f"lmc-{unique_ns}")
+    assert eng.plugin.allocate((2, 2, 5, 32), "float32", "KV_2LTD") is None
+    with pytest.raises(ValueError, match="chunk_size"):
+        eng.plugin.allocate((2, 3, 16, 32), "float32", "KV_2LTD")
+    eng.close()
+    assert pool_clean(pool)[0]
+
+
+def test_foreign_memory_obj_is_copied_in(pool, unique_ns):
+    eng = H.Engine(pool, salt=f"lmc-{unique_ns}")
+    reqs, _ = conversations(16, 10, seed=24, systems=1, turns=1)
+    kv = H.kv_2ltd(eng.layout, H.block_kv(eng.layout, reqs[0].hex[0]))
+
+    class HostObj:                                     # e.g. LMCache's local CPU backend
+        tensor = kv
+
+    (f,) = eng.plugin.batched_submit_put_task([eng.key(reqs[0].digests[0])], [HostObj()])
+    assert f.result() is True
+    o = eng.plugin.get_blocking(eng.key(reqs[0].digests[0]))
+    assert np.array(o.tensor).tobytes() == kv.tobytes()
+    o.ref_count_down()
+    eng.close()
+    assert pool_clean(pool)[0]
+
+
+def test_subclasses_lmcache_when_importable():
+    base = pytest.importorskip("lmcache.v1.storage_backend.abstract_backend",
+                               reason="LMCache is not installed")
+    iface = getattr(base, "StoragePluginInterface", None) or base.AllocatorBackendInterface
+    assert issubclass(H.M.BelugaStoragePlugin, iface)

@@ -1,0 +1,2060 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+/*
+ * beluga._beluga: the CPython binding of libbeluga.
+ *
+ * One Python call is one libbeluga call: keys, offsets and tokens cross as
+ * buffers (bytes, memoryview, array, numpy), never as one object per item,
+ * and the GIL is released around every call that enters the kernel.
+ *
+ * Lifetimes. A Pool owns a libbeluga handle. Pool.map() returns the Pool's
+ * one PoolMap, which owns the handle's mapping and exports it through the
+ * buffer protocol. Every view (memoryview, numpy array) holds a reference to
+ * the PoolMap, and the PoolMap one to the Pool, so a view cannot outlive
+ * the mapping; close() of either refuses with BufferError while views exist
+ * and unmaps nothing then.
+ *
+ * Threads. Pool calls run concurrently (they are ioctls on one file). Each
+ * call that releases the GIL counts itself in Pool.inflight; close() marks
+ * the pool CLOSING (new calls and new exports are refused), waits for the
+ * count to drop to zero, and only then closes the handle. Mapping changes
+ * (map, PoolMap.close) are made with the GIL held, so exports, which are
+ * counted under the GIL too, never see a half-changed mapping. libbeluga
+ * keeps its error message per thread, so the message read after a call is
+ * that call's.
+ *
+ * The fake build (-DBELUGA_PY_FAKE) links tests/fake_kernel.c for host
+ * tests and adds _fake_* functions; the fake is single-threaded, so its
+ * ioctl hook is wrapped in a mutex here.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "beluga.h"
+
+#ifdef BELUGA_PY_FAKE
+#include "fake_kernel.h"
+#include "internal.h"
+#endif
+
+/* ---- Exceptions --------------------------------------------------------- */
+
+static PyObject *BelugaError;
+
+/* errno -> exception class; extra_base makes `except FileNotFoundError` work. */
+static struct {
+	int err;
+	const char *name;
+	PyObject **extra_base;
+	const char *doc;
+	PyObject *type;
+} error_types[] = {
+	{ ENOSPC, "NoSpace", NULL,
+	  "ENOSPC: the pool has no free or evictable block (or no free region slot).", NULL },
+	{ ENODEV, "NoRegion", NULL,
+	  "ENODEV: no memory region is attached to the pool.", NULL },
+	{ EBUSY, "Busy", NULL,
+	  "EBUSY: pinned, mapped, in use, or a dax device not bound to device_dax.", NULL },
+	{ ENOENT, "NotFound", &PyExc_FileNotFoundError,
+	  "ENOENT: no such device, region, key or dax device (module not loaded?).", NULL },
+	{ EPERM, "PermissionDenied", &PyExc_PermissionError,
+	  "EPERM/EACCES: needs CAP_SYS_ADMIN or file permissions, or a block not owned.", NULL },
+	{ EACCES, NULL, NULL, NULL, NULL },	/* PermissionDenied too */
+	{ EBADF, "ReadOnly", NULL,
+	  "EBADF: the pool was opened read-only; ALLOC, FREE and PUBLISH need writable=True.",
+	  NULL },
+	{ EEXIST, "Exists", &PyExc_FileExistsError,
+	  "EEXIST: the region is attached already, or overlaps one.", NULL },
+	{ ENOTTY, "NotBeluga", NULL,
+	  "ENOTTY: the file is not a Beluga device, or the module lacks the command.", NULL },
+	{ EPROTO, "AbiMismatch", NULL,
+	  "EPROTO: module and library speak different ABI versions.", NULL },
+	{ ENOSYS, "NoCuda", NULL,
+	  "ENOSYS: no CUDA runtime could be loaded.", NULL },
+	{ EINVAL, "InvalidArgument", NULL,
+	  "EINVAL: the library or the module rejected an argument (offset, flag, size).",
+	  NULL },
+};
+
+static PyObject *error_type_of(int err)
+{
+	size_t i;
+
+	if (err == EACCES)
+		err = EPERM;
+	for (i = 0; i < sizeof(error_types) / sizeof(error_types[0]); i++)
+		if (error_types[i].err == err && error_types[i].type)
+			return error_types[i].type;
+	return BelugaError;
+}
+
+/* Raise the exception of libbeluga's error @ret (negative) with @msg. */
+static PyObject *raise_errno_msg(int ret, const char *msg)
+{
+	int err = ret < 0 ? -ret : ret;
+	PyObject *args, *exc;
+
+	if (!msg || !*msg)
+		msg = beluga_strerror(err);
+	exc = error_type_of(err);
+	args = Py_BuildValue("(is)", err, msg);
+	if (args) {
+		PyErr_SetObject(exc, args);
+		Py_DECREF(args);
+	}
+	return NULL;
+}
+
+/* Raise for a failed libbeluga call made by this thread just before. */
+static PyObject *raise_beluga(int ret)
+{
+	return raise_errno_msg(ret, beluga_last_error(NULL));
+}
+
+/* ---- Output arrays ------------------------------------------------------ */
+
+static PyObject *array_type;	/* array.array */
+static PyObject *zero_q;	/* array('Q', [0]) */
+static PyObject *zero_i;	/* array('i', [0]) */
+
+/* A new array of @n zeros like @zero, and a pointer to its items. */
+static PyObject *new_array(PyObject *zero, Py_ssize_t n, void **data)
+{
+	PyObject *arr = PySequence_Repeat(zero, n);
+	Py_buffer view;
+
+	if (!arr)
+		return NULL;
+	if (PyObject_GetBuffer(arr, &view, PyBUF_WRITABLE)) {
+		Py_DECREF(arr);
+		return NULL;
+	}
+	*data = view.buf;
+	/*
+	 * Nobody else holds the array yet, so it cannot be resized: the
+	 * pointer stays valid after the export is dropped.
+	 */
+	PyBuffer_Release(&view);
+	return arr;
+}
+
+/* ---- Input buffers ------------------------------------------------------ */
+
+/* Native little-endian code of a struct-module format, or 0 if foreign. */
+static char format_code(const char *fmt)
+{
+	if (!fmt)
+		return 'B';
+	if (*fmt == '@' || *fmt == '=' || *fmt == '<')
+		fmt++;
+	if (!fmt[0] || fmt[1])
+		return 0;
+	return fmt[0];
+}
+
+/*
+ * Get a C-contiguous buffer of @obj for @what. Non-contiguous arrays are
+ * refused with BufferError naming the fix (copying silently would hide a
+ * slow path, and a written buffer must be the caller's own memory).
+ */
+static int get_contiguous(PyObject *obj, Py_buffer *view, int writable, const char *what)
+{
+	int flags = PyBUF_STRIDES | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
+
+	if (!PyObject_CheckBuffer(obj)) {
+		PyErr_Format(PyExc_TypeError,
+			     "%s must be a buffer (bytes, bytearray, memoryview, array, numpy "
+			     "array), not %.100s", what, Py_TYPE(obj)->tp_name);
+		return -1;
+	}
+	if (PyObject_GetBuffer(obj, view, flags)) {
+		if (writable && PyErr_ExceptionMatches(PyExc_BufferError) &&
+		    !PyObject_GetBuffer(obj, view, PyBUF_STRIDES | PyBUF_FORMAT)) {
+			PyBuffer_Release(view);
+			PyErr_Clear();
+			PyErr_Format(PyExc_TypeError,
+				     "%s is read-only but is written: pass a writable buffer "
+				     "(bytearray, array, writable numpy array)", what);
+		}
+		return -1;
+	}
+	if (!PyBuffer_IsContiguous(view, 'C')) {
+		PyBuffer_Release(view);
+		PyErr_Format(PyExc_BufferError,
+			     "%s is not C-contiguous: pass a contiguous copy "
+			     "(numpy.ascontiguousarray(x) or bytes(x))", what);
+		return -1;
+	}
+	return 0;
+}
+
+/* An array of u64 or u32 items taken from a buffer or a sequence of ints. */
+struct uint_arg {
+	Py_buffer view;
+	int has_view;
+	void *tmp;		/* malloc()ed copy (sequence, or misaligned buffer) */
+	const void *data;
+	size_t n;
+};
+
+static void uint_arg_release(struct uint_arg *a)
+{
+	if (a->has_view)
+		PyBuffer_Release(&a->view);
+	a->has_view = 0;
+	free(a->tmp);
+	a->tmp = NULL;
+}
+
+/*
+ * Parse @obj as an array of @size-byte unsigned ints (8: offsets, 4:
+ * tokens). Buffers must have that item type (@dtype names it in errors);
+ * anything else that is a sequence is converted int by int.
+ */
+static int get_uints(PyObject *obj, struct uint_arg *a, size_t size, const char *what,
+		     const char *dtype)
+{
+	memset(a, 0, sizeof(*a));
+	if (PyObject_CheckBuffer(obj)) {
+		char code;
+
+		if (get_contiguous(obj, &a->view, 0, what))
+			return -1;
+		a->has_view = 1;
+		code = format_code(a->view.format);
+		if ((size_t)a->view.itemsize != size ||
+		    !(code == (size == 8 ? 'Q' : 'I') || code == 'L')) {
+			PyErr_Format(PyExc_TypeError,
+				     "%s must be %s items; got buffer format '%s' with itemsize %zd: "
+				     "convert it (numpy: x.astype(numpy.%s))", what, dtype,
+				     a->view.format ? a->view.format : "B", a->view.itemsize,
+				     size == 8 ? "uint64" : "uint32");
+			uint_arg_release(a);
+			return -1;
+		}
+		a->n = (size_t)a->view.len / size;
+		a->data = a->view.buf;
+		if ((uintptr_t)a->data % size) {
+			a->tmp = malloc(a->n * size + 1);
+			if (!a->tmp) {
+				uint_arg_release(a);
+				PyErr_NoMemory();
+				return -1;
+			}
+			memcpy(a->tmp, a->data, a->n * size);
+			a->data = a->tmp;
+		}
+		return 0;
+	} else {
+		PyObject *seq = PySequence_Fast(obj, "");
+		Py_ssize_t i, n;
+
+		if (!seq) {
+			PyErr_Format(PyExc_TypeError,
+				     "%s must be a buffer of %s or a sequence of ints, not %.100s",
+				     what, dtype, Py_TYPE(obj)->tp_name);
+			return -1;
+		}
+		n = PySequence_Fast_GET_SIZE(seq);
+		a->tmp = malloc((size_t)n * size + 1);
+		if (!a->tmp) {
+			Py_DECREF(seq);
+			PyErr_NoMemory();
+			return -1;
+		}
+		for (i = 0; i < n; i++) {
+			PyObject *item = PySequence_Fast_GET_ITEM(seq, i);
+			unsigned long long v;
+
+			if (!PyLong_Check(item)) {
+				PyErr_Format(PyExc_TypeError, "%s[%zd] must be an int, not %.100s",
+					     what, i, Py_TYPE(item)->tp_name);
+				goto bad;
+			}
+			v = PyLong_AsUnsignedLongLong(item);
+			if (PyErr_Occurred() || (size == 4 && v > UINT32_MAX)) {
+				PyErr_Clear();
+				PyErr_Format(PyExc_OverflowError,
+					     "%s[%zd] does not fit an unsigned %zu-bit int", what, i,
+					     size * 8);
+				goto bad;
+			}
+			if (size == 8)
+				((uint64_t *)a->tmp)[i] = v;
+			else
+				((uint32_t *)a->tmp)[i] = (uint32_t)v;
+		}
+		Py_DECREF(seq);
+		a->n = (size_t)n;
+		a->data = a->tmp;
+		return 0;
+bad:
+		Py_DECREF(seq);
+		uint_arg_release(a);
+		return -1;
+	}
+}
+
+/*
+ * Keys: any C-contiguous buffer of n * 16 bytes laid out as struct
+ * beluga_key {lo, hi} little-endian: bytes-like, numpy uint8 (16n),
+ * uint64 (2n), 'V16', or the structured dtype [('lo','<u8'),('hi','<u8')].
+ * Big-endian and floating-point item types are refused.
+ */
+struct keys_arg {
+	Py_buffer view;
+	void *tmp;
+	const struct beluga_key *keys;
+	size_t n;
+};
+
+static void keys_release(struct keys_arg *k)
+{
+	PyBuffer_Release(&k->view);
+	free(k->tmp);
+	k->tmp = NULL;
+}
+
+static int key_format_ok(const Py_buffer *v)
+{
+	const char *f = v->format ? v->format : "B";
+	char code = format_code(f);
+
+	switch (v->itemsize) {
+	case 1:
+		return code == 'B' || code == 'b' || code == 'c';
+	case 8:
+		return code == 'Q' || code == 'L';
+	case 16:
+		if (!strcmp(f, "16x") || !strcmp(f, "16B") || !strcmp(f, "16s"))
+			return 1;
+		/* numpy structured: T{L:lo:L:hi:} (native), never big-endian or float */
+		return !strncmp(f, "T{", 2) && !strpbrk(f, ">!efdgZ");
+	default:
+		return 0;
+	}
+}
+
+static int get_keys(PyObject *obj, struct keys_arg *k, const char *what)
+{
+	memset(k, 0, sizeof(*k));
+	if (get_contiguous(obj, &k->view, 0, what))
+		return -1;
+	if (!key_format_ok(&k->view)) {
+		PyErr_Format(PyExc_TypeError,
+			     "%s must hold 16-byte keys {lo, hi} little-endian: bytes, numpy "
+			     "uint8 (16 per key), uint64 (2 per key) or dtype [('lo','<u8'),"
+			     "('hi','<u8')]; got buffer format '%s' with itemsize %zd", what,
+			     k->view.format ? k->view.format : "B", k->view.itemsize);
+		PyBuffer_Release(&k->view);
+		return -1;
+	}
+	if (k->view.len % 16) {
+		PyErr_Format(PyExc_ValueError,
+			     "%s is %zd bytes, not a multiple of 16: each key is 16 bytes "
+			     "(struct beluga_key {lo, hi}, little-endian)", what, k->view.len);
+		PyBuffer_Release(&k->view);
+		return -1;
+	}
+	k->n = (size_t)k->view.len / 16;
+	k->keys = k->view.buf;
+	if ((uintptr_t)k->view.buf % 8) {
+		k->tmp = malloc((size_t)k->view.len + 1);
+		if (!k->tmp) {
+			PyBuffer_Release(&k->view);
+			PyErr_NoMemory();
+			return -1;
+		}
+		memcpy(k->tmp, k->view.buf, (size_t)k->view.len);
+		k->keys = k->tmp;
+	}
+	return 0;
+}
+
+static int get_ns(PyObject *obj, uint64_t *ns)
+{
+	if (!PyLong_Check(obj)) {
+		PyErr_Format(PyExc_TypeError, "ns must be an int (a 64-bit namespace), not %.100s",
+			     Py_TYPE(obj)->tp_name);
+		return -1;
+	}
+	*ns = PyLong_AsUnsignedLongLong(obj);
+	if (PyErr_Occurred()) {
+		PyErr_Clear();
+		PyErr_SetString(PyExc_OverflowError, "ns must be in [0, 2**64)");
+		return -1;
+	}
+	return 0;
+}
+
+/* PyArg "O&" converters: ints in range, never wrapped like "K" and "I". */
+static int conv_u64(PyObject *obj, void *out)
+{
+	unsigned long long v;
+
+	if (!PyLong_Check(obj)) {
+		PyErr_Format(PyExc_TypeError, "expected an int, not %.100s", Py_TYPE(obj)->tp_name);
+		return 0;
+	}
+	v = PyLong_AsUnsignedLongLong(obj);
+	if (PyErr_Occurred()) {
+		PyErr_Clear();
+		PyErr_SetString(PyExc_OverflowError, "expected an int in [0, 2**64)");
+		return 0;
+	}
+	*(uint64_t *)out = v;
+	return 1;
+}
+
+static int conv_u32(PyObject *obj, void *out)
+{
+	uint64_t v;
+
+	if (!conv_u64(obj, &v))
+		return 0;
+	if (v > UINT32_MAX) {
+		PyErr_SetString(PyExc_OverflowError, "expected an int in [0, 2**32)");
+		return 0;
+	}
+	*(uint32_t *)out = (uint32_t)v;
+	return 1;
+}
+
+/* ---- Pool ---------------------------------------------------------------- */
+
+enum { POOL_OPEN, POOL_CLOSING, POOL_CLOSED };
+
+struct PoolMap;
+
+typedef struct {
+	PyObject_HEAD
+	struct beluga *b;
+	PyObject *path;		/* str given or resolved; for repr and messages */
+	int writable;
+	int state;		/* POOL_*; changed with the GIL and lock held */
+	pthread_mutex_t lock;	/* protects inflight, state for waiters */
+	pthread_cond_t idle;	/* inflight dropped to 0, or state became CLOSED */
+	unsigned long inflight;	/* calls running with the GIL released */
+	struct PoolMap *map;	/* borrowed: the PoolMap clears it when it goes */
+} Pool;
+
+typedef struct PoolMap {
+	PyObject_HEAD
+	Pool *pool;		/* strong */
+	char *base;
+	size_t length;
+	uint64_t block_size;
+	Py_ssize_t exports;	/* buffer views plus running CUDA calls; GIL */
+	int cuda_busy;		/* a CUDA (un)registration runs; GIL */
+	int closed;
+} PoolMap;
+
+static PyTypeObject PoolType, PoolMapType;
+
+static PyObject *closed_error(void)
+{
+	PyErr_SetString(PyExc_ValueError,
+			"beluga: the pool is closed: open a new beluga.Pool to use it again");
+	return NULL;
+}
+
+/* Count a call in; fails (ValueError) when the pool is closed or closing. */
+static int pool_enter(Pool *p)
+{
+	int ok;
+
+	pthread_mutex_lock(&p->lock);
+	ok = p->state == POOL_OPEN;
+	if (ok)
+		p->inflight++;
+	pthread_mutex_unlock(&p->lock);
+	if (!ok)
+		closed_error();
+	return ok ? 0 : -1;
+}
+
+static void pool_leave(Pool *p)
+{
+	pthread_mutex_lock(&p->lock);
+	if (!--p->inflight)
+		pthread_cond_broadcast(&p->idle);
+	pthread_mutex_unlock(&p->lock);
+}
+
+/* Run @stmt with the GIL released (between pool_enter() and pool_leave()). */
+#define POOL_CALL(p, stmt)					\
+	do {							\
+		Py_BEGIN_ALLOW_THREADS				\
+		stmt;						\
+		Py_END_ALLOW_THREADS				\
+	} while (0)
+
+static int poolmap_unmap(PoolMap *m);
+
+static PyObject *Pool_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+	static char *kwlist[] = { "path", "writable", NULL };
+	PyObject *path_obj = Py_None, *path_bytes = NULL;
+	const char *path = NULL;
+	struct beluga *b = NULL;
+	int writable = 1, ret;
+	Pool *p;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kwds, "|Op:Pool", kwlist, &path_obj, &writable))
+		return NULL;
+	if (path_obj != Py_None) {
+		if (!PyUnicode_FSConverter(path_obj, &path_bytes))
+			return NULL;
+		path = PyBytes_AS_STRING(path_bytes);
+	}
+	Py_BEGIN_ALLOW_THREADS
+	ret = beluga_open(path, writable ? O_RDWR : O_RDONLY, &b);
+	Py_END_ALLOW_THREADS
+	if (ret) {
+		Py_XDECREF(path_bytes);
+		return raise_beluga(ret);
+	}
+	p = (Pool *)type->tp_alloc(type, 0);
+	if (!p) {
+		Py_XDECREF(path_bytes);
+		beluga_close(b);
+		return NULL;
+	}
+	if (path_bytes) {
+		p->path = PyUnicode_DecodeFSDefault(PyBytes_AS_STRING(path_bytes));
+		Py_DECREF(path_bytes);
+	} else {
+		const char *env = getenv("BELUGA_DEVICE");
+
+		p->path = PyUnicode_DecodeFSDefault(env && *env ? env : BELUGA_DEVICE_PATH);
+	}
+	pthread_mutex_init(&p->lock, NULL);
+	pthread_cond_init(&p->idle, NULL);
+	p->b = b;
+	p->writable = writable;
+	p->state = POOL_OPEN;
+	if (!p->path) {
+		Py_DECREF(p);
+		return NULL;
+	}
+	return (PyObject *)p;
+}
+
+static void Pool_dealloc(Pool *p)
+{
+	/* No call can be in flight: each holds a reference. */
+	if (p->b)
+		beluga_close(p->b);
+	p->b = NULL;
+	pthread_mutex_destroy(&p->lock);
+	pthread_cond_destroy(&p->idle);
+	Py_XDECREF(p->path);
+	Py_TYPE(p)->tp_free((PyObject *)p);
+}
+
+static PyObject *Pool_close(Pool *p, PyObject *Py_UNUSED(ignored))
+{
+	if (p->state == POOL_CLOSED)
+		Py_RETURN_NONE;
+	if (p->state == POOL_CLOSING) {
+		/* Another thread is closing: return once it is done. */
+		Py_BEGIN_ALLOW_THREADS
+		pthread_mutex_lock(&p->lock);
+		while (p->state != POOL_CLOSED)
+			pthread_cond_wait(&p->idle, &p->lock);
+		pthread_mutex_unlock(&p->lock);
+		Py_END_ALLOW_THREADS
+		Py_RETURN_NONE;
+	}
+	if (p->map && p->map->exports) {
+		PyErr_Format(PyExc_BufferError,
+			     "cannot close the pool: %zd views of its mapping are still exported "
+			     "(memoryview or numpy arrays over Pool.map()): release them first",
+			     p->map->exports);
+		return NULL;
+	}
+	pthread_mutex_lock(&p->lock);
+	p->state = POOL_CLOSING;
+	pthread_mutex_unlock(&p->lock);
+
+	/* Calls in flight still use the handle: wait for them. */
+	Py_BEGIN_ALLOW_THREADS
+	pthread_mutex_lock(&p->lock);
+	while (p->inflight)
+		pthread_cond_wait(&p->idle, &p->lock);
+	pthread_mutex_unlock(&p->lock);
+	Py_END_ALLOW_THREADS
+
+	/* CLOSING refused new exports, so the mapping has none. */
+	if (p->map)
+		poolmap_unmap(p->map);
+	Py_BEGIN_ALLOW_THREADS
+	beluga_close(p->b);
+	Py_END_ALLOW_THREADS
+	p->b = NULL;
+	pthread_mutex_lock(&p->lock);
+	p->state = POOL_CLOSED;
+	pthread_cond_broadcast(&p->idle);
+	pthread_mutex_unlock(&p->lock);
+	Py_RETURN_NONE;
+}
+
+static PyObject *Pool_enter_ctx(Pool *p, PyObject *Py_UNUSED(ignored))
+{
+	if (p->state != POOL_OPEN)
+		return closed_error();
+	Py_INCREF(p);
+	return (PyObject *)p;
+}
+
+static PyObject *Pool_exit_ctx(Pool *p, PyObject *Py_UNUSED(args))
+{
+	PyObject *r = Pool_close(p, NULL);
+
+	if (!r)
+		return NULL;
+	Py_DECREF(r);
+	Py_RETURN_FALSE;
+}
+
+static PyObject *Pool_repr(Pool *p)
+{
+	if (p->state != POOL_OPEN)
+		return PyUnicode_FromFormat("<beluga.Pool %R closed>", p->path);
+	return PyUnicode_FromFormat("<beluga.Pool %R fd=%d %s>", p->path, beluga_fd(p->b),
+				    p->writable ? "read-write" : "read-only");
+}
+
+/* INFO into @info; -1 with an exception set. */
+static int pool_info(Pool *p, struct beluga_info *info)
+{
+	int ret;
+
+	if (pool_enter(p))
+		return -1;
+	POOL_CALL(p, ret = beluga_info(p->b, info));
+	pool_leave(p);
+	if (ret) {
+		raise_beluga(ret);
+		return -1;
+	}
+	return 0;
+}
+
+#define SET_U64(d, s, f)						\
+	do {								\
+		PyObject *v_ = PyLong_FromUnsignedLongLong((s)->f);	\
+		if (!v_ || PyDict_SetItemString(d, #f, v_)) {		\
+			Py_XDECREF(v_);					\
+			Py_DECREF(d);					\
+			return NULL;					\
+		}							\
+		Py_DECREF(v_);						\
+	} while (0)
+
+#define SET_I64(d, s, f)						\
+	do {								\
+		PyObject *v_ = PyLong_FromLongLong((s)->f);		\
+		if (!v_ || PyDict_SetItemString(d, #f, v_)) {		\
+			Py_XDECREF(v_);					\
+			Py_DECREF(d);					\
+			return NULL;					\
+		}							\
+		Py_DECREF(v_);						\
+	} while (0)
+
+#define SET_STR(d, s, f)						\
+	do {								\
+		PyObject *v_ = PyUnicode_DecodeFSDefaultAndSize((s)->f,	\
+			(Py_ssize_t)strnlen((s)->f, sizeof((s)->f)));	\
+		if (!v_ || PyDict_SetItemString(d, #f, v_)) {		\
+			Py_XDECREF(v_);					\
+			Py_DECREF(d);					\
+			return NULL;					\
+		}							\
+		Py_DECREF(v_);						\
+	} while (0)
+
+static PyObject *info_dict(const struct beluga_info *i)
+{
+	PyObject *d = PyDict_New();
+
+	if (!d)
+		return NULL;
+	SET_U64(d, i, abi_version);
+	SET_U64(d, i, nr_regions);
+	SET_U64(d, i, block_size);
+	SET_U64(d, i, nr_blocks);
+	SET_U64(d, i, map_size);
+	SET_U64(d, i, max_batch);
+	SET_U64(d, i, max_regions);
+	return d;
+}
+
+static PyObject *Pool_info(Pool *p, PyObject *Py_UNUSED(ignored))
+{
+	struct beluga_info info;
+
+	if (pool_info(p, &info))
+		return NULL;
+	return info_dict(&info);
+}
+
+static PyObject *Pool_stats(Pool *p, PyObject *Py_UNUSED(ignored))
+{
+	struct beluga_stats s;
+	PyObject *d;
+	int ret;
+
+	if (pool_enter(p))
+		return NULL;
+	POOL_CALL(p, ret = beluga_stats(p->b, &s));
+	pool_leave(p);
+	if (ret)
+		return raise_beluga(ret);
+	d = PyDict_New();
+	if (!d)
+		return NULL;
+	SET_U64(d, &s, total_blocks);
+	SET_U64(d, &s, free_blocks);
+	SET_U64(d, &s, allocated_blocks);
+	SET_U64(d, &s, published_blocks);
+	SET_U64(d, &s, pinned_blocks);
+	SET_U64(d, &s, pins);
+	SET_U64(d, &s, clients);
+	SET_U64(d, &s, allocs);
+	SET_U64(d, &s, frees);
+	SET_U64(d, &s, publishes);
+	SET_U64(d, &s, publish_races);
+	SET_U64(d, &s, lookups);
+	SET_U64(d, &s, lookup_keys);
+	SET_U64(d, &s, lookup_hits);
+	SET_U64(d, &s, releases);
+	SET_U64(d, &s, evictions);
+	SET_U64(d, &s, alloc_failures);
+	return d;
+}
+
+static PyObject *Pool_region_info(Pool *p, PyObject *arg)
+{
+	struct beluga_region_info ri;
+	uint32_t id;
+	PyObject *d;
+	int ret;
+
+	if (!conv_u32(arg, &id))
+		return NULL;
+	if (pool_enter(p))
+		return NULL;
+	POOL_CALL(p, ret = beluga_region_info(p->b, id, &ri));
+	pool_leave(p);
+	if (ret)
+		return raise_beluga(ret);
+	d = PyDict_New();
+	if (!d)
+		return NULL;
+	SET_U64(d, &ri, region_id);
+	SET_U64(d, &ri, backend);
+	SET_I64(d, &ri, node);
+	SET_U64(d, &ri, mappings);
+	SET_U64(d, &ri, phys_start);
+	SET_U64(d, &ri, length);
+	SET_U64(d, &ri, first_offset);
+	SET_U64(d, &ri, nr_blocks);
+	SET_U64(d, &ri, free_blocks);
+	SET_U64(d, &ri, allocated_blocks);
+	SET_U64(d, &ri, published_blocks);
+	SET_STR(d, &ri, name);
+	return d;
+}
+
+static PyObject *Pool_alloc(Pool *p, PyObject *arg)
+{
+	Py_ssize_t n = PyNumber_AsSsize_t(arg, PyExc_OverflowError);
+	PyObject *arr;
+	void *data;
+	int ret;
+
+	if (n == -1 && PyErr_Occurred())
+		return NULL;
+	if (n < 0) {
+		PyErr_Format(PyExc_ValueError, "alloc(n): n must be >= 0, got %zd", n);
+		return NULL;
+	}
+	if (pool_enter(p))
+		return NULL;
+	arr = new_array(zero_q, n, &data);
+	if (!arr) {
+		pool_leave(p);
+		return NULL;
+	}
+	POOL_CALL(p, ret = beluga_alloc(p->b, data, (size_t)n));
+	pool_leave(p);
+	if (ret) {
+		Py_DECREF(arr);
+		return raise_beluga(ret);
+	}
+	return arr;
+}
+
+static PyObject *blocks_op(Pool *p, PyObject *arg,
+			   int (*op)(struct beluga *, const uint64_t *, size_t))
+{
+	struct uint_arg a;
+	int ret;
+
+	if (get_uints(arg, &a, 8, "offsets", "uint64"))
+		return NULL;
+	if (pool_enter(p)) {
+		uint_arg_release(&a);
+		return NULL;
+	}
+	POOL_CALL(p, ret = op(p->b, a.data, a.n));
+	pool_leave(p);
+	uint_arg_release(&a);
+	if (ret)
+		return raise_beluga(ret);
+	Py_RETURN_NONE;
+}
+
+static PyObject *Pool_free(Pool *p, PyObject *arg)
+{
+	return blocks_op(p, arg, beluga_free);
+}
+
+static PyObject *Pool_release(Pool *p, PyObject *arg)
+{
+	return blocks_op(p, arg, beluga_release);
+}
+
+static PyTypeObject PublishResultType;
+
+static PyStructSequence_Field publish_result_fields[] = {
+	{ "results", "array('i'): per item 0 (PUBLISH_OK), 1 (PUBLISH_EXISTS) or -errno" },
+	{ "published", "items now visible under their key" },
+	{ "exists", "items whose key was present (a lost race: the block was freed)" },
+	{ "failed", "items with a negative result" },
+	{ NULL, NULL },
+};
+
+static PyStructSequence_Desc publish_result_desc = {
+	"beluga.PublishResult",
+	"The outcome of Pool.publish(): per-item results and their totals.",
+	publish_result_fields,
+	4,
+};
+
+static PyObject *Pool_publish(Pool *p, PyObject *const *args, Py_ssize_t nargs)
+{
+	struct beluga_publish_summary sum = { 0, 0, 0 };
+	struct beluga_publish_item *items = NULL;
+	PyObject *results = NULL, *res = NULL;
+	struct keys_arg k;
+	struct uint_arg a;
+	int32_t *out;
+	uint64_t ns;
+	size_t i;
+	int ret;
+
+	if (nargs != 3) {
+		PyErr_Format(PyExc_TypeError, "publish(ns, offsets, keys) takes 3 arguments (%zd given)",
+			     nargs);
+		return NULL;
+	}
+	if (get_ns(args[0], &ns))
+		return NULL;
+	if (get_uints(args[1], &a, 8, "offsets", "uint64"))
+		return NULL;
+	if (get_keys(args[2], &k, "keys")) {
+		uint_arg_release(&a);
+		return NULL;
+	}
+	if (a.n != k.n) {
+		PyErr_Format(PyExc_ValueError,
+			     "publish: %zu offsets but %zu keys: give one key per offset",
+			     a.n, k.n);
+		goto out;
+	}
+	items = PyMem_Calloc(a.n ? a.n : 1, sizeof(*items));
+	if (!items) {
+		PyErr_NoMemory();
+		goto out;
+	}
+	for (i = 0; i < a.n; i++) {
+		items[i].offset = ((const uint64_t *)a.data)[i];
+		memcpy(&items[i].key, &k.keys[i], sizeof(items[i].key));
+	}
+	results = new_array(zero_i, (Py_ssize_t)a.n, (void **)&out);
+	if (!results)
+		goto out;
+	if (pool_enter(p))
+		goto out;
+	POOL_CALL(p, ret = beluga_publish(p->b, ns, items, a.n, &sum));
+	pool_leave(p);
+	for (i = 0; i < a.n; i++)
+		out[i] = items[i].result;
+	res = PyStructSequence_New(&PublishResultType);
+	if (!res)
+		goto out;
+	PyStructSequence_SET_ITEM(res, 0, results);
+	results = NULL;
+	PyStructSequence_SET_ITEM(res, 1, PyLong_FromSize_t(sum.published));
+	PyStructSequence_SET_ITEM(res, 2, PyLong_FromSize_t(sum.exists));
+	PyStructSequence_SET_ITEM(res, 3, PyLong_FromSize_t(sum.failed));
+	if (PyErr_Occurred()) {
+		Py_CLEAR(res);
+		goto out;
+	}
+	if (ret) {
+		/* Earlier chunks stay applied: hand their results over with the error. */
+		PyObject *t, *v, *tb;
+
+		raise_beluga(ret);
+		PyErr_Fetch(&t, &v, &tb);
+		PyErr_NormalizeException(&t, &v, &tb);
+		if (v && PyObject_SetAttrString(v, "result", res))
+			PyErr_Clear();
+		PyErr_Restore(t, v, tb);
+		Py_CLEAR(res);
+	}
+out:
+	Py_XDECREF(results);
+	PyMem_Free(items);
+	keys_release(&k);
+	uint_arg_release(&a);
+	return res;
+}
+
+/*
+ * lookup(ns, keys, pin=False): parsed by hand, it is the hot path. With
+ * pin, the offsets land in the result array directly, which is cut to the
+ * hits afterwards (shrinking an array cannot fail), so that no pin is
+ * taken that could not be handed to the caller.
+ */
+static PyObject *Pool_lookup(Pool *p, PyObject *const *args, Py_ssize_t nargs,
+			     PyObject *kwnames)
+{
+	PyObject *pin_obj = NULL, *arr = NULL;
+	uint64_t *offs = NULL;
+	struct keys_arg k;
+	ssize_t hits;
+	uint64_t ns;
+	int pin = 0;
+
+	if (nargs < 2 || nargs > 3)
+		goto usage;
+	if (nargs == 3)
+		pin_obj = args[2];
+	if (kwnames) {
+		Py_ssize_t nkw = PyTuple_GET_SIZE(kwnames);
+
+		if (nkw != 1 || pin_obj ||
+		    PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, 0), "pin"))
+			goto usage;
+		pin_obj = args[nargs];
+	}
+	if (pin_obj) {
+		pin = PyObject_IsTrue(pin_obj);
+		if (pin < 0)
+			return NULL;
+	}
+	if (get_ns(args[0], &ns))
+		return NULL;
+	if (get_keys(args[1], &k, "keys"))
+		return NULL;
+	if (pin) {
+		arr = new_array(zero_q, (Py_ssize_t)k.n, (void **)&offs);
+		if (!arr)
+			goto fail;
+	}
+	if (pool_enter(p))
+		goto fail;
+	POOL_CALL(p, hits = beluga_lookup(p->b, ns, k.keys, k.n, offs,
+					  pin ? BELUGA_LOOKUP_PIN : 0));
+	keys_release(&k);
+	if (hits < 0) {
+		pool_leave(p);
+		Py_XDECREF(arr);
+		return raise_beluga((int)hits);
+	}
+	if (!pin) {
+		pool_leave(p);
+		return Py_BuildValue("(nO)", (Py_ssize_t)hits, Py_None);
+	}
+	if ((size_t)hits < k.n && PySequence_DelSlice(arr, hits, (Py_ssize_t)k.n)) {
+		/* Not reached in practice; give the pins back rather than leak them. */
+		POOL_CALL(p, beluga_release(p->b, offs, (size_t)hits));
+		pool_leave(p);
+		Py_DECREF(arr);
+		return NULL;
+	}
+	pool_leave(p);
+	return Py_BuildValue("(nN)", (Py_ssize_t)hits, arr);
+fail:
+	keys_release(&k);
+	Py_XDECREF(arr);
+	return NULL;
+usage:
+	PyErr_SetString(PyExc_TypeError, "lookup(ns, keys, pin=False)");
+	return NULL;
+}
+
+static PyObject *attach_dict(const struct beluga_attach *a)
+{
+	PyObject *d = PyDict_New();
+
+	if (!d)
+		return NULL;
+	SET_U64(d, a, region_id);
+	SET_U64(d, a, backend);
+	SET_I64(d, a, node);
+	SET_U64(d, a, phys_start);
+	SET_U64(d, a, length);
+	SET_U64(d, a, block_size);
+	SET_U64(d, a, first_offset);
+	SET_U64(d, a, nr_blocks);
+	SET_U64(d, a, flags);
+	SET_U64(d, a, host_id);
+	SET_STR(d, a, name);
+	return d;
+}
+
+static PyObject *Pool_attach_dax(Pool *p, PyObject *args, PyObject *kwds)
+{
+	static char *kwlist[] = { "dax", "block_size", "shared", "host_id", "format", NULL };
+	uint64_t block_size = 0;
+	int shared = 0, host_id = -1, format = 0, ret;
+	PyObject *dax_obj, *dax_bytes = NULL;
+	struct beluga_attach out;
+	const char *dax;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|O&pip:attach_dax", kwlist, &dax_obj,
+					 conv_u64, &block_size, &shared, &host_id, &format))
+		return NULL;
+	if (!PyUnicode_FSConverter(dax_obj, &dax_bytes))
+		return NULL;
+	dax = PyBytes_AS_STRING(dax_bytes);
+	if (!shared && (format || host_id != -1)) {
+		Py_DECREF(dax_bytes);
+		PyErr_SetString(PyExc_ValueError,
+				"attach_dax: host_id and format apply to shared=True pools only");
+		return NULL;
+	}
+	memset(&out, 0, sizeof(out));
+	if (pool_enter(p)) {
+		Py_DECREF(dax_bytes);
+		return NULL;
+	}
+	if (shared)
+		POOL_CALL(p, ret = beluga_attach_dax_shared(p->b, dax, block_size, host_id,
+							    format, &out));
+	else
+		POOL_CALL(p, ret = beluga_attach_dax(p->b, dax, block_size, &out));
+	pool_leave(p);
+	Py_DECREF(dax_bytes);
+	if (ret)
+		return raise_beluga(ret);
+	return attach_dict(&out);
+}
+
+static PyObject *Pool_attach_node(Pool *p, PyObject *args, PyObject *kwds)
+{
+	static char *kwlist[] = { "node", "size", "block_size", NULL };
+	uint64_t size, block_size = 0;
+	struct beluga_attach out;
+	int node, ret;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kwds, "iO&|O&:attach_node", kwlist, &node,
+					 conv_u64, &size, conv_u64, &block_size))
+		return NULL;
+	memset(&out, 0, sizeof(out));
+	if (pool_enter(p))
+		return NULL;
+	POOL_CALL(p, ret = beluga_attach_node(p->b, node, size, block_size, &out));
+	pool_leave(p);
+	if (ret)
+		return raise_beluga(ret);
+	return attach_dict(&out);
+}
+
+static PyObject *Pool_detach(Pool *p, PyObject *args, PyObject *kwds)
+{
+	static char *kwlist[] = { "region_id", "evict", NULL };
+	uint32_t region_id;
+	uint64_t evicted = 0;
+	int evict = 0, ret;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kwds, "O&|p:detach", kwlist, conv_u32, &region_id,
+					 &evict))
+		return NULL;
+	if (pool_enter(p))
+		return NULL;
+	POOL_CALL(p, ret = beluga_detach(p->b, region_id, evict, &evicted));
+	pool_leave(p);
+	if (ret)
+		return raise_beluga(ret);
+	return PyLong_FromUnsignedLongLong(evicted);
+}
+
+static PyObject *Pool_evict_key(Pool *p, PyObject *const *args, Py_ssize_t nargs)
+{
+	struct beluga_key key;
+	struct keys_arg k;
+	uint64_t ns;
+	int ret;
+
+	if (nargs != 2) {
+		PyErr_SetString(PyExc_TypeError, "evict_key(ns, key) takes 2 arguments");
+		return NULL;
+	}
+	if (get_ns(args[0], &ns) || get_keys(args[1], &k, "key"))
+		return NULL;
+	if (k.n != 1) {
+		PyErr_Format(PyExc_ValueError, "evict_key: key must be one 16-byte key, got %zu keys",
+			     k.n);
+		keys_release(&k);
+		return NULL;
+	}
+	memcpy(&key, k.keys, sizeof(key));
+	keys_release(&k);
+	if (pool_enter(p))
+		return NULL;
+	POOL_CALL(p, ret = beluga_evict_key(p->b, ns, &key));
+	pool_leave(p);
+	if (ret)
+		return raise_beluga(ret);
+	Py_RETURN_NONE;
+}
+
+static PyObject *Pool_evict_ns(Pool *p, PyObject *arg)
+{
+	uint64_t ns, evicted = 0, busy = 0;
+	int ret;
+
+	if (get_ns(arg, &ns))
+		return NULL;
+	if (pool_enter(p))
+		return NULL;
+	POOL_CALL(p, ret = beluga_evict_ns(p->b, ns, &evicted, &busy));
+	pool_leave(p);
+	if (ret)
+		return raise_beluga(ret);
+	return Py_BuildValue("(KK)", (unsigned long long)evicted, (unsigned long long)busy);
+}
+
+/* ---- PoolMap ------------------------------------------------------------- */
+
+/*
+ * (Re)map the handle; GIL held (see the top comment). Nothing in flight
+ * reads the mapping: the pool ioctls do not, and views hold exports.
+ */
+static int poolmap_map(PoolMap *m)
+{
+	struct beluga_info info;
+	int ret;
+
+	ret = beluga_map(m->pool->b);
+	if (!ret)
+		ret = beluga_info(m->pool->b, &info);
+	if (ret) {
+		raise_beluga(ret);
+		m->base = NULL;
+		m->length = 0;
+		return -1;
+	}
+	m->base = beluga_map_base(m->pool->b);
+	m->length = beluga_map_length(m->pool->b);
+	m->block_size = info.block_size;
+	m->closed = 0;
+	return 0;
+}
+
+/* Drop the mapping; the caller checked that nothing is exported. */
+static int poolmap_unmap(PoolMap *m)
+{
+	if (!m->closed && m->pool->b)
+		beluga_unmap(m->pool->b);
+	m->base = NULL;
+	m->length = 0;
+	m->closed = 1;
+	if (m->pool->map == m)
+		m->pool->map = NULL;
+	return 0;
+}
+
+static PyObject *Pool_map(Pool *p, PyObject *Py_UNUSED(ignored))
+{
+	struct beluga_info info;
+	PoolMap *m = p->map;
+
+	if (p->state != POOL_OPEN)
+		return closed_error();
+	if (m) {
+		/* Grow it to regions attached since, unless views pin it. */
+		if (!m->exports && !beluga_info(p->b, &info) && info.map_size != m->length &&
+		    poolmap_map(m)) {
+			poolmap_unmap(m);
+			return NULL;
+		}
+		Py_INCREF(m);
+		return (PyObject *)m;
+	}
+	m = PyObject_New(PoolMap, &PoolMapType);
+	if (!m)
+		return NULL;
+	Py_INCREF(p);
+	m->pool = p;
+	m->exports = 0;
+	m->cuda_busy = 0;
+	m->closed = 1;
+	m->base = NULL;
+	m->length = 0;
+	m->block_size = 0;
+	if (poolmap_map(m)) {
+		Py_DECREF(m);
+		return NULL;
+	}
+	p->map = m;
+	return (PyObject *)m;
+}
+
+static void PoolMap_dealloc(PoolMap *m)
+{
+	/* No views: each holds a reference. */
+	poolmap_unmap(m);
+	Py_DECREF(m->pool);
+	PyObject_Free(m);
+}
+
+static int poolmap_check(PoolMap *m)
+{
+	if (m->closed || m->pool->state != POOL_OPEN) {
+		PyErr_SetString(PyExc_ValueError,
+				"beluga: the pool mapping is closed (or the pool is closed): "
+				"call Pool.map() again on an open pool");
+		return -1;
+	}
+	return 0;
+}
+
+static int PoolMap_getbuffer(PoolMap *m, Py_buffer *view, int flags)
+{
+	if (m->closed || m->pool->state != POOL_OPEN) {
+		PyErr_SetString(PyExc_BufferError,
+				"beluga: the pool mapping is closed (or the pool is closing): "
+				"call Pool.map() again on an open pool");
+		view->obj = NULL;
+		return -1;
+	}
+	if ((flags & PyBUF_WRITABLE) && !m->pool->writable) {
+		PyErr_SetString(PyExc_BufferError,
+				"beluga: the pool was opened read-only (writable=False): its "
+				"mapping cannot be written");
+		view->obj = NULL;
+		return -1;
+	}
+	if (PyBuffer_FillInfo(view, (PyObject *)m, m->base, (Py_ssize_t)m->length,
+			      !m->pool->writable, flags))
+		return -1;
+	m->exports++;
+	return 0;
+}
+
+static void PoolMap_releasebuffer(PoolMap *m, Py_buffer *Py_UNUSED(view))
+{
+	m->exports--;
+}
+
+static PyBufferProcs PoolMap_as_buffer = {
+	(getbufferproc)PoolMap_getbuffer,
+	(releasebufferproc)PoolMap_releasebuffer,
+};
+
+static Py_ssize_t PoolMap_len(PoolMap *m)
+{
+	return m->closed ? 0 : (Py_ssize_t)m->length;
+}
+
+static PyObject *PoolMap_close(PoolMap *m, PyObject *Py_UNUSED(ignored))
+{
+	if (m->closed)
+		Py_RETURN_NONE;
+	if (m->exports) {
+		PyErr_Format(PyExc_BufferError,
+			     "cannot close the pool mapping: %zd views are still exported "
+			     "(memoryview or numpy arrays over it): release them first",
+			     m->exports);
+		return NULL;
+	}
+	poolmap_unmap(m);
+	Py_RETURN_NONE;
+}
+
+static PyObject *PoolMap_block(PoolMap *m, PyObject *arg)
+{
+	unsigned long long off;
+	PyObject *full, *view;
+
+	off = PyLong_AsUnsignedLongLong(arg);
+	if (PyErr_Occurred()) {
+		PyErr_Clear();
+		PyErr_SetString(PyExc_TypeError, "block(offset): offset must be an int >= 0");
+		return NULL;
+	}
+	if (poolmap_check(m))
+		return NULL;
+	if (!m->block_size || off % m->block_size || off >= m->length ||
+	    m->length - off < m->block_size) {
+		PyErr_Format(PyExc_ValueError,
+			     "block(%llu): not the offset of a block in this mapping "
+			     "(block size %llu, mapping %zu bytes): use offsets from alloc() "
+			     "or lookup(pin=True)", off, (unsigned long long)m->block_size,
+			     m->length);
+		return NULL;
+	}
+	full = PyMemoryView_FromObject((PyObject *)m);
+	if (!full)
+		return NULL;
+	view = PySequence_GetSlice(full, (Py_ssize_t)off, (Py_ssize_t)(off + m->block_size));
+	Py_DECREF(full);
+	return view;
+}
+
+/*
+ * CUDA (un)registration can take long: it runs without the GIL, counted as
+ * an export (so close() and a remap refuse meanwhile) and one at a time.
+ */
+static PyObject *poolmap_cuda(PoolMap *m, int reg, unsigned int flags)
+{
+	int ret;
+
+	if (poolmap_check(m))
+		return NULL;
+	if (m->cuda_busy) {
+		PyErr_SetString(PyExc_BufferError,
+				"beluga: another thread is (un)registering this mapping with "
+				"CUDA: wait for it");
+		return NULL;
+	}
+	if (pool_enter(m->pool))
+		return NULL;
+	m->cuda_busy = 1;
+	m->exports++;
+	Py_BEGIN_ALLOW_THREADS
+	ret = reg ? beluga_cuda_register(m->pool->b, flags) :
+		    beluga_cuda_unregister(m->pool->b);
+	Py_END_ALLOW_THREADS
+	m->exports--;
+	m->cuda_busy = 0;
+	pool_leave(m->pool);
+	if (ret)
+		return raise_beluga(ret);
+	Py_RETURN_NONE;
+}
+
+static PyObject *PoolMap_cuda_register(PoolMap *m, PyObject *args, PyObject *kwds)
+{
+	static char *kwlist[] = { "flags", NULL };
+	unsigned int flags = 0;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kwds, "|I:cuda_register", kwlist, &flags))
+		return NULL;
+	return poolmap_cuda(m, 1, flags);
+}
+
+static PyObject *PoolMap_cuda_unregister(PoolMap *m, PyObject *Py_UNUSED(ignored))
+{
+	return poolmap_cuda(m, 0, 0);
+}
+
+static PyObject *PoolMap_enter_ctx(PoolMap *m, PyObject *Py_UNUSED(ignored))
+{
+	if (poolmap_check(m))
+		return NULL;
+	Py_INCREF(m);
+	return (PyObject *)m;
+}
+
+static PyObject *PoolMap_exit_ctx(PoolMap *m, PyObject *Py_UNUSED(args))
+{
+	PyObject *r = PoolMap_close(m, NULL);
+
+	if (!r)
+		return NULL;
+	Py_DECREF(r);
+	Py_RETURN_FALSE;
+}
+
+static PyObject *PoolMap_get_closed(PoolMap *m, void *Py_UNUSED(c))
+{
+	return PyBool_FromLong(m->closed || m->pool->state != POOL_OPEN);
+}
+
+static PyObject *PoolMap_get_address(PoolMap *m, void *Py_UNUSED(c))
+{
+	if (poolmap_check(m))
+		return NULL;
+	return PyLong_FromVoidPtr(m->base);
+}
+
+static PyObject *PoolMap_get_block_size(PoolMap *m, void *Py_UNUSED(c))
+{
+	return PyLong_FromUnsignedLongLong(m->block_size);
+}
+
+static PyObject *PoolMap_get_pool(PoolMap *m, void *Py_UNUSED(c))
+{
+	Py_INCREF(m->pool);
+	return (PyObject *)m->pool;
+}
+
+static PyObject *PoolMap_get_exports(PoolMap *m, void *Py_UNUSED(c))
+{
+	return PyLong_FromSsize_t(m->exports);
+}
+
+static PyObject *PoolMap_repr(PoolMap *m)
+{
+	if (m->closed)
+		return PyUnicode_FromString("<beluga.PoolMap closed>");
+	return PyUnicode_FromFormat("<beluga.PoolMap %zu bytes at %p, %zd exports>",
+				    m->length, m->base, m->exports);
+}
+
+static PyMethodDef PoolMap_methods[] = {
+	{ "close", (PyCFunction)PoolMap_close, METH_NOARGS,
+	  "close(): unmap. BufferError while views are exported." },
+	{ "block", (PyCFunction)PoolMap_block, METH_O,
+	  "block(offset) -> memoryview of the one block at pool offset @offset." },
+	{ "cuda_register", (PyCFunction)(void (*)(void))PoolMap_cuda_register,
+	  METH_VARARGS | METH_KEYWORDS,
+	  "cuda_register(flags=0): cudaHostRegister the mapping (beluga.NoCuda without CUDA)." },
+	{ "cuda_unregister", (PyCFunction)PoolMap_cuda_unregister, METH_NOARGS,
+	  "cuda_unregister(): undo cuda_register()." },
+	{ "__enter__", (PyCFunction)PoolMap_enter_ctx, METH_NOARGS, NULL },
+	{ "__exit__", (PyCFunction)PoolMap_exit_ctx, METH_VARARGS, NULL },
+	{ NULL, NULL, 0, NULL },
+};
+
+static PyGetSetDef PoolMap_getset[] = {
+	{ "closed", (getter)PoolMap_get_closed, NULL, "True once unmapped", NULL },
+	{ "address", (getter)PoolMap_get_address, NULL,
+	  "the mapping's base address (for GPU copies); valid while open", NULL },
+	{ "block_size", (getter)PoolMap_get_block_size, NULL, "bytes per block", NULL },
+	{ "pool", (getter)PoolMap_get_pool, NULL, "the Pool this maps", NULL },
+	{ "exports", (getter)PoolMap_get_exports, NULL, "views now exported", NULL },
+	{ NULL, NULL, NULL, NULL, NULL },
+};
+
+static PySequenceMethods PoolMap_as_sequence = {
+	.sq_length = (lenfunc)PoolMap_len,
+};
+
+static PyTypeObject PoolMapType = {
+	PyVarObject_HEAD_INIT(NULL, 0)
+	.tp_name = "beluga.PoolMap",
+	.tp_basicsize = sizeof(PoolMap),
+	.tp_dealloc = (destructor)PoolMap_dealloc,
+	.tp_repr = (reprfunc)PoolMap_repr,
+	.tp_as_sequence = &PoolMap_as_sequence,
+	.tp_as_buffer = &PoolMap_as_buffer,
+	.tp_flags = Py_TPFLAGS_DEFAULT,
+	.tp_doc = "The mapping of a Pool (Pool.map()): a 1-D buffer of bytes over every "
+		  "block, read-only for a read-only pool.",
+	.tp_methods = PoolMap_methods,
+	.tp_getset = PoolMap_getset,
+};
+
+/* ---- Pool properties and type --------------------------------------------- */
+
+static PyObject *Pool_get_fd(Pool *p, void *Py_UNUSED(c))
+{
+	if (p->state != POOL_OPEN)
+		return closed_error();
+	return PyLong_FromLong(beluga_fd(p->b));
+}
+
+static PyObject *Pool_get_writable(Pool *p, void *Py_UNUSED(c))
+{
+	return PyBool_FromLong(p->writable);
+}
+
+static PyObject *Pool_get_closed(Pool *p, void *Py_UNUSED(c))
+{
+	return PyBool_FromLong(p->state != POOL_OPEN);
+}
+
+static PyObject *Pool_get_path(Pool *p, void *Py_UNUSED(c))
+{
+	Py_INCREF(p->path);
+	return p->path;
+}
+
+static PyObject *Pool_get_block_size(Pool *p, void *Py_UNUSED(c))
+{
+	struct beluga_info info;
+
+	if (pool_info(p, &info))
+		return NULL;
+	return PyLong_FromUnsignedLongLong(info.block_size);
+}
+
+static PyObject *Pool_get_map_size(Pool *p, void *Py_UNUSED(c))
+{
+	struct beluga_info info;
+
+	if (pool_info(p, &info))
+		return NULL;
+	return PyLong_FromUnsignedLongLong(info.map_size);
+}
+
+static PyMethodDef Pool_methods[] = {
+	{ "close", (PyCFunction)Pool_close, METH_NOARGS,
+	  "close(): unmap and close; waits for calls in flight. BufferError while views of "
+	  "the mapping are exported. Allocations and pins of this pool are returned." },
+	{ "info", (PyCFunction)Pool_info, METH_NOARGS, "info() -> dict of struct beluga_info" },
+	{ "stats", (PyCFunction)Pool_stats, METH_NOARGS,
+	  "stats() -> dict of struct beluga_stats" },
+	{ "region_info", (PyCFunction)Pool_region_info, METH_O,
+	  "region_info(region_id) -> dict of struct beluga_region_info" },
+	{ "alloc", (PyCFunction)Pool_alloc, METH_O,
+	  "alloc(n) -> array('Q') of n block offsets; all or nothing (beluga.NoSpace)" },
+	{ "free", (PyCFunction)Pool_free, METH_O,
+	  "free(offsets): return allocated, unpublished blocks" },
+	{ "release", (PyCFunction)Pool_release, METH_O,
+	  "release(offsets): drop one pin per listed offset" },
+	{ "publish", (PyCFunction)(void (*)(void))Pool_publish, METH_FASTCALL,
+	  "publish(ns, offsets, keys) -> PublishResult; lost races are results, not errors" },
+	{ "lookup", (PyCFunction)(void (*)(void))Pool_lookup, METH_FASTCALL | METH_KEYWORDS,
+	  "lookup(ns, keys, pin=False) -> (hits, offsets): the leading run of keys present; "
+	  "offsets is None, or with pin=True an array('Q') of the hits' pinned blocks" },
+	{ "attach_dax", (PyCFunction)(void (*)(void))Pool_attach_dax, METH_VARARGS | METH_KEYWORDS,
+	  "attach_dax(dax, block_size=0, shared=False, host_id=-1, format=False) -> dict" },
+	{ "attach_node", (PyCFunction)(void (*)(void))Pool_attach_node,
+	  METH_VARARGS | METH_KEYWORDS, "attach_node(node, size, block_size=0) -> dict" },
+	{ "detach", (PyCFunction)(void (*)(void))Pool_detach, METH_VARARGS | METH_KEYWORDS,
+	  "detach(region_id, evict=False) -> blocks evicted" },
+	{ "evict_key", (PyCFunction)(void (*)(void))Pool_evict_key, METH_FASTCALL,
+	  "evict_key(ns, key): evict one published key" },
+	{ "evict_ns", (PyCFunction)Pool_evict_ns, METH_O,
+	  "evict_ns(ns) -> (evicted, busy)" },
+	{ "map", (PyCFunction)Pool_map, METH_NOARGS,
+	  "map() -> PoolMap: the pool's mapping (one per pool; grown after attach when no "
+	  "view is exported)" },
+	{ "__enter__", (PyCFunction)Pool_enter_ctx, METH_NOARGS, NULL },
+	{ "__exit__", (PyCFunction)Pool_exit_ctx, METH_VARARGS, NULL },
+	{ NULL, NULL, 0, NULL },
+};
+
+static PyGetSetDef Pool_getset[] = {
+	{ "fd", (getter)Pool_get_fd, NULL, "the file descriptor", NULL },
+	{ "writable", (getter)Pool_get_writable, NULL, "opened read-write", NULL },
+	{ "closed", (getter)Pool_get_closed, NULL, "True once close() began", NULL },
+	{ "path", (getter)Pool_get_path, NULL, "the device path", NULL },
+	{ "block_size", (getter)Pool_get_block_size, NULL,
+	  "bytes per block (0 while no region is attached)", NULL },
+	{ "map_size", (getter)Pool_get_map_size, NULL, "bytes of offset space", NULL },
+	{ NULL, NULL, NULL, NULL, NULL },
+};
+
+static PyTypeObject PoolType = {
+	PyVarObject_HEAD_INIT(NULL, 0)
+	.tp_name = "beluga.Pool",
+	.tp_basicsize = sizeof(Pool),
+	.tp_dealloc = (destructor)Pool_dealloc,
+	.tp_repr = (reprfunc)Pool_repr,
+	.tp_flags = Py_TPFLAGS_DEFAULT,
+	.tp_doc = "Pool(path=None, writable=True): an open Beluga device "
+		  "(path None: $BELUGA_DEVICE or /dev/beluga).",
+	.tp_methods = Pool_methods,
+	.tp_getset = Pool_getset,
+	.tp_new = Pool_new,
+};
+
+/* ---- Module functions ------------------------------------------------------ */
+
+static PyObject *cache_op(PyObject *arg, int (*op)(const void *, size_t), const char *what)
+{
+	Py_buffer view;
+	int ret;
+
+	if (get_contiguous(arg, &view, 0, what))
+		return NULL;
+	Py_BEGIN_ALLOW_THREADS
+	ret = op(view.buf, (size_t)view.len);
+	Py_END_ALLOW_THREADS
+	PyBuffer_Release(&view);
+	if (ret)
+		return raise_errno_msg(ret, NULL);
+	Py_RETURN_NONE;
+}
+
+static PyObject *mod_flush_range(PyObject *Py_UNUSED(m), PyObject *arg)
+{
+	return cache_op(arg, beluga_flush_range, "flush_range(buf)");
+}
+
+static PyObject *mod_invalidate_range(PyObject *Py_UNUSED(m), PyObject *arg)
+{
+	return cache_op(arg, beluga_invalidate_range, "invalidate_range(buf)");
+}
+
+static void key_to_bytes(const struct beluga_key *k, unsigned char *out)
+{
+	int i;
+
+	for (i = 0; i < 8; i++) {
+		out[i] = (unsigned char)(k->lo >> (8 * i));
+		out[8 + i] = (unsigned char)(k->hi >> (8 * i));
+	}
+}
+
+static void bytes_to_key(const unsigned char *in, struct beluga_key *k)
+{
+	int i;
+
+	k->lo = k->hi = 0;
+	for (i = 0; i < 8; i++) {
+		k->lo |= (uint64_t)in[i] << (8 * i);
+		k->hi |= (uint64_t)in[8 + i] << (8 * i);
+	}
+}
+
+static PyObject *mod_fnv1a_128(PyObject *Py_UNUSED(m), PyObject *arg)
+{
+	unsigned char out[16];
+	struct beluga_key k;
+	Py_buffer view;
+
+	if (get_contiguous(arg, &view, 0, "data"))
+		return NULL;
+	Py_BEGIN_ALLOW_THREADS
+	beluga_fnv1a_128(view.buf, (size_t)view.len, &k);
+	Py_END_ALLOW_THREADS
+	PyBuffer_Release(&view);
+	key_to_bytes(&k, out);
+	return PyBytes_FromStringAndSize((const char *)out, 16);
+}
+
+/* @obj: None or one 16-byte key; *has says which. */
+static int get_parent(PyObject *obj, struct beluga_key *parent, int *has)
+{
+	Py_buffer view;
+
+	*has = 0;
+	if (obj == Py_None)
+		return 0;
+	if (get_contiguous(obj, &view, 0, "parent"))
+		return -1;
+	if (view.len != 16) {
+		PyErr_Format(PyExc_ValueError,
+			     "parent must be one 16-byte key (or None), got %zd bytes", view.len);
+		PyBuffer_Release(&view);
+		return -1;
+	}
+	bytes_to_key(view.buf, parent);
+	PyBuffer_Release(&view);
+	*has = 1;
+	return 0;
+}
+
+static PyObject *mod_hash_block(PyObject *Py_UNUSED(m), PyObject *const *args, Py_ssize_t nargs)
+{
+	struct beluga_key parent, out;
+	unsigned char bytes[16];
+	struct uint_arg t;
+	int has;
+
+	if (nargs != 2) {
+		PyErr_SetString(PyExc_TypeError, "hash_block(parent, tokens) takes 2 arguments");
+		return NULL;
+	}
+	if (get_parent(args[0], &parent, &has) ||
+	    get_uints(args[1], &t, 4, "tokens", "uint32"))
+		return NULL;
+	Py_BEGIN_ALLOW_THREADS
+	beluga_hash_block(has ? &parent : NULL, t.data, t.n, &out);
+	Py_END_ALLOW_THREADS
+	uint_arg_release(&t);
+	key_to_bytes(&out, bytes);
+	return PyBytes_FromStringAndSize((const char *)bytes, 16);
+}
+
+static PyObject *mod_hash_chain(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kwds)
+{
+	static char *kwlist[] = { "tokens", "block_tokens", "parent", NULL };
+	PyObject *tokens, *parent_obj = Py_None, *out;
+	struct beluga_key parent, *keys;
+	Py_ssize_t block_tokens;
+	struct uint_arg t;
+	size_t nkeys, i;
+	ssize_t got;
+	int has;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kwds, "On|O:hash_chain", kwlist, &tokens,
+					 &block_tokens, &parent_obj))
+		return NULL;
+	if (block_tokens < 1) {
+		PyErr_Format(PyExc_ValueError, "hash_chain: block_tokens must be >= 1, got %zd",
+			     block_tokens);
+		return NULL;
+	}
+	if (get_parent(parent_obj, &parent, &has) ||
+	    get_uints(tokens, &t, 4, "tokens", "uint32"))
+		return NULL;
+	nkeys = t.n / (size_t)block_tokens;
+	out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(nkeys * 16));
+	keys = out ? PyMem_Malloc(nkeys * sizeof(*keys) + 1) : NULL;
+	if (!keys) {
+		uint_arg_release(&t);
+		Py_XDECREF(out);
+		return out ? PyErr_NoMemory() : NULL;
+	}
+	Py_BEGIN_ALLOW_THREADS
+	got = beluga_hash_chain(has ? &parent : NULL, t.data, t.n, (size_t)block_tokens, keys,
+				nkeys);
+	Py_END_ALLOW_THREADS
+	uint_arg_release(&t);
+	if (got < 0) {
+		PyMem_Free(keys);
+		Py_DECREF(out);
+		return raise_beluga((int)got);
+	}
+	for (i = 0; i < (size_t)got; i++)
+		key_to_bytes(&keys[i], (unsigned char *)PyBytes_AS_STRING(out) + 16 * i);
+	PyMem_Free(keys);
+	return out;
+}
+
+static PyObject *mod_strerror(PyObject *Py_UNUSED(m), PyObject *arg)
+{
+	long err = PyLong_AsLong(arg);
+
+	if (err == -1 && PyErr_Occurred())
+		return NULL;
+	return PyUnicode_FromString(beluga_strerror((int)err));
+}
+
+#ifdef BELUGA_PY_FAKE
+/*
+ * The fake kernel keeps plain global state; calls from threads that run
+ * without the GIL are serialized here, as the real module's locks would.
+ */
+static pthread_mutex_t fake_lock = PTHREAD_MUTEX_INITIALIZER;
+static int (*fake_inner)(int fd, unsigned long request, void *arg);
+/* _fake_delay(): every ioctl first sleeps this long, outside the lock. */
+static volatile long fake_delay_us;
+
+static int fake_locked_ioctl(int fd, unsigned long request, void *arg)
+{
+	long delay = fake_delay_us;
+	int ret, saved;
+
+	if (delay > 0) {
+		struct timespec ts = { delay / 1000000, (delay % 1000000) * 1000 };
+
+		nanosleep(&ts, NULL);
+	}
+	pthread_mutex_lock(&fake_lock);
+	ret = fake_inner(fd, request, arg);
+	saved = errno;
+	pthread_mutex_unlock(&fake_lock);
+	errno = saved;
+	return ret;
+}
+
+static void fake_wrap(void)
+{
+	if (bel_ioctl != fake_locked_ioctl) {
+		fake_inner = bel_ioctl;
+		bel_ioctl = fake_locked_ioctl;
+	}
+}
+
+static int fake_add_regions(const char *spec)
+{
+	uint64_t dax_phys = 0x390000000ULL;
+	char list[512], *tok, *save;
+
+	if (strlen(spec) >= sizeof(list)) {
+		PyErr_SetString(PyExc_ValueError, "_fake_reset: regions spec too long");
+		return -1;
+	}
+	snprintf(list, sizeof(list), "%s", spec);
+	for (tok = strtok_r(list, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		char *colon = strchr(tok, ':'), *end;
+		uint64_t len;
+		int ret;
+
+		if (!colon) {
+			PyErr_Format(PyExc_ValueError, "_fake_reset: region '%s' is not NAME:SIZE",
+				     tok);
+			return -1;
+		}
+		*colon = '\0';
+		len = strtoull(colon + 1, &end, 10);
+		switch (*end) {
+		case 'K': len <<= 10; break;
+		case 'M': len <<= 20; break;
+		case 'G': len <<= 30; break;
+		}
+		if (!strncmp(tok, "node", 4)) {
+			ret = fake_kernel_add_region(tok, BELUGA_BACKEND_NODE, atoi(tok + 4), 0, len);
+		} else {
+			ret = fake_kernel_add_region(tok, BELUGA_BACKEND_DAX, -1, dax_phys, len);
+			dax_phys += len;
+		}
+		if (ret < 0) {
+			PyErr_Format(PyExc_ValueError, "_fake_reset: region %s: %s", tok,
+				     strerror(-ret));
+			return -1;
+		}
+	}
+	return 0;
+}
+
+static PyObject *mod_fake_reset(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kwds)
+{
+	static char *kwlist[] = { "block_size", "regions", "max_batch", NULL };
+	unsigned long long block_size = 65536;
+	unsigned int max_batch = BELUGA_MAX_BATCH;
+	const char *regions = "dax0.0:16M";
+	int ret;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kwds, "|KsI:_fake_reset", kwlist, &block_size,
+					 &regions, &max_batch))
+		return NULL;
+	pthread_mutex_lock(&fake_lock);
+	fake_delay_us = 0;
+	fake_kernel_reset(block_size, max_batch);
+	fake_wrap();
+	ret = fake_add_regions(regions);
+	pthread_mutex_unlock(&fake_lock);
+	if (ret)
+		return NULL;
+	Py_RETURN_NONE;
+}
+
+static const char *const fake_cmd_names[] = {
+	[BELUGA_CMD_INFO] = "info", [BELUGA_CMD_STATS] = "stats",
+	[BELUGA_CMD_ALLOC] = "alloc", [BELUGA_CMD_FREE] = "free",
+	[BELUGA_CMD_PUBLISH] = "publish", [BELUGA_CMD_LOOKUP] = "lookup",
+	[BELUGA_CMD_RELEASE] = "release", [BELUGA_CMD_ATTACH] = "attach",
+	[BELUGA_CMD_DETACH] = "detach", [BELUGA_CMD_EVICT] = "evict",
+	[BELUGA_CMD_REGION_INFO] = "region_info",
+};
+
+static PyObject *mod_fake_calls(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(ignored))
+{
+	PyObject *d = PyDict_New();
+	unsigned int cmd;
+
+	if (!d)
+		return NULL;
+	pthread_mutex_lock(&fake_lock);
+	for (cmd = 0; cmd <= BELUGA_CMD_REGION_INFO; cmd++) {
+		PyObject *v = PyLong_FromUnsignedLong(fake_kernel_calls(cmd));
+
+		if (!v || PyDict_SetItemString(d, fake_cmd_names[cmd], v)) {
+			Py_XDECREF(v);
+			Py_CLEAR(d);
+			break;
+		}
+		Py_DECREF(v);
+	}
+	pthread_mutex_unlock(&fake_lock);
+	return d;
+}
+
+/* _fake_delay(seconds): make every later ioctl take that long (0 stops it). */
+static PyObject *mod_fake_delay(PyObject *Py_UNUSED(m), PyObject *arg)
+{
+	double s = PyFloat_AsDouble(arg);
+
+	if (s == -1.0 && PyErr_Occurred())
+		return NULL;
+	if (s < 0 || s > 60) {
+		PyErr_SetString(PyExc_ValueError, "_fake_delay: seconds must be in [0, 60]");
+		return NULL;
+	}
+	fake_delay_us = (long)(s * 1e6);
+	Py_RETURN_NONE;
+}
+
+/* _fake_fail(cmd, nth, errno): the nth call (1-based, since reset) of cmd fails. */
+static PyObject *mod_fake_fail(PyObject *Py_UNUSED(m), PyObject *args)
+{
+	unsigned int nth, cmd;
+	const char *name;
+	int err;
+
+	if (!PyArg_ParseTuple(args, "sIi:_fake_fail", &name, &nth, &err))
+		return NULL;
+	for (cmd = 0; cmd <= BELUGA_CMD_REGION_INFO; cmd++)
+		if (!strcmp(name, fake_cmd_names[cmd]))
+			break;
+	if (cmd > BELUGA_CMD_REGION_INFO) {
+		PyErr_Format(PyExc_ValueError, "_fake_fail: unknown command '%s'", name);
+		return NULL;
+	}
+	pthread_mutex_lock(&fake_lock);
+	fake.fail_cmd = (int)cmd;
+	fake.fail_nth = fake_kernel_calls(cmd) + nth;
+	fake.fail_errno = err;
+	pthread_mutex_unlock(&fake_lock);
+	Py_RETURN_NONE;
+}
+#endif /* BELUGA_PY_FAKE */
+
+static PyMethodDef module_methods[] = {
+	{ "flush_range", mod_flush_range, METH_O,
+	  "flush_range(buf): write back and invalidate the CPU cache lines of buf "
+	  "(a writer, before PUBLISH on a shared pool)" },
+	{ "invalidate_range", mod_invalidate_range, METH_O,
+	  "invalidate_range(buf): drop the CPU cache lines of buf (a reader, before "
+	  "reading a block of a shared pool)" },
+	{ "fnv1a_128", mod_fnv1a_128, METH_O, "fnv1a_128(data) -> bytes(16), key {lo, hi} LE" },
+	{ "hash_block", (PyCFunction)(void (*)(void))mod_hash_block, METH_FASTCALL,
+	  "hash_block(parent, tokens) -> bytes(16); parent None or a 16-byte key" },
+	{ "hash_chain", (PyCFunction)(void (*)(void))mod_hash_chain, METH_VARARGS | METH_KEYWORDS,
+	  "hash_chain(tokens, block_tokens, parent=None) -> bytes(16 * full blocks)" },
+	{ "strerror", mod_strerror, METH_O,
+	  "strerror(errno) -> what the error means in Beluga" },
+#ifdef BELUGA_PY_FAKE
+	{ "_fake_reset", (PyCFunction)(void (*)(void))mod_fake_reset, METH_VARARGS | METH_KEYWORDS,
+	  "_fake_reset(block_size=65536, regions='dax0.0:16M', max_batch=4096): test only" },
+	{ "_fake_calls", mod_fake_calls, METH_NOARGS,
+	  "_fake_calls() -> {command: ioctls since reset}: test only" },
+	{ "_fake_delay", mod_fake_delay, METH_O,
+	  "_fake_delay(seconds): every later ioctl sleeps first, without the GIL: test only" },
+	{ "_fake_fail", mod_fake_fail, METH_VARARGS,
+	  "_fake_fail(cmd, nth, errno): the nth next call of cmd fails: test only" },
+#endif
+	{ NULL, NULL, 0, NULL },
+};
+
+static struct PyModuleDef beluga_module = {
+	PyModuleDef_HEAD_INIT,
+	.m_name = "beluga._beluga",
+	.m_doc = "CPython binding of libbeluga (see the beluga package).",
+	.m_size = -1,
+	.m_methods = module_methods,
+};
+
+static int add_int(PyObject *m, const char *name, long long v)
+{
+	PyObject *o = PyLong_FromLongLong(v);
+
+	if (!o || PyModule_AddObject(m, name, o)) {
+		Py_XDECREF(o);
+		return -1;
+	}
+	return 0;
+}
+
+static int add_errors(PyObject *m)
+{
+	size_t i;
+
+	BelugaError = PyErr_NewExceptionWithDoc(
+		"beluga.Error",
+		"A libbeluga call failed: .errno is the errno, the message names the cause "
+		"and the fix.",
+		PyExc_OSError, NULL);
+	if (!BelugaError || PyModule_AddObjectRef(m, "Error", BelugaError))
+		return -1;
+	for (i = 0; i < sizeof(error_types) / sizeof(error_types[0]); i++) {
+		char qual[64];
+		PyObject *bases;
+
+		if (!error_types[i].name)
+			continue;
+		snprintf(qual, sizeof(qual), "beluga.%s", error_types[i].name);
+		if (error_types[i].extra_base)
+			bases = PyTuple_Pack(2, BelugaError, *error_types[i].extra_base);
+		else
+			bases = PyTuple_Pack(1, BelugaError);
+		if (!bases)
+			return -1;
+		error_types[i].type = PyErr_NewExceptionWithDoc(qual, error_types[i].doc,
+								 bases, NULL);
+		Py_DECREF(bases);
+		if (!error_types[i].type ||
+		    PyModule_AddObjectRef(m, error_types[i].name, error_types[i].type))
+			return -1;
+	}
+	return 0;
+}
+
+static PyObject *make_zero(const char *code)
+{
+	return PyObject_CallFunction(array_type, "s[i]", code, 0);
+}
+
+PyMODINIT_FUNC PyInit__beluga(void)
+{
+	PyObject *m, *array_mod;
+
+	m = PyModule_Create(&beluga_module);
+	if (!m)
+		return NULL;
+	array_mod = PyImport_ImportModule("array");
+	if (!array_mod)
+		goto fail;
+	array_type = PyObject_GetAttrString(array_mod, "array");
+	Py_DECREF(array_mod);
+	if (!array_type)
+		goto fail;
+	zero_q = make_zero("Q");
+	zero_i = make_zero("i");
+	if (!zero_q || !zero_i)
+		goto fail;
+	if (PyType_Ready(&PoolType) || PyType_Ready(&PoolMapType) ||
+	    PyStructSequence_InitType2(&PublishResultType, &publish_result_desc))
+		goto fail;
+	if (PyModule_AddObjectRef(m, "Pool", (PyObject *)&PoolType) ||
+	    PyModule_AddObjectRef(m, "PoolMap", (PyObject *)&PoolMapType) ||
+	    PyModule_AddObjectRef(m, "PublishResult", (PyObject *)&PublishResultType))
+		goto fail;
+	if (add_errors(m))
+		goto fail;
+	if (add_int(m, "ABI_VERSION", BELUGA_ABI_VERSION) ||
+	    add_int(m, "MAX_BATCH", BELUGA_MAX_BATCH) ||
+	    add_int(m, "MAX_REGIONS", BELUGA_MAX_REGIONS) ||
+	    add_int(m, "NAME_LEN", BELUGA_NAME_LEN) ||
+	    add_int(m, "LOOKUP_PIN", BELUGA_LOOKUP_PIN) ||
+	    add_int(m, "PUBLISH_OK", BELUGA_PUBLISH_OK) ||
+	    add_int(m, "PUBLISH_EXISTS", BELUGA_PUBLISH_EXISTS) ||
+	    add_int(m, "BLOCK_SIZE_MIN", BELUGA_BLOCK_SIZE_MIN) ||
+	    add_int(m, "BLOCK_SIZE_MAX", BELUGA_BLOCK_SIZE_MAX) ||
+	    add_int(m, "BLOCK_SIZE_DEFAULT", BELUGA_BLOCK_SIZE_DEFAULT) ||
+	    add_int(m, "DAX_ALIGN", BELUGA_DAX_ALIGN) ||
+	    add_int(m, "BACKEND_DAX", BELUGA_BACKEND_DAX) ||
+	    add_int(m, "BACKEND_NODE", BELUGA_BACKEND_NODE) ||
+	    add_int(m, "LIBBELUGA_VERSION_MAJOR", LIBBELUGA_VERSION_MAJOR) ||
+	    add_int(m, "LIBBELUGA_VERSION_MINOR", LIBBELUGA_VERSION_MINOR) ||
+	    PyModule_AddStringConstant(m, "DEVICE_PATH", BELUGA_DEVICE_PATH))
+		goto fail;
+#ifdef BELUGA_PY_FAKE
+	/* Installed by fake_kernel.c's constructor when BELUGA_FAKE_KERNEL is set. */
+	if (getenv("BELUGA_FAKE_KERNEL"))
+		fake_wrap();
+	if (add_int(m, "FAKE_KERNEL", 1))
+		goto fail;
+#else
+	if (add_int(m, "FAKE_KERNEL", 0))
+		goto fail;
+#endif
+	return m;
+fail:
+	Py_DECREF(m);
+	return NULL;
+}

@@ -1,0 +1,411 @@
+"""LMCache storage plugin (``StoragePluginInterface`` with the
+``AllocatorBackendInterface`` calls, lmcache/v1/storage_backend/
+abstract_backend.py; the zero-copy shape of MaruBackend, engines.md 1.3).
+
+Load it through LMCache's storage plugins (LMCache config)::
+
+    storage_plugins: ["beluga"]
+    extra_config:
+      storage_plugin.beluga.module_path: beluga.adapters.lmcache
+      storage_plugin.beluga.class_name: BelugaStoragePlugin
+      beluga.path: /dev/beluga        # optional
+      beluga.salt: tenant-a           # optional
+
+``allocate`` hands LMCache a MemoryObj whose tensor *is* the pool block
+(viewed in LMCache's KV_2LTD shape ``[2, layers, tokens, hidden]`` over
+Beluga's canonical layer-major bytes), so LMCache's GPU->CPU copy is the
+only copy; ``batched_submit_put_task`` PUBLISHes.  Reads pin the block;
+the MemoryObj's last ``ref_count_down`` RELEASEs it.
+
+Keys: the namespace comes from the CacheEngineKey's model_name, world_size
+and worker_id plus the chunk geometry; the key is ``digest16(chunk_hash)``
+(mixed with kv_group and request_configs when they are set).  A partial
+trailing chunk (fewer tokens than chunk_size) is not stored: its token
+count is not in its key, so no reader could size it.
+"""
+
+from concurrent.futures import Future
+import logging
+import threading
+
+import numpy as np
+
+import beluga
+from beluga import keys as K
+from beluga.adapters import engine_module
+from beluga.layout import BlockLayout, ModelSpec
+from beluga.store import KVStore
+
+log = logging.getLogger(__name__)
+_BASE = "lmcache.v1.storage_backend.abstract_backend"
+
+
+def _done(value):
+    f = Future()
+    f.set_result(value)
+    return f
+
+
+def _one_shape(shapes):
+    """LMCache passes one shape (torch.Size) or a list with one shape."""
+    first = shapes[0] if len(shapes) else None
+    if first is not None and hasattr(first, "__len__"):
+        if len(shapes) != 1:
+            raise ValueError("the beluga plugin stores one tensor per chunk, not "
+                             f"{len(shapes)}")
+        shapes = first
+    return tuple(int(x) for x in shapes)
+
+
+def _dtype_name(dt):
+    name = str(dt)
+    return name[len("torch."):] if name.startswith("torch.") else np.dtype(dt).name
+
+
+def _to_engine_tensor(a):
+    torch = engine_module("torch")
+    if torch is None:
+        return a
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")         # read-only views of pinned blocks
+        return torch.from_numpy(a)
+
+
+class BelugaMemoryObj:
+    """A MemoryObj over pool memory.
+
+    states: "allocated" (ALLOCATED block; dropped -> FREE), "published"
+    (handed to PUBLISH; no longer ours), "pinned" (a pinned block; dropped
+    -> RELEASE), "copy" (a host copy of a split block)."""
+
+    def __init__(self, plugin, store, offsets, view, state, fmt=None):
+        self._plugin, self._store, self.offsets = plugin, store, offsets
+        self._np = view
+        self.tensor = _to_engine_tensor(view)
+        self.state = state
+        self.fmt = fmt
+        self._refs = 1
+        self._lock = threading.Lock()
+        self._staging = None
+
+    # MemoryObj API LMCache uses
+    def get_shape(self):
+        return self._np.shape
+
+    def get_dtype(self):
+        return self.tensor.dtype
+
+    def get_size(self):
+        return self._np.nbytes
+
+    def get_memory_format(self):
+        return self.fmt
+
+    @property
+    def byte_array(self):
+        return memoryview(np.ascontiguousarray(self._np)).cast("B")
+
+    def get_ref_count(self):
+        return self._refs
+
+    def ref_count_up(self):
+        with self._lock:
+            self._refs += 1
+
+    def ref_count_down(self):
+        with self._lock:
+            self._refs -= 1
+            last = self._refs == 0
+        if last:
+            self._drop()
+
+    def is_valid(self):
+        return self.state in ("allocated", "pinned", "copy")
+
+    def invalidate(self):
+        self._drop()
+
+    def _drop(self):
+        state, self.state = self.state, "dropped"
+        if state == "allocated":
+            self._store.free_blocks(self.offsets)
+        elif state == "pinned":
+            self._store.release_blocks(self.offsets)
+
+
+class BelugaStoragePluginImpl:
+    """LMCache storage plugin on a Beluga pool.  LMCache calls
+    ``(dst_device, config, metadata, local_cpu_backend, loop)``; ``pool``
+    (keyword) shares an open pool."""
+
+    def __init__(self, dst_device="cpu", config=None, metadata=None, local_cpu_backend=None,
+                 loop=None, pool=None):
+        self.dst_device, self.config, self.metadata = dst_device, config, metadata
+        extra = dict(getattr(config, "extra_config", None) or {})
+        self.extra = extra
+        self.pool = pool if pool is not None else beluga.Pool(extra.get("beluga.path"))
+        self._stores = {}
+        self._pins = {}            # (ns, key16) -> [offsets, ...] taken by contains/pin
+        self._lookup_pins = {}     # lookup_id -> {(ns, key16): [offsets, ...]}
+        self._lock = threading.Lock()
+        shape = tuple(int(x) for x in metadata.kv_shape)        # (L, 2|1, chunk, H|latent, D?)
+        self._geometry = shape
+        self._dtype = _dtype_name(metadata.kv_dtype)
+        self.chunk_size = shape[2]
+
+    # ---- keys and stores -------------------------------------------------
+
+    def _store_for(self, key):
+        ident = (key.model_name, int(key.world_size), int(key.worker_id))
+        s = self._stores.get(ident)
+        if s is None:
+            L, kv, chunk = self._geometry[:3]
+            rest = self._geometry[3:]
+            common = dict(model=key.model_name, num_layers=L, dtype=self._dtype,
+                          tokens_per_block=chunk)
+            if kv == 1:                                      # KV_MLA_FMT
+                spec = ModelSpec(num_kv_heads=1, head_dim=1, latent_dim=int(np.prod(rest)), **common)
+            else:
+                h, d = rest if len(rest) == 2 else (1, rest[0])
+                spec = ModelSpec(num_kv_heads=h * ident[1], head_dim=d, tp_rank=ident[2],
+                                 tp_size=ident[1], **common)
+            s = KVStore(self.pool, BlockLayout(spec, self.pool.block_size),
+                        salt=self.extra.get("beluga.salt"))
+            self._stores[ident] = s
+        return s
+
+    def _key16(self, key):
+        k = K.digest16(key.chunk_hash)
+        group = getattr(key, "kv_group", 0) or 0
+        rc = getattr(key, "request_configs", None)
+        if group or rc:
+            tag = repr((int(group), sorted((rc or {}).items()))).encode()
+            k = K.digest16(b"lmcache-key\0" + k + tag)
+        return k
+
+    def _lmcache_view(self, store, raw):
+        """KV_2LTD [2, L, T, hidden] (or MLA [1, L, T, latent]) view of a
+        canonical block, without a copy."""
+        blk = store.layout.view(raw)
+        if store.layout.spec.is_mla:
+            return blk[None]
+        L, _, T, H, D = blk.shape
+        v = blk.transpose(1, 0, 2, 3, 4).reshape(2, L, T, H * D)
+        assert v.base is not None and np.shares_memory(v, blk)
+        return v
+
+    # ---- allocator backend -------------------------------------------------
+
+    def initialize_allocator(self, config, metadata):
+        return self
+
+    def get_memory_allocator(self):
+        return self
+
+    def calculate_chunk_budget(self):
+        parts = max(s.layout.parts for s in self._stores.values()) if self._stores else 1
+        return self.pool.stats()["total_blocks"] // parts
+
+    def _default_key(self):
+        m = self.metadata
+        return type("K", (), dict(model_name=m.model_name, world_size=m.world_size,
+                                  worker_id=m.worker_id))
+
+    def allocate(self, shapes, dtypes, fmt=None, eviction=True, busy_loop=True):
+        objs = self.batched_allocate(shapes, dtypes, 1, fmt, eviction, busy_loop)
+        return objs[0] if objs else None
+
+    def batched_allocate(self, shapes, dtypes, batch_size, fmt=None, eviction=True,
+                         busy_loop=True):
+        store = self._store_for(self._default_key())
+        want = tuple(self._lmcache_view(store, np.zeros(store.layout.block_bytes, np.uint8)).shape)
+        shape = _one_shape(shapes)
+        if shape != want:
+            if len(shape) == len(want) and shape[2] < want[2]:
+                return None     # a partial trailing chunk: not stored (see the module doc)
+            raise ValueError(f"LMCache asked for {shape}; the beluga layout holds chunks of "
+                             f"{want}: check chunk_size and the model geometry")
+        alloc = store.allocate(batch_size, partial=True)
+        if alloc.count == 0:
+            return None
+        offsets = alloc.detach()
+        m = store.layout.parts
+        objs = []
+        for i in range(alloc.count):
+            offs = offsets[i * m:(i + 1) * m]
+            raw = store.block_view(offs, writable=True)
+            obj_state = "allocated"
+            if raw is None:
+                raw = np.zeros(store.layout.block_bytes, np.uint8)
+            obj = BelugaMemoryObj(self, store, offs, self._lmcache_view(store, raw), obj_state, fmt)
+            if store.layout.parts > 1:
+                obj._staging = raw
+            objs.append(obj)
+        return objs
+
+    # ---- puts ------------------------------------------------------------
+
+    def batched_submit_put_task(self, keys, objs, transfer_spec=None):
+        futures = []
+        for key, obj in zip(keys, objs):
+            store, k = self._store_for(key), self._key16(key)
+            if isinstance(obj, BelugaMemoryObj) and obj.state == "allocated" and obj._store is store:
+                if obj._staging is not None:
+                    store.write_block(obj.offsets, obj._staging)
+                obj.state = "published"
+                res = store.publish_blocks(obj.offsets, k)
+            else:                                        # someone else's memory: copy it in
+                src = obj._np if isinstance(obj, BelugaMemoryObj) else \
+                    (obj.tensor.numpy() if hasattr(obj.tensor, "numpy") else np.asarray(obj.tensor))
+
+                def writer(i, dst, src=src):
+                    self._lmcache_view(store, dst)[...] = src
+                res = store.store(k, writer=writer)
+            futures.append(_done(res.ok))
+        return futures
+
+    def exists_in_put_tasks(self, key):
+        return False            # puts complete inside batched_submit_put_task
+
+    # ---- lookups and pins -------------------------------------------------
+
+    def contains(self, key, pin=False):
+        return self.batched_contains([key], pin) == 1
+
+    def batched_contains(self, keys, pin=False):
+        """Leading run of present keys (one LOOKUP); with ``pin`` each hit
+        stays pinned until ``unpin``."""
+        return self._contains(keys, pin, self._pins)
+
+    def batched_async_contains(self, lookup_id, keys, pin=False):
+        with self._lock:
+            table = self._lookup_pins.setdefault(lookup_id, {})
+        return self._contains(keys, pin, table)
+
+    def _contains(self, keys, pin, table):
+        if not keys:
+            return 0
+        store = self._store_for(keys[0])
+        ks = [self._key16(k) for k in keys]
+        if not pin:
+            return store.lookup(ks)
+        p = store.pin(ks)
+        offs = p.detach()
+        m = store.layout.parts
+        with self._lock:
+            for i in range(p.count):
+                table.setdefault((store.ns.value, ks[i]), []).append(offs[i * m:(i + 1) * m])
+        return p.count
+
+    def pin(self, key):
+        return self.batched_contains([key], pin=True) == 1
+
+    def unpin(self, key):
+        store, k = self._store_for(key), self._key16(key)
+        with self._lock:
+            lst = self._pins.get((store.ns.value, k))
+            offs = lst.pop() if lst else None
+            if lst is not None and not lst:
+                del self._pins[(store.ns.value, k)]
+        if offs is None:
+            return False
+        store.release_blocks(offs)
+        return True
+
+    # ---- gets ------------------------------------------------------------
+
+    def _get(self, key, table=None):
+        store, k = self._store_for(key), self._key16(key)
+        offs = None
+        if table is not None:
+            with self._lock:
+                lst = table.get((store.ns.value, k))
+                if lst:
+                    offs = lst.pop()
+        if offs is None:
+            p = store.pin(k)
+            if p.count == 0:
+                return None
+            offs = p.detach()
+        raw = store.block_view(offs)
+        if raw is None:                                  # split block: a host copy
+            raw = np.empty(store.layout.block_bytes, np.uint8)
+            store.read_block(offs, raw)
+            store.release_blocks(offs)
+            raw.flags.writeable = False
+            return BelugaMemoryObj(self, store, offs, self._lmcache_view(store, raw), "copy")
+        return BelugaMemoryObj(self, store, offs, self._lmcache_view(store, raw), "pinned")
+
+    def get_blocking(self, key):
+        return self._get(key)
+
+    def batched_get_blocking(self, keys):
+        return [self._get(k) for k in keys]
+
+    def get_non_blocking(self, key):
+        obj = self._get(key)
+        return None if obj is None else _done(obj)
+
+    def batched_get_non_blocking(self, lookup_id, keys, transfer_spec=None):
+        with self._lock:
+            table = self._lookup_pins.pop(lookup_id, {})
+        objs = [self._get(k, table) for k in keys]
+        for (ns, _), lst in table.items():               # pinned by contains, not fetched
+            store = next(s for s in self._stores.values() if s.ns.value == ns)
+            for offs in lst:
+                store.release_blocks(offs)
+        return _done([o for o in objs if o is not None])
+
+    def submit_prefetch_task(self, key):
+        return False            # the pool is memory: nothing to prefetch
+
+    # ---- removal and shutdown -------------------------------------------
+
+    def remove(self, key, force=True):
+        store, k = self._store_for(key), self._key16(key)
+        try:
+            self.pool.evict_key(store.ns.value, k)
+            return True
+        except beluga.Error:
+            return False        # not present, pinned, or no admin right (ABI gap)
+
+    def batched_remove(self, keys, force=True):
+        return sum(self.remove(k, force) for k in keys)
+
+    def outstanding_pins(self):
+        with self._lock:
+            return sum(len(v) for v in self._pins.values()) + sum(
+                len(v) for t in self._lookup_pins.values() for v in t.values())
+
+    def close(self):
+        with self._lock:
+            tables = [self._pins] + list(self._lookup_pins.values())
+            self._lookup_pins = {}
+            for t in tables:
+                for (ns, _), lst in t.items():
+                    store = next(s for s in self._stores.values() if s.ns.value == ns)
+                    for offs in lst:
+                        store.release_blocks(offs)
+                t.clear()
+        for s in self._stores.values():
+            s.close()
+
+
+_built = {}
+
+
+def __getattr__(name):
+    if name != "BelugaStoragePlugin":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    if name not in _built:
+        bases = (BelugaStoragePluginImpl,)
+        for mod, cls in (("lmcache.v1.storage_backend.abstract_backend", "StoragePluginInterface"),
+                         ("lmcache.v1.storage_backend.abstract_backend", "AllocatorBackendInterface")):
+            base = engine_module(mod)
+            if base is not None and hasattr(base, cls):
+                bases += (getattr(base, cls),)
+                break
+        _built[name] = type(name, bases, {"__module__": __name__,
+                                          "__doc__": BelugaStoragePluginImpl.__doc__})
+    return _built[name]
