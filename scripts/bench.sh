@@ -108,7 +108,7 @@ if [ $host -eq 1 ]; then
 			"$BELUGA_ROOT/bench/python/overhead.py" --fake --env host-fake --out "$res" \
 			--c-bin "$out/python/lookup64-fake" "${pyq[@]}" || log "bench/python/overhead.py failed"
 		pyq=()
-		[ $smoke -eq 1 ] && pyq=(--requests 12 --reps 1)
+		[ $smoke -eq 1 ] && pyq=(--requests 8 --reps 1)
 		if [ -n "$trace" ]; then
 			PYTHONPATH=$BELUGA_ROOT/userspace/build/python-fake /usr/bin/python3 \
 				"$BELUGA_ROOT/bench/python/mini_replay.py" --fake --env host-fake --out "$res" \
