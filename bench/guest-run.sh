@@ -9,7 +9,7 @@
 #   BENCH_MODE=full|smoke  BENCH_SECTIONS="meta data scale replay"
 #   BENCH_CMDS: belbench argument lists, one per line, instead of the sections
 #               (@CXL@ and @RAMDAX@ stand for the device-dax names)
-#   BENCH_PY_TRACE, BENCH_PY_CBIN: the trace for bench/python/mini_replay.py and
+#   BENCH_PY_TRACE, BENCH_PY_CLIB: the trace for bench/python/mini_replay.py and
 #               the C side of bench/python/overhead.py (host paths)
 # Section "python" runs bench/python with the host's /usr/bin/python3 from the
 # host's root shared over 9p (/etc/beluga/python.sh, as the test guest does).
@@ -109,14 +109,14 @@ python_benches() {
 	"$_ctl" attach /dev/$_dev --block-size 64K || { echo "# python benches: attach /dev/$_dev failed"; return 0; }
 	_pyout=/tmp/pybench
 	if [ "$BENCH_MODE" = smoke ]; then
-		_ov="--rounds 2 --samples 5 --sample-ms 2" _rp="--requests 12 --reps 1"
+		_ov="--rounds 2 --samples 5 --sample-ms 2" _rp="--requests 8 --reps 1"
 	else
-		_ov="--rounds 7 --samples 15 --sample-ms 5" _rp="--reps 5"
+		_ov="--rounds 7 --samples 15 --sample-ms 5" _rp="--reps 3"
 	fi
 	echo "# python: overhead.py on /dev/beluga (/dev/$_dev, 64 KiB blocks)"
 	# shellcheck disable=SC2086
 	py_run "$py_repo/bench/python/overhead.py" --device /dev/beluga --env "$ENV" --out $_pyout \
-		--c-bin "$BENCH_PY_CBIN" $_ov ||
+		--c-lib "$BENCH_PY_CLIB" $_ov ||
 		echo "# bench/python/overhead.py exited with status $?"
 	if [ -n "${BENCH_PY_TRACE:-}" ]; then
 		echo "# python: mini_replay.py"

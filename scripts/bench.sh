@@ -106,9 +106,9 @@ if [ $host -eq 1 ]; then
 		[ $smoke -eq 1 ] && pyq=(--rounds 2 --samples 5 --sample-ms 2)
 		PYTHONPATH=$BELUGA_ROOT/userspace/build/python-fake /usr/bin/python3 \
 			"$BELUGA_ROOT/bench/python/overhead.py" --fake --env host-fake --out "$res" \
-			--c-bin "$out/python/lookup64-fake" "${pyq[@]}" || log "bench/python/overhead.py failed"
+			--c-lib "$out/python/liblookup64-fake.so" "${pyq[@]}" || log "bench/python/overhead.py failed"
 		pyq=()
-		[ $smoke -eq 1 ] && pyq=(--requests 12 --reps 1)
+		[ $smoke -eq 1 ] && pyq=(--requests 8 --reps 1)
 		if [ -n "$trace" ]; then
 			PYTHONPATH=$BELUGA_ROOT/userspace/build/python-fake /usr/bin/python3 \
 				"$BELUGA_ROOT/bench/python/mini_replay.py" --fake --env host-fake --out "$res" \
@@ -132,8 +132,8 @@ run_guest() {
 		"$([ $smoke -eq 1 ] && echo smoke || echo full)" "$sections" "$gcmds" >"$stage/config"
 	# bench/python in the guest reads the trace in place, through the share
 	if [ $py_ok -eq 1 ]; then
-		printf 'BENCH_PY_TRACE="%s"\nBENCH_PY_CBIN="%s"\n' \
-			"${trace:+$(realpath "$trace")}" "$(realpath "$out/python/lookup64")" >>"$stage/config"
+		printf 'BENCH_PY_TRACE="%s"\nBENCH_PY_CLIB="%s"\n' \
+			"${trace:+$(realpath "$trace")}" "$(realpath "$out/python/liblookup64.so")" >>"$stage/config"
 	fi
 	# A private build directory: other guests build the module and their
 	# initramfs in build/ at the same time.

@@ -58,6 +58,16 @@ run hash "$dir/test_hash"
 run batch "$dir/test_batch"
 run sysfs "$dir/test_sysfs"
 run errors "$dir/test_errors"
+# The same threads under ThreadSanitizer, where this kernel lets it run.
+tsan=$dir/../tsan/test_errors
+if [ -x "$tsan" ]; then
+	if TSAN_OPTIONS=halt_on_error=1 "$tsan" 2>&1 | grep -q 'FATAL: ThreadSanitizer'; then
+		n=$((n + 1))
+		echo "ok $n errors-tsan # SKIP ThreadSanitizer cannot start here (address space layout)"
+	else
+		TSAN_OPTIONS=halt_on_error=1:exitcode=66 run errors-tsan "$tsan"
+	fi
+fi
 run cli "$here/test_cli.sh" "$dir"
 run install "$here/test_install.sh" "$here/.."
 run python "$here/test_python.sh" "$here/.."

@@ -282,6 +282,16 @@ def test_bad_arguments_are_rejected_before_touching_the_pool(pool, store):
     assert_clean(pool)
 
 
+def test_closed_store_says_so(pool, unique_ns):
+    store = KVStore(pool, make_layout(pool), salt=f"closed-{unique_ns}")
+    k = keys_for(store, 1)
+    store.store(k, blocks_for(store.layout, 1, seed=15))
+    store.close()
+    with pytest.raises(ValueError, match="closed"):
+        store.load(k, store.layout.empty(1))
+    assert_clean(pool)                          # the failed load released its pin
+
+
 def test_layout_must_match_the_pool(pool):
     spec = ModelSpec(model="m", num_layers=1, num_kv_heads=1, head_dim=1, dtype="float32")
     with pytest.raises(ValueError, match="pool.block_size"):
@@ -318,3 +328,150 @@ def test_describe_lists_namespace_fields(store):
     assert f"0x{store.ns.value:016x}" in d
     for field in ("model", "tp_rank", "tokens_per_block", "salt", "sha256"):
         assert field in d
+
+
+# ---- property: any interleaving, any pressure: loads are exact or missing --
+
+from hypothesis import HealthCheck, given, settings, strategies as st    # noqa: E402
+
+OPS = st.lists(st.tuples(st.sampled_from(["store", "load", "pin", "unpin", "squeeze", "unsqueeze"]),
+                         st.integers(0, 2), st.integers(1, 6)), min_size=1, max_size=12)
+
+
+# The pool fixture is shared by the examples: each uses a fresh salt and
+# leaves nothing allocated or pinned, which the end of the test checks.
+@settings(max_examples=25, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ops=OPS)
+def test_any_sequence_loads_exact_bytes_or_reports_missing(pool, ops):
+    import secrets
+    store = KVStore(pool, make_layout(pool), salt=f"prop-{secrets.randbits(64)}")
+    lay = store.layout
+    # three chains sharing their first two blocks
+    base = list(range(1, 1 + 2 * lay.tokens))
+    chains = [store.keys_for(base + [1000 * (c + 1) + t for t in range(4 * lay.tokens)])
+              for c in range(3)]
+
+    def kv(key16):
+        rng = np.random.default_rng(int.from_bytes(key16[:8], "little"))
+        return rng.standard_normal(lay.shape).astype(lay.dtype)
+
+    pinned, held = [], []
+    try:
+        for op, c, n in ops:
+            k = chains[c][:16 * n]
+            if op == "store":
+                res = store.store(k, np.stack([kv(x) for x in K.split(k)]))
+                assert res.present + res.not_stored + len(res.failed) == n
+            elif op == "load":
+                out = lay.empty(n)
+                out[:] = np.nan
+                res = store.load(k, out)
+                for i, x in enumerate(K.split(k)):
+                    if i < res.loaded:
+                        assert out[i].tobytes() == kv(x).tobytes()
+                    else:
+                        assert np.isnan(out[i]).all()        # never written
+            elif op == "pin":
+                pinned.append((store.pin(k), k))
+            elif op == "unpin" and pinned:
+                pinned.pop(0)[0].release()
+            elif op == "squeeze":
+                free = pool.stats()["free_blocks"]
+                if free > n:
+                    held.append(pool.alloc(free - n))
+            elif op == "unsqueeze" and held:
+                pool.free(held.pop())
+            s = pool.stats()
+            assert s["free_blocks"] + s["allocated_blocks"] + s["published_blocks"] == s["total_blocks"]
+        for p, k in pinned:             # pinned blocks survived all pressure intact
+            for i in range(p.count):
+                assert p.view(i).tobytes() == kv(K.split(k)[i]).tobytes()
+    finally:
+        for p, _ in pinned:
+            p.release()
+        for h in held:
+            pool.free(h)
+        store.close()
+    assert_clean(pool)
+
+
+class SkewedPool:
+    """A pool whose pinned LOOKUP returns the hits' offsets rotated by one, as
+    BELUGA_FAKE_LOOKUP_SKEW does to the C tests: a broken kernel or binding."""
+
+    def __init__(self, pool):
+        self._pool = pool
+
+    def __getattr__(self, name):
+        return getattr(self._pool, name)
+
+    def lookup(self, ns, keys, pin=False):
+        hits, offs = self._pool.lookup(ns, keys, pin=pin)
+        if pin and hits > 1:
+            offs = offs[1:hits] + offs[:1] + offs[hits:]
+        return hits, offs
+
+
+def test_the_round_trip_check_catches_a_wrong_offset(pool, unique_ns):
+    good = KVStore(pool, make_layout(pool), salt=f"skew-{unique_ns}")
+    bad = KVStore(SkewedPool(pool), make_layout(pool), salt=f"skew-{unique_ns}")
+    data = blocks_for(good.layout, 3, seed=14)
+    k = keys_for(good, 3)
+    good.store(k, data)
+    out = good.layout.empty(3)
+    assert bad.load(k, out).ok                       # the store cannot tell...
+    assert out.tobytes() != data.tobytes()           # ...but the bytes do
+    assert good.load(k, out).ok and out.tobytes() == data.tobytes()
+    good.close(), bad.close()
+    assert_clean(pool)
+
+
+def test_threads_store_and_load_overlapping_chains(pool, unique_ns):
+    """SGLang calls the backend from its prefetch and backup threads at once."""
+    import threading
+    store = KVStore(pool, make_layout(pool), salt=f"threads-{unique_ns}")
+    lay = store.layout
+    base = list(range(1, 1 + 2 * lay.tokens))
+    chains = [store.keys_for(base + [5000 * (c + 1) + t for t in range(2 * lay.tokens)])
+              for c in range(4)]
+
+    def kv(key16):
+        rng = np.random.default_rng(int.from_bytes(key16[:8], "little"))
+        return rng.standard_normal(lay.shape).astype(lay.dtype)
+
+    errors = []
+
+    def run(c):
+        try:
+            k = chains[c]
+            for _ in range(5):
+                store.store(k, np.stack([kv(x) for x in K.split(k)]))
+                out = lay.empty(4)
+                res = store.load(k, out)
+                for i, x in enumerate(K.split(k)[:res.loaded]):
+                    assert out[i].tobytes() == kv(x).tobytes()
+        except BaseException as e:          # reported below, in the main thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=run, args=(c,)) for c in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    st = store.stats()
+    assert st["stored"] >= 4 * 2 + 2        # every chain's own blocks, the shared two once
+    store.close()
+    assert_clean(pool)
+
+
+def test_readme_quick_start_runs(pool, capsys):
+    """The quick start in userspace/python/README.md works as printed."""
+    import re
+    readme = Path(__file__).resolve().parents[3] / "userspace" / "python" / "README.md"
+    code = re.search(r"## Quick start.*?```python\n(.*?)```", readme.read_text(), re.S).group(1)
+    exec(compile(code, str(readme), "exec"), {})
+    out = capsys.readouterr().out
+    # on the real module an earlier run may have stored the block already
+    assert ("stored=1" in out or "skipped=1" in out) and "loaded=1" in out, out
+    assert out.rstrip().endswith("True"), out

@@ -96,7 +96,7 @@ class MiniModel:
 
     def qkv(self, layer, h, positions, tp_size, tp_rank):
         """One rank's rotated Q and K and its V for the rows of h."""
-        cfg, p, d = self.cfg, self.layers[layer], self.cfg.head_dim
+        p, d = self.layers[layer], self.cfg.head_dim
         qs, ks = self.shard(tp_size, tp_rank)
         T = h.shape[0]
         wq = p["wq"][:, qs.start * d:qs.stop * d]
@@ -110,7 +110,7 @@ class MiniModel:
     def attend(self, layer, q, k_ctx, v_ctx, positions, tp_size, tp_rank):
         """Causal GQA attention of q (T, qh, d) over the context (C, kvh, d);
         returns this rank's partial output projection (T, hidden)."""
-        cfg, d = self.cfg, self.cfg.head_dim
+        d = self.cfg.head_dim
         T, qh, _ = q.shape
         C, kvh, _ = k_ctx.shape
         grp = qh // kvh

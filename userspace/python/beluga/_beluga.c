@@ -146,16 +146,6 @@ static PyObject *new_array(PyObject *zero, Py_ssize_t n, void **data)
 	return arr;
 }
 
-static PyObject *u64_array(const uint64_t *src, size_t n)
-{
-	void *data;
-	PyObject *arr = new_array(zero_q, (Py_ssize_t)n, &data);
-
-	if (arr && n)
-		memcpy(data, src, n * sizeof(uint64_t));
-	return arr;
-}
-
 /* ---- Input buffers ------------------------------------------------------ */
 
 /* Native little-endian code of a struct-module format, or 0 if foreign. */
@@ -186,14 +176,22 @@ static int get_contiguous(PyObject *obj, Py_buffer *view, int writable, const ch
 		return -1;
 	}
 	if (PyObject_GetBuffer(obj, view, flags)) {
-		if (writable && PyErr_ExceptionMatches(PyExc_BufferError) &&
-		    !PyObject_GetBuffer(obj, view, PyBUF_STRIDES | PyBUF_FORMAT)) {
+		/* Exporters differ (BufferError, numpy's ValueError): ask again. */
+		PyObject *t, *v, *tb;
+
+		PyErr_Fetch(&t, &v, &tb);
+		if (writable && !PyObject_GetBuffer(obj, view, PyBUF_STRIDES | PyBUF_FORMAT)) {
 			PyBuffer_Release(view);
-			PyErr_Clear();
+			Py_XDECREF(t);
+			Py_XDECREF(v);
+			Py_XDECREF(tb);
 			PyErr_Format(PyExc_TypeError,
 				     "%s is read-only but is written: pass a writable buffer "
 				     "(bytearray, array, writable numpy array)", what);
+			return -1;
 		}
+		PyErr_Clear();
+		PyErr_Restore(t, v, tb);
 		return -1;
 	}
 	if (!PyBuffer_IsContiguous(view, 'C')) {
@@ -405,6 +403,39 @@ static int get_ns(PyObject *obj, uint64_t *ns)
 	return 0;
 }
 
+/* PyArg "O&" converters: ints in range, never wrapped like "K" and "I". */
+static int conv_u64(PyObject *obj, void *out)
+{
+	unsigned long long v;
+
+	if (!PyLong_Check(obj)) {
+		PyErr_Format(PyExc_TypeError, "expected an int, not %.100s", Py_TYPE(obj)->tp_name);
+		return 0;
+	}
+	v = PyLong_AsUnsignedLongLong(obj);
+	if (PyErr_Occurred()) {
+		PyErr_Clear();
+		PyErr_SetString(PyExc_OverflowError, "expected an int in [0, 2**64)");
+		return 0;
+	}
+	*(uint64_t *)out = v;
+	return 1;
+}
+
+static int conv_u32(PyObject *obj, void *out)
+{
+	uint64_t v;
+
+	if (!conv_u64(obj, &v))
+		return 0;
+	if (v > UINT32_MAX) {
+		PyErr_SetString(PyExc_OverflowError, "expected an int in [0, 2**32)");
+		return 0;
+	}
+	*(uint32_t *)out = (uint32_t)v;
+	return 1;
+}
+
 /* ---- Pool ---------------------------------------------------------------- */
 
 enum { POOL_OPEN, POOL_CLOSING, POOL_CLOSED };
@@ -431,6 +462,7 @@ typedef struct PoolMap {
 	uint64_t block_size;
 	Py_ssize_t exports;	/* buffer views plus running CUDA calls; GIL */
 	int cuda_busy;		/* a CUDA (un)registration runs; GIL */
+	int cuda_registered;	/* registered: a remap would drop it; GIL */
 	int closed;
 } PoolMap;
 
@@ -723,19 +755,15 @@ static PyObject *Pool_stats(Pool *p, PyObject *Py_UNUSED(ignored))
 static PyObject *Pool_region_info(Pool *p, PyObject *arg)
 {
 	struct beluga_region_info ri;
-	unsigned long id;
+	uint32_t id;
 	PyObject *d;
 	int ret;
 
-	id = PyLong_AsUnsignedLong(arg);
-	if (PyErr_Occurred() || id > UINT32_MAX) {
-		PyErr_Clear();
-		PyErr_SetString(PyExc_TypeError, "region_id must be an int in [0, 2**32)");
+	if (!conv_u32(arg, &id))
 		return NULL;
-	}
 	if (pool_enter(p))
 		return NULL;
-	POOL_CALL(p, ret = beluga_region_info(p->b, (uint32_t)id, &ri));
+	POOL_CALL(p, ret = beluga_region_info(p->b, id, &ri));
 	pool_leave(p);
 	if (ret)
 		return raise_beluga(ret);
@@ -914,12 +942,17 @@ out:
 	return res;
 }
 
-/* lookup(ns, keys, pin=False): parsed by hand, it is the hot path. */
+/*
+ * lookup(ns, keys, pin=False): parsed by hand, it is the hot path. With
+ * pin, the offsets land in the result array directly, which is cut to the
+ * hits afterwards (shrinking an array cannot fail), so that no pin is
+ * taken that could not be handed to the caller.
+ */
 static PyObject *Pool_lookup(Pool *p, PyObject *const *args, Py_ssize_t nargs,
 			     PyObject *kwnames)
 {
-	uint64_t stack_offs[64], *offs = NULL;
-	PyObject *pin_obj = NULL, *arr, *ret_obj;
+	PyObject *pin_obj = NULL, *arr = NULL;
+	uint64_t *offs = NULL;
 	struct keys_arg k;
 	ssize_t hits;
 	uint64_t ns;
@@ -947,44 +980,36 @@ static PyObject *Pool_lookup(Pool *p, PyObject *const *args, Py_ssize_t nargs,
 	if (get_keys(args[1], &k, "keys"))
 		return NULL;
 	if (pin) {
-		offs = k.n <= 64 ? stack_offs : malloc(k.n * sizeof(*offs));
-		if (!offs) {
-			keys_release(&k);
-			return PyErr_NoMemory();
-		}
+		arr = new_array(zero_q, (Py_ssize_t)k.n, (void **)&offs);
+		if (!arr)
+			goto fail;
 	}
-	if (pool_enter(p)) {
-		hits = 0;
+	if (pool_enter(p))
 		goto fail;
-	}
 	POOL_CALL(p, hits = beluga_lookup(p->b, ns, k.keys, k.n, offs,
 					  pin ? BELUGA_LOOKUP_PIN : 0));
-	pool_leave(p);
-	if (hits < 0) {
-		raise_beluga((int)hits);
-		goto fail;
-	}
 	keys_release(&k);
-	if (!pin)
+	if (hits < 0) {
+		pool_leave(p);
+		Py_XDECREF(arr);
+		return raise_beluga((int)hits);
+	}
+	if (!pin) {
+		pool_leave(p);
 		return Py_BuildValue("(nO)", (Py_ssize_t)hits, Py_None);
-	arr = u64_array(offs, (size_t)hits);
-	if (!arr) {
-		/* Do not leave pins nobody can release. */
-		Py_BEGIN_ALLOW_THREADS
-		beluga_release(p->b, offs, (size_t)hits);
-		Py_END_ALLOW_THREADS
-		if (offs != stack_offs)
-			free(offs);
+	}
+	if ((size_t)hits < k.n && PySequence_DelSlice(arr, hits, (Py_ssize_t)k.n)) {
+		/* Not reached in practice; give the pins back rather than leak them. */
+		POOL_CALL(p, beluga_release(p->b, offs, (size_t)hits));
+		pool_leave(p);
+		Py_DECREF(arr);
 		return NULL;
 	}
-	if (offs != stack_offs)
-		free(offs);
-	ret_obj = Py_BuildValue("(nN)", (Py_ssize_t)hits, arr);
-	return ret_obj;
+	pool_leave(p);
+	return Py_BuildValue("(nN)", (Py_ssize_t)hits, arr);
 fail:
 	keys_release(&k);
-	if (offs != stack_offs)
-		free(offs);
+	Py_XDECREF(arr);
 	return NULL;
 usage:
 	PyErr_SetString(PyExc_TypeError, "lookup(ns, keys, pin=False)");
@@ -1014,14 +1039,14 @@ static PyObject *attach_dict(const struct beluga_attach *a)
 static PyObject *Pool_attach_dax(Pool *p, PyObject *args, PyObject *kwds)
 {
 	static char *kwlist[] = { "dax", "block_size", "shared", "host_id", "format", NULL };
-	unsigned long long block_size = 0;
+	uint64_t block_size = 0;
 	int shared = 0, host_id = -1, format = 0, ret;
 	PyObject *dax_obj, *dax_bytes = NULL;
 	struct beluga_attach out;
 	const char *dax;
 
-	if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|Kpip:attach_dax", kwlist, &dax_obj,
-					 &block_size, &shared, &host_id, &format))
+	if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|O&pip:attach_dax", kwlist, &dax_obj,
+					 conv_u64, &block_size, &shared, &host_id, &format))
 		return NULL;
 	if (!PyUnicode_FSConverter(dax_obj, &dax_bytes))
 		return NULL;
@@ -1052,12 +1077,12 @@ static PyObject *Pool_attach_dax(Pool *p, PyObject *args, PyObject *kwds)
 static PyObject *Pool_attach_node(Pool *p, PyObject *args, PyObject *kwds)
 {
 	static char *kwlist[] = { "node", "size", "block_size", NULL };
-	unsigned long long size, block_size = 0;
+	uint64_t size, block_size = 0;
 	struct beluga_attach out;
 	int node, ret;
 
-	if (!PyArg_ParseTupleAndKeywords(args, kwds, "iK|K:attach_node", kwlist, &node, &size,
-					 &block_size))
+	if (!PyArg_ParseTupleAndKeywords(args, kwds, "iO&|O&:attach_node", kwlist, &node,
+					 conv_u64, &size, conv_u64, &block_size))
 		return NULL;
 	memset(&out, 0, sizeof(out));
 	if (pool_enter(p))
@@ -1072,11 +1097,12 @@ static PyObject *Pool_attach_node(Pool *p, PyObject *args, PyObject *kwds)
 static PyObject *Pool_detach(Pool *p, PyObject *args, PyObject *kwds)
 {
 	static char *kwlist[] = { "region_id", "evict", NULL };
-	unsigned int region_id;
+	uint32_t region_id;
 	uint64_t evicted = 0;
 	int evict = 0, ret;
 
-	if (!PyArg_ParseTupleAndKeywords(args, kwds, "I|p:detach", kwlist, &region_id, &evict))
+	if (!PyArg_ParseTupleAndKeywords(args, kwds, "O&|p:detach", kwlist, conv_u32, &region_id,
+					 &evict))
 		return NULL;
 	if (pool_enter(p))
 		return NULL;
@@ -1168,6 +1194,7 @@ static int poolmap_unmap(PoolMap *m)
 	m->base = NULL;
 	m->length = 0;
 	m->closed = 1;
+	m->cuda_registered = 0;	/* beluga_unmap() unregistered it */
 	if (m->pool->map == m)
 		m->pool->map = NULL;
 	return 0;
@@ -1181,8 +1208,9 @@ static PyObject *Pool_map(Pool *p, PyObject *Py_UNUSED(ignored))
 	if (p->state != POOL_OPEN)
 		return closed_error();
 	if (m) {
-		/* Grow it to regions attached since, unless views pin it. */
-		if (!m->exports && !beluga_info(p->b, &info) && info.map_size != m->length &&
+		/* Grow it to regions attached since, unless views or CUDA pin it. */
+		if (!m->exports && !m->cuda_registered && !beluga_info(p->b, &info) &&
+		    info.map_size != m->length &&
 		    poolmap_map(m)) {
 			poolmap_unmap(m);
 			return NULL;
@@ -1197,6 +1225,7 @@ static PyObject *Pool_map(Pool *p, PyObject *Py_UNUSED(ignored))
 	m->pool = p;
 	m->exports = 0;
 	m->cuda_busy = 0;
+	m->cuda_registered = 0;
 	m->closed = 1;
 	m->base = NULL;
 	m->length = 0;
@@ -1340,6 +1369,7 @@ static PyObject *poolmap_cuda(PoolMap *m, int reg, unsigned int flags)
 	pool_leave(m->pool);
 	if (ret)
 		return raise_beluga(ret);
+	m->cuda_registered = reg;
 	Py_RETURN_NONE;
 }
 
@@ -1388,6 +1418,11 @@ static PyObject *PoolMap_get_address(PoolMap *m, void *Py_UNUSED(c))
 	return PyLong_FromVoidPtr(m->base);
 }
 
+static PyObject *PoolMap_get_cuda_registered(PoolMap *m, void *Py_UNUSED(c))
+{
+	return PyBool_FromLong(m->cuda_registered);
+}
+
 static PyObject *PoolMap_get_block_size(PoolMap *m, void *Py_UNUSED(c))
 {
 	return PyLong_FromUnsignedLongLong(m->block_size);
@@ -1430,7 +1465,11 @@ static PyMethodDef PoolMap_methods[] = {
 static PyGetSetDef PoolMap_getset[] = {
 	{ "closed", (getter)PoolMap_get_closed, NULL, "True once unmapped", NULL },
 	{ "address", (getter)PoolMap_get_address, NULL,
-	  "the mapping's base address (for GPU copies); valid while open", NULL },
+	  "the mapping's base address, for GPU copies and other C code: hold a memoryview "
+	  "of the map while the address is in use (an export keeps it mapped in place)",
+	  NULL },
+	{ "cuda_registered", (getter)PoolMap_get_cuda_registered, NULL,
+	  "registered with cuda_register()", NULL },
 	{ "block_size", (getter)PoolMap_get_block_size, NULL, "bytes per block", NULL },
 	{ "pool", (getter)PoolMap_get_pool, NULL, "the Pool this maps", NULL },
 	{ "exports", (getter)PoolMap_get_exports, NULL, "views now exported", NULL },
@@ -1671,50 +1710,82 @@ static PyObject *mod_hash_block(PyObject *Py_UNUSED(m), PyObject *const *args, P
 	return PyBytes_FromStringAndSize((const char *)bytes, 16);
 }
 
+/*
+ * hash_chain(tokens, block_tokens, parent=None, out=None): the keys of the
+ * full blocks as bytes, or written into @out (a writable, C-contiguous key
+ * buffer: as many keys as fit), returning the number written.
+ */
 static PyObject *mod_hash_chain(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kwds)
 {
-	static char *kwlist[] = { "tokens", "block_tokens", "parent", NULL };
-	PyObject *tokens, *parent_obj = Py_None, *out;
-	struct beluga_key parent, *keys;
+	static char *kwlist[] = { "tokens", "block_tokens", "parent", "out", NULL };
+	PyObject *tokens, *parent_obj = Py_None, *out_obj = Py_None, *ret = NULL;
+	struct beluga_key parent, *keys = NULL;
+	Py_buffer out = { .obj = NULL };
+	unsigned char *dst;
 	Py_ssize_t block_tokens;
 	struct uint_arg t;
 	size_t nkeys, i;
 	ssize_t got;
 	int has;
 
-	if (!PyArg_ParseTupleAndKeywords(args, kwds, "On|O:hash_chain", kwlist, &tokens,
-					 &block_tokens, &parent_obj))
+	if (!PyArg_ParseTupleAndKeywords(args, kwds, "On|OO:hash_chain", kwlist, &tokens,
+					 &block_tokens, &parent_obj, &out_obj))
 		return NULL;
 	if (block_tokens < 1) {
 		PyErr_Format(PyExc_ValueError, "hash_chain: block_tokens must be >= 1, got %zd",
 			     block_tokens);
 		return NULL;
 	}
-	if (get_parent(parent_obj, &parent, &has) ||
-	    get_uints(tokens, &t, 4, "tokens", "uint32"))
+	if (get_parent(parent_obj, &parent, &has))
 		return NULL;
+	if (out_obj != Py_None) {
+		if (get_contiguous(out_obj, &out, 1, "out"))
+			return NULL;
+		if (!key_format_ok(&out) || out.len % 16) {
+			PyErr_Format(PyExc_TypeError,
+				     "out must be a writable buffer of 16-byte keys (bytearray of "
+				     "16n bytes, numpy uint8/uint64 or [('lo','<u8'),('hi','<u8')]); "
+				     "got format '%s', %zd bytes",
+				     out.format ? out.format : "B", out.len);
+			PyBuffer_Release(&out);
+			return NULL;
+		}
+	}
+	if (get_uints(tokens, &t, 4, "tokens", "uint32"))
+		goto done;
 	nkeys = t.n / (size_t)block_tokens;
-	out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(nkeys * 16));
-	keys = out ? PyMem_Malloc(nkeys * sizeof(*keys) + 1) : NULL;
+	if (out.obj && nkeys > (size_t)out.len / 16)
+		nkeys = (size_t)out.len / 16;
+	keys = PyMem_Malloc(nkeys * sizeof(*keys) + 1);
 	if (!keys) {
-		uint_arg_release(&t);
-		Py_XDECREF(out);
-		return out ? PyErr_NoMemory() : NULL;
+		PyErr_NoMemory();
+		goto done_tokens;
 	}
 	Py_BEGIN_ALLOW_THREADS
 	got = beluga_hash_chain(has ? &parent : NULL, t.data, t.n, (size_t)block_tokens, keys,
 				nkeys);
 	Py_END_ALLOW_THREADS
-	uint_arg_release(&t);
 	if (got < 0) {
-		PyMem_Free(keys);
-		Py_DECREF(out);
-		return raise_beluga((int)got);
+		raise_beluga((int)got);
+		goto done_tokens;
 	}
-	for (i = 0; i < (size_t)got; i++)
-		key_to_bytes(&keys[i], (unsigned char *)PyBytes_AS_STRING(out) + 16 * i);
+	if (out.obj) {
+		dst = out.buf;
+		ret = PyLong_FromSsize_t(got);
+	} else {
+		ret = PyBytes_FromStringAndSize(NULL, got * 16);
+		dst = ret ? (unsigned char *)PyBytes_AS_STRING(ret) : NULL;
+	}
+	/* Byte by byte: @out need not be aligned, and keys are little-endian. */
+	for (i = 0; dst && i < (size_t)got; i++)
+		key_to_bytes(&keys[i], dst + 16 * i);
+done_tokens:
+	uint_arg_release(&t);
+done:
 	PyMem_Free(keys);
-	return out;
+	if (out.obj)
+		PyBuffer_Release(&out);
+	return ret;
 }
 
 static PyObject *mod_strerror(PyObject *Py_UNUSED(m), PyObject *arg)
@@ -1806,18 +1877,20 @@ static int fake_add_regions(const char *spec)
 
 static PyObject *mod_fake_reset(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kwds)
 {
-	static char *kwlist[] = { "block_size", "regions", "max_batch", NULL };
-	unsigned long long block_size = 65536;
-	unsigned int max_batch = BELUGA_MAX_BATCH;
+	static char *kwlist[] = { "block_size", "regions", "max_batch", "abi_version", NULL };
+	uint64_t block_size = 65536;
+	uint32_t max_batch = BELUGA_MAX_BATCH, abi = BELUGA_ABI_VERSION;
 	const char *regions = "dax0.0:16M";
 	int ret;
 
-	if (!PyArg_ParseTupleAndKeywords(args, kwds, "|KsI:_fake_reset", kwlist, &block_size,
-					 &regions, &max_batch))
+	if (!PyArg_ParseTupleAndKeywords(args, kwds, "|O&sO&O&:_fake_reset", kwlist,
+					 conv_u64, &block_size, &regions, conv_u32, &max_batch,
+					 conv_u32, &abi))
 		return NULL;
 	pthread_mutex_lock(&fake_lock);
 	fake_delay_us = 0;
 	fake_kernel_reset(block_size, max_batch);
+	fake.abi_version = abi;
 	fake_wrap();
 	ret = fake_add_regions(regions);
 	pthread_mutex_unlock(&fake_lock);
@@ -1908,12 +1981,14 @@ static PyMethodDef module_methods[] = {
 	{ "hash_block", (PyCFunction)(void (*)(void))mod_hash_block, METH_FASTCALL,
 	  "hash_block(parent, tokens) -> bytes(16); parent None or a 16-byte key" },
 	{ "hash_chain", (PyCFunction)(void (*)(void))mod_hash_chain, METH_VARARGS | METH_KEYWORDS,
-	  "hash_chain(tokens, block_tokens, parent=None) -> bytes(16 * full blocks)" },
+	  "hash_chain(tokens, block_tokens, parent=None, out=None) -> bytes(16 * full blocks); "
+	  "with out (a writable key buffer), fills it and returns the keys written" },
 	{ "strerror", mod_strerror, METH_O,
 	  "strerror(errno) -> what the error means in Beluga" },
 #ifdef BELUGA_PY_FAKE
 	{ "_fake_reset", (PyCFunction)(void (*)(void))mod_fake_reset, METH_VARARGS | METH_KEYWORDS,
-	  "_fake_reset(block_size=65536, regions='dax0.0:16M', max_batch=4096): test only" },
+	  "_fake_reset(block_size=65536, regions='dax0.0:16M', max_batch=4096, abi_version=ABI_VERSION): "
+	  "a fresh fake pool: test only" },
 	{ "_fake_calls", mod_fake_calls, METH_NOARGS,
 	  "_fake_calls() -> {command: ioctls since reset}: test only" },
 	{ "_fake_delay", mod_fake_delay, METH_O,
