@@ -15,21 +15,22 @@ import beluga
 REPO = pathlib.Path(__file__).resolve().parents[3]
 
 
-def test_leak_check_catches_allocations_and_pins(device, unique_ns):
-    import conftest
+def test_leak_check_catches_allocations_and_pins(device, unique_ns, leak_check):
+    # The class behind the fixture (`import conftest` may find another conftest).
+    LeakCheck = type(leak_check)
 
     with beluga.Pool(device) as p:
-        lc = conftest.LeakCheck(device, allowed=False)
+        lc = LeakCheck(device, allowed=False)
         offs = p.alloc(1)
         with pytest.raises(AssertionError, match="left blocks behind"):
             lc.check()
         p.publish(unique_ns, offs, b"q" * 16)
-        lc = conftest.LeakCheck(device, allowed=False)
+        lc = LeakCheck(device, allowed=False)
         hits, pinned = p.lookup(unique_ns, b"q" * 16, pin=True)
         with pytest.raises(AssertionError, match=r"release\(\) what lookup"):
             lc.check()
         p.release(pinned)
-        lc = conftest.LeakCheck(device, allowed=False)
+        lc = LeakCheck(device, allowed=False)
         p.evict_ns(unique_ns)
         lc.check()
 
