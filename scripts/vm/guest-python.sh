@@ -6,7 +6,8 @@
 # The guest has no Python of its own: it runs Debian's /usr/bin/python3 from the
 # host's root filesystem, shared read-only over 9p (QEMU -virtfs, mount tag
 # hostroot) and chrooted at /host, with the guest's /proc, /sys and /dev bound in
-# and a tmpfs on /tmp for everything written. REPO is the repository's absolute
+# and a tmpfs on /tmp (/var/tmp if the repository is under /tmp) for everything
+# written. REPO is the repository's absolute
 # path on the host, so the real beluga package that `make -C userspace python`
 # built (REPO/userspace/build/python) and the tests are read straight from it.
 #
@@ -48,16 +49,26 @@ py_mount() {
 	for _d in proc sys dev; do
 		mount -o rbind /$_d $PY_ROOT/$_d || { echo "# binding /$_d into $PY_ROOT failed"; return 1; }
 	done
-	mount -t tmpfs -o size=256m tmpfs $PY_ROOT/tmp || { echo "# a tmpfs on $PY_ROOT/tmp failed"; return 1; }
+	# The one writable place: a tmpfs over the host's /tmp, or, where the
+	# repository itself lives under /tmp (a CI clone may), over /var/tmp, so
+	# that the tmpfs does not hide it.
+	for PY_TMP in /tmp /var/tmp /mnt; do
+		case $py_repo/ in
+		"$PY_TMP"/*) continue ;;
+		esac
+		[ -d "$PY_ROOT$PY_TMP" ] && break
+	done
+	mount -t tmpfs -o size=256m tmpfs "$PY_ROOT$PY_TMP" || { echo "# a tmpfs on $PY_ROOT$PY_TMP failed"; return 1; }
+	echo "$PY_TMP" >/tmp/python.tmpdir
 }
 
 # py_run ARGS...: the host's python3 in the chroot, with a clean environment,
 # killed after PY_TIMEOUT seconds
 py_run() {
-	timeout "$PY_TIMEOUT" chroot $PY_ROOT /usr/bin/env -i -C /tmp PATH=/usr/bin:/bin HOME=/tmp TMPDIR=/tmp LANG=C.UTF-8 \
-		PYTHONDONTWRITEBYTECODE=1 \
+	timeout "$PY_TIMEOUT" chroot $PY_ROOT /usr/bin/env -i -C "$PY_TMP" PATH=/usr/bin:/bin \
+		HOME="$PY_TMP" TMPDIR="$PY_TMP" LANG=C.UTF-8 PYTHONDONTWRITEBYTECODE=1 COLUMNS=200 \
 		PYTHONPATH="$py_repo/userspace/build/python" \
-		BELUGA_TEST_REAL=1 BELUGA_DEVICE=/dev/beluga BELUGA_PYTEST_TAP=/tmp/python.tap \
+		BELUGA_TEST_REAL=1 BELUGA_DEVICE=/dev/beluga BELUGA_PYTEST_TAP="$PY_TMP/python.tap" \
 		/usr/bin/python3 "$@"
 }
 
@@ -85,6 +96,7 @@ python_stage() {
 		tap_fail python:hostroot "the host's root is not usable at $PY_ROOT" "$_out"
 		return 1
 	fi
+	PY_TMP=$(cat /tmp/python.tmpdir)
 	[ -n "$_out" ] && echo "$_out" | sed 's/^/# /'
 	if [ ! -x $PY_ROOT/usr/bin/python3 ]; then
 		tap_fail python:deps "the host has no /usr/bin/python3: run scripts/install-deps.sh"
@@ -121,7 +133,7 @@ sys.exit("missing Python modules: " + " ".join(missing) if missing else 0)' 2>&1
 	# failures, errors and skips in the short summary, which the failures
 	# below carry as comments; --durations: where the guest time goes;
 	# faulthandler_timeout: a test stuck for 5 minutes prints every stack.
-	_tap=/tmp/python.tap _log=/tmp/pytest.log
+	_tap=$PY_TMP/python.tap _log=$PY_TMP/pytest.log
 	rm -f "$PY_ROOT$_tap" "$PY_ROOT$_log" /tmp/python.rc
 	{
 		py_run -m pytest -p no:cacheprovider -o faulthandler_timeout=300 \
@@ -141,9 +153,10 @@ sys.exit("missing Python modules: " + " ".join(missing) if missing else 0)' 2>&1
 			echo "not ok - pytest:exit-status-$_rc"
 			echo "# pytest exited with status $_rc: $(pytest_status_meaning "$_rc")"
 		fi
-		if [ "$_rc" -ne 0 ]; then
+		_summary=$(sed -n '/short test summary info/,$p' "$PY_ROOT$_log" | grep -v '^SKIPPED' | head -n 60)
+		if [ "$_rc" -ne 0 ] && [ -n "$_summary" ]; then
 			echo "# pytest's short summary (its whole output is in the guest console log):"
-			sed -n '/short test summary info/,$p' "$PY_ROOT$_log" | head -n 60 | sed 's/^/#   /'
+			echo "$_summary" | sed 's/^/#   /'
 		fi
 		echo "BELUGA-RC 0"
 	} | awk -v pfx="$BELUGA_KPFX:python:" -v prog="$BELUGA_KPFX:python" -v n="$(tap_count)" \

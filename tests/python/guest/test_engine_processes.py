@@ -15,14 +15,12 @@ import time
 import pytest
 
 import beluga
+from engine_procs import CHILD_DEADLINE_S, engine, join_all, recv, start
 
 pytestmark = pytest.mark.real_only("several engine processes on one pool")
 
 BLOCKS = 8
 TOKENS_PER_BLOCK = 16
-# Long enough for a child to start and report, short enough not to hide a hang
-# for long (a deadline for a child's message, not a performance bound).
-CHILD_DEADLINE_S = 120
 
 
 def tokens_for(seed, nblocks=BLOCKS):
@@ -40,29 +38,7 @@ def digest(buf):
     return hashlib.sha256(buf).hexdigest()
 
 
-def recv(conn, what):
-    if not conn.poll(CHILD_DEADLINE_S):
-        pytest.fail("no message from the %s within %d s" % (what, CHILD_DEADLINE_S))
-    msg = conn.recv()
-    if "error" in msg:
-        pytest.fail("the %s failed: %s" % (what, msg["error"]))
-    return msg
-
-
-def child(fn):
-    """Run fn(conn, *args) in an engine process; report an exception instead
-    of dying silently."""
-    def run(conn, *args):
-        try:
-            fn(conn, *args)
-        except BaseException as e:  # noqa: B902 (reported to the parent)
-            conn.send({"error": "%s: %s" % (type(e).__name__, e)})
-        finally:
-            conn.close()
-    return run
-
-
-@child
+@engine
 def engine_store(conn, ns, seed, go):
     """Alloc, write and publish a chain; with `go`, wait for it before PUBLISH."""
     with beluga.Pool() as pool:
@@ -82,7 +58,7 @@ def engine_store(conn, ns, seed, go):
                    "offsets": list(offs)})
 
 
-@child
+@engine
 def engine_load(conn, ns, seed):
     """Find the chain with pins and read every block it found."""
     with beluga.Pool() as pool:
@@ -101,24 +77,6 @@ def engine_load(conn, ns, seed):
 
 def expected_digests(seed, block_size):
     return [digest(block_bytes(seed, i, block_size)) for i in range(BLOCKS)]
-
-
-def start(mp, target, *args):
-    parent, child_conn = mp.Pipe()
-    p = mp.Process(target=target, args=(child_conn,) + args)
-    p.start()
-    child_conn.close()
-    return p, parent
-
-
-def join_all(procs):
-    for p in procs:
-        p.join(CHILD_DEADLINE_S)
-        if p.is_alive():
-            p.kill()
-            p.join()
-            pytest.fail("engine process %d did not exit" % p.pid)
-        assert p.exitcode == 0, "engine process %d exited with %s" % (p.pid, p.exitcode)
 
 
 def test_readers_in_other_processes_read_the_stored_bytes(pool, unique_ns, mp):
@@ -177,7 +135,7 @@ def test_racing_engines_publish_each_key_once(pool, unique_ns, mp):
     pool.evict_ns(unique_ns)
 
 
-@child
+@engine
 def engine_killed_mid_store(conn, ns_read, seed_read, ns_store, seed_store):
     """Pin a cached chain, allocate 2*BLOCKS, publish the first BLOCKS/2 of the
     new chain, report, then keep writing the rest until killed."""

@@ -68,66 +68,95 @@ class OffloadingConfig:
 
 
 class FakeGPU:
-    """Paged KV "device" memory: per layer a (num_blocks, 2*T*H*D) page
-    tensor (K then V), or one cross-layer tensor."""
+    """Paged KV "device" memory of one TP rank: per layer a (num_blocks,
+    page_bytes) int8 tensor holding (2, T, heads, dim) -- K then V -- or
+    (T, latent) for MLA, or one cross-layer tensor of all layers."""
 
-    def __init__(self, layout, num_blocks, cross_layer=False, blocks_per_chunk=1):
+    def __init__(self, layout, num_blocks, cross_layer=False, blocks_per_chunk=1,
+                 tp_rank=0, tp_size=1):
         self.layout = layout
         self.sub = layout.tokens // blocks_per_chunk
         s = layout.spec
-        self.page_shape = (2, self.sub, s.heads_local, s.head_dim)
-        per = int(np.prod(self.page_shape)) * layout.itemsize
-        if cross_layer:
-            t = np.zeros((num_blocks, layout.layers * per), np.int8)
-            self.caches = CanonicalKVCaches([CanonicalKVCacheTensor(t, layout.layers * per)],
-                                            [[CanonicalKVCacheRef(0, layout.layers * per)]])
-            self.view = lambda b: t[b].view(layout.dtype).reshape((layout.layers,) + self.page_shape)
+        if s.is_mla:
+            self.heads = None
+            self.page_shape = (self.sub, s.latent_dim)
         else:
-            ts = [np.zeros((num_blocks, per), np.int8) for _ in range(layout.layers)]
-            self.caches = CanonicalKVCaches([CanonicalKVCacheTensor(x, per) for x in ts],
-                                            [[CanonicalKVCacheRef(i, per) for i in range(layout.layers)]])
-            self.view = lambda b: np.stack([x[b].view(layout.dtype).reshape(self.page_shape) for x in ts])
-            self._ts = ts
+            local = max(1, s.num_kv_heads // tp_size)
+            first = tp_rank * s.num_kv_heads // tp_size
+            self.heads = slice(first, first + local)
+            self.page_shape = (2, self.sub, local, s.head_dim)
+        per = int(np.prod(self.page_shape)) * layout.itemsize
+        L = layout.layers
+        if cross_layer:
+            t = np.zeros((num_blocks, L * per), np.int8)
+            self._ts = [t]
+            self.caches = CanonicalKVCaches([CanonicalKVCacheTensor(t, L * per)],
+                                            [[CanonicalKVCacheRef(0, L * per)]])
+        else:
+            self._ts = [np.zeros((num_blocks, per), np.int8) for _ in range(L)]
+            self.caches = CanonicalKVCaches([CanonicalKVCacheTensor(x, per) for x in self._ts],
+                                            [[CanonicalKVCacheRef(i, per) for i in range(L)]])
         self.cross = cross_layer
         self.free = list(range(num_blocks))
 
     def poison(self, ids):
         for b in ids:
-            for t in self.caches.tensors:
-                t.tensor[b] = -1           # NaN pattern: a missed load is visible
+            for t in self._ts:
+                t[b] = -1                  # NaN pattern: a missed load is visible
+
+    def expected(self, kv, j):
+        """This rank's share of sub-block j of a (full) block's KV, one
+        array per layer."""
+        tok = slice(j * self.sub, (j + 1) * self.sub)
+        if self.heads is None:
+            return np.ascontiguousarray(kv[:, tok])
+        return np.ascontiguousarray(kv[:, :, tok, self.heads])
 
     def write(self, gid, kv, j):
-        """Write sub-block j of an offloaded block's KV (layout-shaped)."""
-        tok = slice(j * self.sub, (j + 1) * self.sub)
-        sub = kv[:, :, tok]                                  # (L, 2, sub, H, D)
+        sub = self.expected(kv, j)                            # (L,) + page_shape
         if self.cross:
-            self.caches.tensors[0].tensor[gid] = sub.reshape(-1).view(np.int8)
+            self._ts[0][gid] = sub.reshape(-1).view(np.int8)
         else:
             for layer, x in enumerate(self._ts):
                 x[gid] = sub[layer].reshape(-1).view(np.int8)
 
     def read(self, gid):
-        return self.view(gid)
+        lay = self.layout
+        if self.cross:
+            return self._ts[0][gid].view(lay.dtype).reshape((lay.layers,) + self.page_shape)
+        return np.stack([x[gid].view(lay.dtype).reshape(self.page_shape) for x in self._ts])
 
 
 class Engine:
-    """Plays vLLM's scheduler and one worker around a BelugaOffloadingSpec."""
+    """Plays vLLM's scheduler and its TP workers around a
+    BelugaOffloadingSpec: one manager, one worker (and FakeGPU) per rank.
+    A transfer job succeeds when every worker's part of it did, as the
+    connector aggregates them."""
 
-    def __init__(self, pool, extra, layout_hint=None, cross_layer=False, gpu_blocks=256):
+    def __init__(self, pool, extra, cross_layer=False, gpu_blocks=256):
         self.spec = V.BelugaOffloadingSpec(OffloadingConfig(extra), pool=pool)
         self.layout = self.spec.store.layout
-        bpc = self.spec.blocks_per_chunk
-        self.bpc = bpc
-        self.gpu = FakeGPU(self.layout, gpu_blocks, cross_layer, bpc)
+        self.bpc = self.spec.blocks_per_chunk
+        tp = self.spec.tp_size
+        self.gpus = [FakeGPU(self.layout, gpu_blocks, cross_layer, self.bpc, r, tp)
+                     for r in range(tp)]
+        self.gpu = self.gpus[0]
         self.manager = self.spec.get_manager()
-        self.worker = self.spec.get_worker(self.gpu.caches)
+        self.workers = [self.spec.get_worker(g.caches, tp_rank=r) for r, g in enumerate(self.gpus)]
+        self.worker = self.workers[0]
         self.job = 0
         self.load_failures = 0
         self.LR = V.engine_types()["LookupResult"]
 
-    def _next_job(self):
+    def _transfer(self, submit, *args):
         self.job += 1
-        return self.job
+        ok = True
+        for w in self.workers:
+            getattr(w, submit)(self.job, *args)
+            w.wait({self.job})
+            (res,) = [r for r in w.get_finished() if r.job_id == self.job]
+            ok = ok and res.success
+        return ok
 
     def serve(self, req):
         """One request; returns the number of offloaded blocks loaded."""
@@ -144,44 +173,42 @@ class Engine:
         for key in keys[:hits]:
             assert self.manager.lookup(key, ctx) == self.LR.HIT
         bpc = self.bpc
-        gpu_ids = [self.gpu.free.pop() for _ in range(n * bpc)]
-        self.gpu.poison(gpu_ids)
+        gpu_ids = [self.gpu.free.pop() for _ in range(n * bpc)]   # same ids on every rank
+        for g in self.gpus:
+            g.poison(gpu_ids)
         loaded = 0
         if hits:
             spec = self.manager.prepare_load(keys[:hits], ctx)
-            job = self._next_job()
-            self.worker.submit_load(job, spec, GPULoadStoreSpec(gpu_ids[:hits * bpc], [hits * bpc], [0]))
-            self.worker.wait({job})
-            (res,) = [r for r in self.worker.get_finished() if r.job_id == job]
+            ok = self._transfer("submit_load", spec,
+                                GPULoadStoreSpec(gpu_ids[:hits * bpc], [hits * bpc], [0]))
             self.manager.complete_load(keys[:hits], ctx)
-            if res.success:
+            if ok:
                 loaded = hits
             else:
                 self.load_failures += 1            # vLLM recomputes these
         for b in range(loaded, n):                  # "compute" the rest
             kv = block_kv(self.layout, req.hex[b])
-            for j in range(bpc):
-                self.gpu.write(gpu_ids[b * bpc + j], kv, j)
+            for g in self.gpus:
+                for j in range(bpc):
+                    g.write(gpu_ids[b * bpc + j], kv, j)
         # The offloading connector stores the blocks it computed.
         out = self.manager.prepare_store(keys[loaded:], ctx)
         if out is not None and out.keys_to_store:
             idx = {k: i for i, k in enumerate(keys)}
             ids = [gpu_ids[idx[k] * bpc + j] for k in out.keys_to_store for j in range(bpc)]
-            job = self._next_job()
-            self.worker.submit_store(job, GPULoadStoreSpec(ids, [len(ids)], [idx[out.keys_to_store[0]] * bpc]),
-                                     out.store_spec)
-            self.worker.wait({job})
-            (res,) = [r for r in self.worker.get_finished() if r.job_id == job]
-            self.manager.complete_store(out.keys_to_store, ctx, success=res.success)
-        # Every block in GPU memory is the block the model would compute.
-        for b in range(n):
-            want = block_kv(self.layout, req.hex[b])
-            for j in range(bpc):
-                got = self.gpu.read(gpu_ids[b * bpc + j])
-                tok = slice(j * self.gpu.sub, (j + 1) * self.gpu.sub)
-                if got.tobytes() != np.ascontiguousarray(want[:, :, tok]).tobytes():
-                    raise AssertionError(f"{req.req_id}: block {b} sub-block {j} differs "
-                                         f"({'loaded' if b < loaded else 'computed'})")
+            ok = self._transfer("submit_store",
+                                GPULoadStoreSpec(ids, [len(ids)], [idx[out.keys_to_store[0]] * bpc]),
+                                out.store_spec)
+            self.manager.complete_store(out.keys_to_store, ctx, success=ok)
+        # Every block in every rank's GPU memory is what the model computes.
+        for r, g in enumerate(self.gpus):
+            for b in range(n):
+                kv = block_kv(self.layout, req.hex[b])
+                for j in range(bpc):
+                    if g.read(gpu_ids[b * bpc + j]).tobytes() != g.expected(kv, j).tobytes():
+                        raise AssertionError(
+                            f"{req.req_id}: rank {r} block {b} sub-block {j} differs "
+                            f"({'loaded' if b < loaded else 'computed'})")
         self.manager.on_request_finished(ctx)
         self.gpu.free.extend(gpu_ids)
         return loaded

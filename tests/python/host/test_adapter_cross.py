@@ -65,3 +65,18 @@ def test_different_salt_shares_nothing(pool, unique_ns):
         [("salt", f"a-{unique_ns}", f"b-{unique_ns}")]
     for x in list(a.values()) + list(b.values()):
         x.close()
+
+
+def test_vllm_tp2_blocks_are_read_by_sglang_tp1(pool, unique_ns):
+    salt = f"tp-{unique_ns}"
+    vllm = VL.Engine(pool, dict(model="beluga-test/tiny", num_layers=2, num_kv_heads=2,
+                                head_dim=16, dtype="float32", tokens_per_block=16,
+                                tp_size=2, salt=salt))
+    sgl = SG.Engine(pool, layer_num=2, head_num=2, head_dim=16, page_size=16, pages=96, salt=salt)
+    reqs, _ = conversations(16, 20, seed=33, systems=1, turns=2)
+    for r in reqs:
+        vllm.serve(r)
+    for r in reqs:
+        assert sgl.serve(r) == r.num_blocks
+    vllm.close(), sgl.close()
+    assert pool_clean(pool)[0]

@@ -7,6 +7,7 @@ Runs on the fake kernel on the host and on /dev/beluga in the guest
 
 import array
 import errno
+import os
 
 import pytest
 
@@ -213,3 +214,46 @@ def test_integer_arguments_are_range_checked(pool):
         pool.region_info("0")
     with pytest.raises(OverflowError):
         pool.evict_ns(-1)
+
+
+def test_default_path(device, monkeypatch, backend):
+    with beluga.Pool() as p:        # $BELUGA_DEVICE, which the fixture set
+        assert p.path == device
+    monkeypatch.delenv("BELUGA_DEVICE")
+    if backend == "real" or os.path.exists(beluga.DEVICE_PATH):
+        with beluga.Pool() as p:
+            assert p.path == beluga.DEVICE_PATH
+    else:
+        with pytest.raises(beluga.NotFound, match="/dev/beluga not found: load the module"):
+            beluga.Pool()
+
+
+def test_path_like_and_read_only_open(device):
+    import pathlib
+
+    with beluga.Pool(pathlib.Path(device), writable=False) as p:
+        assert p.path == device and not p.writable
+        assert p.info()["abi_version"] == beluga.ABI_VERSION
+
+
+def test_attach_node_and_detach(pool, backend):
+    """Admin commands on both backends (real: root, memory on node 0)."""
+    bs = pool.block_size
+    size = max(2 * bs, 4 << 20)
+    try:
+        a = pool.attach_node(0, size)
+    except beluga.PermissionDenied:
+        pytest.skip("attach needs CAP_SYS_ADMIN: run the tests as root")
+    rid = a["region_id"]
+    try:
+        assert a["backend"] == beluga.BACKEND_NODE and a["node"] == 0
+        assert a["block_size"] == bs and a["nr_blocks"] == size // bs
+        ri = pool.region_info(rid)
+        assert ri["first_offset"] == a["first_offset"] and ri["nr_blocks"] == a["nr_blocks"]
+        # The module names node regions itself (ATTACH does not write the name back).
+        assert ri["free_blocks"] == a["nr_blocks"] and ri["name"] == "node0"
+        assert pool.map_size >= a["first_offset"] + size
+    finally:
+        assert pool.detach(rid, evict=True) == 0
+    with pytest.raises(beluga.NotFound, match=f"no region in slot {rid}"):
+        pool.detach(rid)

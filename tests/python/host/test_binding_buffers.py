@@ -2,6 +2,7 @@
 """Keys, offsets and tokens as buffers: every accepted form, every refusal."""
 
 import array
+import ctypes
 
 import numpy as np
 import pytest
@@ -111,7 +112,14 @@ def offset_forms(offs):
         "memoryview-Q": memoryview(a),
         "memoryview-L": memoryview(a.tobytes()).cast("L"),
         "numpy-uint64-2d": np.array(offs, dtype=np.uint64).reshape(len(offs), 1),
+        "ctypes-<Q": (ctypes.c_uint64 * len(offs))(*offs),
     }
+
+
+def test_offset_forms_cover_the_formats():
+    formats = {memoryview(v).format for v in offset_forms([0]).values()
+               if not isinstance(v, (list, tuple))}
+    assert {"Q", "L", "<Q"} <= formats
 
 
 @pytest.mark.parametrize("form", list(offset_forms([0])))
@@ -232,3 +240,29 @@ def test_cache_maintenance_takes_buffers(pool):
         beluga.flush_range(12)
     with pytest.raises(BufferError, match="not C-contiguous"):
         beluga.invalidate_range(np.zeros(8, dtype=np.uint8)[::2])
+
+
+def test_hash_chain_into_a_buffer():
+    want = beluga.hash_chain(range(64), 16)
+    for out in (bytearray(64), np.zeros(64, np.uint8), np.zeros(8, np.uint64),
+                np.zeros(4, KEY_DTYPE), memoryview(bytearray(65))[1:]):
+        assert beluga.hash_chain(range(64), 16, out=out) == 4
+        assert bytes(memoryview(out).cast("B")) == want
+    # As many as fit, like beluga_hash_chain()'s max_keys.
+    small = bytearray(32)
+    assert beluga.hash_chain(range(64), 16, out=small) == 2 and bytes(small) == want[:32]
+    assert beluga.hash_chain(range(64), 16, out=bytearray(0)) == 0
+
+
+def test_hash_chain_out_refusals():
+    ro = np.zeros(64, np.uint8)
+    ro.flags.writeable = False
+    for bad in (bytes(64), ro, memoryview(bytearray(64)).toreadonly()):
+        with pytest.raises(TypeError, match="out is read-only but is written"):
+            beluga.hash_chain(range(64), 16, out=bad)
+    with pytest.raises(BufferError, match="out is not C-contiguous"):
+        beluga.hash_chain(range(64), 16, out=np.zeros(128, np.uint8)[::2])
+    with pytest.raises(TypeError, match="16-byte keys"):
+        beluga.hash_chain(range(64), 16, out=bytearray(63))
+    with pytest.raises(TypeError, match="16-byte keys"):
+        beluga.hash_chain(range(64), 16, out=np.zeros(16, np.float32))

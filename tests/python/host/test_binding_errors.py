@@ -2,7 +2,7 @@
 """Every errno libbeluga returns maps to its exception, with libbeluga's message.
 
 The fake kernel's fault injection (_fake_fail) makes the kernel fail a
-command with a chosen errno; the fake build only.
+command with a chosen errno; those tests run on the fake build only.
 """
 
 import errno
@@ -12,8 +12,12 @@ import pytest
 import beluga
 from beluga import _beluga
 
-pytestmark = pytest.mark.skipif(not beluga.FAKE_KERNEL,
-                                reason="fault injection needs the fake kernel")
+fake_only = pytest.mark.skipif(not beluga.FAKE_KERNEL,
+                               reason="fault injection needs the fake kernel")
+fake_regions = pytest.mark.skipif(
+    not beluga.FAKE_KERNEL,
+    reason="attaches nodes 2 and 3 and a dax device from a fake sysfs tree: the fake kernel "
+           "only (test_binding.py attaches node 0 on both)")
 
 KEY = b"k" * 16
 
@@ -47,6 +51,7 @@ def calls(pool):
     ("alloc", errno.E2BIG, beluga.Error, "too large"),
     ("stats", errno.EIO, beluga.Error, "STATS"),
 ])
+@fake_only
 def test_errno_maps_to_exception(pool, cmd, err, exc, fragment):
     _beluga._fake_fail(cmd, 1, err)
     with pytest.raises(exc, match=fragment) as ei:
@@ -79,12 +84,23 @@ def test_strerror():
     assert beluga.strerror(0) == "success"
 
 
+@fake_only
 def test_open_not_beluga(device):
     _beluga._fake_fail("info", 1, errno.ENOTTY)
     with pytest.raises(beluga.NotBeluga, match="is not a Beluga device"):
         beluga.Pool(device)
 
 
+@fake_only
+def test_open_other_abi(device):
+    _beluga._fake_reset(abi_version=99)
+    with pytest.raises(beluga.AbiMismatch, match="speaks Beluga ABI 99") as ei:
+        beluga.Pool(device)
+    assert ei.value.errno == errno.EPROTO
+    _beluga._fake_reset()
+
+
+@fake_only
 def test_no_region(device):
     _beluga._fake_reset(regions="")
     with beluga.Pool(device) as p:
@@ -99,6 +115,7 @@ def test_no_region(device):
 BIG = pytest.mark.fake_pool(block_size=4096, regions="dax0.0:32M")
 
 
+@fake_only
 @BIG
 def test_failed_publish_chunk_keeps_earlier_results(pool):
     ns = 77
@@ -118,6 +135,7 @@ def test_failed_publish_chunk_keeps_earlier_results(pool):
     pool.evict_ns(ns)
 
 
+@fake_only
 @BIG
 def test_failed_lookup_chunk_drops_its_pins(pool):
     ns = 78
@@ -131,6 +149,7 @@ def test_failed_lookup_chunk_drops_its_pins(pool):
     pool.evict_ns(ns)
 
 
+@fake_regions
 def test_admin_commands(pool):
     a = pool.attach_node(3, 4 << 20)
     assert a["backend"] == beluga.BACKEND_NODE and a["node"] == 3
@@ -153,6 +172,7 @@ def test_admin_commands(pool):
         pool.attach_dax("dax0.0", format=True)
 
 
+@fake_regions
 def test_detach_with_evict(pool):
     rid = pool.attach_node(2, 2 << 20)["region_id"]
     n = pool.region_info(rid)["nr_blocks"]
@@ -167,6 +187,7 @@ def test_detach_with_evict(pool):
     assert pool.detach(rid, evict=True) == n
 
 
+@fake_regions
 def test_attach_dax_through_sysfs(pool, tmp_path, monkeypatch):
     # A fake sysfs tree, as userspace/tests/test_sysfs.c builds one.
     dev = tmp_path / "sys/bus/dax/devices/dax7.0"

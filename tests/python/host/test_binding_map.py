@@ -167,3 +167,21 @@ def test_map_of_a_closed_pool(device):
     p.close()
     with pytest.raises(ValueError, match="pool is closed"):
         p.map()
+
+
+def test_cuda_registration(pool):
+    m = pool.map()
+    try:
+        m.cuda_register()
+    except beluga.NoCuda as exc:
+        assert exc.errno == errno.ENOSYS and "CUDA" in str(exc)
+        assert not m.cuda_registered
+        return
+    except beluga.Error as exc:
+        # A CUDA runtime without a usable GPU: CUDA's own reason.
+        assert exc.errno == errno.EIO and "cudaHostRegister" in str(exc)
+        assert not m.cuda_registered
+        return
+    assert m.cuda_registered and m.exports == 0
+    m.cuda_unregister()
+    assert not m.cuda_registered

@@ -282,6 +282,16 @@ def test_bad_arguments_are_rejected_before_touching_the_pool(pool, store):
     assert_clean(pool)
 
 
+def test_closed_store_says_so(pool, unique_ns):
+    store = KVStore(pool, make_layout(pool), salt=f"closed-{unique_ns}")
+    k = keys_for(store, 1)
+    store.store(k, blocks_for(store.layout, 1, seed=15))
+    store.close()
+    with pytest.raises(ValueError, match="closed"):
+        store.load(k, store.layout.empty(1))
+    assert_clean(pool)                          # the failed load released its pin
+
+
 def test_layout_must_match_the_pool(pool):
     spec = ModelSpec(model="m", num_layers=1, num_kv_heads=1, head_dim=1, dtype="float32")
     with pytest.raises(ValueError, match="pool.block_size"):
@@ -414,3 +424,54 @@ def test_the_round_trip_check_catches_a_wrong_offset(pool, unique_ns):
     assert good.load(k, out).ok and out.tobytes() == data.tobytes()
     good.close(), bad.close()
     assert_clean(pool)
+
+
+def test_threads_store_and_load_overlapping_chains(pool, unique_ns):
+    """SGLang calls the backend from its prefetch and backup threads at once."""
+    import threading
+    store = KVStore(pool, make_layout(pool), salt=f"threads-{unique_ns}")
+    lay = store.layout
+    base = list(range(1, 1 + 2 * lay.tokens))
+    chains = [store.keys_for(base + [5000 * (c + 1) + t for t in range(2 * lay.tokens)])
+              for c in range(4)]
+
+    def kv(key16):
+        rng = np.random.default_rng(int.from_bytes(key16[:8], "little"))
+        return rng.standard_normal(lay.shape).astype(lay.dtype)
+
+    errors = []
+
+    def run(c):
+        try:
+            k = chains[c]
+            for _ in range(5):
+                store.store(k, np.stack([kv(x) for x in K.split(k)]))
+                out = lay.empty(4)
+                res = store.load(k, out)
+                for i, x in enumerate(K.split(k)[:res.loaded]):
+                    assert out[i].tobytes() == kv(x).tobytes()
+        except BaseException as e:          # reported below, in the main thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=run, args=(c,)) for c in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    st = store.stats()
+    assert st["stored"] >= 4 * 2 + 2        # every chain's own blocks, the shared two once
+    store.close()
+    assert_clean(pool)
+
+
+def test_readme_quick_start_runs(pool, capsys):
+    """The quick start in userspace/python/README.md works as printed."""
+    import re
+    readme = Path(__file__).resolve().parents[3] / "userspace" / "python" / "README.md"
+    code = re.search(r"## Quick start.*?```python\n(.*?)```", readme.read_text(), re.S).group(1)
+    exec(compile(code, str(readme), "exec"), {})
+    out = capsys.readouterr().out
+    # on the real module an earlier run may have stored the block already
+    assert ("stored=1" in out or "skipped=1" in out) and "loaded=1" in out, out
+    assert out.rstrip().endswith("True"), out

@@ -176,14 +176,22 @@ static int get_contiguous(PyObject *obj, Py_buffer *view, int writable, const ch
 		return -1;
 	}
 	if (PyObject_GetBuffer(obj, view, flags)) {
-		if (writable && PyErr_ExceptionMatches(PyExc_BufferError) &&
-		    !PyObject_GetBuffer(obj, view, PyBUF_STRIDES | PyBUF_FORMAT)) {
+		/* Exporters differ (BufferError, numpy's ValueError): ask again. */
+		PyObject *t, *v, *tb;
+
+		PyErr_Fetch(&t, &v, &tb);
+		if (writable && !PyObject_GetBuffer(obj, view, PyBUF_STRIDES | PyBUF_FORMAT)) {
 			PyBuffer_Release(view);
-			PyErr_Clear();
+			Py_XDECREF(t);
+			Py_XDECREF(v);
+			Py_XDECREF(tb);
 			PyErr_Format(PyExc_TypeError,
 				     "%s is read-only but is written: pass a writable buffer "
 				     "(bytearray, array, writable numpy array)", what);
+			return -1;
 		}
+		PyErr_Clear();
+		PyErr_Restore(t, v, tb);
 		return -1;
 	}
 	if (!PyBuffer_IsContiguous(view, 'C')) {
@@ -454,6 +462,7 @@ typedef struct PoolMap {
 	uint64_t block_size;
 	Py_ssize_t exports;	/* buffer views plus running CUDA calls; GIL */
 	int cuda_busy;		/* a CUDA (un)registration runs; GIL */
+	int cuda_registered;	/* registered: a remap would drop it; GIL */
 	int closed;
 } PoolMap;
 
@@ -1185,6 +1194,7 @@ static int poolmap_unmap(PoolMap *m)
 	m->base = NULL;
 	m->length = 0;
 	m->closed = 1;
+	m->cuda_registered = 0;	/* beluga_unmap() unregistered it */
 	if (m->pool->map == m)
 		m->pool->map = NULL;
 	return 0;
@@ -1198,8 +1208,9 @@ static PyObject *Pool_map(Pool *p, PyObject *Py_UNUSED(ignored))
 	if (p->state != POOL_OPEN)
 		return closed_error();
 	if (m) {
-		/* Grow it to regions attached since, unless views pin it. */
-		if (!m->exports && !beluga_info(p->b, &info) && info.map_size != m->length &&
+		/* Grow it to regions attached since, unless views or CUDA pin it. */
+		if (!m->exports && !m->cuda_registered && !beluga_info(p->b, &info) &&
+		    info.map_size != m->length &&
 		    poolmap_map(m)) {
 			poolmap_unmap(m);
 			return NULL;
@@ -1214,6 +1225,7 @@ static PyObject *Pool_map(Pool *p, PyObject *Py_UNUSED(ignored))
 	m->pool = p;
 	m->exports = 0;
 	m->cuda_busy = 0;
+	m->cuda_registered = 0;
 	m->closed = 1;
 	m->base = NULL;
 	m->length = 0;
@@ -1357,6 +1369,7 @@ static PyObject *poolmap_cuda(PoolMap *m, int reg, unsigned int flags)
 	pool_leave(m->pool);
 	if (ret)
 		return raise_beluga(ret);
+	m->cuda_registered = reg;
 	Py_RETURN_NONE;
 }
 
@@ -1405,6 +1418,11 @@ static PyObject *PoolMap_get_address(PoolMap *m, void *Py_UNUSED(c))
 	return PyLong_FromVoidPtr(m->base);
 }
 
+static PyObject *PoolMap_get_cuda_registered(PoolMap *m, void *Py_UNUSED(c))
+{
+	return PyBool_FromLong(m->cuda_registered);
+}
+
 static PyObject *PoolMap_get_block_size(PoolMap *m, void *Py_UNUSED(c))
 {
 	return PyLong_FromUnsignedLongLong(m->block_size);
@@ -1447,7 +1465,11 @@ static PyMethodDef PoolMap_methods[] = {
 static PyGetSetDef PoolMap_getset[] = {
 	{ "closed", (getter)PoolMap_get_closed, NULL, "True once unmapped", NULL },
 	{ "address", (getter)PoolMap_get_address, NULL,
-	  "the mapping's base address (for GPU copies); valid while open", NULL },
+	  "the mapping's base address, for GPU copies and other C code: hold a memoryview "
+	  "of the map while the address is in use (an export keeps it mapped in place)",
+	  NULL },
+	{ "cuda_registered", (getter)PoolMap_get_cuda_registered, NULL,
+	  "registered with cuda_register()", NULL },
 	{ "block_size", (getter)PoolMap_get_block_size, NULL, "bytes per block", NULL },
 	{ "pool", (getter)PoolMap_get_pool, NULL, "the Pool this maps", NULL },
 	{ "exports", (getter)PoolMap_get_exports, NULL, "views now exported", NULL },
@@ -1688,50 +1710,82 @@ static PyObject *mod_hash_block(PyObject *Py_UNUSED(m), PyObject *const *args, P
 	return PyBytes_FromStringAndSize((const char *)bytes, 16);
 }
 
+/*
+ * hash_chain(tokens, block_tokens, parent=None, out=None): the keys of the
+ * full blocks as bytes, or written into @out (a writable, C-contiguous key
+ * buffer: as many keys as fit), returning the number written.
+ */
 static PyObject *mod_hash_chain(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kwds)
 {
-	static char *kwlist[] = { "tokens", "block_tokens", "parent", NULL };
-	PyObject *tokens, *parent_obj = Py_None, *out;
-	struct beluga_key parent, *keys;
+	static char *kwlist[] = { "tokens", "block_tokens", "parent", "out", NULL };
+	PyObject *tokens, *parent_obj = Py_None, *out_obj = Py_None, *ret = NULL;
+	struct beluga_key parent, *keys = NULL;
+	Py_buffer out = { .obj = NULL };
+	unsigned char *dst;
 	Py_ssize_t block_tokens;
 	struct uint_arg t;
 	size_t nkeys, i;
 	ssize_t got;
 	int has;
 
-	if (!PyArg_ParseTupleAndKeywords(args, kwds, "On|O:hash_chain", kwlist, &tokens,
-					 &block_tokens, &parent_obj))
+	if (!PyArg_ParseTupleAndKeywords(args, kwds, "On|OO:hash_chain", kwlist, &tokens,
+					 &block_tokens, &parent_obj, &out_obj))
 		return NULL;
 	if (block_tokens < 1) {
 		PyErr_Format(PyExc_ValueError, "hash_chain: block_tokens must be >= 1, got %zd",
 			     block_tokens);
 		return NULL;
 	}
-	if (get_parent(parent_obj, &parent, &has) ||
-	    get_uints(tokens, &t, 4, "tokens", "uint32"))
+	if (get_parent(parent_obj, &parent, &has))
 		return NULL;
+	if (out_obj != Py_None) {
+		if (get_contiguous(out_obj, &out, 1, "out"))
+			return NULL;
+		if (!key_format_ok(&out) || out.len % 16) {
+			PyErr_Format(PyExc_TypeError,
+				     "out must be a writable buffer of 16-byte keys (bytearray of "
+				     "16n bytes, numpy uint8/uint64 or [('lo','<u8'),('hi','<u8')]); "
+				     "got format '%s', %zd bytes",
+				     out.format ? out.format : "B", out.len);
+			PyBuffer_Release(&out);
+			return NULL;
+		}
+	}
+	if (get_uints(tokens, &t, 4, "tokens", "uint32"))
+		goto done;
 	nkeys = t.n / (size_t)block_tokens;
-	out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(nkeys * 16));
-	keys = out ? PyMem_Malloc(nkeys * sizeof(*keys) + 1) : NULL;
+	if (out.obj && nkeys > (size_t)out.len / 16)
+		nkeys = (size_t)out.len / 16;
+	keys = PyMem_Malloc(nkeys * sizeof(*keys) + 1);
 	if (!keys) {
-		uint_arg_release(&t);
-		Py_XDECREF(out);
-		return out ? PyErr_NoMemory() : NULL;
+		PyErr_NoMemory();
+		goto done_tokens;
 	}
 	Py_BEGIN_ALLOW_THREADS
 	got = beluga_hash_chain(has ? &parent : NULL, t.data, t.n, (size_t)block_tokens, keys,
 				nkeys);
 	Py_END_ALLOW_THREADS
-	uint_arg_release(&t);
 	if (got < 0) {
-		PyMem_Free(keys);
-		Py_DECREF(out);
-		return raise_beluga((int)got);
+		raise_beluga((int)got);
+		goto done_tokens;
 	}
-	for (i = 0; i < (size_t)got; i++)
-		key_to_bytes(&keys[i], (unsigned char *)PyBytes_AS_STRING(out) + 16 * i);
+	if (out.obj) {
+		dst = out.buf;
+		ret = PyLong_FromSsize_t(got);
+	} else {
+		ret = PyBytes_FromStringAndSize(NULL, got * 16);
+		dst = ret ? (unsigned char *)PyBytes_AS_STRING(ret) : NULL;
+	}
+	/* Byte by byte: @out need not be aligned, and keys are little-endian. */
+	for (i = 0; dst && i < (size_t)got; i++)
+		key_to_bytes(&keys[i], dst + 16 * i);
+done_tokens:
+	uint_arg_release(&t);
+done:
 	PyMem_Free(keys);
-	return out;
+	if (out.obj)
+		PyBuffer_Release(&out);
+	return ret;
 }
 
 static PyObject *mod_strerror(PyObject *Py_UNUSED(m), PyObject *arg)
@@ -1823,18 +1877,20 @@ static int fake_add_regions(const char *spec)
 
 static PyObject *mod_fake_reset(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kwds)
 {
-	static char *kwlist[] = { "block_size", "regions", "max_batch", NULL };
-	unsigned long long block_size = 65536;
-	unsigned int max_batch = BELUGA_MAX_BATCH;
+	static char *kwlist[] = { "block_size", "regions", "max_batch", "abi_version", NULL };
+	uint64_t block_size = 65536;
+	uint32_t max_batch = BELUGA_MAX_BATCH, abi = BELUGA_ABI_VERSION;
 	const char *regions = "dax0.0:16M";
 	int ret;
 
-	if (!PyArg_ParseTupleAndKeywords(args, kwds, "|KsI:_fake_reset", kwlist, &block_size,
-					 &regions, &max_batch))
+	if (!PyArg_ParseTupleAndKeywords(args, kwds, "|O&sO&O&:_fake_reset", kwlist,
+					 conv_u64, &block_size, &regions, conv_u32, &max_batch,
+					 conv_u32, &abi))
 		return NULL;
 	pthread_mutex_lock(&fake_lock);
 	fake_delay_us = 0;
 	fake_kernel_reset(block_size, max_batch);
+	fake.abi_version = abi;
 	fake_wrap();
 	ret = fake_add_regions(regions);
 	pthread_mutex_unlock(&fake_lock);
@@ -1925,12 +1981,14 @@ static PyMethodDef module_methods[] = {
 	{ "hash_block", (PyCFunction)(void (*)(void))mod_hash_block, METH_FASTCALL,
 	  "hash_block(parent, tokens) -> bytes(16); parent None or a 16-byte key" },
 	{ "hash_chain", (PyCFunction)(void (*)(void))mod_hash_chain, METH_VARARGS | METH_KEYWORDS,
-	  "hash_chain(tokens, block_tokens, parent=None) -> bytes(16 * full blocks)" },
+	  "hash_chain(tokens, block_tokens, parent=None, out=None) -> bytes(16 * full blocks); "
+	  "with out (a writable key buffer), fills it and returns the keys written" },
 	{ "strerror", mod_strerror, METH_O,
 	  "strerror(errno) -> what the error means in Beluga" },
 #ifdef BELUGA_PY_FAKE
 	{ "_fake_reset", (PyCFunction)(void (*)(void))mod_fake_reset, METH_VARARGS | METH_KEYWORDS,
-	  "_fake_reset(block_size=65536, regions='dax0.0:16M', max_batch=4096): test only" },
+	  "_fake_reset(block_size=65536, regions='dax0.0:16M', max_batch=4096, abi_version=ABI_VERSION): "
+	  "a fresh fake pool: test only" },
 	{ "_fake_calls", mod_fake_calls, METH_NOARGS,
 	  "_fake_calls() -> {command: ioctls since reset}: test only" },
 	{ "_fake_delay", mod_fake_delay, METH_O,

@@ -294,6 +294,8 @@ class KVStore:
     # ---- helpers ---------------------------------------------------------
 
     def _part_view(self, offset, length, readonly=False):
+        if self._map is None:
+            raise ValueError("this KVStore is closed: make a new one on an open pool")
         mv = self._map.block(int(offset))
         a = np.frombuffer(mv, np.uint8)[:length]
         if readonly:

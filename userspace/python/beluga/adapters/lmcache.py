@@ -14,7 +14,9 @@ Load it through LMCache's storage plugins (LMCache config)::
 ``allocate`` hands LMCache a MemoryObj whose tensor *is* the pool block
 (viewed in LMCache's KV_2LTD shape ``[2, layers, tokens, hidden]`` over
 Beluga's canonical layer-major bytes), so LMCache's GPU->CPU copy is the
-only copy; ``batched_submit_put_task`` PUBLISHes.  Reads pin the block;
+only copy; ``batched_submit_put_task`` PUBLISHes, after which the pool owns
+the block and the MemoryObj must not be read again (the block may be
+evicted and reused).  Reads pin the block;
 the MemoryObj's last ``ref_count_down`` RELEASEs it.
 
 Keys: the namespace comes from the CacheEngineKey's model_name, world_size
@@ -44,6 +46,13 @@ def _done(value):
     f = Future()
     f.set_result(value)
     return f
+
+
+def _flag(v):
+    """A config flag: None (ask the pool), or a bool from bool/str."""
+    if v is None or isinstance(v, bool):
+        return v
+    return str(v).lower() in ("1", "true", "yes", "on")
 
 
 def _one_shape(shapes):
@@ -141,7 +150,15 @@ class BelugaStoragePluginImpl:
 
     def __init__(self, dst_device="cpu", config=None, metadata=None, local_cpu_backend=None,
                  loop=None, pool=None):
+        for base in type(self).__mro__[1:]:
+            if base.__module__.startswith("lmcache."):   # the real interface, when present
+                try:
+                    base.__init__(self, dst_device, config, metadata, local_cpu_backend, loop)
+                except TypeError:
+                    base.__init__(self, dst_device)
+                break
         self.dst_device, self.config, self.metadata = dst_device, config, metadata
+        self.local_cpu_backend, self.loop = local_cpu_backend, loop
         extra = dict(getattr(config, "extra_config", None) or {})
         self.extra = extra
         self.pool = pool if pool is not None else beluga.Pool(extra.get("beluga.path"))
@@ -171,7 +188,8 @@ class BelugaStoragePluginImpl:
                 spec = ModelSpec(num_kv_heads=h * ident[1], head_dim=d, tp_rank=ident[2],
                                  tp_size=ident[1], **common)
             s = KVStore(self.pool, BlockLayout(spec, self.pool.block_size),
-                        salt=self.extra.get("beluga.salt"))
+                        salt=self.extra.get("beluga.salt"),
+                        shared=_flag(self.extra.get("beluga.shared")))
             self._stores[ident] = s
         return s
 

@@ -92,7 +92,7 @@ class BelugaHiCacheStorageImpl:
                              extra=extra, **common)
         layout = BlockLayout(spec, self.pool.block_size)
         self.store = KVStore(self.pool, layout, salt=self.extra.get("salt"),
-                             key_scheme="sha256")
+                             key_scheme="sha256", shared=self.extra.get("shared"))
         self.mem_pool_host = hp
         self._direct = layout_name == "page_first_direct"
         self._page = int(hp.page_size)

@@ -28,7 +28,7 @@ V -- or one cross-layer page of ``(layers, 2, tokens, heads, head_dim)``.
 """
 
 from array import array
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 import enum
 import logging
 import threading
@@ -218,10 +218,18 @@ class BelugaOffloadingManagerImpl:
         return _cls("BelugaLoadStoreSpec")(offsets, group, missing)
 
     def touch(self, keys, req_context):
-        for key in keys:
-            store, k = self._store_key(key)
-            if store is not None:
-                store.pin(k).release()        # a pinned LOOKUP refreshes the LRU
+        """Refresh the LRU of present keys: a pinned LOOKUP and a RELEASE
+        (Beluga has no touch-only LOOKUP).  The keys are usually a chain,
+        so the first LOOKUP covers its leading run; keys past a gap are
+        touched one by one."""
+        keys = [k for k in keys if split_offload_key(k)[1] in self._stores]
+        while keys:
+            store, _ = self._store_key(keys[0])
+            run = [k for k in keys if split_offload_key(k)[1] == split_offload_key(keys[0])[1]]
+            p = store.pin([self._store_key(k)[1] for k in run])
+            p.release()
+            rest = run[max(p.count, 1):]
+            keys = [k for k in keys if k not in run] + rest
 
     def complete_load(self, keys, req_context):
         with self._lock:
@@ -241,7 +249,9 @@ class BelugaOffloadingManagerImpl:
         store = self._stores.get(group)
         if store is None:
             return None
-        todo = [key for key in keys if store.lookup(self._store_key(key)[1]) == 0]
+        # one KV cache group per call; keys of other groups are not stored
+        todo = [key for key in keys if split_offload_key(key)[1] == group
+                and store.lookup(self._store_key(key)[1]) == 0]
         alloc = store.allocate(len(todo))
         if todo and alloc.count == 0:
             return None
@@ -351,46 +361,79 @@ def _as_numpy(t):
 
 class BelugaOffloadingWorkerImpl:
     """Copies offloaded blocks between the engine's canonical KV pages and
-    pool blocks.  ``kv_caches`` is vLLM's CanonicalKVCaches."""
+    pool blocks.  ``kv_caches`` is vLLM's CanonicalKVCaches of this worker.
 
-    def __init__(self, stores, kv_caches, blocks_per_chunk=1):
+    A block holds every KV head (a parallelism-free page, RFC #42082): TP
+    rank ``tp_rank`` of ``tp_size`` writes and reads its own heads of it, so
+    the workers of one scheduler fill one ALLOCATED block between
+    prepare_store and complete_store, and instances with different TP sizes
+    share blocks.  MLA pages (one latent per token) are the same on every
+    rank."""
+
+    def __init__(self, stores, kv_caches, blocks_per_chunk=1, tp_rank=0, tp_size=1):
         self._stores = stores
         self._types = engine_types()
         self._bpc = blocks_per_chunk
         self._finished = []
         self._lock = threading.Lock()
         self._pages = {}
+        if not 0 <= tp_rank < tp_size:
+            raise ValueError(f"tp_rank {tp_rank} is outside 0..{tp_size - 1}")
         for group, refs in enumerate(kv_caches.group_data_refs):
             store = stores.get(group)
             if store is None:
                 continue
             lay = store.layout
-            sub_tokens = lay.tokens // blocks_per_chunk
-            if sub_tokens * blocks_per_chunk != lay.tokens:
+            s = lay.spec
+            sub = lay.tokens // blocks_per_chunk
+            if sub * blocks_per_chunk != lay.tokens:
                 raise ValueError(f"tokens_per_block {lay.tokens} is not blocks_per_chunk "
                                  f"{blocks_per_chunk} GPU blocks")
-            h, d = lay.spec.heads_local, lay.spec.head_dim
-            es = lay.itemsize
-            per_layer = 2 * sub_tokens * h * d * es
+            if s.is_mla:
+                heads = None
+                page_shape = (sub, s.latent_dim)
+            else:
+                H = s.num_kv_heads
+                if H % tp_size and tp_size % H:
+                    raise ValueError(f"num_kv_heads {H} cannot be split over tp_size {tp_size}")
+                local = max(1, H // tp_size)
+                first = tp_rank * H // tp_size
+                heads = slice(first, first + local)
+                page_shape = (2, sub, local, s.head_dim)
+            per_layer = int(np.prod(page_shape)) * lay.itemsize
             if len(refs) == 1 and refs[0].page_size_bytes == lay.layers * per_layer:
                 t = _as_numpy(kv_caches.tensors[refs[0].tensor_idx].tensor)
                 page = t.reshape(t.shape[0], -1)[:, :lay.layers * per_layer]
                 pages = ("cross", page.view(lay.dtype).reshape(
-                    t.shape[0], lay.layers, 2, sub_tokens, h, d))
+                    (t.shape[0], lay.layers) + page_shape))
             elif len(refs) == lay.layers and all(r.page_size_bytes == per_layer for r in refs):
                 per = []
                 for r in refs:
                     t = _as_numpy(kv_caches.tensors[r.tensor_idx].tensor)
                     page = t.reshape(t.shape[0], -1)[:, :per_layer]
-                    per.append(page.view(lay.dtype).reshape(t.shape[0], 2, sub_tokens, h, d))
+                    per.append(page.view(lay.dtype).reshape((t.shape[0],) + page_shape))
                 pages = ("layer", per)
             else:
                 raise ValueError(
                     f"KV cache group {group}: {len(refs)} page refs of "
                     f"{[r.page_size_bytes for r in refs]} bytes do not match the beluga layout "
-                    f"({lay.layers} layers x {per_layer} bytes per GPU block); check num_layers, "
-                    f"num_kv_heads, head_dim, dtype and tp_size in the extra config")
-            self._pages[group] = pages + (sub_tokens,)
+                    f"({lay.layers} layers x {per_layer} bytes per GPU block on TP rank "
+                    f"{tp_rank} of {tp_size}); check num_layers, num_kv_heads, head_dim, dtype "
+                    f"and tp_size in the extra config")
+            if tp_size > 1 and lay.parts > 1 and heads is not None:
+                raise ValueError(
+                    f"a block of {lay.block_bytes} bytes spans {lay.parts} pool blocks, which "
+                    f"{tp_size} TP workers cannot fill together; use fewer tokens_per_block "
+                    f"(at most {lay.pool_block_size // lay.bytes_per_token}) or larger pool blocks")
+            self._pages[group] = pages + (sub, heads)
+
+    @staticmethod
+    def _slice(blk, layer, tok, heads):
+        """The part of a block that one GPU page (of one layer, or all)
+        corresponds to."""
+        if heads is None:                                    # MLA: (L, T, latent)
+            return blk[:, tok] if layer is None else blk[layer, tok]
+        return blk[:, :, tok, heads] if layer is None else blk[layer, :, tok, heads]
 
     def _blocks(self, spec, store):
         m = store.layout.parts
@@ -400,7 +443,7 @@ class BelugaOffloadingWorkerImpl:
     def _copy(self, pool_spec, gpu_spec, to_pool):
         group = pool_spec.group
         store = self._stores[group]
-        kind, pages, sub = self._pages[group]
+        kind, pages, sub, heads = self._pages[group]
         lay = store.layout
         bpc = self._bpc
         # The first GPU block may start inside an offloaded block (loads of
@@ -427,16 +470,18 @@ class BelugaOffloadingWorkerImpl:
                 blk = lay.view(raw)
             tok = slice(j * sub, (j + 1) * sub)
             if kind == "cross":
+                dst = self._slice(blk, None, tok, heads)
                 if to_pool:
-                    blk[:, :, tok] = pages[gid]
+                    dst[...] = pages[gid]
                 else:
-                    pages[gid] = blk[:, :, tok]
+                    pages[gid][...] = dst
             else:
                 for layer, v in enumerate(pages):
+                    dst = self._slice(blk, layer, tok, heads)
                     if to_pool:
-                        blk[layer, :, tok] = v[gid]
+                        dst[...] = v[gid]
                     else:
-                        v[gid] = blk[layer, :, tok]
+                        v[gid][...] = dst
         if gpu_ids:
             self._flush_block(store, blocks[(len(gpu_ids) - 1 + skip) // bpc], raw, to_pool, single)
 
@@ -486,6 +531,17 @@ class BelugaOffloadingWorkerImpl:
         return
 
 
+def _tp_rank(extra):
+    """This worker's TP rank: vLLM's, when it runs inside vLLM."""
+    ps = engine_module("vllm.distributed.parallel_state")
+    if ps is not None:
+        try:
+            return int(ps.get_tensor_model_parallel_rank())
+        except Exception:
+            pass
+    return int(extra.get("tp_rank", 0))
+
+
 # ---- spec ---------------------------------------------------------------
 
 class BelugaOffloadingSpecImpl:
@@ -504,8 +560,10 @@ class BelugaOffloadingSpecImpl:
                                                       "blocks_per_chunk", 1) or 1))
         self.pool = pool if pool is not None else beluga.Pool(extra.get("beluga_path"))
         spec = model_spec_from(extra)
-        layout = BlockLayout(spec, self.pool.block_size)
-        self.store = KVStore(self.pool, layout, salt=extra.get("salt"),
+        self.tp_size = spec.tp_size
+        # One block holds every head; each TP worker fills its own (see the worker).
+        layout = BlockLayout(replace(spec, tp_rank=0, tp_size=1), self.pool.block_size)
+        self.store = KVStore(self.pool, layout, salt=extra.get("salt"), shared=extra.get("shared"),
                              key_scheme=extra.get("key_scheme", "sha256"))
         self.stores = {0: self.store}
         self._events = bool(extra.get("kv_events", getattr(config, "enable_kv_cache_events", False)))
@@ -516,8 +574,11 @@ class BelugaOffloadingSpecImpl:
             self._manager = _cls("BelugaOffloadingManager")(self.stores, events=self._events)
         return self._manager
 
-    def get_worker(self, kv_caches):
-        return _cls("BelugaOffloadingWorker")(self.stores, kv_caches, self.blocks_per_chunk)
+    def get_worker(self, kv_caches, tp_rank=None):
+        if tp_rank is None:
+            tp_rank = _tp_rank(self.extra_config)
+        return _cls("BelugaOffloadingWorker")(self.stores, kv_caches, self.blocks_per_chunk,
+                                              tp_rank, self.tp_size)
 
     def describe(self):
         return self.store.describe()

@@ -1,0 +1,214 @@
+"""The engines' base classes, reduced to their method signatures, as
+recorded in shared/reviews/engines.md and the sources it cites:
+
+- vllm/v1/kv_offload/base.py @0105e232 (OffloadingManager, OffloadingWorker,
+  OffloadingSpec, LoadStoreSpec);
+- sglang python/sglang/srt/mem_cache/hicache_storage.py @001067ff
+  (HiCacheStorage);
+- lmcache/v1/storage_backend/abstract_backend.py (StorageBackendInterface,
+  the allocator calls, and the batched lookup calls of engines.md 1.3).
+
+``installed()`` puts them into sys.modules under the engines' module names,
+so that the adapters build their classes on them as they would on the real
+ones; the tests then compare signatures.  Bodies are empty: only the
+interface is recorded.
+"""
+
+import abc
+import contextlib
+import enum
+import sys
+import types
+from dataclasses import dataclass
+
+
+def _vllm():
+    m = types.ModuleType("vllm.v1.kv_offload.base")
+
+    class LookupResult(enum.Enum):
+        MISS = enum.auto()
+        HIT = enum.auto()
+        HIT_PENDING = enum.auto()
+        RETRY = enum.auto()
+
+    class Medium(enum.Enum):
+        CPU = "CPU"
+        STORAGE = "STORAGE"
+
+    class LoadStoreSpec:
+        pass
+
+    @dataclass
+    class PrepareStoreOutput:
+        keys_to_store: list
+        store_spec: LoadStoreSpec
+        evicted_keys: list
+
+    @dataclass
+    class OffloadingEvent:
+        keys: list
+        medium: Medium
+        removed: bool
+        locality: object = None
+        ownership: object = None
+        removal_expected: bool = False
+
+    @dataclass
+    class RequestOffloadingContext:
+        policy: object = None
+
+    @dataclass
+    class TransferResult:
+        job_id: int
+        success: bool
+        transfer_size: int = None
+        transfer_time: float = None
+
+    class OffloadingManager(abc.ABC):
+        @abc.abstractmethod
+        def lookup(self, key, req_context): ...
+        def get_load_source(self, key, req_context): ...
+        @abc.abstractmethod
+        def prepare_load(self, keys, req_context): ...
+        def touch(self, keys, req_context): ...
+        def complete_load(self, keys, req_context): ...
+        @abc.abstractmethod
+        def prepare_store(self, keys, req_context): ...
+        def complete_store(self, keys, req_context, success=True): ...
+        @abc.abstractmethod
+        def on_new_request(self, req_context): ...
+        def on_request_finished(self, req_context): ...
+        def take_events(self): ...
+        def on_schedule_end(self, context): ...
+        def has_pending_work(self): ...
+        def reset_cache(self): ...
+        def get_stats(self): ...
+        def shutdown(self): ...
+
+    class OffloadingWorker(abc.ABC):
+        @abc.abstractmethod
+        def submit_store(self, job_id, src_spec, dst_spec): ...
+        @abc.abstractmethod
+        def submit_load(self, job_id, src_spec, dst_spec): ...
+        @abc.abstractmethod
+        def get_finished(self): ...
+        @abc.abstractmethod
+        def wait(self, job_ids): ...
+        def shutdown(self): ...
+
+    class OffloadingSpec(abc.ABC):
+        def __init__(self, config):
+            self.config = config
+            self.extra_config = config.extra_config
+        @abc.abstractmethod
+        def get_manager(self): ...
+        @abc.abstractmethod
+        def get_worker(self, kv_caches): ...
+
+    for name, obj in list(locals().items()):
+        if isinstance(obj, type):
+            setattr(m, name, obj)
+    return {"vllm": types.ModuleType("vllm"), "vllm.v1": types.ModuleType("vllm.v1"),
+            "vllm.v1.kv_offload": types.ModuleType("vllm.v1.kv_offload"),
+            "vllm.v1.kv_offload.base": m}
+
+
+def _sglang():
+    m = types.ModuleType("sglang.srt.mem_cache.hicache_storage")
+
+    class HiCacheStorage(abc.ABC):
+        def register_mem_pool_host(self, mem_pool_host): ...
+        def batch_get_v1(self, keys, host_indices, extra_info=None): ...
+        def batch_set_v1(self, keys, host_indices, extra_info=None): ...
+        @abc.abstractmethod
+        def get(self, key, target_location=None, target_sizes=None): ...
+        @abc.abstractmethod
+        def batch_get(self, keys, target_locations=None, target_sizes=None): ...
+        @abc.abstractmethod
+        def set(self, key, value=None, target_location=None, target_sizes=None): ...
+        @abc.abstractmethod
+        def batch_set(self, keys, values=None, target_locations=None, target_sizes=None): ...
+        @abc.abstractmethod
+        def exists(self, key): ...
+        def batch_exists(self, keys, extra_info=None): ...
+        def clear(self): ...
+        def get_stats(self): ...
+
+    m.HiCacheStorage = HiCacheStorage
+    names = ["sglang", "sglang.srt", "sglang.srt.mem_cache"]
+    mods = {n: types.ModuleType(n) for n in names}
+    mods[m.__name__] = m
+    return mods
+
+
+def _lmcache():
+    m = types.ModuleType("lmcache.v1.storage_backend.abstract_backend")
+
+    class StorageBackendInterface(abc.ABC):
+        def __init__(self, dst_device="cuda"):
+            self.dst_device = dst_device
+        @abc.abstractmethod
+        def contains(self, key, pin=False): ...
+        @abc.abstractmethod
+        def exists_in_put_tasks(self, key): ...
+        @abc.abstractmethod
+        def batched_submit_put_task(self, keys, objs, transfer_spec=None): ...
+        @abc.abstractmethod
+        def submit_prefetch_task(self, key): ...
+        @abc.abstractmethod
+        def get_blocking(self, key): ...
+        @abc.abstractmethod
+        def get_non_blocking(self, key): ...
+        def batched_get_blocking(self, keys): ...
+        @abc.abstractmethod
+        def pin(self, key): ...
+        @abc.abstractmethod
+        def unpin(self, key): ...
+        @abc.abstractmethod
+        def remove(self, key, force=True): ...
+        def batched_remove(self, keys, force=True): ...
+        @abc.abstractmethod
+        def close(self): ...
+        # the batched lookup path (engines.md 1.3)
+        def batched_contains(self, keys, pin=False): ...
+        def batched_async_contains(self, lookup_id, keys, pin=False): ...
+        def batched_get_non_blocking(self, lookup_id, keys, transfer_spec=None): ...
+        # AllocatorBackendInterface
+        def initialize_allocator(self, config, metadata): ...
+        def get_memory_allocator(self): ...
+        def allocate(self, shapes, dtypes, fmt=None, eviction=True, busy_loop=True): ...
+        def batched_allocate(self, shapes, dtypes, batch_size, fmt=None, eviction=True,
+                             busy_loop=True): ...
+        def calculate_chunk_budget(self): ...
+
+    class StoragePluginInterface(StorageBackendInterface):
+        def __init__(self, dst_device, config, metadata, local_cpu_backend, loop):
+            super().__init__(dst_device)
+
+    m.StorageBackendInterface = StorageBackendInterface
+    m.StoragePluginInterface = StoragePluginInterface
+    names = ["lmcache", "lmcache.v1", "lmcache.v1.storage_backend"]
+    mods = {n: types.ModuleType(n) for n in names}
+    mods[m.__name__] = m
+    return mods
+
+
+STUBS = {"vllm": _vllm, "sglang": _sglang, "lmcache": _lmcache}
+
+
+@contextlib.contextmanager
+def installed(engine, adapter_module):
+    """The stub engine in sys.modules, and the adapter's classes rebuilt on it."""
+    mods = STUBS[engine]()
+    saved = {n: sys.modules.get(n) for n in mods}
+    sys.modules.update(mods)
+    built, adapter_module._built = adapter_module._built, {}
+    try:
+        yield mods
+    finally:
+        adapter_module._built = built
+        for n, old in saved.items():
+            if old is None:
+                sys.modules.pop(n, None)
+            else:
+                sys.modules[n] = old
