@@ -109,9 +109,9 @@ python_benches() {
 	"$_ctl" attach /dev/$_dev --block-size 64K || { echo "# python benches: attach /dev/$_dev failed"; return 0; }
 	_pyout=/tmp/pybench
 	if [ "$BENCH_MODE" = smoke ]; then
-		_ov="--rounds 2 --samples 5 --sample-ms 2" _rp="--requests 8 --reps 1"
+		_ov="--rounds 2 --samples 9" _rp="--requests 8 --reps 1"
 	else
-		_ov="--rounds 7 --samples 15 --sample-ms 5" _rp="--reps 3"
+		_ov="--rounds 7" _rp="--reps 3"
 	fi
 	echo "# python: overhead.py on /dev/beluga (/dev/$_dev, 64 KiB blocks)"
 	# shellcheck disable=SC2086

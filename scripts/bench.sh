@@ -103,7 +103,7 @@ if [ $host -eq 1 ]; then
 	# of the benches (env host-fake), never the overhead figure.
 	if [ $py_ok -eq 1 ]; then
 		pyq=()
-		[ $smoke -eq 1 ] && pyq=(--rounds 2 --samples 5 --sample-ms 2)
+		[ $smoke -eq 1 ] && pyq=(--rounds 2 --samples 9)
 		PYTHONPATH=$BELUGA_ROOT/userspace/build/python-fake /usr/bin/python3 \
 			"$BELUGA_ROOT/bench/python/overhead.py" --fake --env host-fake --out "$res" \
 			--c-lib "$out/python/liblookup64-fake.so" "${pyq[@]}" || log "bench/python/overhead.py failed"

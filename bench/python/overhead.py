@@ -4,7 +4,7 @@
 loop in C through libbeluga (bench/python/lookup64.c), in the same run.
 
     overhead.py --device /dev/beluga --c-lib build/bench/python/liblookup64.so \
-                --env guest-6.12 --out DIR [--rounds 5] [--samples 15] [--sample-ms 5]
+                --env guest-6.12 --out DIR [--rounds 5] [--samples 31] [--sample-ms 2]
     overhead.py --fake --c-lib build/bench/python/liblookup64-fake.so ...  (host smoke)
 
 Two operations, all hits on a chain published in a namespace of the side's
@@ -12,7 +12,9 @@ own: "count" (count-only lookup) and "pin" (pinned lookup, then RELEASE of the
 hits). The C loop runs in this process (ctypes loads liblookup64.so, which has
 its own libbeluga handle); one ctypes call times a whole sample, so ctypes
 costs nothing per operation. Operations per sample are calibrated once per
-side to about SAMPLE_MS ms. A round takes SAMPLES samples of each side,
+side so that a sample takes SAMPLE_MS ms on both (short samples, as belbench
+takes: under TCG on a shared host the vCPUs are preempted for milliseconds at
+a time, and a short sample is more often clean). A round takes SAMPLES samples of each side,
 alternating C and Python sample by sample, so that both see the same CPU and
 the same preemptions; the round's figure is median(Python) / median(C). The
 result is the median of the rounds' figures, with their min and max.
@@ -45,8 +47,8 @@ def parse():
     ap.add_argument("--out", default=None, help="directory for pyoverhead-ENV.jsonl")
     ap.add_argument("--keys", type=int, default=64)
     ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--samples", type=int, default=15)
-    ap.add_argument("--sample-ms", type=float, default=5.0)
+    ap.add_argument("--samples", type=int, default=31)
+    ap.add_argument("--sample-ms", type=float, default=2.0)
     return ap.parse_args()
 
 
@@ -95,11 +97,15 @@ def python_loops(pool, ns, keys):
 
 
 def calibrate(run, sample_ms):
-    """Operations per sample: doubled until a sample takes sample_ms."""
+    """Operations per sample, so that a sample takes sample_ms when nothing
+    preempts it: from the fastest of several short runs. Both sides get
+    samples of the same length, so that a preemption is as likely in one
+    side's samples as in the other's."""
     iters = 1
-    while run(iters) * iters < sample_ms * 1e6 and iters < 1 << 30:
+    while run(iters) * iters < sample_ms * 1e5 and iters < 1 << 20:   # a tenth of a sample
         iters *= 2
-    return iters
+    per_op = min(run(iters) for _ in range(7))
+    return max(1, round(sample_ms * 1e6 / per_op))
 
 
 def main():
