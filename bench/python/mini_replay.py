@@ -146,7 +146,7 @@ def main():
     ratios = [r["ratio"] for r in reps]
     med = statistics.median(ratios)
     hit_ratio = reps[0]["loaded"] / reps[0]["loadable"]
-    base = {"section": "pyreplay", "env": args.env}
+    base = {"section": "python", "env": args.env}
     recs = [dict(base, kind="trace", requests=len(prompts), of=trace_len, conv_stride=args.conv_stride,
                  max_blocks=args.max_blocks, block_tokens=BT, blocks=b_total,
                  bound_hits=b_hits)]
@@ -172,7 +172,7 @@ def main():
           f"over {args.reps} reps; requests not bit-exact: {rec['mismatches']}")
     if args.out:
         os.makedirs(args.out, exist_ok=True)
-        with open(os.path.join(args.out, f"pyreplay-{args.env}.jsonl"), "w") as f:
+        with open(os.path.join(args.out, f"python-replay-{args.env}.jsonl"), "w") as f:
             for r in recs:
                 f.write(json.dumps(r, separators=(",", ":")) + "\n")
     return 1 if rec["mismatches"] else 0

@@ -44,7 +44,7 @@ def parse():
     ap.add_argument("--c-lib", required=True, help="liblookup64.so (bench/python/lookup64.c)")
     ap.add_argument("--fake", action="store_true", help="both sides on the fake kernel (host smoke check)")
     ap.add_argument("--env", default="host", help="environment name in the records")
-    ap.add_argument("--out", default=None, help="directory for pyoverhead-ENV.jsonl")
+    ap.add_argument("--out", default=None, help="directory for python-overhead-ENV.jsonl")
     ap.add_argument("--keys", type=int, default=64)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--samples", type=int, default=31)
@@ -155,7 +155,7 @@ def main():
     pool.close()
 
     recs = []
-    base = {"section": "pyoverhead", "env": args.env}
+    base = {"section": "python", "env": args.env}
     for (impl, op), vals in medians.items():
         recs.append(dict(base, kind="op", name=f"lookup_{op}", impl=impl, n=n,
                          ns=round(statistics.median(vals), 1), min=round(min(vals), 1),
@@ -182,7 +182,7 @@ def main():
               f"{min(vals):>6.2f}..{max(vals):<6.2f}")
     if args.out:
         os.makedirs(args.out, exist_ok=True)
-        with open(os.path.join(args.out, f"pyoverhead-{args.env}.jsonl"), "w") as f:
+        with open(os.path.join(args.out, f"python-overhead-{args.env}.jsonl"), "w") as f:
             for r in recs:
                 f.write(json.dumps(r, separators=(",", ":")) + "\n")
     return 0
