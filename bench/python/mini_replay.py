@@ -29,11 +29,14 @@ compared byte for byte; the count of differing requests must be 0.
 """
 
 import argparse
+import atexit
 import collections
 import json
 import os
+import shutil
 import statistics
 import sys
+import tempfile
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -44,6 +47,15 @@ import numpy as np  # noqa: E402
 
 BT = 16
 DEFAULT_TRACE = os.path.join(ROOT, "..", "shared", "data", "mooncake_conversation_trace.jsonl")
+
+
+def fake_device():
+    """A file for the fake kernel to open as its device, removed at exit."""
+    d = tempfile.mkdtemp(prefix="beluga-fake-")
+    atexit.register(shutil.rmtree, d, True)
+    path = os.path.join(d, "beluga")
+    open(path, "w").close()
+    return path
 
 
 def parse():
@@ -104,9 +116,7 @@ def main():
               f"set BELUGA_TRACE or --trace)")
         return 0
     if args.fake:
-        dev = os.path.join(args.out or "/tmp", "fake-beluga-dev-replay")
-        os.makedirs(os.path.dirname(dev), exist_ok=True)
-        open(dev, "a").close()
+        dev = fake_device()
         os.environ.update(BELUGA_FAKE_KERNEL="1", BELUGA_FAKE_REGIONS="dax0.0:256M",
                           BELUGA_FAKE_BLOCK_SIZE="65536", BELUGA_DEVICE=dev)
         args.device = dev

@@ -27,15 +27,27 @@ never read as the figure.
 """
 
 import argparse
+import atexit
 import ctypes
 import json
 import os
+import shutil
 import statistics
 import sys
+import tempfile
 import time
 
 GOAL = 1.5
 OPS = {"count": 0, "pin": 1}      # lookup64.c's L64_COUNT, L64_PIN
+
+
+def fake_device():
+    """A file for the fake kernel to open as its device, removed at exit."""
+    d = tempfile.mkdtemp(prefix="beluga-fake-")
+    atexit.register(shutil.rmtree, d, True)
+    path = os.path.join(d, "beluga")
+    open(path, "w").close()
+    return path
 
 
 def parse():
@@ -112,9 +124,7 @@ def main():
     args = parse()
     if args.fake:
         # before the extensions load: their fake kernels read these once
-        fake_dev = os.path.join(args.out or "/tmp", "fake-beluga-dev")
-        os.makedirs(os.path.dirname(fake_dev), exist_ok=True)
-        open(fake_dev, "a").close()
+        fake_dev = fake_device()
         os.environ.update(BELUGA_FAKE_KERNEL="1", BELUGA_FAKE_REGIONS="dax0.0:64M",
                           BELUGA_FAKE_BLOCK_SIZE="4096", BELUGA_DEVICE=fake_dev)
         args.device = fake_dev
