@@ -121,6 +121,9 @@ host_suite() {
 }
 host_suite unit tests/unit check
 host_suite userspace userspace check
+# 3b. the GPU path: nvcc builds the CUDA code (SKIP without nvcc); the device check
+#     runs where a GPU is present, else says SKIP with the reason
+suite cuda "$L/cuda.log" 900 scripts/device-check-cuda.sh
 
 # 4. the module, W=1, for both guest kernels -------------------------------------
 declare -A ko=()

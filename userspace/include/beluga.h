@@ -41,6 +41,8 @@
  *                      (default /dev/beluga)
  *   BELUGA_SYSFS_ROOT  where sysfs is mounted (default /sys); tests point
  *                      it at a fake tree
+ *   BELUGA_CUDART      the CUDA runtime beluga_cuda_register() loads, as a
+ *                      dlopen() path (default: see beluga_cuda_register())
  */
 #ifndef BELUGA_H
 #define BELUGA_H
@@ -267,20 +269,42 @@ int beluga_invalidate_range(const void *addr, size_t len);
 
 /*
  * beluga_cuda_register - cudaHostRegister() the whole mapping, so GPU copies
- * from and to pool blocks run as DMA from pinned memory.
- * @cuda_flags: cudaHostRegister flags; 0 means cudaHostRegisterPortable.
- *	cudaHostRegisterReadOnly is added for an O_RDONLY handle.
+ * from and to pool blocks run as DMA from pinned memory, and GPU kernels
+ * (libbeluga-kvcopy, userspace/cuda/kvcopy.h) read and write blocks in place.
+ * @cuda_flags: cudaHostRegister flags; 0 means cudaHostRegisterPortable |
+ *	cudaHostRegisterMapped. cudaHostRegisterReadOnly is added for an
+ *	O_RDONLY handle.
  *
- * The CUDA runtime is loaded with dlopen() (libcudart.so, .so.13, .so.12,
- * .so.11.0);
- * there is no build-time dependency. The mapping is registered in chunks
- * below 512 GiB, which newer drivers refuse in one piece. Maps first if the
- * handle is not mapped.
- * Errors: -ENOSYS no CUDA runtime found (or a static build); -EIO CUDA
- * refused (the message has CUDA's error string).
+ * Which runtime: $BELUGA_CUDART when set; else a libcudart already mapped in
+ * the process (the engine's, found in /proc/self/maps, so that its error
+ * state is the one used); else dlopen() of libcudart.so, .so.13, .so.12,
+ * .so.11.0. There is no build-time dependency. Maps first if the handle is
+ * not mapped.
+ *
+ * Pieces: one call of 512 GiB or more fails on current NVIDIA drivers, and a
+ * block that spans two registrations breaks copies of it, so the mapping is
+ * registered in pieces of at most 256 GiB whose boundaries are multiples of
+ * the pool's block size (and of the page size) counted from the mapping's
+ * start, which is pool offset 0: no block spans two pieces. A block size of
+ * 512 GiB or more cannot be registered (-E2BIG).
+ *
+ * All or nothing: every return code is checked; when a piece fails, the
+ * pieces registered before it are unregistered, and the calling thread's
+ * CUDA last-error state is read back (cleared) in the runtime used and in
+ * every other libcudart mapped in the process, so that the failure does not
+ * surface later as the error of an unrelated call (PyTorch checks
+ * cudaGetLastError() after each kernel launch). Registration is optional:
+ * copies from an unregistered mapping still work, through staging buffers.
+ *
+ * Errors: -ENOSYS no CUDA runtime found (or a static build); -E2BIG block
+ * size too large; -EIO CUDA refused a piece (the message names the piece
+ * and has CUDA's error string).
  */
 int beluga_cuda_register(struct beluga *b, unsigned int cuda_flags);
-/* Undo beluga_cuda_register(); no-op when not registered. */
+/*
+ * Undo beluga_cuda_register() piece by piece (every piece is tried, the
+ * error state cleared as above); no-op when not registered.
+ */
 int beluga_cuda_unregister(struct beluga *b);
 
 /* ---- Keys: the reference chained hash ---------------------------------- */

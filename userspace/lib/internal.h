@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "beluga.h"
+#include "cuda.h"
 
 #define BEL_ERRMSG_LEN	512
 
@@ -23,6 +24,7 @@ struct beluga {
 	void *map_base;
 	size_t map_length;
 	int cuda_registered;
+	struct bel_cuda_plan cuda_plan;	/* how the mapping was registered */
 };
 
 /*

@@ -68,6 +68,9 @@ if [ -x "$tsan" ]; then
 		TSAN_OPTIONS=halt_on_error=1:exitcode=66 run errors-tsan "$tsan"
 	fi
 fi
+run cuda "$dir/test_cuda" "$dir"
+run cuda-mapped "$dir/test_cuda" --mapped "$dir"
+run kvcopy "$dir/test_kvcopy"
 run cli "$here/test_cli.sh" "$dir"
 run install "$here/test_install.sh" "$here/.."
 run python "$here/test_python.sh" "$here/.."

@@ -1,16 +1,31 @@
 """Engine processes for the multi-process tests: start one, hear from it, reap it.
 
-An engine is a function fn(conn, *args) run in a forked process (the `mp`
-fixture); it reports through its end of a Pipe. An exception in it is sent
-to the parent as {"error": ...}, which fails the test with that message
-instead of a silent exit.
+An engine is a function fn(conn, *args) run in a forked process; it reports
+through its end of a Pipe.
+An exception in it is sent to the parent as {"error": ...}, which fails the
+test with that message instead of a silent exit.
+
+The tests here are marked real_only: engine processes share blocks through
+the kernel, and the fake kernel lives inside one process. make test runs them
+in the 6.12 guest (BELUGA_TEST_REAL=1, scripts/vm/guest-python.sh). This
+directory has no conftest.py on purpose: tests that `import conftest` must get
+tests/python/conftest.py.
 """
+
+import multiprocessing
 
 import pytest
 
 # Long enough for a child to start and report, short enough not to hide a hang
 # for long (a deadline for a child's message, not a performance bound).
 CHILD_DEADLINE_S = 120
+
+
+# multiprocessing with fork: a child starts in milliseconds, where spawn would
+# import Python and the tests again (seconds under TCG). Each engine process
+# opens the device itself, so that it owns its allocations and pins (a forked
+# child shares its parent's open file description).
+MP = multiprocessing.get_context("fork")
 
 
 def engine(fn):
@@ -26,10 +41,10 @@ def engine(fn):
     return run
 
 
-def start(mp, target, *args):
+def start(target, *args):
     """Start target(conn, *args) in a new process: (process, parent's end)."""
-    parent, child_conn = mp.Pipe()
-    p = mp.Process(target=target, args=(child_conn,) + args)
+    parent, child_conn = MP.Pipe()
+    p = MP.Process(target=target, args=(child_conn,) + args)
     p.start()
     child_conn.close()
     return p, parent

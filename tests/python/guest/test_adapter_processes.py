@@ -65,18 +65,17 @@ def engine_serve(conn, kind, salt):
     ("sglang", ("vllm", "lmcache")),
     ("lmcache", ("vllm", "sglang")),
 ])
-def test_blocks_stored_by_one_engine_are_loaded_by_the_others(pool, unique_ns, mp,
-                                                             writer, readers):
+def test_blocks_stored_by_one_engine_are_loaded_by_the_others(pool, unique_ns, writer, readers):
     salt = "guest-%x" % unique_ns
     before = pool.stats()
-    w, wc = start(mp, engine_serve, writer, salt)
+    w, wc = start(engine_serve, writer, salt)
     stored = recv(wc, "%s engine" % writer)
     join_all([w])
     # the writer's own later turns hit its earlier turns' blocks
     assert any(hits for hits, _ in stored["served"])
     assert pool.stats()["published_blocks"] > before["published_blocks"]
 
-    procs = [start(mp, engine_serve, kind, salt) for kind in readers]
+    procs = [start(engine_serve, kind, salt) for kind in readers]
     got = {kind: recv(c, "%s engine" % kind) for kind, (_, c) in zip(readers, procs)}
     join_all([p for p, _ in procs])
     for kind, r in got.items():

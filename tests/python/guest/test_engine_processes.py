@@ -79,15 +79,15 @@ def expected_digests(seed, block_size):
     return [digest(block_bytes(seed, i, block_size)) for i in range(BLOCKS)]
 
 
-def test_readers_in_other_processes_read_the_stored_bytes(pool, unique_ns, mp):
+def test_readers_in_other_processes_read_the_stored_bytes(pool, unique_ns):
     before = pool.stats()
     seed = 11
-    w, wc = start(mp, engine_store, unique_ns, seed, False)
+    w, wc = start(engine_store, unique_ns, seed, False)
     stored = recv(wc, "storing engine")
     join_all([w])
     assert (stored["published"], stored["exists"], stored["failed"]) == (BLOCKS, 0, 0)
 
-    readers = [start(mp, engine_load, unique_ns, seed) for _ in range(3)]
+    readers = [start(engine_load, unique_ns, seed) for _ in range(3)]
     got = [recv(c, "loading engine") for _, c in readers]
     join_all([p for p, _ in readers])
 
@@ -104,10 +104,10 @@ def test_readers_in_other_processes_read_the_stored_bytes(pool, unique_ns, mp):
     pool.evict_ns(unique_ns)
 
 
-def test_racing_engines_publish_each_key_once(pool, unique_ns, mp):
+def test_racing_engines_publish_each_key_once(pool, unique_ns):
     before = pool.stats()
     seed = 12
-    writers = [start(mp, engine_store, unique_ns, seed, True) for _ in range(3)]
+    writers = [start(engine_store, unique_ns, seed, True) for _ in range(3)]
     for _, c in writers:
         recv(c, "storing engine (ready)")
     mid = pool.stats()
@@ -127,7 +127,7 @@ def test_racing_engines_publish_each_key_once(pool, unique_ns, mp):
     assert after["published_blocks"] == before["published_blocks"] + BLOCKS
     assert after["publish_races"] - before["publish_races"] == 2 * BLOCKS
 
-    r, rc = start(mp, engine_load, unique_ns, seed)
+    r, rc = start(engine_load, unique_ns, seed)
     loaded = recv(rc, "loading engine")
     join_all([r])
     assert loaded["hits"] == BLOCKS
@@ -160,14 +160,14 @@ def engine_killed_mid_store(conn, ns_read, seed_read, ns_store, seed_store):
         i = half + (i + 1 - half) % (2 * BLOCKS - half)
 
 
-def test_sigkill_mid_store_leaks_no_block_or_pin(pool, unique_ns, mp):
+def test_sigkill_mid_store_leaks_no_block_or_pin(pool, unique_ns):
     ns_read, ns_store = unique_ns, unique_ns ^ (1 << 62)
-    w, wc = start(mp, engine_store, ns_read, 21, False)
+    w, wc = start(engine_store, ns_read, 21, False)
     assert recv(wc, "storing engine")["published"] == BLOCKS
     join_all([w])
     before = pool.stats()
 
-    k, kc = start(mp, engine_killed_mid_store, ns_read, 21, ns_store, 22)
+    k, kc = start(engine_killed_mid_store, ns_read, 21, ns_store, 22)
     state = recv(kc, "engine to be killed")
     assert state == {"pinned": BLOCKS, "published": BLOCKS // 2, "allocated": 2 * BLOCKS - BLOCKS // 2}
     mid = pool.stats()
@@ -196,7 +196,7 @@ def test_sigkill_mid_store_leaks_no_block_or_pin(pool, unique_ns, mp):
     assert after["published_blocks"] == before["published_blocks"] + BLOCKS // 2
     assert after["free_blocks"] == before["free_blocks"] - BLOCKS // 2
 
-    r, rc = start(mp, engine_load, ns_store, 22)
+    r, rc = start(engine_load, ns_store, 22)
     loaded = recv(rc, "loading engine")
     join_all([r])
     assert loaded["hits"] == BLOCKS // 2

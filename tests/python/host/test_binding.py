@@ -257,3 +257,20 @@ def test_attach_node_and_detach(pool, backend):
         assert pool.detach(rid, evict=True) == 0
     with pytest.raises(beluga.NotFound, match=f"no region in slot {rid}"):
         pool.detach(rid)
+
+
+def test_quick_start(device, unique_ns):
+    """The quick start of the package docstring (and the README), as written."""
+    ns = unique_ns
+    tokens = list(range(64))
+    with beluga.Pool() as pool:                  # $BELUGA_DEVICE or /dev/beluga
+        keys = beluga.hash_chain(tokens, 16)     # 16 bytes per full block: 4 keys
+        offs = pool.alloc(2)                     # array('Q') of block offsets
+        m = pool.map()                           # buffer over the whole pool
+        m.block(offs[0])[:5] = b"hello"          # zero-copy block views
+        res = pool.publish(ns, offs, keys[:32])  # PublishResult per item
+        assert res.published == 2
+        hits, pinned = pool.lookup(ns, keys, pin=True)
+        assert hits == 2 and bytes(m.block(pinned[0])[:5]) == b"hello"
+        pool.release(pinned)
+        assert pool.evict_ns(ns) == (2, 0)

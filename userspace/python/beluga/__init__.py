@@ -4,14 +4,17 @@
 The binding maps libbeluga one to one (see userspace/include/beluga.h):
 
     import beluga
-    with beluga.Pool() as pool:                 # $BELUGA_DEVICE or /dev/beluga
-        offs = pool.alloc(2)                    # array('Q') of block offsets
-        m = pool.map()                          # buffer over the whole pool
-        m.block(offs[0])[:5] = b"hello"         # zero-copy block views
-        keys = beluga.hash_chain(tokens, 16)    # 16 bytes per full block
-        pool.publish(ns, offs, keys[:32])       # PublishResult per item
+    with beluga.Pool() as pool:                  # $BELUGA_DEVICE or /dev/beluga
+        keys = beluga.hash_chain(tokens, 16)     # 16 bytes per full block
+        offs = pool.alloc(2)                     # array('Q') of block offsets
+        m = pool.map()                           # buffer over the whole pool
+        m.block(offs[0])[:5] = b"hello"          # zero-copy block views
+        res = pool.publish(ns, offs, keys[:32])  # PublishResult per item
         hits, pinned = pool.lookup(ns, keys, pin=True)
+        print(bytes(m.block(pinned[0])[:5]))     # b'hello'
         pool.release(pinned)
+
+(tests/python/host/test_binding.py::test_quick_start runs this.)
 
 Keys are buffers of 16-byte struct beluga_key {lo, hi} (little-endian);
 offsets are buffers of uint64 (or lists of ints). Errors are beluga.Error
