@@ -100,6 +100,8 @@ python_benches() {
 		return 0
 	fi
 	_m=$(py_mount 2>&1) || { echo "# python benches skipped: $_m"; return 0; }
+	# py_mount (in that subshell) chose the chroot's writable directory
+	PY_TMP=$(cat /tmp/python.tmpdir 2>/dev/null) || PY_TMP=/tmp
 	_ctl=$PY_ROOT$py_repo/userspace/build/static/belugactl
 	_dev=${ramdax:-$cxl}
 	if [ -z "$_dev" ] || [ ! -x "$_ctl" ]; then
@@ -107,7 +109,7 @@ python_benches() {
 		return 0
 	fi
 	"$_ctl" attach /dev/$_dev --block-size 64K || { echo "# python benches: attach /dev/$_dev failed"; return 0; }
-	_pyout=/tmp/pybench
+	_pyout=$PY_TMP/pybench
 	if [ "$BENCH_MODE" = smoke ]; then
 		_ov="--rounds 2 --samples 9" _rp="--requests 8 --reps 1"
 	else

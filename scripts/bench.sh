@@ -57,7 +57,7 @@ mkdir -p "$res"
 # A partial run (--host-only, --guest-only, --sections) keeps the results of
 # the environments and sections it does not run.
 for s in $sections; do
-	[ $host -eq 1 ] && rm -f "$res/$s"-host.* "$res/$s"-*-host.*
+	[ $host -eq 1 ] && rm -f "$res/$s"-host.* "$res/$s"-*-host.* "$res/$s"-*-host-fake.*
 	[ $guest -eq 1 ] && rm -f "$res/$s"-guest-6.12.* "$res/$s"-*-guest-6.12.*
 done
 plots=$BELUGA_ROOT/bench/plots

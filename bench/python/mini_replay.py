@@ -29,11 +29,14 @@ compared byte for byte; the count of differing requests must be 0.
 """
 
 import argparse
+import atexit
 import collections
 import json
 import os
+import shutil
 import statistics
 import sys
+import tempfile
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -44,6 +47,15 @@ import numpy as np  # noqa: E402
 
 BT = 16
 DEFAULT_TRACE = os.path.join(ROOT, "..", "shared", "data", "mooncake_conversation_trace.jsonl")
+
+
+def fake_device():
+    """A file for the fake kernel to open as its device, removed at exit."""
+    d = tempfile.mkdtemp(prefix="beluga-fake-")
+    atexit.register(shutil.rmtree, d, True)
+    path = os.path.join(d, "beluga")
+    open(path, "w").close()
+    return path
 
 
 def parse():
@@ -104,9 +116,7 @@ def main():
               f"set BELUGA_TRACE or --trace)")
         return 0
     if args.fake:
-        dev = os.path.join(args.out or "/tmp", "fake-beluga-dev-replay")
-        os.makedirs(os.path.dirname(dev), exist_ok=True)
-        open(dev, "a").close()
+        dev = fake_device()
         os.environ.update(BELUGA_FAKE_KERNEL="1", BELUGA_FAKE_REGIONS="dax0.0:256M",
                           BELUGA_FAKE_BLOCK_SIZE="65536", BELUGA_DEVICE=dev)
         args.device = dev
@@ -146,7 +156,7 @@ def main():
     ratios = [r["ratio"] for r in reps]
     med = statistics.median(ratios)
     hit_ratio = reps[0]["loaded"] / reps[0]["loadable"]
-    base = {"section": "pyreplay", "env": args.env}
+    base = {"section": "python", "env": args.env}
     recs = [dict(base, kind="trace", requests=len(prompts), of=trace_len, conv_stride=args.conv_stride,
                  max_blocks=args.max_blocks, block_tokens=BT, blocks=b_total,
                  bound_hits=b_hits)]
@@ -172,7 +182,7 @@ def main():
           f"over {args.reps} reps; requests not bit-exact: {rec['mismatches']}")
     if args.out:
         os.makedirs(args.out, exist_ok=True)
-        with open(os.path.join(args.out, f"pyreplay-{args.env}.jsonl"), "w") as f:
+        with open(os.path.join(args.out, f"python-replay-{args.env}.jsonl"), "w") as f:
             for r in recs:
                 f.write(json.dumps(r, separators=(",", ":")) + "\n")
     return 1 if rec["mismatches"] else 0

@@ -27,15 +27,27 @@ never read as the figure.
 """
 
 import argparse
+import atexit
 import ctypes
 import json
 import os
+import shutil
 import statistics
 import sys
+import tempfile
 import time
 
 GOAL = 1.5
 OPS = {"count": 0, "pin": 1}      # lookup64.c's L64_COUNT, L64_PIN
+
+
+def fake_device():
+    """A file for the fake kernel to open as its device, removed at exit."""
+    d = tempfile.mkdtemp(prefix="beluga-fake-")
+    atexit.register(shutil.rmtree, d, True)
+    path = os.path.join(d, "beluga")
+    open(path, "w").close()
+    return path
 
 
 def parse():
@@ -44,7 +56,7 @@ def parse():
     ap.add_argument("--c-lib", required=True, help="liblookup64.so (bench/python/lookup64.c)")
     ap.add_argument("--fake", action="store_true", help="both sides on the fake kernel (host smoke check)")
     ap.add_argument("--env", default="host", help="environment name in the records")
-    ap.add_argument("--out", default=None, help="directory for pyoverhead-ENV.jsonl")
+    ap.add_argument("--out", default=None, help="directory for python-overhead-ENV.jsonl")
     ap.add_argument("--keys", type=int, default=64)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--samples", type=int, default=31)
@@ -112,9 +124,7 @@ def main():
     args = parse()
     if args.fake:
         # before the extensions load: their fake kernels read these once
-        fake_dev = os.path.join(args.out or "/tmp", "fake-beluga-dev")
-        os.makedirs(os.path.dirname(fake_dev), exist_ok=True)
-        open(fake_dev, "a").close()
+        fake_dev = fake_device()
         os.environ.update(BELUGA_FAKE_KERNEL="1", BELUGA_FAKE_REGIONS="dax0.0:64M",
                           BELUGA_FAKE_BLOCK_SIZE="4096", BELUGA_DEVICE=fake_dev)
         args.device = fake_dev
@@ -155,7 +165,7 @@ def main():
     pool.close()
 
     recs = []
-    base = {"section": "pyoverhead", "env": args.env}
+    base = {"section": "python", "env": args.env}
     for (impl, op), vals in medians.items():
         recs.append(dict(base, kind="op", name=f"lookup_{op}", impl=impl, n=n,
                          ns=round(statistics.median(vals), 1), min=round(min(vals), 1),
@@ -182,7 +192,7 @@ def main():
               f"{min(vals):>6.2f}..{max(vals):<6.2f}")
     if args.out:
         os.makedirs(args.out, exist_ok=True)
-        with open(os.path.join(args.out, f"pyoverhead-{args.env}.jsonl"), "w") as f:
+        with open(os.path.join(args.out, f"python-overhead-{args.env}.jsonl"), "w") as f:
             for r in recs:
                 f.write(json.dumps(r, separators=(",", ":")) + "\n")
     return 0
