@@ -66,6 +66,16 @@ static int beluga_batch_bytes(u32 count, size_t elem, size_t *bytes)
 	return 0;
 }
 
+/*
+ * Pool commands check the pool last: every error about the arguments comes
+ * first (uapi: the common errors' order), so a malformed call fails the same
+ * way whether or not a region is attached.
+ */
+static int beluga_pool_ready(struct beluga_file *bf)
+{
+	return READ_ONCE(bf->dev->pool.nr_regions) ? 0 : -ENODEV;
+}
+
 static void *beluga_copy_array_in(u64 uptr, u32 count, size_t elem)
 {
 	size_t bytes;
@@ -147,6 +157,19 @@ static int beluga_cmd_alloc(struct beluga_file *bf, union beluga_ioctl_buf *u)
 	offsets = kvmalloc(bytes, GFP_KERNEL);
 	if (!offsets)
 		return -ENOMEM;
+	/*
+	 * The output array is an argument: check that it takes the offsets
+	 * before the pool is, by writing its own bytes back. A late failure
+	 * (another thread unmaps it) is undone below.
+	 */
+	if (copy_from_user(offsets, u64_to_user_ptr(arg->offsets), bytes) ||
+	    copy_to_user(u64_to_user_ptr(arg->offsets), offsets, bytes)) {
+		ret = -EFAULT;
+		goto out;
+	}
+	ret = beluga_pool_ready(bf);
+	if (ret)
+		goto out;
 	ret = ops->alloc(bf, arg->count, offsets);
 	if (ret)
 		goto out;
@@ -175,10 +198,14 @@ static int beluga_cmd_block_list(struct beluga_file *bf,
 				       sizeof(*offsets));
 	if (IS_ERR(offsets))
 		return PTR_ERR(offsets);
+	ret = beluga_pool_ready(bf);
+	if (ret)
+		goto out;
 	if (release)
 		ret = ops->release(bf, arg->count, offsets);
 	else
 		ret = ops->free(bf, arg->count, offsets);
+out:
 	kvfree(offsets);
 	return ret;
 }
@@ -219,6 +246,9 @@ static int beluga_cmd_publish(struct beluga_file *bf,
 			goto out;
 		}
 	}
+	ret = beluga_pool_ready(bf);
+	if (ret)
+		goto out;
 	ret = -ENOMEM;
 	keys = kvmalloc_array(arg->count, sizeof(*keys), GFP_KERNEL);
 	offsets = kvmalloc_array(arg->count, sizeof(*offsets), GFP_KERNEL);
@@ -265,15 +295,23 @@ static int beluga_cmd_lookup(struct beluga_file *bf, union beluga_ioctl_buf *u)
 	struct beluga_key *keys;
 	u64 *offsets = NULL;
 	u32 hits = 0;
+	size_t bytes;
 	int ret;
 
 	if (arg->flags & ~BELUGA_LOOKUP_PIN)
 		return -EINVAL;
+	/* The count before the rules on other fields (uapi: error order). */
+	ret = beluga_batch_bytes(arg->count, sizeof(*keys), &bytes);
+	if (ret)
+		return ret;
 	if (pin && !arg->offsets)
 		return -EINVAL;
 	keys = beluga_copy_array_in(arg->keys, arg->count, sizeof(*keys));
 	if (IS_ERR(keys))
 		return PTR_ERR(keys);
+	ret = beluga_pool_ready(bf);
+	if (ret)
+		goto out;
 	if (arg->offsets) {
 		offsets = kvmalloc_array(arg->count, sizeof(*offsets),
 					 GFP_KERNEL);
@@ -342,11 +380,12 @@ static int beluga_cmd_evict(struct beluga_file *bf, union beluga_ioctl_buf *u)
 
 	if (arg->flags & ~BELUGA_EVICT_NAMESPACE)
 		return -EINVAL;
+	if ((arg->flags & BELUGA_EVICT_NAMESPACE) && (arg->key.lo || arg->key.hi))
+		return -EINVAL;
+	/* The pool's kind is state: it comes after the arguments. */
 	if (bf->dev->mh)
 		return -EOPNOTSUPP;
 	if (arg->flags & BELUGA_EVICT_NAMESPACE) {
-		if (arg->key.lo || arg->key.hi)
-			return -EINVAL;
 		arg->evicted = bel_evict_ns(&bf->dev->pool, arg->ns,
 					    &arg->busy);
 		return 0;
@@ -400,17 +439,16 @@ out:
 /* What a command needs before it runs. */
 #define BELUGA_OP_ADMIN		BIT(0)	/* CAP_SYS_ADMIN */
 #define BELUGA_OP_WRITE		BIT(1)	/* a file opened for writing */
-#define BELUGA_OP_POOL		BIT(2)	/* an attached region, else -ENODEV */
 /*
  * May have taken effect even when it fails (PUBLISH whose results cannot be
  * written, DETACH_EVICT that evicted but stayed busy): copy the struct's
  * counters back on error too.
  */
-#define BELUGA_OP_EFFECTIVE	BIT(3)
+#define BELUGA_OP_EFFECTIVE	BIT(2)
 /* Runs with mh_rwsem held for reading: a shared pool cannot come or go. */
-#define BELUGA_OP_MH		BIT(4)
+#define BELUGA_OP_MH		BIT(3)
 /* Nothing in the struct is output: it is not written back. */
-#define BELUGA_OP_IN_ONLY	BIT(5)
+#define BELUGA_OP_IN_ONLY	BIT(4)
 
 struct beluga_ioctl_op {
 	int (*execute)(struct beluga_file *bf, union beluga_ioctl_buf *u);
@@ -435,18 +473,14 @@ static const struct beluga_ioctl_op beluga_ops[] = {
 	BELUGA_OP(INFO, beluga_cmd_info, beluga_info, 0),
 	BELUGA_OP(STATS, beluga_cmd_stats, beluga_stats, 0),
 	BELUGA_OP(ALLOC, beluga_cmd_alloc, beluga_alloc,
-		  BELUGA_OP_WRITE | BELUGA_OP_POOL | BELUGA_OP_MH |
-		  BELUGA_OP_IN_ONLY),
+		  BELUGA_OP_WRITE | BELUGA_OP_MH | BELUGA_OP_IN_ONLY),
 	BELUGA_OP(FREE, beluga_cmd_free, beluga_blocks,
-		  BELUGA_OP_WRITE | BELUGA_OP_POOL | BELUGA_OP_MH |
-		  BELUGA_OP_IN_ONLY),
+		  BELUGA_OP_WRITE | BELUGA_OP_MH | BELUGA_OP_IN_ONLY),
 	BELUGA_OP(PUBLISH, beluga_cmd_publish, beluga_publish,
-		  BELUGA_OP_WRITE | BELUGA_OP_POOL | BELUGA_OP_EFFECTIVE |
-		  BELUGA_OP_MH),
-	BELUGA_OP(LOOKUP, beluga_cmd_lookup, beluga_lookup,
-		  BELUGA_OP_POOL | BELUGA_OP_MH),
+		  BELUGA_OP_WRITE | BELUGA_OP_EFFECTIVE | BELUGA_OP_MH),
+	BELUGA_OP(LOOKUP, beluga_cmd_lookup, beluga_lookup, BELUGA_OP_MH),
 	BELUGA_OP(RELEASE, beluga_cmd_release, beluga_blocks,
-		  BELUGA_OP_POOL | BELUGA_OP_MH | BELUGA_OP_IN_ONLY),
+		  BELUGA_OP_MH | BELUGA_OP_IN_ONLY),
 	BELUGA_OP(ATTACH, beluga_cmd_attach, beluga_attach, BELUGA_OP_ADMIN),
 	BELUGA_OP(DETACH, beluga_cmd_detach, beluga_detach,
 		  BELUGA_OP_ADMIN | BELUGA_OP_EFFECTIVE),
@@ -495,10 +529,6 @@ long beluga_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 	if (!(op->flags & BELUGA_OP_IN_ONLY) &&
 	    copy_to_user(uarg, buf, ucmd.out_len))
 		return -EFAULT;
-
-	if ((op->flags & BELUGA_OP_POOL) &&
-	    !READ_ONCE(bf->dev->pool.nr_regions))
-		return -ENODEV;
 
 	if (op->flags & BELUGA_OP_MH)
 		down_read(&bf->dev->mh_rwsem);

@@ -32,15 +32,15 @@
 #include "beluga.h"
 
 int beluga_host_id = -1;
-module_param_named(host_id, beluga_host_id, int, 0644);
+module_param_named(host_id, beluga_host_id, int, 0444);
 MODULE_PARM_DESC(host_id, "This host's id in shared pools, 0-15, unique in the rack (default -1: none; ATTACH may give one)");
 
 /* Format-time only: a joining host takes the pool's values from its superblock. */
 unsigned int beluga_mh_heartbeat_ms;
-module_param_named(mh_heartbeat_ms, beluga_mh_heartbeat_ms, uint, 0644);
+module_param_named(mh_heartbeat_ms, beluga_mh_heartbeat_ms, uint, 0444);
 MODULE_PARM_DESC(mh_heartbeat_ms, "Heartbeat period of shared pools this host formats, in ms (default 0: 100)");
 unsigned int beluga_mh_lease_ms;
-module_param_named(mh_lease_ms, beluga_mh_lease_ms, uint, 0644);
+module_param_named(mh_lease_ms, beluga_mh_lease_ms, uint, 0444);
 MODULE_PARM_DESC(mh_lease_ms, "Lease of shared pools this host formats, in ms, at least 4 heartbeats (default 0: 2000)");
 
 static void *beluga_mh_addr(void *priv, u64 off)

@@ -6,6 +6,18 @@
  *
  * The show functions never take regions_rwsem: DETACH removes a region's
  * directory while holding it, and kobject_del() waits for readers.
+ *
+ * Who may read: what moves with the pool's use (occupancy, pins, clients,
+ * the counters, mapping counts) is root-only (0400), as are physical
+ * addresses. The class directory is world-readable, and these numbers
+ * would otherwise let any local user watch a tenant's traffic and hit
+ * rate, a prompt-cache side channel, without any access to its device
+ * node. Mode 0400 rather than a check against the node's permissions:
+ * a show function cannot tell which pool's file, if any, the reader could
+ * open (udev or an admin may chown the node at any time), and a tenant
+ * already gets the same numbers for its own pool through BELUGA_IOC_STATS
+ * and REGION_INFO on its node, which its permissions do gate. Geometry
+ * (block size, regions, map size, total blocks) stays world-readable.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -25,7 +37,8 @@ static struct beluga_device *to_beluga(struct device *dev)
 			    struct beluga_device, misc);
 }
 
-#define BELUGA_STAT_ATTR(_field)					\
+/* _kind: RO (0444) for geometry, ADMIN_RO (0400) for what use moves. */
+#define BELUGA_STAT_ATTR(_field, _kind)					\
 static ssize_t _field##_show(struct device *dev,			\
 			     struct device_attribute *attr, char *buf)	\
 {									\
@@ -34,25 +47,25 @@ static ssize_t _field##_show(struct device *dev,			\
 	beluga_stats(to_beluga(dev), &s);				\
 	return sysfs_emit(buf, "%llu\n", s._field);			\
 }									\
-static DEVICE_ATTR_RO(_field)
+static DEVICE_ATTR_##_kind(_field)
 
-BELUGA_STAT_ATTR(total_blocks);
-BELUGA_STAT_ATTR(free_blocks);
-BELUGA_STAT_ATTR(allocated_blocks);
-BELUGA_STAT_ATTR(published_blocks);
-BELUGA_STAT_ATTR(pinned_blocks);
-BELUGA_STAT_ATTR(pins);
-BELUGA_STAT_ATTR(clients);
-BELUGA_STAT_ATTR(allocs);
-BELUGA_STAT_ATTR(frees);
-BELUGA_STAT_ATTR(publishes);
-BELUGA_STAT_ATTR(publish_races);
-BELUGA_STAT_ATTR(lookups);
-BELUGA_STAT_ATTR(lookup_keys);
-BELUGA_STAT_ATTR(lookup_hits);
-BELUGA_STAT_ATTR(releases);
-BELUGA_STAT_ATTR(evictions);
-BELUGA_STAT_ATTR(alloc_failures);
+BELUGA_STAT_ATTR(total_blocks, RO);
+BELUGA_STAT_ATTR(free_blocks, ADMIN_RO);
+BELUGA_STAT_ATTR(allocated_blocks, ADMIN_RO);
+BELUGA_STAT_ATTR(published_blocks, ADMIN_RO);
+BELUGA_STAT_ATTR(pinned_blocks, ADMIN_RO);
+BELUGA_STAT_ATTR(pins, ADMIN_RO);
+BELUGA_STAT_ATTR(clients, ADMIN_RO);
+BELUGA_STAT_ATTR(allocs, ADMIN_RO);
+BELUGA_STAT_ATTR(frees, ADMIN_RO);
+BELUGA_STAT_ATTR(publishes, ADMIN_RO);
+BELUGA_STAT_ATTR(publish_races, ADMIN_RO);
+BELUGA_STAT_ATTR(lookups, ADMIN_RO);
+BELUGA_STAT_ATTR(lookup_keys, ADMIN_RO);
+BELUGA_STAT_ATTR(lookup_hits, ADMIN_RO);
+BELUGA_STAT_ATTR(releases, ADMIN_RO);
+BELUGA_STAT_ATTR(evictions, ADMIN_RO);
+BELUGA_STAT_ATTR(alloc_failures, ADMIN_RO);
 
 static ssize_t block_size_show(struct device *dev,
 			       struct device_attribute *attr, char *buf)
@@ -87,14 +100,14 @@ static ssize_t pte_faults_show(struct device *dev,
 {
 	return sysfs_emit(buf, "%lld\n", atomic64_read(&to_beluga(dev)->pte_faults));
 }
-static DEVICE_ATTR_RO(pte_faults);
+static DEVICE_ATTR_ADMIN_RO(pte_faults);
 
 static ssize_t pmd_faults_show(struct device *dev,
 			       struct device_attribute *attr, char *buf)
 {
 	return sysfs_emit(buf, "%lld\n", atomic64_read(&to_beluga(dev)->pmd_faults));
 }
-static DEVICE_ATTR_RO(pmd_faults);
+static DEVICE_ATTR_ADMIN_RO(pmd_faults);
 
 static ssize_t hosts_show(struct device *dev, struct device_attribute *attr,
 			  char *buf)
@@ -175,9 +188,10 @@ static const struct sysfs_ops beluga_region_sysfs_ops = {
 	.show = beluga_region_attr_show,
 };
 
-#define BELUGA_REGION_ATTR(_name)					\
+/* _mode: 0444 for geometry, 0400 for what use moves and addresses. */
+#define BELUGA_REGION_ATTR(_name, _mode)				\
 static struct beluga_region_attr region_attr_##_name = {		\
-	.attr = { .name = __stringify(_name), .mode = 0444 },		\
+	.attr = { .name = __stringify(_name), .mode = _mode },		\
 	.show = region_##_name##_show,					\
 }
 
@@ -185,50 +199,50 @@ static ssize_t region_name_show(struct beluga_region *r, char *buf)
 {
 	return sysfs_emit(buf, "%s\n", r->name);
 }
-BELUGA_REGION_ATTR(name);
+BELUGA_REGION_ATTR(name, 0444);
 
 static ssize_t region_backend_show(struct beluga_region *r, char *buf)
 {
 	return sysfs_emit(buf, "%s\n",
 			  r->backend == BELUGA_BACKEND_DAX ? "dax" : "node");
 }
-BELUGA_REGION_ATTR(backend);
+BELUGA_REGION_ATTR(backend, 0444);
 
 static ssize_t region_node_show(struct beluga_region *r, char *buf)
 {
 	return sysfs_emit(buf, "%d\n", r->node);
 }
-BELUGA_REGION_ATTR(node);
+BELUGA_REGION_ATTR(node, 0444);
 
 static ssize_t region_phys_start_show(struct beluga_region *r, char *buf)
 {
 	return sysfs_emit(buf, "%#llx\n", (u64)r->phys_start);
 }
-BELUGA_REGION_ATTR(phys_start);
+BELUGA_REGION_ATTR(phys_start, 0400);
 
 static ssize_t region_length_show(struct beluga_region *r, char *buf)
 {
 	return sysfs_emit(buf, "%llu\n", r->length);
 }
-BELUGA_REGION_ATTR(length);
+BELUGA_REGION_ATTR(length, 0444);
 
 static ssize_t region_first_offset_show(struct beluga_region *r, char *buf)
 {
 	return sysfs_emit(buf, "%#llx\n", r->first_offset);
 }
-BELUGA_REGION_ATTR(first_offset);
+BELUGA_REGION_ATTR(first_offset, 0444);
 
 static ssize_t region_nr_blocks_show(struct beluga_region *r, char *buf)
 {
 	return sysfs_emit(buf, "%u\n", r->nr_blocks);
 }
-BELUGA_REGION_ATTR(nr_blocks);
+BELUGA_REGION_ATTR(nr_blocks, 0444);
 
 static ssize_t region_mappings_show(struct beluga_region *r, char *buf)
 {
 	return sysfs_emit(buf, "%d\n", atomic_read(&r->mappings));
 }
-BELUGA_REGION_ATTR(mappings);
+BELUGA_REGION_ATTR(mappings, 0400);
 
 #define BELUGA_REGION_STAT_ATTR(_field)					\
 static ssize_t region_##_field##_show(struct beluga_region *r, char *buf) \
@@ -247,7 +261,7 @@ static ssize_t region_##_field##_show(struct beluga_region *r, char *buf) \
 	}								\
 	return sysfs_emit(buf, "%llu\n", rs._field);			\
 }									\
-BELUGA_REGION_ATTR(_field)
+BELUGA_REGION_ATTR(_field, 0400)
 
 BELUGA_REGION_STAT_ATTR(free_blocks);
 BELUGA_REGION_STAT_ATTR(allocated_blocks);

@@ -135,8 +135,10 @@ if [ -n "$hostrepo" ]; then
 	# read-only: the guest runs the host's Python and reads the repository, and
 	# writes only to its own tmpfs
 	# (-fsdev + -device rather than -virtfs: -virtfs plugs into the last bus,
-	# the CXL host bridge, which takes only bridges)
-	qemu+=(-fsdev "local,id=hostroot,path=/,security_model=none,readonly=on"
+	# the CXL host bridge, which takes only bridges). multidevs=remap: the
+	# export spans the host's file systems (a tmpfs /tmp, a separate /home),
+	# and inode numbers from two of them must not collide in the guest's cache.
+	qemu+=(-fsdev "local,id=hostroot,path=/,security_model=none,readonly=on,multidevs=remap"
 		-device "virtio-9p-pci,fsdev=hostroot,mount_tag=hostroot,bus=pcie.0")
 	cmdline+=" beluga_hostroot=$hostrepo"
 fi

@@ -6,6 +6,8 @@
  */
 #include "beluga_test.h"
 
+#include <grp.h>
+
 enum {
 	C_INFO, C_STATS, C_ALLOC, C_FREE, C_PUBLISH, C_LOOKUP, C_RELEASE,
 	C_ATTACH, C_DETACH, C_EVICT, C_REGION_INFO, C_NR
@@ -82,15 +84,34 @@ FIXTURE(abi) {
 	struct beluga_stats st0;	/* occupancy after setup */
 };
 
-FIXTURE_SETUP(abi)
+/* A second, valid region of the same backend, for ATTACH args. */
+static void abi_extra_region(FIXTURE_DATA(abi) *self, int backend)
+{
+	char why[128];
+
+	if (backend == BELUGA_BACKEND_NODE)
+		self->have_extra = bt_attach_req(&self->extra,
+				BELUGA_BACKEND_NODE, 0, 0, BT_REGION_LEN,
+				BT_BLOCK_SIZE, "bt-abi-extra") == 0;
+	else
+		self->have_extra =
+			bt_backend_ok(BELUGA_BACKEND_DAX, 0, 2 * BT_REGION_LEN,
+				      why, sizeof(why)) &&
+			bt_attach_req(&self->extra, BELUGA_BACKEND_DAX, 0,
+				      BT_REGION_LEN, BT_REGION_LEN,
+				      BT_BLOCK_SIZE, "bt-abi-extra") == 0;
+}
+
+/* The abi fixture's setup; false when it SKIPped. */
+static bool abi_fixture_setup(struct __test_metadata *_metadata,
+			      FIXTURE_DATA(abi) *self)
 {
 	uint64_t offs[3];
 	uint32_t hits;
 	int32_t res;
-	char why[128];
 
 	if (!bt_setup(&self->c, BT_ANY_BACKEND, BT_REGION_LEN, BT_BLOCK_SIZE))
-		return;
+		return false;
 	self->ns = bt_ns(1);
 	self->empty_ns = bt_ns(2) ^ 0x5a5a;
 	self->key_pub = bt_key(self->ns, 1);
@@ -111,25 +132,19 @@ FIXTURE_SETUP(abi)
 
 	self->empty_slot = BELUGA_MAX_REGIONS - 1;
 	ASSERT_NE(self->empty_slot, self->c.att[0].region_id);
-
-	/* A second, valid region of the same backend, for ATTACH args. */
-	if (self->c.backend == BELUGA_BACKEND_NODE)
-		self->have_extra = bt_attach_req(&self->extra,
-				BELUGA_BACKEND_NODE, 0, 0, BT_REGION_LEN,
-				BT_BLOCK_SIZE, "bt-abi-extra") == 0;
-	else
-		self->have_extra =
-			bt_backend_ok(BELUGA_BACKEND_DAX, 0, 2 * BT_REGION_LEN,
-				      why, sizeof(why)) &&
-			bt_attach_req(&self->extra, BELUGA_BACKEND_DAX, 0,
-				      BT_REGION_LEN, BT_REGION_LEN,
-				      BT_BLOCK_SIZE, "bt-abi-extra") == 0;
+	abi_extra_region(self, self->c.backend);
 
 	ASSERT_EQ(0, bt_stats(self->c.fd, &self->st0));
 	ASSERT_STATS_CONSISTENT(self->st0);
 	ASSERT_EQ(2, self->st0.allocated_blocks);
 	ASSERT_EQ(1, self->st0.published_blocks);
 	ASSERT_EQ(1, self->st0.pins);
+	return true;
+}
+
+FIXTURE_SETUP(abi)
+{
+	abi_fixture_setup(_metadata, self);
 }
 
 FIXTURE_TEARDOWN(abi)
@@ -208,6 +223,33 @@ static uint32_t build_arg(FIXTURE_DATA(abi) *self, int c, union bt_argbuf *buf)
 	ASSERT_EQ(0, bt_present((self)->c.fd, (self)->ns,		\
 				(self)->key_new));			\
 } while (0)
+
+/*
+ * Admin commands need the caller's CAP_SYS_ADMIN, not a writable file: a
+ * read-only file serves them (the refusals are rows of the order table).
+ */
+TEST_F(abi, admin_through_readonly_file)
+{
+	struct beluga_attach at;
+	struct beluga_evict e;
+	int rofd, r;
+
+	rofd = bt_open(O_RDONLY);
+	ASSERT_LE(0, rofd) TH_LOG("open O_RDONLY: %s", strerror(errno));
+	r = bt_evict_ns(rofd, self->empty_ns, &e);
+	EXPECT_EQ(0, r) TH_LOG("EVICT through O_RDONLY: %s", strerror(-r));
+	if (!self->have_extra) {
+		close(rofd);
+		SKIP(return, "no second region to attach");
+	}
+	at = self->extra;
+	r = bt_attach(rofd, &at);
+	ASSERT_EQ(0, r) TH_LOG("ATTACH through O_RDONLY: %s", strerror(-r));
+	r = bt_detach(rofd, at.region_id, 0, NULL);
+	EXPECT_EQ(0, r) TH_LOG("DETACH through O_RDONLY: %s", strerror(-r));
+	close(rofd);
+	ASSERT_UNCHANGED(self);
+}
 
 TEST_F(abi, unknown_command_enotty)
 {
@@ -797,6 +839,327 @@ TEST_F(abi, lookup_bad_pointers)
 	ASSERT_UNCHANGED(self);
 	munmap(page, BT_PAGE);
 	munmap(ro, BT_PAGE);
+}
+
+/* ------------------------------------------------------------------ */
+/*
+ * The order of the common errors (uapi/linux/beluga.h, "Common errors").
+ * Each row breaks two rules (or one, next to -ENODEV on an empty pool) and
+ * names the error that must win. Every row runs twice: on an empty pool,
+ * where -ENODEV would win if any argument check came after the pool check,
+ * and with a region whose blocks make the base arguments valid.
+ */
+
+/* Rules a row can break. */
+enum {
+	V_ENCODING	= 1 << 0,	/* _IOWR encoding: -ENOTTY */
+	V_UNPRIV	= 1 << 1,	/* caller without CAP_SYS_ADMIN (uid 65534) */
+	V_RDONLY	= 1 << 2,	/* through a file opened O_RDONLY */
+	V_ARG_NULL	= 1 << 3,	/* the struct pointer is NULL */
+	V_SIZE_SMALL	= 1 << 4,	/* size V1 - 1 */
+	V_SIZE_HUGE	= 1 << 5,	/* size 8192, zero tail */
+	V_TAIL		= 1 << 6,	/* size V1 + 8, a nonzero byte past V1 */
+	V_ARG_RO	= 1 << 7,	/* the struct in a read-only page */
+	V_FLAGS		= 1 << 8,	/* an unknown flag */
+	V_RESERVED	= 1 << 9,	/* a nonzero __reserved field */
+	V_COUNT0	= 1 << 10,	/* count 0 */
+	V_COUNT_BIG	= 1 << 11,	/* count BELUGA_MAX_BATCH + 1 */
+	V_FIELD		= 1 << 12,	/* LOOKUP: PIN with offsets 0; EVICT: NAMESPACE with a key */
+	V_ARRAY		= 1 << 13,	/* the (input, or ALLOC's) array unmapped */
+	V_ARRAY_RO	= 1 << 14,	/* ALLOC's offsets array read-only */
+	V_ITEM		= 1 << 15,	/* PUBLISH: an item's __reserved nonzero */
+	V_OUT		= 1 << 16,	/* LOOKUP: the offsets array unmapped */
+};
+
+#define CMD(c)		(1U << (c))
+#define ALL_CMDS	((1U << C_NR) - 1)
+#define ADMIN_CMDS	(CMD(C_ATTACH) | CMD(C_DETACH) | CMD(C_EVICT))
+#define WRITE_CMDS	(CMD(C_ALLOC) | CMD(C_FREE) | CMD(C_PUBLISH))
+#define BATCH_CMDS	(WRITE_CMDS | CMD(C_LOOKUP) | CMD(C_RELEASE))
+/* commands whose struct is not written back (uapi: "in" fields only) */
+#define IN_ONLY_CMDS	(CMD(C_ALLOC) | CMD(C_FREE) | CMD(C_RELEASE))
+#define OUT_CMDS	(ALL_CMDS & ~IN_ONLY_CMDS)
+
+static const struct order_row {
+	unsigned int cmds;	/* CMD() mask */
+	unsigned int rules;	/* V_* */
+	int want;		/* with a region */
+	int want_empty;		/* on an empty pool */
+	const char *what;
+} order_rows[] = {
+#define ROW(_cmds, _rules, _want, _what) \
+	{ _cmds, _rules, _want, _want, _what }
+	/* 1. the command number beats everything */
+	ROW(ALL_CMDS, V_ENCODING | V_ARG_NULL, -ENOTTY, "encoding before the struct"),
+	ROW(ALL_CMDS, V_ENCODING | V_UNPRIV | V_RDONLY, -ENOTTY,
+	    "encoding before capability and file mode"),
+	/* 2. the capability: calling task's, whatever the file */
+	ROW(ADMIN_CMDS, V_UNPRIV | V_ARG_NULL, -EPERM, "capability before the struct"),
+	ROW(ADMIN_CMDS, V_UNPRIV | V_TAIL, -EPERM, "capability before the size"),
+	ROW(ADMIN_CMDS, V_UNPRIV | V_RDONLY | V_FLAGS, -EPERM,
+	    "capability through a read-only file, before flags"),
+	ROW(ADMIN_CMDS, V_UNPRIV | V_RDONLY, -EPERM,
+	    "capability through a read-only file"),
+	/* 3. the file mode */
+	ROW(WRITE_CMDS, V_RDONLY | V_ARG_NULL, -EBADF, "file mode before the struct"),
+	ROW(WRITE_CMDS, V_RDONLY | V_TAIL | V_FLAGS, -EBADF, "file mode before the size"),
+	ROW(WRITE_CMDS, V_UNPRIV | V_RDONLY | V_COUNT0, -EBADF,
+	    "file mode, unprivileged, before the count"),
+	/* 4. the struct: size, trailing bytes, readable and writable */
+	ROW(ALL_CMDS, V_SIZE_HUGE | V_FLAGS, -E2BIG, "size above 4096 before flags"),
+	ROW(ALL_CMDS, V_TAIL | V_FLAGS, -E2BIG, "nonzero trailing bytes before flags"),
+	ROW(OUT_CMDS, V_SIZE_SMALL | V_ARG_RO, -EINVAL,
+	    "size below V1 before the write-back check"),
+	ROW(OUT_CMDS, V_TAIL | V_ARG_RO, -E2BIG,
+	    "nonzero trailing bytes before the write-back check"),
+	ROW(OUT_CMDS, V_ARG_RO | V_FLAGS, -EFAULT, "write-back check before flags"),
+	ROW(IN_ONLY_CMDS, V_ARG_RO | V_FLAGS, -EINVAL,
+	    "an in-only struct may be read-only; flags"),
+	ROW(CMD(C_INFO) | CMD(C_STATS) | CMD(C_LOOKUP) | CMD(C_RELEASE) |
+	    CMD(C_REGION_INFO), V_UNPRIV | V_TAIL, -E2BIG,
+	    "no capability needed; the size"),
+	/* 5. fields: flags and reserved, then the count, then the rest */
+	ROW(BATCH_CMDS, V_TAIL | V_COUNT0, -E2BIG, "trailing bytes before the count"),
+	ROW(BATCH_CMDS, V_FLAGS | V_COUNT_BIG, -EINVAL, "flags before the count"),
+	ROW(CMD(C_ALLOC) | CMD(C_FREE) | CMD(C_RELEASE), V_RESERVED | V_COUNT_BIG,
+	    -EINVAL, "reserved before the count"),
+	ROW(CMD(C_ATTACH) | CMD(C_DETACH), V_RESERVED | V_TAIL, -E2BIG,
+	    "trailing bytes before reserved"),
+	ROW(CMD(C_LOOKUP), V_FIELD | V_COUNT_BIG, -E2BIG,
+	    "the count before PIN without offsets"),
+	ROW(CMD(C_EVICT), V_FIELD | V_TAIL, -E2BIG,
+	    "trailing bytes before NAMESPACE with a key"),
+	ROW(CMD(C_EVICT), V_FIELD, -EINVAL, "NAMESPACE with a key"),
+	ROW(CMD(C_DETACH) | CMD(C_REGION_INFO), V_FLAGS, -EINVAL,
+	    "flags before the slot"),
+	/* 6. arrays, once the count is valid; then what they hold */
+	ROW(BATCH_CMDS, V_COUNT_BIG | V_ARRAY, -E2BIG, "count above max before the array"),
+	ROW(BATCH_CMDS, V_COUNT0 | V_ARRAY, -EINVAL, "count 0 before the array"),
+	ROW(BATCH_CMDS, V_FLAGS | V_ARRAY, -EINVAL, "flags before the array"),
+	ROW(CMD(C_LOOKUP), V_FIELD | V_ARRAY, -EINVAL,
+	    "PIN without offsets before the keys"),
+	/* 7. the pool comes after every argument */
+	ROW(BATCH_CMDS, V_ARRAY, -EFAULT, "the array before the pool"),
+	ROW(CMD(C_ALLOC), V_ARRAY_RO, -EFAULT,
+	    "ALLOC's read-only offsets before the pool"),
+	ROW(CMD(C_LOOKUP), V_FIELD, -EINVAL, "PIN without offsets before the pool"),
+	ROW(CMD(C_PUBLISH), V_ITEM | V_COUNT_BIG, -E2BIG, "the count before the items"),
+	ROW(CMD(C_PUBLISH), V_ITEM, -EINVAL, "an item's reserved before the pool"),
+	/* 8. arrays the kernel only writes are checked when written */
+	{ CMD(C_LOOKUP), V_OUT, -EFAULT, -ENODEV,
+	  "LOOKUP's offsets only when there are hits, after the pool" },
+#undef ROW
+};
+
+/* A 3-page argument area, so that size 8192 has a readable zero tail. */
+#define ORDER_AREA	(3 * BT_PAGE)
+
+struct order_env {
+	uint8_t *area;		/* ORDER_AREA bytes, read-write */
+	void *hole;		/* an inaccessible page */
+	void *ro;		/* a read-only page */
+	int rofd;		/* O_RDONLY on the pool */
+};
+
+/* Apply @rules to a valid argument of command @c; returns the ioctl number. */
+static unsigned long order_break(FIXTURE_DATA(abi) *a, int c, unsigned int rules,
+				 union bt_argbuf *buf, struct order_env *env)
+{
+	uint32_t v1 = cmds[c].size_v1;
+	uint32_t *count = NULL;
+	__u64 *array = NULL;
+
+	build_arg(a, c, buf);
+	switch (c) {
+	case C_ALLOC:
+		count = &buf->alloc.count;
+		array = &buf->alloc.offsets;
+		break;
+	case C_FREE:
+	case C_RELEASE:
+		count = &buf->blocks.count;
+		array = &buf->blocks.offsets;
+		break;
+	case C_PUBLISH:
+		count = &buf->publish.count;
+		array = &buf->publish.items;
+		break;
+	case C_LOOKUP:
+		count = &buf->lookup.count;
+		array = &buf->lookup.keys;
+		break;
+	}
+	if (rules & V_FLAGS)
+		buf->w[1] |= cmds[c].bad_flag;
+	if (rules & V_RESERVED) {
+		if (c == C_ALLOC)
+			buf->alloc.__reserved = 1;
+		else if (c == C_FREE || c == C_RELEASE)
+			buf->blocks.__reserved = 1;
+		else if (c == C_ATTACH)
+			buf->attach.__reserved = 1;
+		else if (c == C_DETACH)
+			buf->detach.__reserved = 1;
+	}
+	if ((rules & V_COUNT0) && count)
+		*count = 0;
+	if ((rules & V_COUNT_BIG) && count)
+		*count = BELUGA_MAX_BATCH + 1;
+	if (rules & V_FIELD) {
+		if (c == C_LOOKUP) {
+			buf->lookup.flags |= BELUGA_LOOKUP_PIN;
+			buf->lookup.offsets = 0;
+		} else if (c == C_EVICT) {
+			buf->evict.key.lo = 1;
+		}
+	}
+	if ((rules & V_ARRAY) && array)
+		*array = (uintptr_t)env->hole;
+	if ((rules & V_ARRAY_RO) && array)
+		*array = (uintptr_t)env->ro;
+	if (rules & V_ITEM)
+		a->item.__reserved = 1;
+	if ((rules & V_OUT) && c == C_LOOKUP)
+		buf->lookup.offsets = (uintptr_t)env->hole;
+	if (rules & V_SIZE_SMALL)
+		buf->w[0] = v1 - 1;
+	if (rules & V_SIZE_HUGE)
+		buf->w[0] = 2 * BT_PAGE;
+	if (rules & V_TAIL) {
+		buf->w[0] = v1 + 8;
+		buf->b[v1 + 3] = 0x5a;
+	}
+	if (rules & V_ENCODING)
+		return _IOC(_IOC_READ | _IOC_WRITE, BELUGA_TYPE, cmds[c].nr, v1);
+	return cmds[c].cmd;
+}
+
+/*
+ * Run one call of a row in a child (which drops its capabilities for
+ * V_UNPRIV); returns what the ioctl returned, as 0 or -errno.
+ */
+static int order_call(FIXTURE_DATA(abi) *a, int c, unsigned int rules,
+		      struct order_env *env)
+{
+	union bt_argbuf buf;
+	unsigned long nr;
+	void *arg;
+	pid_t pid;
+	int fd, st;
+
+	nr = order_break(a, c, rules, &buf, env);
+	memset(env->area, 0, ORDER_AREA);
+	memcpy(env->area, &buf, sizeof(buf));
+	arg = rules & V_ARG_NULL ? NULL : env->area;
+	fd = rules & V_RDONLY ? env->rofd : a->c.fd;
+	if ((rules & V_ARG_RO) && mprotect(env->area, ORDER_AREA, PROT_READ))
+		return -1000;
+	fflush(NULL);
+	pid = fork();
+	if (pid == 0) {
+		/* exit codes below 128 are errnos: report a failed drop as 200 */
+		if ((rules & V_UNPRIV) &&
+		    (setgroups(0, NULL) || setresgid(65534, 65534, 65534) ||
+		     setresuid(65534, 65534, 65534)))
+			_exit(200);
+		_exit(ioctl(fd, nr, arg) < 0 ? errno : 0);
+	}
+	a->item.__reserved = 0;
+	if (mprotect(env->area, ORDER_AREA, PROT_READ | PROT_WRITE))
+		return -1000;
+	if (pid < 0)
+		return -1000;
+	st = bt_wait(NULL, pid);
+	if (st == 0 || (st > 0 && st < 128))
+		return -st;
+	return -1000;	/* the child could not drop its capabilities, or died */
+}
+
+FIXTURE(order) {
+	FIXTURE_DATA(abi) a;
+	struct order_env env;
+};
+
+FIXTURE_VARIANT(order) {
+	bool region;
+};
+
+FIXTURE_VARIANT_ADD(order, empty_pool) {
+	.region = false,
+};
+
+FIXTURE_VARIANT_ADD(order, with_region) {
+	.region = true,
+};
+
+FIXTURE_SETUP(order)
+{
+	memset(&self->env, 0, sizeof(self->env));
+	self->env.rofd = -1;
+	if (variant->region) {
+		if (!abi_fixture_setup(_metadata, &self->a))
+			return;
+	} else {
+		bt_ctx_init(&self->a.c);
+		bt_setup_empty(&self->a.c);
+		abi_extra_region(&self->a, bt_pick_backend(BT_ANY_BACKEND));
+		/* slot 0 is empty: DETACH and REGION_INFO ask for it */
+	}
+	self->env.area = mmap(NULL, ORDER_AREA, PROT_READ | PROT_WRITE,
+			      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, self->env.area);
+	self->env.hole = bt_unmapped_page();
+	ASSERT_NE(NULL, self->env.hole);
+	self->env.ro = bt_readonly_page();
+	ASSERT_NE(NULL, self->env.ro);
+	self->env.rofd = bt_open(O_RDONLY);
+	ASSERT_LE(0, self->env.rofd) TH_LOG("open O_RDONLY: %s", strerror(errno));
+}
+
+FIXTURE_TEARDOWN(order)
+{
+	if (self->env.rofd >= 0)
+		close(self->env.rofd);
+	if (self->env.area && self->env.area != MAP_FAILED)
+		munmap(self->env.area, ORDER_AREA);
+	if (self->env.hole)
+		munmap(self->env.hole, BT_PAGE);
+	if (self->env.ro)
+		munmap(self->env.ro, BT_PAGE);
+	bt_teardown(&self->a.c);
+}
+
+TEST_F(order, two_rules_first_wins)
+{
+	unsigned int i, calls = 0;
+	int c;
+
+	for (i = 0; i < ARRAY_SIZE(order_rows); i++) {
+		const struct order_row *row = &order_rows[i];
+		int want = variant->region ? row->want : row->want_empty;
+
+		for (c = 0; c < C_NR; c++) {
+			int r;
+
+			if (!(row->cmds & CMD(c)))
+				continue;
+			if (c == C_ATTACH && !self->a.have_extra)
+				continue;
+			r = order_call(&self->a, c, row->rules, &self->env);
+			ASSERT_NE(-1000, r) TH_LOG("%s: %s: the child failed",
+						   cmds[c].name, row->what);
+			EXPECT_EQ(want, r)
+				TH_LOG("%s, %s (rules 0x%x): want %s, got %s",
+				       cmds[c].name, row->what, row->rules,
+				       strerror(-want), strerror(-r));
+			calls++;
+		}
+	}
+	if (!self->a.have_extra)
+		TH_LOG("no second region to attach: ATTACH rows not run");
+	TH_LOG("%u calls from %zu rows", calls, ARRAY_SIZE(order_rows));
+	if (variant->region)
+		ASSERT_UNCHANGED(&self->a);
 }
 
 /* ------------------------------------------------------------------ */

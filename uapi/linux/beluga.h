@@ -51,8 +51,10 @@
  * memory, 6.5 and later). Device-dax regions are mapped with 2 MiB pages where the
  * mapping address, the offset and the region allow it; the kernel picks a
  * 2 MiB aligned address for mappings of 2 MiB or more at a 2 MiB aligned
- * offset. A mapping reaches the regions attached when it was made; pages in
- * holes or in regions attached later raise SIGBUS: map again after ATTACH.
+ * offset. A mapping reaches the regions attached when it was made, in the
+ * range it was made with; pages in holes, in regions attached later or in
+ * regions it reaches only after mremap() grew it raise SIGBUS: map again
+ * after ATTACH (REGION_INFO's @mappings says which mappings count where).
  * mmap() errors:
  *   -EINVAL  MAP_PRIVATE (only MAP_SHARED is allowed);
  *   -EACCES  PROT_WRITE on a file opened O_RDONLY (read-only files map
@@ -71,18 +73,49 @@
  *   - a larger size from newer userspace is accepted when the bytes the
  *     kernel does not know are zero, else -E2BIG;
  *   - output is written back up to the smaller of the two sizes.
- * Common errors for every command, checked in this order:
- *   -ENOTTY  unknown command number or a command encoded with a size or
- *            direction;
- *   -EPERM   an admin command without CAP_SYS_ADMIN;
- *   -EBADF   ALLOC, FREE or PUBLISH on a file not opened for writing;
- *   -EFAULT  the argument or a user pointer inside it is not accessible;
- *   -EINVAL  size below the first version, unknown flags, a nonzero
- *            reserved field or a count of 0;
- *   -E2BIG   size above the kernel's with nonzero trailing bytes, size
- *            above 4096, or a count above BELUGA_MAX_BATCH;
- *   -ENODEV  ALLOC, FREE, PUBLISH, LOOKUP or RELEASE while no region is
- *            attached (INFO, STATS and REGION_INFO work on an empty pool).
+ * Common errors, checked in this order; a call that breaks several rules
+ * gets the error of the first step it fails:
+ *   1. -ENOTTY  unknown command number, or a command encoded with a size
+ *               or direction.
+ *   2. -EPERM   an admin command (ATTACH, DETACH, EVICT) from a task
+ *               without CAP_SYS_ADMIN. The capability is the calling
+ *               task's, whatever file it calls through: a file that root
+ *               opened and passed on grants nothing, and a read-only file
+ *               serves the admin commands of a task that has it.
+ *   3. -EBADF   ALLOC, FREE or PUBLISH on a file not opened for writing
+ *               (admin commands do not need a writable file, so -EPERM and
+ *               -EBADF never meet in one command).
+ *   4. The struct, read as copy_struct_from_user() reads it: -EFAULT when
+ *      the size field cannot be read; -EINVAL size below the first
+ *      version; -E2BIG size above 4096, or nonzero bytes past the kernel's
+ *      struct; -EFAULT when the rest of the struct cannot be read or, for
+ *      a command that writes results into it, written back.
+ *   5. The struct's fields: -EINVAL unknown flags or a nonzero reserved
+ *      field; then the count, -EINVAL for 0 and -E2BIG above
+ *      BELUGA_MAX_BATCH; then the command's own rules on its fields
+ *      (-EINVAL, e.g. LOOKUP with BELUGA_LOOKUP_PIN and no offsets array).
+ *   6. The arrays the struct points to (only once the count that sizes
+ *      them is valid): -EFAULT when an input array (the offsets of FREE
+ *      and RELEASE, the items of PUBLISH, the keys of LOOKUP) cannot be
+ *      read whole, or ALLOC's offsets array cannot be written whole
+ *      (checked by writing its own bytes back); then what they hold
+ *      (-EINVAL for a nonzero __reserved in a PUBLISH item).
+ *   7. -ENODEV  ALLOC, FREE, PUBLISH, LOOKUP or RELEASE while no region is
+ *               attached (INFO, STATS and REGION_INFO work on an empty
+ *               pool).
+ *   8. The command's own errors (its description below). Last, results
+ *      written to arrays the kernel only writes, and only when there is a
+ *      result: LOOKUP's offsets array, PUBLISH's item results (-EFAULT,
+ *      described with each command).
+ * Why this order: each step needs the one before it, as in iommufd, whose
+ * conventions this ABI follows. The struct is copied in whole with
+ * copy_struct_from_user() before any field is looked at, so nonzero
+ * trailing bytes from a newer userspace (a feature this kernel does not
+ * have) are reported as -E2BIG before the fields that feature may give a
+ * meaning to. An array is read only after the count that sizes it is
+ * valid. And every error about the arguments comes before the pool's
+ * state, so a malformed call fails the same way whether or not a region
+ * is attached.
  * A command that fails with an error leaves the pool unchanged, unless its
  * description below says otherwise (PUBLISH, DETACH with
  * BELUGA_DETACH_EVICT). A struct that cannot be written back fails with
@@ -245,8 +278,10 @@ struct beluga_stats {
  * used first. Never sleeps waiting for space.
  *
  * Errors: -ENOSPC when free plus evictable blocks are fewer than @count;
- * -EBADF on a read-only file; -EFAULT when @offsets cannot be written (the
- * blocks are freed again before returning).
+ * -EBADF on a read-only file; -EFAULT when @offsets cannot be written,
+ * checked before anything is allocated (step 6 above; if it becomes
+ * unwritable during the call, the blocks are freed again before
+ * returning).
  */
 struct beluga_alloc {
 	__u32 size;
@@ -362,8 +397,10 @@ struct beluga_publish {
  * @keys: in: user pointer to struct beluga_key[@count]
  * @offsets: out: user pointer to __u64[@count]; the first @hits entries
  *	receive block offsets, nothing else is written (so with no hit the
- *	pointer is not touched). Required with BELUGA_LOOKUP_PIN; may be 0
- *	otherwise (a count-only probe).
+ *	pointer is not touched, and not checked either). Required with
+ *	BELUGA_LOOKUP_PIN: 0 there is -EINVAL, a rule on the fields (step 5
+ *	of the common errors), so it comes before @keys is read and before
+ *	-ENODEV. May be 0 without the flag (a count-only probe).
  *
  * With BELUGA_LOOKUP_PIN every hit gets one pin owned by the calling file
  * and moves to the most recently used end of the LRU; the caller must
@@ -439,8 +476,12 @@ enum beluga_backend {
  * BELUGA_ATTACH_FORMAT, refused while other hosts are alive), else this
  * host joins it; @block_size 0 accepts the pool's. The host id is
  * @host_id with BELUGA_ATTACH_HOST_ID, else the host_id module parameter
- * (beluga.host_id=N). ALLOC, FREE, PUBLISH, LOOKUP and RELEASE then follow
- * the multi-host protocol; the offset space holds the range's data blocks
+ * (beluga.host_id=N). That parameter and the timings a formatting host
+ * writes (beluga.mh_heartbeat_ms, beluga.mh_lease_ms) are given at load
+ * and read-only afterwards (/sys/module/beluga/parameters, mode 0444); an
+ * ATTACH that uses an out-of-range value fails (-ERANGE, -EINVAL).
+ * ALLOC, FREE, PUBLISH, LOOKUP and RELEASE then follow the multi-host
+ * protocol; the offset space holds the range's data blocks
  * only (its metadata is not mappable); PUBLISH writes the blocks' CPU
  * caches back first; EVICT is -EOPNOTSUPP; STATS and REGION_INFO report
  * this host's view of the pool (see struct beluga_stats; the pool's
@@ -559,8 +600,17 @@ struct beluga_evict {
  * @region_id: in: slot, 0..BELUGA_MAX_REGIONS-1
  * @backend: out: enum beluga_backend
  * @node: out: NUMA node of the memory
- * @mappings: out: VMAs of /dev/beluga mappings that cover the region (a
- *	mapping split by munmap() or copied by fork() counts once per piece)
+ * @mappings: out: VMAs of /dev/beluga mappings that count in the region.
+ *	A VMA counts in every region its range covered when mmap() made it,
+ *	for as long as it lives, whatever happens to its range later: each
+ *	piece of a mapping split (munmap() or mprotect() of a part) or shrunk
+ *	(mremap()) counts in all of them, also in regions the piece no longer
+ *	covers, and so does each copy fork() makes; a mapping moved by
+ *	mremap() counts once. Growing a mapping with mremap() adds no
+ *	region: its pages in a region it did not cover at mmap() raise
+ *	SIGBUS, like pages in holes. So DETACH, which needs 0 here, waits
+ *	for every piece of every mapping that covered the region at mmap()
+ *	to be unmapped, and is allowed under a mapping grown over it.
  * @phys_start: out: DAX: physical start; NODE: 0
  * @length: out: bytes claimed
  * @first_offset: out: offset of the region's first block

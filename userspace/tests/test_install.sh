@@ -111,5 +111,38 @@ else
 	fi
 fi
 
+# The boot-time files (packaging/), as a package would install them.
+check "make install-systemd DESTDIR=... PREFIX=/usr" \
+	make -s -C "$src" install-systemd DESTDIR="$root" PREFIX=/usr
+for f in usr/lib/systemd/system/beluga.service etc/beluga.conf etc/modprobe.d/beluga.conf \
+	etc/udev/rules.d/60-beluga.rules; do
+	if [ -s "$root/$f" ]; then ok "installed $f"; else not_ok "installed $f"; fi
+done
+if grep -qx 'ExecStart=/usr/bin/belugactl apply /etc/beluga.conf' \
+	"$root/usr/lib/systemd/system/beluga.service" 2>/dev/null; then
+	ok "beluga.service runs belugactl from BINDIR"
+else
+	not_ok "beluga.service runs belugactl from BINDIR"
+fi
+# The modprobe.d example loads nothing by itself, and explains every load-time
+# parameter of the module (mh_stall_heartbeat is a test knob, not one of them).
+modprobe_conf=$root/etc/modprobe.d/beluga.conf
+if [ -s "$modprobe_conf" ] && ! grep -qv '^\(#.*\)\?$' "$modprobe_conf"; then
+	ok "modprobe.d/beluga.conf has only comments"
+else
+	not_ok "modprobe.d/beluga.conf has only comments"
+fi
+params=$(sed -n 's/^module_param(\([a-z_]*\),.*/\1/p; s/^module_param_named(\([a-z_]*\),.*/\1/p' \
+	"$src"/../kmod/*.c | grep -vx mh_stall_heartbeat | sort -u)
+missing=
+for p in $params; do
+	grep -q "^#   $p=" "$modprobe_conf" 2>/dev/null || missing="$missing $p"
+done
+if [ -n "$params" ] && [ -z "$missing" ]; then
+	ok "modprobe.d/beluga.conf explains every module parameter ($(echo $params))"
+else
+	not_ok "modprobe.d/beluga.conf explains every module parameter (missing:${missing:- none found})"
+fi
+
 echo "1..$n"
 [ $failed -eq 0 ]
