@@ -174,8 +174,10 @@ run_guest() {
 	if [ $py_ok -eq 1 ]; then
 		# the host's root, read-only, for Debian's python3 and the repository
 		# (scripts/vm/guest-python.sh, the mechanism of the test guest)
-		# (-fsdev + -device on pcie.0: -virtfs would plug into the pxb-cxl bus)
-		qemu+=(-fsdev "local,id=hostroot,path=/,security_model=none,readonly=on"
+		# (-fsdev + -device on pcie.0: -virtfs would plug into the pxb-cxl bus;
+		# multidevs=remap: the export spans several host file systems, whose
+		# inode numbers must not collide in the guest, as in run-guest.sh)
+		qemu+=(-fsdev "local,id=hostroot,path=/,security_model=none,readonly=on,multidevs=remap"
 			-device "virtio-9p-pci,fsdev=hostroot,mount_tag=hostroot,bus=pcie.0")
 		append+=" beluga_hostroot=$(realpath "$BELUGA_ROOT")"
 	fi

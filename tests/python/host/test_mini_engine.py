@@ -27,7 +27,8 @@ def model():
 
 @pytest.fixture(scope="module")
 def prompts():
-    return conversations(block_tokens=BT)
+    # small: the guest runs this under TCG
+    return conversations(block_tokens=BT, n_conv=2, turns=3)
 
 
 def block_shape(model, tp_size):
@@ -115,7 +116,7 @@ def test_dict_store_detects_a_changed_block(model, prompts):
 
 
 def test_a_failed_load_degrades_to_recompute(model, prompts):
-    p = prompts[6]
+    p = prompts[5]
     cold = MiniEngine(model).generate(p)
     conn = DictConnector(block_shape(model, 1))
     eng = MiniEngine(model, connectors=[conn])
