@@ -84,7 +84,9 @@ struct beluga_device {
 	 * pool then has that one region only, and the block commands go to
 	 * the multi-host protocol. Readers: the block commands (whole
 	 * command), STATS, REGION_INFO, close(), sysfs (a region's
-	 * attributes only try it: DETACH waits for them). Writers: a shared
+	 * attributes only try it: DETACH waits for them). The block
+	 * commands hold it around the operation only, never while they
+	 * copy from or to user memory (ioctl.c). Writers: a shared
 	 * ATTACH, the DETACH of a shared region, unload; @mh also changes
 	 * only under beluga_claim_mutex. Taken after beluga_claim_mutex and
 	 * before regions_rwsem.
