@@ -17,6 +17,7 @@
 #include <linux/atomic.h>
 #include <linux/fs.h>
 #include <linux/kobject.h>
+#include <linux/list.h>
 #include <linux/miscdevice.h>
 #include <linux/mutex.h>
 #include <linux/rwsem.h>
@@ -49,8 +50,8 @@ struct beluga_region {
 	u64 data_off;
 	/* DAX: device_dax's page map, referenced while attached. */
 	struct dev_pagemap *pgmap;
-	/* DAX: sum of folio refcounts when claimed; more means pinned. */
-	u64 idle_refs;
+	/* On beluga_preparing while an ATTACH prepares it (region.c). */
+	struct list_head preparing;
 	/* NODE: one order-0 page per PAGE_SIZE of the region. */
 	struct page **pages;
 	unsigned long nr_pages;
