@@ -154,6 +154,9 @@ int beluga_region_detach(struct beluga_device *dev, u32 slot, bool evict,
 void beluga_region_detach_all(struct beluga_device *dev);
 int beluga_region_pages_busy(struct beluga_region *region);
 
+/* main.c: false until module init has succeeded */
+bool beluga_accepting_opens(void);
+
 /* client.c */
 int beluga_open(struct inode *inode, struct file *file);
 int beluga_release(struct inode *inode, struct file *file);

@@ -1013,4 +1013,124 @@ TEST(module_pools_moved_range_is_clear)
 	close(fd0);
 }
 
+/* ------------------------------------------------------------------ */
+/* Module init that fails while someone opens the device.               */
+
+struct opener_state {
+	volatile int started;
+	volatile int stop;
+	volatile int opens;
+	volatile int maps;
+};
+
+/* Child: open and map /dev/beluga as fast as it can, keep what it gets. */
+static void opener_loop(struct opener_state *st)
+{
+	int fds[64], nfd = 0, i;
+	void *maps[64];
+	int nmap = 0;
+
+	st->started = 1;
+	while (!st->stop) {
+		int fd = open(BELUGA_DEVICE_PATH, O_RDWR | O_CLOEXEC);
+		void *p;
+
+		if (fd < 0)
+			continue;
+		st->opens++;
+		p = mmap(NULL, 2 * BT_MIB, PROT_READ, MAP_SHARED, fd, 0);
+		if (p != MAP_FAILED) {
+			st->maps++;
+			if (nmap < 64)
+				maps[nmap++] = p;
+		}
+		if (nfd < 64)
+			fds[nfd++] = fd;
+		else
+			close(fd);
+	}
+	/* before the fix: these call into the freed module */
+	for (i = 0; i < nmap; i++)
+		munmap(maps[i], 2 * BT_MIB);
+	for (i = 0; i < nfd; i++)
+		close(fds[i]);
+	_exit(0);
+}
+
+/*
+ * Opt-in (BELUGA_TEST_KO): module init fails in its module-parameter
+ * ATTACH (the second entry asks for more than there is) while a process
+ * keeps opening and mapping /dev/beluga (finding 12). The failed module is
+ * freed whatever its files hold, so no open may succeed before init has
+ * finished: before the fix, files opened in that window called into freed
+ * module code at close() (an oops; the child dies of a signal).
+ */
+TEST(module_init_failure_with_opener)
+{
+	const char *ko = getenv("BELUGA_TEST_KO");
+	struct opener_state *st;
+	char params[160], why[160];
+	uint64_t phys, size;
+	char names[BT_MAX_DAX][64];
+	pid_t pid;
+	int node, r, status, fd;
+
+	if (!ko || !*ko)
+		SKIP(return, "BELUGA_TEST_KO not set");
+	if (access(ko, R_OK))
+		SKIP(return, "BELUGA_TEST_KO=%.200s: %s", ko, strerror(errno));
+	if (bt_env_node(&node) == 0) {
+		/* 16 MiB to allocate and zero first: a window of some length */
+		snprintf(params, sizeof(params), "node=%d:16M:bt-a,%d:1T:bt-b", node,
+			 node);
+	} else if (bt_backend_ok(BELUGA_BACKEND_DAX, 0, 16 * BT_MIB, why,
+				 sizeof(why)) && bt_env_dax(names) > 0 &&
+		   bt_dax_geometry(names[0], &phys, &size) == 0) {
+		/* 16 MiB to clear, then a misaligned length (-EINVAL) */
+		snprintf(params, sizeof(params),
+			 "dax=0x%" PRIx64 ":16M:bt-a,0x%" PRIx64 ":1M:bt-b",
+			 phys, (uint64_t)(phys + 16 * BT_MIB));
+	} else {
+		SKIP(return, "neither BELUGA_TEST_NODE nor a dax device");
+	}
+	ASSERT_EQ(0, bt_reset_pool());
+	st = mmap(NULL, sizeof(*st), PROT_READ | PROT_WRITE,
+		  MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, st);
+	memset(st, 0, sizeof(*st));
+	r = delete_module("beluga", O_NONBLOCK) ? -errno : 0;
+	ASSERT_EQ(0, r) TH_LOG("unload with no open file: %s", strerror(-r));
+
+	fflush(NULL);
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (pid == 0)
+		opener_loop(st);
+	while (!st->started)
+		sched_yield();
+	r = load_module_params(ko, params);
+	st->stop = 1;
+	waitpid(pid, &status, 0);
+
+	EXPECT_NE(0, r) TH_LOG("finit_module(\"%s\") succeeded", params);
+	EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+		TH_LOG("the opener died (%s %d) closing files of the module "
+		       "that failed to load", WIFSIGNALED(status) ?
+		       "signal" : "status", WIFSIGNALED(status) ?
+		       WTERMSIG(status) : WEXITSTATUS(status));
+	EXPECT_EQ(0, st->opens) TH_LOG("%d opens (%d mmaps) of /dev/beluga "
+				       "succeeded during the failing init",
+				       st->opens, st->maps);
+	munmap(st, sizeof(*st));
+
+	if (r == 0)
+		delete_module("beluga", O_NONBLOCK);
+	r = load_module_params(ko, "");
+	ASSERT_EQ(0, r) TH_LOG("reload without parameters: %s -- the rest of "
+			       "the suite has no module", strerror(-r));
+	fd = wait_for_device();
+	ASSERT_LE(0, fd);
+	close(fd);
+}
+
 TEST_HARNESS_MAIN
