@@ -94,14 +94,12 @@ static void *beluga_copy_array_in(u64 uptr, u32 count, size_t elem)
  * under the lock: its arrays are copied in before and out after.
  */
 static const struct beluga_block_ops *beluga_ops_begin(struct beluga_device *dev)
-	__acquires(&dev->mh_rwsem)
 {
 	down_read(&dev->mh_rwsem);
 	return beluga_block_ops(dev);
 }
 
 static void beluga_ops_end(struct beluga_device *dev)
-	__releases(&dev->mh_rwsem)
 {
 	up_read(&dev->mh_rwsem);
 }

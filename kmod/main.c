@@ -50,6 +50,7 @@ static bool beluga_ready;
 
 bool beluga_accepting_opens(void)
 {
+	/* Pairs with the release in beluga_init(): the pools are set up. */
 	return smp_load_acquire(&beluga_ready);
 }
 
@@ -279,6 +280,7 @@ static int __init beluga_init(void)
 	ret = beluga_attach_params(&beluga_pools[0]);
 	if (ret)
 		goto err_pools;
+	/* Pairs with beluga_accepting_opens(): init is complete. */
 	smp_store_release(&beluga_ready, true);
 	pr_info("ready: %d pool(s), /dev/beluga, ABI %d\n", beluga_nr_pools,
 		BELUGA_ABI_VERSION);
