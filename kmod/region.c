@@ -179,6 +179,24 @@ static void beluga_node_free_pages(struct beluga_region *region)
 	region->pages = NULL;
 }
 
+/*
+ * Pages of @node that the module can take: those of its kernel zones.
+ * Memory onlined into ZONE_MOVABLE (what daxctl's system-ram mode and
+ * memory hotplug usually pick for CXL memory) cannot be used: the pages
+ * are kept for as long as the region is attached and may be pinned
+ * FOLL_LONGTERM through the mappings, which movable memory must not be.
+ */
+static unsigned long beluga_node_kernel_pages(int node)
+{
+	struct pglist_data *pgdat = NODE_DATA(node);
+	unsigned long pages = 0;
+	int z;
+
+	for (z = 0; z < ZONE_MOVABLE; z++)
+		pages += zone_managed_pages(&pgdat->node_zones[z]);
+	return pages;
+}
+
 static int beluga_node_claim(struct beluga_region *region)
 {
 	const gfp_t gfp = GFP_HIGHUSER | __GFP_THISNODE | __GFP_ZERO |
@@ -192,9 +210,13 @@ static int beluga_node_claim(struct beluga_region *region)
 		return -EINVAL;
 	if (node < 0 || node >= MAX_NUMNODES || !node_state(node, N_MEMORY))
 		return -ENODEV;
-	/* More than the node has can never succeed; do not even try. */
-	if (nr > node_present_pages(node))
+	/* More than the node's kernel zones have can never succeed. */
+	if (nr > beluga_node_kernel_pages(node)) {
+		if (nr <= node_present_pages(node))
+			pr_warn("%s: node %d has its memory in ZONE_MOVABLE, which cannot be pinned: online it into a kernel zone (online_kernel, or daxctl reconfigure-device --no-movable)\n",
+				region->name, node);
 		return -ENOMEM;
+	}
 
 	region->pages = kvcalloc(nr, sizeof(*region->pages),
 				 GFP_KERNEL | __GFP_NOWARN);
