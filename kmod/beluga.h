@@ -52,6 +52,8 @@ struct beluga_region {
 	struct dev_pagemap *pgmap;
 	/* On beluga_preparing while an ATTACH prepares it (region.c). */
 	struct list_head preparing;
+	/* Bytes cleared or allocated so far while preparing (sysfs). */
+	atomic64_t prepared;
 	/* NODE: one order-0 page per PAGE_SIZE of the region. */
 	struct page **pages;
 	unsigned long nr_pages;
@@ -152,6 +154,7 @@ int beluga_region_undo_attach(struct beluga_device *dev,
 int beluga_region_detach(struct beluga_device *dev, u32 slot, bool evict,
 			 u64 *evicted);
 void beluga_region_detach_all(struct beluga_device *dev);
+ssize_t beluga_region_attaching_show(struct beluga_device *dev, char *buf);
 int beluga_region_pages_busy(struct beluga_region *region);
 
 /* main.c: false until module init has succeeded */

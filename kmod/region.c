@@ -30,7 +30,9 @@
 #include <linux/slab.h>
 #include <linux/random.h>
 #include <linux/sizes.h>
+#include <linux/spinlock.h>
 #include <linux/string.h>
+#include <linux/sysfs.h>
 #include <linux/utsname.h>
 
 #include "beluga.h"
@@ -41,9 +43,12 @@
 /*
  * Regions that an ATTACH has reserved and prepares with no lock held
  * (clearing a device-dax range, allocating node memory): their names and
- * ranges count as taken. Protected by beluga_claim_mutex.
+ * ranges count as taken. Changed under beluga_claim_mutex and
+ * beluga_preparing_lock; read under either (sysfs takes the spinlock, so
+ * that a long shared ATTACH holding the mutex does not stall it).
  */
 static LIST_HEAD(beluga_preparing);
+static DEFINE_SPINLOCK(beluga_preparing_lock);
 
 static bool beluga_ranges_overlap(u64 a, u64 alen, u64 b, u64 blen)
 {
@@ -157,6 +162,7 @@ static int beluga_dax_clear(struct beluga_region *region)
 	for (done = 0; done < region->length; done += len) {
 		len = min_t(u64, BELUGA_CLEAR_CHUNK, region->length - done);
 		memset(base + done, 0, len);
+		atomic64_set(&region->prepared, done + len);
 		if (fatal_signal_pending(current)) {
 			memunmap(base);
 			return -EINTR;
@@ -243,6 +249,7 @@ static int beluga_node_claim(struct beluga_region *region)
 		for (j = 0; j < (1UL << order); j++)
 			region->pages[i + j] = nth_page(page, j);
 		i += 1UL << order;
+		atomic64_set(&region->prepared, (u64)i << PAGE_SHIFT);
 		if (fatal_signal_pending(current))
 			goto interrupted;
 		cond_resched();
@@ -431,6 +438,35 @@ static void beluga_shared_leave(struct beluga_mh *mh)
  * The region joins its pool only once it is ready: until then nothing of
  * it can be mapped or allocated.
  */
+/* Under beluga_claim_mutex: @region is no longer being prepared. */
+static void beluga_region_prepared(struct beluga_region *region)
+{
+	spin_lock(&beluga_preparing_lock);
+	list_del_init(&region->preparing);
+	spin_unlock(&beluga_preparing_lock);
+}
+
+/*
+ * sysfs "attaching": one line per region of @dev that an ATTACH is
+ * preparing, "NAME DONE LENGTH" in bytes. Its blocks appear once DONE
+ * reaches LENGTH and the ATTACH returns.
+ */
+ssize_t beluga_region_attaching_show(struct beluga_device *dev, char *buf)
+{
+	const struct beluga_region *r;
+	int len = 0;
+
+	spin_lock(&beluga_preparing_lock);
+	list_for_each_entry(r, &beluga_preparing, preparing) {
+		if (r->dev == dev)
+			len += sysfs_emit_at(buf, len, "%s %lld %llu\n", r->name,
+					     (long long)atomic64_read(&r->prepared),
+					     r->length);
+	}
+	spin_unlock(&beluga_preparing_lock);
+	return len;
+}
+
 static int beluga_region_prepare(struct beluga_device *dev,
 				 struct beluga_region *region)
 {
@@ -441,8 +477,11 @@ static int beluga_region_prepare(struct beluga_device *dev,
 	ret = beluga_check_unique(dev, region);
 	if (!ret && dax)
 		ret = beluga_dax_claim(region);
-	if (!ret)
+	if (!ret) {
+		spin_lock(&beluga_preparing_lock);
 		list_add(&region->preparing, &beluga_preparing);
+		spin_unlock(&beluga_preparing_lock);
+	}
 	mutex_unlock(&beluga_claim_mutex);
 	if (ret)
 		return ret;
@@ -451,7 +490,7 @@ static int beluga_region_prepare(struct beluga_device *dev,
 	if (!ret)
 		return 0;
 	mutex_lock(&beluga_claim_mutex);
-	list_del_init(&region->preparing);
+	beluga_region_prepared(region);
 	mutex_unlock(&beluga_claim_mutex);
 	if (dax)
 		put_dev_pagemap(region->pgmap);
@@ -482,6 +521,7 @@ int beluga_region_attach(struct beluga_device *dev, struct beluga_attach *arg,
 	region->length = arg->length;
 	atomic_set(&region->mappings, 0);
 	INIT_LIST_HEAD(&region->preparing);
+	atomic64_set(&region->prepared, 0);
 	if (arg->name[0])
 		strscpy(region->name, arg->name, sizeof(region->name));
 	else
@@ -506,7 +546,7 @@ int beluga_region_attach(struct beluga_device *dev, struct beluga_attach *arg,
 		down_write(&dev->mh_rwsem);
 	down_write(&dev->regions_rwsem);
 	/* Prepared: its reservation becomes the region itself below. */
-	list_del_init(&region->preparing);
+	beluga_region_prepared(region);
 	/*
 	 * A shared pool is one region, alone in its pool (one may have come
 	 * while a local region was being prepared).

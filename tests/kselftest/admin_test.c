@@ -1013,6 +1013,71 @@ TEST(module_pools_moved_range_is_clear)
 	close(fd0);
 }
 
+/*
+ * While ATTACH clears a device-dax range, the pool's "attaching" sysfs
+ * attribute shows it as "NAME DONE LENGTH" with DONE growing up to LENGTH;
+ * once ATTACH has returned the attribute is empty. How many samples fall
+ * inside the clearing depends on the memory's speed, so only what each
+ * sample says is checked.
+ */
+TEST(attach_progress_in_sysfs)
+{
+	const char *attr = "/sys/class/misc/beluga/attaching";
+	const uint64_t len = 16 * BT_MIB;
+	unsigned long long done, total, last = 0;
+	struct beluga_attach a;
+	char why[160], buf[512], name[64];
+	int fd, afd, samples = 0, lines = 0, st, r;
+	pid_t pid;
+
+	if (!bt_backend_ok(BELUGA_BACKEND_DAX, 0, len, why, sizeof(why)))
+		SKIP(return, "%s", why);
+	ASSERT_EQ(0, bt_reset_pool());
+	fd = bt_open(O_RDWR);
+	ASSERT_LE(0, fd);
+	ASSERT_EQ(0, bt_attach_req(&a, BELUGA_BACKEND_DAX, 0, 0, len,
+				   BT_BLOCK_SIZE, "bt-progress"));
+	fflush(NULL);
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (pid == 0)
+		_exit(bt_attach(fd, &a) ? 1 : 0);
+	while (waitpid(pid, &st, WNOHANG) == 0) {
+		ssize_t n;
+
+		afd = open(attr, O_RDONLY | O_CLOEXEC);
+		ASSERT_LE(0, afd) TH_LOG("%s: %s", attr, strerror(errno));
+		n = read(afd, buf, sizeof(buf) - 1);
+		close(afd);
+		ASSERT_LE(0, n);
+		buf[n < 0 ? 0 : n] = 0;
+		samples++;
+		if (!n)
+			continue;
+		lines++;
+		ASSERT_EQ(3, sscanf(buf, "%63s %llu %llu", name, &done, &total))
+			TH_LOG("attaching: '%s'", buf);
+		EXPECT_STREQ("bt-progress", name);
+		EXPECT_EQ(len, total);
+		EXPECT_LE(done, total);
+		EXPECT_LE(last, done) TH_LOG("progress went back");
+		last = done;
+	}
+	ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0)
+		TH_LOG("ATTACH of %llu bytes failed", (unsigned long long)len);
+	afd = open(attr, O_RDONLY | O_CLOEXEC);
+	ASSERT_LE(0, afd);
+	EXPECT_EQ(0, read(afd, buf, sizeof(buf))) TH_LOG("attaching still "
+							 "shows a region "
+							 "after ATTACH");
+	close(afd);
+	EXPECT_EQ(1, nr_regions(fd));
+	TH_LOG("%d of %d samples saw the clearing", lines, samples);
+	r = bt_reset_pool();
+	EXPECT_EQ(0, r);
+	close(fd);
+}
+
 /* ------------------------------------------------------------------ */
 /* Module init that fails while someone opens the device.               */
 

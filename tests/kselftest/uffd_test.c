@@ -40,7 +40,8 @@ FIXTURE_SETUP(uffd)
 		return;
 	self->uffd = syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
 	if (self->uffd < 0)
-		SKIP(return, "userfaultfd: %s", strerror(errno));
+		SKIP(return, "userfaultfd: %s (kernel without CONFIG_USERFAULTFD?)",
+		     strerror(errno));
 	ASSERT_EQ(0, ioctl(self->uffd, UFFDIO_API, &api))
 		TH_LOG("UFFDIO_API: %s", strerror(errno));
 	self->page = mmap(NULL, BT_PAGE, PROT_READ | PROT_WRITE,

@@ -436,7 +436,8 @@ enum beluga_backend {
  * call returns, which takes time in proportion to its size (about 15 MB/s
  * on emulated CXL memory, memory bandwidth on real memory); ATTACH and
  * DETACH of other regions and pools go on meanwhile, and the region's
- * blocks and offsets exist only once it is clear. A fatal signal stops the
+ * blocks and offsets exist only once it is clear (the pool's sysfs
+ * "attaching" attribute shows the progress). A fatal signal stops the
  * clearing (-EINTR, nothing attached).
  * NODE: memory is taken from the node with __GFP_THISNODE, 2 MiB at a time
  * where possible, zeroed, and given back at DETACH.
