@@ -388,29 +388,35 @@ static int beluga_cmd_detach(struct beluga_file *bf, union beluga_ioctl_buf *u)
 			     &arg->evicted);
 }
 
-static int beluga_cmd_evict(struct beluga_file *bf, union beluga_ioctl_buf *u)
+static int beluga_evict_locked(struct beluga_file *bf, union beluga_ioctl_buf *u)
 {
 	struct beluga_evict *arg = &u->evict;
 	int ret;
 
 	if (arg->flags & ~BELUGA_EVICT_NAMESPACE)
 		return -EINVAL;
-	/* mh_rwsem: a shared pool cannot come while the local core evicts. */
-	down_read(&bf->dev->mh_rwsem);
-	if (bf->dev->mh) {
-		ret = -EOPNOTSUPP;
-	} else if ((arg->flags & BELUGA_EVICT_NAMESPACE) &&
-		   (arg->key.lo || arg->key.hi)) {
-		ret = -EINVAL;
-	} else if (arg->flags & BELUGA_EVICT_NAMESPACE) {
+	if (bf->dev->mh)
+		return -EOPNOTSUPP;
+	if (arg->flags & BELUGA_EVICT_NAMESPACE) {
+		if (arg->key.lo || arg->key.hi)
+			return -EINVAL;
 		arg->evicted = bel_evict_ns(&bf->dev->pool, arg->ns,
 					    &arg->busy);
-		ret = 0;
-	} else {
-		ret = bel_evict_key(&bf->dev->pool, arg->ns, &arg->key);
-		arg->evicted = ret ? 0 : 1;
-		arg->busy = ret == -EBUSY ? 1 : 0;
+		return 0;
 	}
+	ret = bel_evict_key(&bf->dev->pool, arg->ns, &arg->key);
+	arg->evicted = ret ? 0 : 1;
+	arg->busy = ret == -EBUSY ? 1 : 0;
+	return ret;
+}
+
+/* mh_rwsem: a shared pool cannot come while the local core evicts. */
+static int beluga_cmd_evict(struct beluga_file *bf, union beluga_ioctl_buf *u)
+{
+	int ret;
+
+	down_read(&bf->dev->mh_rwsem);
+	ret = beluga_evict_locked(bf, u);
 	up_read(&bf->dev->mh_rwsem);
 	return ret;
 }
@@ -465,6 +471,12 @@ out:
  * counters back on error too.
  */
 #define BELUGA_OP_EFFECTIVE	BIT(3)
+/*
+ * A block command: its struct beluga_block_ops calls run under mh_rwsem
+ * (read), so that a shared pool cannot come or go during one; the command
+ * takes it around each call only, never across a user copy.
+ */
+#define BELUGA_OP_MH		BIT(4)
 /* Nothing in the struct is output: it is not written back. */
 #define BELUGA_OP_IN_ONLY	BIT(5)
 
@@ -491,22 +503,23 @@ static const struct beluga_ioctl_op beluga_ops[] = {
 	BELUGA_OP(INFO, beluga_cmd_info, beluga_info, 0),
 	BELUGA_OP(STATS, beluga_cmd_stats, beluga_stats, 0),
 	BELUGA_OP(ALLOC, beluga_cmd_alloc, beluga_alloc,
-		  BELUGA_OP_WRITE | BELUGA_OP_POOL |
+		  BELUGA_OP_WRITE | BELUGA_OP_POOL | BELUGA_OP_MH |
 		  BELUGA_OP_IN_ONLY),
 	BELUGA_OP(FREE, beluga_cmd_free, beluga_blocks,
-		  BELUGA_OP_WRITE | BELUGA_OP_POOL |
+		  BELUGA_OP_WRITE | BELUGA_OP_POOL | BELUGA_OP_MH |
 		  BELUGA_OP_IN_ONLY),
 	BELUGA_OP(PUBLISH, beluga_cmd_publish, beluga_publish,
-		  BELUGA_OP_WRITE | BELUGA_OP_POOL | BELUGA_OP_EFFECTIVE),
+		  BELUGA_OP_WRITE | BELUGA_OP_POOL | BELUGA_OP_EFFECTIVE |
+		  BELUGA_OP_MH),
 	BELUGA_OP(LOOKUP, beluga_cmd_lookup, beluga_lookup,
-		  BELUGA_OP_POOL),
+		  BELUGA_OP_POOL | BELUGA_OP_MH),
 	BELUGA_OP(RELEASE, beluga_cmd_release, beluga_blocks,
-		  BELUGA_OP_POOL | BELUGA_OP_IN_ONLY),
+		  BELUGA_OP_POOL | BELUGA_OP_MH | BELUGA_OP_IN_ONLY),
 	BELUGA_OP(ATTACH, beluga_cmd_attach, beluga_attach, BELUGA_OP_ADMIN),
 	BELUGA_OP(DETACH, beluga_cmd_detach, beluga_detach,
 		  BELUGA_OP_ADMIN | BELUGA_OP_EFFECTIVE),
 	BELUGA_OP(EVICT, beluga_cmd_evict, beluga_evict,
-		  BELUGA_OP_ADMIN | BELUGA_OP_EFFECTIVE),
+		  BELUGA_OP_ADMIN | BELUGA_OP_MH | BELUGA_OP_EFFECTIVE),
 	BELUGA_OP(REGION_INFO, beluga_cmd_region_info, beluga_region_info, 0),
 };
 
