@@ -116,6 +116,13 @@ static ssize_t hosts_show(struct device *dev, struct device_attribute *attr,
 }
 static DEVICE_ATTR_RO(hosts);
 
+static ssize_t attaching_show(struct device *dev,
+			      struct device_attribute *attr, char *buf)
+{
+	return beluga_region_attaching_show(to_beluga(dev), buf);
+}
+static DEVICE_ATTR_RO(attaching);
+
 static struct attribute *beluga_pool_attrs[] = {
 	&dev_attr_abi_version.attr,
 	&dev_attr_block_size.attr,
@@ -129,6 +136,7 @@ static struct attribute *beluga_pool_attrs[] = {
 	&dev_attr_pins.attr,
 	&dev_attr_clients.attr,
 	&dev_attr_hosts.attr,
+	&dev_attr_attaching.attr,
 	NULL,
 };
 
