@@ -9,6 +9,10 @@
 #   BENCH_MODE=full|smoke  BENCH_SECTIONS="meta data scale replay"
 #   BENCH_CMDS: belbench argument lists, one per line, instead of the sections
 #               (@CXL@ and @RAMDAX@ stand for the device-dax names)
+#   BENCH_PY_TRACE, BENCH_PY_CLIB: the trace for bench/python/mini_replay.py and
+#               the C side of bench/python/overhead.py (host paths)
+# Section "python" runs bench/python with the host's /usr/bin/python3 from the
+# host's root shared over 9p (/etc/beluga/python.sh, as the test guest does).
 # Output: every file belbench writes is printed between
 #   BELBENCH-FILE name / BELBENCH-END
 # lines, which scripts/bench.sh cuts out of the serial log.
@@ -78,6 +82,56 @@ else
 	DATA_SAMPLES=7
 fi
 
+# bench/python against the real module: the binding's LOOKUP overhead against
+# libbeluga's (the figure; it has no meaning on the host's fake kernel) and the
+# mini engine's TTFT with the pool against recomputing. The pool gets the
+# RAM-speed devdax (emulated CXL moves ~15 MB/s under TCG) with 64 KiB blocks.
+python_benches() {
+	if [ ! -f /etc/beluga/python.sh ]; then
+		echo "# python benches skipped: this initramfs has no /etc/beluga/python.sh (scripts/vm/guest-python.sh)"
+		return 0
+	fi
+	. /etc/beluga/python.sh
+	# py_run (python.sh) kills a command after PY_TIMEOUT seconds
+	# shellcheck disable=SC2034
+	PY_TIMEOUT=1800
+	if [ -z "$py_repo" ]; then
+		echo "# python benches skipped: the host's root is not shared (no beluga_hostroot=)"
+		return 0
+	fi
+	_m=$(py_mount 2>&1) || { echo "# python benches skipped: $_m"; return 0; }
+	_ctl=$PY_ROOT$py_repo/userspace/build/static/belugactl
+	_dev=${ramdax:-$cxl}
+	if [ -z "$_dev" ] || [ ! -x "$_ctl" ]; then
+		echo "# python benches skipped: no device-dax ($_dev) or no static belugactl ($_ctl)"
+		return 0
+	fi
+	"$_ctl" attach /dev/$_dev --block-size 64K || { echo "# python benches: attach /dev/$_dev failed"; return 0; }
+	_pyout=/tmp/pybench
+	if [ "$BENCH_MODE" = smoke ]; then
+		_ov="--rounds 2 --samples 9" _rp="--requests 8 --reps 1"
+	else
+		_ov="--rounds 7" _rp="--reps 3"
+	fi
+	echo "# python: overhead.py on /dev/beluga (/dev/$_dev, 64 KiB blocks)"
+	# shellcheck disable=SC2086
+	py_run "$py_repo/bench/python/overhead.py" --device /dev/beluga --env "$ENV" --out $_pyout \
+		--c-lib "$BENCH_PY_CLIB" $_ov ||
+		echo "# bench/python/overhead.py exited with status $?"
+	if [ -n "${BENCH_PY_TRACE:-}" ]; then
+		echo "# python: mini_replay.py"
+		# shellcheck disable=SC2086
+		py_run "$py_repo/bench/python/mini_replay.py" --device /dev/beluga --env "$ENV" --out $_pyout \
+			--trace "$BENCH_PY_TRACE" $_rp ||
+			echo "# bench/python/mini_replay.py exited with status $?"
+	else
+		echo "# python: mini_replay.py skipped: no trace"
+	fi
+	"$_ctl" detach "$_dev" --evict || echo "# python benches: detach $_dev failed"
+	cp "$PY_ROOT$_pyout"/*.jsonl $OUT/ 2>/dev/null
+	return 0
+}
+
 # Ad-hoc runs (scripts/bench.sh --guest-cmd): one belbench argument list per
 # line, in place of the sections.
 if [ -n "${BENCH_CMDS:-}" ]; then
@@ -123,6 +177,9 @@ for s in $BENCH_SECTIONS; do
 		else
 			bb replay --trace /bench/trace.jsonl --pool node:0 --caps $CAPS
 		fi
+		;;
+	python)
+		python_benches
 		;;
 	esac
 done

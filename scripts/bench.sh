@@ -17,7 +17,10 @@
 #   --guest          with --smoke: also a short guest run
 #   --host-only      skip the guest
 #   --guest-only     skip the host sections
-#   --sections LIST  subset of "meta data scale replay" (default all)
+#   --sections LIST  subset of "meta data scale replay python" (default all);
+#                    python: bench/python (the binding's overhead against C, the
+#                    mini engine's TTFT on a scaled-down trace replay); in the
+#                    guest it runs the host's /usr/bin/python3 over 9p
 #   --trace FILE     the Mooncake trace (default ../shared/data/mooncake_conversation_trace.jsonl)
 #   --timeout SECS   guest time limit (default 5400; smoke 900)
 #   --guest-cmd ARGS instead of the sections, run "belbench ARGS" in the guest
@@ -26,7 +29,7 @@
 set -euo pipefail
 . "$(dirname "$0")/vm/lib.sh"
 
-smoke=0 guest=1 host=1 guest_smoke=0 sections="meta data scale replay" tmo="" gcmds=""
+smoke=0 guest=1 host=1 guest_smoke=0 sections="meta data scale replay python" tmo="" gcmds=""
 trace=$BELUGA_ROOT/../shared/data/mooncake_conversation_trace.jsonl
 while [ $# -gt 0 ]; do
 	case $1 in
@@ -67,6 +70,18 @@ B=$out/host/belbench
 has() { case " $sections " in *" $1 "*) return 0 ;; esac; return 1; }
 [ -f "$trace" ] || { log "no trace at $trace: the replay is skipped (see ../shared/data/README.md)"; trace=; }
 
+# bench/python needs the binding (real for the guest, fake-kernel for the
+# host's smoke rows) and the C side of the overhead figure.
+py_ok=0
+if has python; then
+	if make -s -C "$BELUGA_ROOT/userspace" python static >&2 &&
+		make -s -C "$BELUGA_ROOT/bench/python" all OUT="$out" >&2; then
+		py_ok=1
+	else
+		log "the Python binding or bench/python does not build: the python rows are skipped"
+	fi
+fi
+
 # ---- host: the portable core natively, and the baseline server ------------
 if [ $host -eq 1 ]; then
 	q=()
@@ -84,6 +99,22 @@ if [ $host -eq 1 ]; then
 	if has replay && [ -n "$trace" ]; then
 		hb replay --trace "$trace" --targets core,rpc --caps $caps
 	fi
+	# On the host only the fake kernel exists: these rows are a smoke check
+	# of the benches (env host-fake), never the overhead figure.
+	if [ $py_ok -eq 1 ]; then
+		pyq=()
+		[ $smoke -eq 1 ] && pyq=(--rounds 2 --samples 9)
+		PYTHONPATH=$BELUGA_ROOT/userspace/build/python-fake /usr/bin/python3 \
+			"$BELUGA_ROOT/bench/python/overhead.py" --fake --env host-fake --out "$res" \
+			--c-lib "$out/python/liblookup64-fake.so" "${pyq[@]}" || log "bench/python/overhead.py failed"
+		pyq=()
+		[ $smoke -eq 1 ] && pyq=(--requests 8 --reps 1)
+		if [ -n "$trace" ]; then
+			PYTHONPATH=$BELUGA_ROOT/userspace/build/python-fake /usr/bin/python3 \
+				"$BELUGA_ROOT/bench/python/mini_replay.py" --fake --env host-fake --out "$res" \
+				--trace "$trace" "${pyq[@]}" || log "bench/python/mini_replay.py failed"
+		fi
+	fi
 fi
 
 # ---- the 6.12 guest ---------------------------------------------------------
@@ -99,6 +130,11 @@ run_guest() {
 	[ -n "$trace" ] && cp "$trace" "$stage/trace.jsonl"
 	printf 'BENCH_MODE=%s\nBENCH_SECTIONS="%s"\nBENCH_CMDS="%s"\n' \
 		"$([ $smoke -eq 1 ] && echo smoke || echo full)" "$sections" "$gcmds" >"$stage/config"
+	# bench/python in the guest reads the trace in place, through the share
+	if [ $py_ok -eq 1 ]; then
+		printf 'BENCH_PY_TRACE="%s"\nBENCH_PY_CLIB="%s"\n' \
+			"${trace:+$(realpath "$trace")}" "$(realpath "$out/python/liblookup64.so")" >>"$stage/config"
+	fi
 	# A private build directory: other guests build the module and their
 	# initramfs in build/ at the same time.
 	local ko
@@ -133,8 +169,17 @@ run_guest() {
 			-device "cxl-type3,bus=cxl-rp$i,volatile-memdev=cxl-mem$i,id=cxl-vmem$i")
 	done
 	# shellcheck disable=SC2054
-	qemu+=(-M cxl-fmw.0.targets.0=cxl.1,cxl-fmw.0.size=4G
-		-append "console=ttyS0 loglevel=5 panic=-1 beluga_kernel=$alias beluga_timeout=$gtmo memmap=1536M!4G")
+	qemu+=(-M cxl-fmw.0.targets.0=cxl.1,cxl-fmw.0.size=4G)
+	local append="console=ttyS0 loglevel=5 panic=-1 beluga_kernel=$alias beluga_timeout=$gtmo memmap=1536M!4G"
+	if [ $py_ok -eq 1 ]; then
+		# the host's root, read-only, for Debian's python3 and the repository
+		# (scripts/vm/guest-python.sh, the mechanism of the test guest)
+		# (-fsdev + -device on pcie.0: -virtfs would plug into the pxb-cxl bus)
+		qemu+=(-fsdev "local,id=hostroot,path=/,security_model=none,readonly=on"
+			-device "virtio-9p-pci,fsdev=hostroot,mount_tag=hostroot,bus=pcie.0")
+		append+=" beluga_hostroot=$(realpath "$BELUGA_ROOT")"
+	fi
+	qemu+=(-append "$append")
 	log "booting $kver for the benchmark (TCG, timeout ${tmo}s); console: $console"
 	local t0=$SECONDS qrc
 	set +e

@@ -6,9 +6,11 @@
 #   4. beluga.ko for both guest kernels with W=1, failing on any warning
 #   5. static kselftests (make -C tests/kselftest) and static userspace tools
 #      (make -C userspace static)
+#   5a. the Python package (make -C userspace python)
 #   5b. a smoke run of the benchmarks (scripts/bench.sh --smoke --guest; no thresholds)
 #   6. the in-guest suite (tests/vm/guest-tests.sh) on Linux 6.1 and 6.12, two
-#      QEMU TCG guests in parallel
+#      QEMU TCG guests in parallel; the 6.12 guest also runs tests/python (host/
+#      and guest/) with pytest against the real module, one TAP result per test
 #   7. the debug kernel lane (scripts/test-debug.sh; BELUGA_TEST_DEBUG=0 skips it,
 #      and the skip is counted)
 #   8. two, then three 6.12 guests sharing one CXL pool (tests/multihost/run.sh -C -S all)
@@ -172,6 +174,12 @@ else
 	notok build:userspace-static "userspace/Makefile is missing: the userspace tools are not in this tree yet"
 fi
 
+# 5a. the Python package (the C extension statically linked with libbeluga) that the
+#     6.12 guest's Python stage imports from this tree over 9p
+if [ -f userspace/Makefile ]; then
+	if step build:python "$L/python-build.log" make -C userspace python; then :; fi
+fi
+
 # 5b. the benchmarks keep building and running (a smoke run: no thresholds) -----------
 if [ -x scripts/bench.sh ]; then
 	if step bench:smoke "$L/bench-smoke.log" scripts/bench.sh --smoke --guest; then :; fi
@@ -192,6 +200,8 @@ for k in $kernels; do
 	[ -n "$ksft_dir" ] && args+=(-d "$ksft_dir:/tests/kselftest")
 	[ -n "$us_dir" ] && args+=(-d "$us_dir:/usr/bin")
 	[ -d userspace/build/guest-tests ] && args+=(-d "userspace/build/guest-tests:/tests/userspace")
+	# 6.12 runs tests/python with the host's Python, shared read-only over 9p
+	[ "$k" = 6.12 ] && args+=(-P "$BELUGA_ROOT")
 	out "# booting the $k guest"
 	scripts/vm/run-guest.sh "${args[@]}" "$k" >"$L/guest-$k.log" 2>&1 &
 	gpid[$k]=$!

@@ -86,3 +86,12 @@ dmesg_check() {
 		echo "$_bad" | sort -u | head -n 100 | sed 's/^/# /'
 	fi
 }
+
+# load MODULE...: modprobe each, except drivers built into the kernel (the debug
+# kernel of kernel-debug/ has everything but beluga built in)
+load() {
+	for _m in "$@"; do
+		grep -q "/$_m\.ko" "/lib/modules/$(uname -r)/modules.builtin" 2>/dev/null && continue
+		modprobe "$_m" || echo "# modprobe $_m failed"
+	done
+}

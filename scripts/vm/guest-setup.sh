@@ -38,15 +38,6 @@ wait_for() {
 	return 0
 }
 
-# load MODULE...: modprobe each, except drivers built into the kernel (the debug
-# kernel of kernel-debug/ has everything but beluga built in)
-load() {
-	for _m in "$@"; do
-		grep -q "/$_m\.ko" /lib/modules/$KVER/modules.builtin 2>/dev/null && continue
-		modprobe "$_m" || echo "# modprobe $_m failed"
-	done
-}
-
 dax_driver() {
 	basename "$(readlink -f /sys/bus/dax/devices/$1/driver 2>/dev/null)" 2>/dev/null
 }

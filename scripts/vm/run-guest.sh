@@ -23,13 +23,17 @@
 #                memory like two hosts on one pool; otherwise every run has its own.
 #   -t SECS      hard timeout for the whole boot (default 1500)
 #   -s N         guest CPUs (default 2)
+#   -P REPO      share the host's root filesystem read-only into the guest over 9p
+#                (mount tag hostroot) and pass REPO, the absolute path of this
+#                repository on the host, as beluga_hostroot=REPO: the guest suite then
+#                runs the Python tests with the host's /usr/bin/python3
 #   -q           do not stream the console to stdout (the log is still written)
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
-usage() { die "usage: $0 [-r SCRIPT] [-d SRC:DEST]... [-k KO|none] [-o DIR] [-m DIR] [-t SECS] [-s N] [-q] 6.1|6.12"; }
-run= outdir= memdir= tmo=1500 smp=2 quiet=0 mkargs=()
-while getopts r:d:k:o:m:t:s:q opt; do
+usage() { die "usage: $0 [-r SCRIPT] [-d SRC:DEST]... [-k KO|none] [-o DIR] [-m DIR] [-t SECS] [-s N] [-P REPO] [-q] 6.1|6.12"; }
+run= outdir= memdir= tmo=1500 smp=2 quiet=0 hostrepo= mkargs=()
+while getopts r:d:k:o:m:t:s:P:q opt; do
 	case $opt in
 	r) run=$OPTARG ;;
 	d) mkargs+=(-d "$OPTARG") ;;
@@ -38,6 +42,7 @@ while getopts r:d:k:o:m:t:s:q opt; do
 	m) memdir=$OPTARG ;;
 	t) tmo=$OPTARG ;;
 	s) smp=$OPTARG ;;
+	P) hostrepo=$OPTARG ;;
 	q) quiet=1 ;;
 	*) usage ;;
 	esac
@@ -48,6 +53,13 @@ alias=$1
 kver=$(kver_of "$alias")
 need_cmd qemu-system-x86_64 timeout
 [ -n "$run" ] && mkargs+=(-r "$run")
+if [ -n "$hostrepo" ]; then
+	hostrepo=$(cd "$hostrepo" 2>/dev/null && pwd -P) || die "-P $hostrepo: no such directory"
+	# it travels on the kernel command line, which splits at blanks
+	case $hostrepo in
+	*[[:space:]]*) die "-P $hostrepo: the repository path must not contain blanks" ;;
+	esac
+fi
 
 outdir=${outdir:-$BELUGA_BUILD/vm/run-$alias}
 mkdir -p "$outdir"
@@ -119,6 +131,15 @@ case $alias in
 		-M cxl-fmw.0.targets.0=cxl.1,cxl-fmw.0.size=4G)
 	;;
 esac
+if [ -n "$hostrepo" ]; then
+	# read-only: the guest runs the host's Python and reads the repository, and
+	# writes only to its own tmpfs
+	# (-fsdev + -device rather than -virtfs: -virtfs plugs into the last bus,
+	# the CXL host bridge, which takes only bridges)
+	qemu+=(-fsdev "local,id=hostroot,path=/,security_model=none,readonly=on"
+		-device "virtio-9p-pci,fsdev=hostroot,mount_tag=hostroot,bus=pcie.0")
+	cmdline+=" beluga_hostroot=$hostrepo"
+fi
 qemu+=(-append "$cmdline")
 
 log "booting $kver (TCG, $smp cpus, timeout ${tmo}s); console: $console"

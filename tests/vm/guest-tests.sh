@@ -4,7 +4,10 @@
 # prefixed with the kernel alias so that results stay unique across guests.
 #   1. every executable in /tests/kselftest (kselftest_harness TAP);
 #   2. the userspace tools' smoke, if they are installed (/usr/bin/belugactl ...);
-#   3. the dmesg check (warnings, oopses, sanitizers, beluga errors).
+#   3. the Python suite (tests/python) with Debian's python3 from the host's root
+#      over 9p, when the host shares it (run-guest.sh -P; make test does on 6.12):
+#      /etc/beluga/python.sh (scripts/vm/guest-python.sh);
+#   4. the dmesg check (warnings, oopses, sanitizers, beluga errors).
 . /etc/beluga/lib.sh
 . /etc/beluga/env
 
@@ -48,5 +51,13 @@ for t in /tests/userspace/*; do
 	[ -f "$t" ] && [ -x "$t" ] || continue
 	run_tap_prog "userspace:$(basename "$t")" 600 "$t"
 done
+
+# after the others: it attaches a region of its own and detaches it again
+if grep -q 'beluga_hostroot=' /proc/cmdline; then
+	. /etc/beluga/python.sh
+	python_stage
+else
+	tap_skip python "the host's root is not shared into this guest (run-guest.sh -P REPO); make test runs the Python suite in the 6.12 guest only: the binding and the module are the same on both kernels, and a second run would add its minutes to every make test"
+fi
 
 dmesg_check
