@@ -87,6 +87,8 @@ struct opts {
 	 * costs milliseconds, which would flatter Beluga for the wrong reason.
 	 */
 	int rpc_cpu;
+	/* CPU of the polled server (rpc-shm-polled); -1: one no client uses */
+	int shm_cpu;
 };
 extern struct opts opt;
 
@@ -112,6 +114,9 @@ struct fig {
 	double min;		/* the fastest sample */
 	u64 reps;		/* operations per sample */
 	int samples;
+	/* over independent runs (rounds with fresh targets): ns is their median */
+	double run_min, run_max;
+	int runs;
 };
 
 /*
@@ -243,6 +248,21 @@ struct bk *rpc_open(struct rpc_server *s);
  */
 void bench_pin_cpu(void);
 int server_main(int argc, char **argv);
+
+/* shmrpc.c: the spin-polling shared-memory baseline and its client */
+#define SHM_MAX_CLIENTS 8
+struct shm_area;
+struct shm_server {
+	pid_t pid;
+	int cpu;		/* the server's own CPU */
+	u64 bs;
+	struct shm_area *area;
+};
+void shm_server_start(struct shm_server *s, u64 nr_blocks, u64 bs);
+void shm_server_stop(struct shm_server *s);
+struct bk *shmrpc_open(struct shm_server *s);
+int shm_server_cpu(void);
+int shm_server_main(int argc, char **argv);
 
 /* ---- sections -------------------------------------------------------- */
 int sec_meta(int argc, char **argv);

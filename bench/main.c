@@ -24,6 +24,8 @@
  *   --rpc-cpu N|any|auto  CPU of the baseline server and its client
  *                  threads (default auto: the fastest same-CPU placement,
  *                  the RPC's best case; see bench.h)
+ *   --shm-cpu N    CPU of the spin-polling server (default: the first CPU
+ *                  that the single-threaded sections' clients do not use)
  */
 #define _GNU_SOURCE
 #include <stdlib.h>
@@ -66,6 +68,8 @@ int main(int argc, char **argv)
 			opt.rpc_cpu = !strcmp(argv[++i], "any") ? -1 :
 				      !strcmp(argv[i], "auto") ? RPC_CPU_AUTO :
 				      atoi(argv[i]);
+		else if (!strcmp(argv[i], "--shm-cpu"))
+			opt.shm_cpu = atoi(argv[++i]);
 		else
 			usage();
 	}
@@ -77,6 +81,8 @@ int main(int argc, char **argv)
 	argv += i;
 	if (!strcmp(argv[0], "server"))
 		return server_main(argc, argv);
+	if (!strcmp(argv[0], "shm-server"))
+		return shm_server_main(argc, argv);
 	if (!strcmp(argv[0], "meta"))
 		return sec_meta(argc, argv);
 	if (!strcmp(argv[0], "data"))

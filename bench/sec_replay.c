@@ -295,7 +295,7 @@ int sec_replay(int argc, char **argv)
 			double v[16];
 			int p;
 
-			if (!strstr(targets, target_kind_name[k]))
+			if (!target_selected(targets, k))
 				continue;
 			if (k == T_KERNEL && (!strcmp(spec, "none") ||
 					      !kernel_available()))

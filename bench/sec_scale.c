@@ -240,7 +240,7 @@ int sec_scale(int argc, char **argv)
 	 */
 	for (r = 0; r < repeat; r++)
 	for (k = 0; k < 3; k++) {
-		if (!strstr(targets, target_kind_name[k]))
+		if (!target_selected(targets, k))
 			continue;
 		if (k == T_KERNEL && (!strcmp(spec, "none") ||
 				      !kernel_available()))

@@ -16,8 +16,30 @@
 const char *target_kind_name[] = {
 	[T_KERNEL] = "kernel",
 	[T_CORE] = "core",
-	[T_RPC] = "rpc",
+	[T_RPC] = "rpc-unix-blocking",
+	[T_SHM] = "rpc-shm-polled",
 };
+
+static const char *target_alias[] = {
+	[T_KERNEL] = "kernel",
+	[T_CORE] = "core",
+	[T_RPC] = "rpc",
+	[T_SHM] = "shm",
+};
+
+bool target_selected(const char *list, enum target_kind kind)
+{
+	char buf[256], *tok, *save = NULL;
+
+	snprintf(buf, sizeof(buf), "%s", list);
+	for (tok = strtok_r(buf, ",", &save); tok;
+	     tok = strtok_r(NULL, ",", &save))
+		if (!strcmp(tok, target_kind_name[kind]) ||
+		    !strcmp(tok, target_alias[kind]) ||
+		    (kind == T_RPC && !strcmp(tok, "unix")))
+			return true;
+	return false;
+}
 
 int target_setup(struct target *t, enum target_kind kind, const char *spec,
 		 u64 nr_blocks, u64 bs, const char *arena)
@@ -42,6 +64,12 @@ int target_setup(struct target *t, enum target_kind kind, const char *spec,
 		rpc_server_start(&t->srv, nr_blocks, bs, arena);
 		t->nr_blocks = nr_blocks;
 		break;
+	case T_SHM:
+		shm_server_start(&t->shm, nr_blocks, bs);
+		t->nr_blocks = nr_blocks;
+		break;
+	case NR_TARGETS:
+		die("bad target");
 	}
 	return 0;
 }
@@ -55,6 +83,10 @@ struct bk *target_open(struct target *t, bool map)
 		return core_open(t->pool, t->arena);
 	case T_RPC:
 		return rpc_open(&t->srv);
+	case T_SHM:
+		return shmrpc_open(&t->shm);
+	case NR_TARGETS:
+		break;
 	}
 	return NULL;
 }
@@ -72,6 +104,11 @@ void target_teardown(struct target *t)
 		break;
 	case T_RPC:
 		rpc_server_stop(&t->srv);
+		break;
+	case T_SHM:
+		shm_server_stop(&t->shm);
+		break;
+	case NR_TARGETS:
 		break;
 	}
 }

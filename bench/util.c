@@ -16,6 +16,7 @@ struct opts opt = {
 	.samples = 31,
 	.sample_ms = 2,
 	.rpc_cpu = RPC_CPU_AUTO,
+	.shm_cpu = -1,
 };
 
 void die(const char *fmt, ...)
@@ -126,6 +127,8 @@ struct fig measure_n(op_fn fn, void *arg, u64 reps, const char *what)
 	f.min = v[0];
 	f.p10 = percentile(v, f.samples, 0.1);
 	f.p90 = percentile(v, f.samples, 0.9);
+	f.run_min = f.run_max = f.ns;
+	f.runs = 1;
 	return f;
 }
 
