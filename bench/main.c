@@ -12,7 +12,9 @@
  *   scale   --pool SPEC|none [--sizes 1K,16K,256K] [--threads 1,2] [--bs 4K]
  *   replay  --trace FILE [--pool SPEC|none] [--caps 10,25,50,100] [--bs 4K]
  *           [--model key=value,...]
- *   server  (internal: the baseline metadata server)
+ *   conc    --pool SPEC|none [--targets kernel,core,shm] [--workers 1,2]
+ *           [--rounds 5] [--ms 300]
+ *   server, shm-server  (internal: the baseline metadata servers)
  * SPEC: dax:/dev/daxX.Y or node:N; none runs the userspace targets only.
  *
  * Global options:
@@ -37,7 +39,7 @@ static void usage(void)
 {
 	fprintf(stderr,
 		"usage: belbench [--env NAME] [--out DIR] [--quick] [--samples N] [--sample-ms X]\n"
-		"                meta|data|scale|replay|server [options]\n"
+		"                meta|data|scale|replay|conc [options]\n"
 		"see the comment at the top of bench/main.c\n");
 	exit(2);
 }
@@ -91,6 +93,8 @@ int main(int argc, char **argv)
 		return sec_scale(argc, argv);
 	if (!strcmp(argv[0], "replay"))
 		return sec_replay(argc, argv);
+	if (!strcmp(argv[0], "conc"))
+		return sec_conc(argc, argv);
 	usage();
 	return 2;
 }
