@@ -9,6 +9,8 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "bench.h"
 #include "target.h"
@@ -57,8 +59,29 @@ int target_setup(struct target *t, enum target_kind kind, const char *spec,
 	case T_CORE:
 		t->pool = core_pool_new(nr_blocks, bs);
 		t->nr_blocks = nr_blocks;
+		t->arena_fd = -1;
 		if (arena && !strcmp(arena, "anon"))
 			t->arena = anon_buf(nr_blocks * bs, 0xA5);
+		if (arena && !strcmp(arena, "memfd")) {
+			/*
+			 * A file of shared pages, like the module's memory:
+			 * other mappings of it (the raw limit, the staged
+			 * server) read the very same bytes.
+			 */
+			t->arena_fd = memfd_create("belbench-arena", MFD_CLOEXEC);
+			if (t->arena_fd < 0 ||
+			    ftruncate(t->arena_fd, nr_blocks * bs))
+				die("memfd arena of %llu bytes: %s",
+				    (unsigned long long)(nr_blocks * bs),
+				    strerror(errno));
+			t->arena = mmap(NULL, nr_blocks * bs,
+					PROT_READ | PROT_WRITE, MAP_SHARED,
+					t->arena_fd, 0);
+			if (t->arena == MAP_FAILED)
+				die("mmap of the memfd arena: %s",
+				    strerror(errno));
+			memset(t->arena, 0, nr_blocks * bs);
+		}
 		break;
 	case T_RPC:
 		rpc_server_start(&t->srv, nr_blocks, bs, arena);
@@ -100,6 +123,8 @@ void target_teardown(struct target *t)
 	case T_CORE:
 		if (t->arena)
 			free_anon(t->arena, t->nr_blocks * t->bs);
+		if (t->arena_fd >= 0)
+			close(t->arena_fd);
 		core_pool_free(t->pool);
 		break;
 	case T_RPC:

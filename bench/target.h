@@ -22,7 +22,8 @@ struct target {
 	u64 bs;
 	struct kregion kr;	/* T_KERNEL */
 	struct bel_pool *pool;	/* T_CORE */
-	u8 *arena;		/* T_CORE with "anon" */
+	u8 *arena;		/* T_CORE with "anon" or "memfd" */
+	int arena_fd;		/* "memfd": the file behind the arena, else -1 */
 	struct rpc_server srv;	/* T_RPC */
 	struct shm_server shm;	/* T_SHM */
 };
