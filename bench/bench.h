@@ -91,6 +91,13 @@ struct opts {
 	int shm_cpu;
 };
 extern struct opts opt;
+/*
+ * The CPUs this process could use when it started (bit N: CPU N, the first
+ * 64), before any section pinned it: the polled server's CPU and the
+ * workers' CPUs are chosen from these.
+ */
+extern u64 bench_cpus_at_start;
+void bench_note_cpus(void);
 
 /*
  * Results: one JSON object per line in OUT/<section>-<env>.jsonl with a fixed

@@ -49,6 +49,7 @@ int main(int argc, char **argv)
 	int i;
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
+	bench_note_cpus();
 	for (i = 1; i < argc && !strncmp(argv[i], "--", 2); i++) {
 		if (!strcmp(argv[i], "--quick")) {
 			opt.quick = true;

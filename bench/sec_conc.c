@@ -160,16 +160,13 @@ static int cmp_u32(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/* The CPUs this process may use, in order. */
+/* The CPUs this process could use at start, in order. */
 static int cpu_list(int *cpus, int max)
 {
-	cpu_set_t allowed;
 	int cpu, n = 0;
 
-	if (sched_getaffinity(0, sizeof(allowed), &allowed))
-		return 0;
-	for (cpu = 0; cpu < CPU_SETSIZE && n < max; cpu++)
-		if (CPU_ISSET(cpu, &allowed))
+	for (cpu = 0; cpu < 64 && n < max; cpu++)
+		if (bench_cpus_at_start & (1ULL << cpu))
 			cpus[n++] = cpu;
 	return n;
 }

@@ -197,20 +197,17 @@ int shm_server_main(int argc, char **argv)
 /*
  * The server's CPU: one that no client is pinned to. Clients of
  * single-threaded sections run on opt.rpc_cpu; the server takes the first
- * other CPU this process may use (on a 2-CPU machine: the other one, and
- * every client then shares the remaining CPU).
+ * other CPU this process could use at start (on a 2-CPU machine: the other
+ * one, and every client then shares the remaining CPU).
  */
 int shm_server_cpu(void)
 {
-	cpu_set_t allowed;
 	int cpu, first = -1;
 
 	if (opt.shm_cpu >= 0)
 		return opt.shm_cpu;
-	if (sched_getaffinity(0, sizeof(allowed), &allowed))
-		return -1;
-	for (cpu = 0; cpu < CPU_SETSIZE; cpu++) {
-		if (!CPU_ISSET(cpu, &allowed))
+	for (cpu = 0; cpu < 64; cpu++) {
+		if (!(bench_cpus_at_start & (1ULL << cpu)))
 			continue;
 		if (first < 0)
 			first = cpu;

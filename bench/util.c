@@ -2,6 +2,7 @@
 /* belbench: errors, statistics, timing loops and result files. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +19,20 @@ struct opts opt = {
 	.rpc_cpu = RPC_CPU_AUTO,
 	.shm_cpu = -1,
 };
+
+u64 bench_cpus_at_start;
+
+void bench_note_cpus(void)
+{
+	cpu_set_t set;
+	int cpu;
+
+	if (sched_getaffinity(0, sizeof(set), &set))
+		return;
+	for (cpu = 0; cpu < 64; cpu++)
+		if (CPU_ISSET(cpu, &set))
+			bench_cpus_at_start |= 1ULL << cpu;
+}
 
 void die(const char *fmt, ...)
 {
