@@ -336,7 +336,9 @@ def main():
         r.append("")
         r.append("| figure | measured | goal | verdict |")
         r.append("|---|---:|---|---|")
-        pick = [("unix_over_kernel_lookup_pin_release", 64), ("shm_over_kernel_lookup_pin_release", 64)]
+        pick = [("unix_over_kernel_lookup_pin_release", 64), ("shm_over_kernel_lookup_pin_release", 64),
+                ("unix_over_core_plus_syscall_lookup_pin_release", 64),
+                ("shm_over_core_plus_syscall_lookup_pin_release", 64)]
         for name, n in pick:
             for x in sel(recs, kind="ratio", name=name, n=n):
                 r.append(f"| {x['env']}: {describe(x)} | {spread(x)} | {goal_text(x)} | {miss_text(x)} |")
