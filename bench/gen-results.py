@@ -66,6 +66,8 @@ def envs(recs, section):
 
 def goal_text(r):
     t, g = r.get("target"), r.get("goal")
+    if not t:
+        return "- (no target)"
     if t == "within":
         return f"1 +- {g:g}"
     return f"{t} {g:g}"
@@ -75,6 +77,8 @@ def miss_text(r):
     """met, or missed by how much (relative to the goal)."""
     if r.get("invalid"):
         return "invalid (above 1.1: the limit is no limit)"
+    if not r.get("target"):
+        return "informational"
     if r.get("met"):
         return "met"
     v, g, t = r["value"], r["goal"], r["target"]
