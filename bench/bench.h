@@ -87,8 +87,17 @@ struct opts {
 	 * costs milliseconds, which would flatter Beluga for the wrong reason.
 	 */
 	int rpc_cpu;
+	/* CPU of the polled server (rpc-shm-polled); -1: one no client uses */
+	int shm_cpu;
 };
 extern struct opts opt;
+/*
+ * The CPUs this process could use when it started (bit N: CPU N, the first
+ * 64), before any section pinned it: the polled server's CPU and the
+ * workers' CPUs are chosen from these.
+ */
+extern u64 bench_cpus_at_start;
+void bench_note_cpus(void);
 
 /*
  * Results: one JSON object per line in OUT/<section>-<env>.jsonl with a fixed
@@ -112,6 +121,9 @@ struct fig {
 	double min;		/* the fastest sample */
 	u64 reps;		/* operations per sample */
 	int samples;
+	/* over independent runs (rounds with fresh targets): ns is their median */
+	double run_min, run_max;
+	int runs;
 };
 
 /*
@@ -244,11 +256,27 @@ struct bk *rpc_open(struct rpc_server *s);
 void bench_pin_cpu(void);
 int server_main(int argc, char **argv);
 
+/* shmrpc.c: the spin-polling shared-memory baseline and its client */
+#define SHM_MAX_CLIENTS 8
+struct shm_area;
+struct shm_server {
+	pid_t pid;
+	int cpu;		/* the server's own CPU */
+	u64 bs;
+	struct shm_area *area;
+};
+void shm_server_start(struct shm_server *s, u64 nr_blocks, u64 bs);
+void shm_server_stop(struct shm_server *s);
+struct bk *shmrpc_open(struct shm_server *s);
+int shm_server_cpu(void);
+int shm_server_main(int argc, char **argv);
+
 /* ---- sections -------------------------------------------------------- */
 int sec_meta(int argc, char **argv);
 int sec_data(int argc, char **argv);
 int sec_scale(int argc, char **argv);
 int sec_replay(int argc, char **argv);
+int sec_conc(int argc, char **argv);
 
 /* trace.c */
 struct trace {

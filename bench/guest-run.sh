@@ -6,7 +6,7 @@
 # pmem range at RAM speed, which this script turns into a devdax namespace.
 #
 # Configuration comes from /bench/config (written by scripts/bench.sh):
-#   BENCH_MODE=full|smoke  BENCH_SECTIONS="meta data scale replay"
+#   BENCH_MODE=full|smoke  BENCH_SECTIONS="meta data scale replay conc"
 #   BENCH_CMDS: belbench argument lists, one per line, instead of the sections
 #               (@CXL@ and @RAMDAX@ stand for the device-dax names)
 #   BENCH_PY_TRACE, BENCH_PY_CLIB: the trace for bench/python/mini_replay.py and
@@ -19,7 +19,7 @@
 . /etc/beluga/lib.sh
 . /etc/beluga/env
 BENCH_MODE=full
-BENCH_SECTIONS="meta data scale replay"
+BENCH_SECTIONS="meta data scale replay conc"
 [ -f /bench/config ] && . /bench/config
 B=/bench/belbench
 OUT=/tmp/bench-out
@@ -169,6 +169,15 @@ for s in $BENCH_SECTIONS; do
 			bb scale --pool dax:/dev/$ramdax --sizes $SIZES --threads 1,2
 		else
 			bb scale --pool node:0 --sizes $SIZES --threads 1,2
+		fi
+		;;
+	conc)
+		# 1 vs 2 worker processes on the module, threads on the core,
+		# client processes on the polled server (which takes a vCPU)
+		if [ -n "$ramdax" ]; then
+			bb conc --pool dax:/dev/$ramdax --targets kernel,core,shm
+		else
+			bb conc --pool node:0 --targets kernel,core,shm
 		fi
 		;;
 	replay)

@@ -12,7 +12,9 @@
  *   scale   --pool SPEC|none [--sizes 1K,16K,256K] [--threads 1,2] [--bs 4K]
  *   replay  --trace FILE [--pool SPEC|none] [--caps 10,25,50,100] [--bs 4K]
  *           [--model key=value,...]
- *   server  (internal: the baseline metadata server)
+ *   conc    --pool SPEC|none [--targets kernel,core,shm] [--workers 1,2]
+ *           [--rounds 5] [--ms 300]
+ *   server, shm-server  (internal: the baseline metadata servers)
  * SPEC: dax:/dev/daxX.Y or node:N; none runs the userspace targets only.
  *
  * Global options:
@@ -24,6 +26,8 @@
  *   --rpc-cpu N|any|auto  CPU of the baseline server and its client
  *                  threads (default auto: the fastest same-CPU placement,
  *                  the RPC's best case; see bench.h)
+ *   --shm-cpu N    CPU of the spin-polling server (default: the first CPU
+ *                  that the single-threaded sections' clients do not use)
  */
 #define _GNU_SOURCE
 #include <stdlib.h>
@@ -35,7 +39,7 @@ static void usage(void)
 {
 	fprintf(stderr,
 		"usage: belbench [--env NAME] [--out DIR] [--quick] [--samples N] [--sample-ms X]\n"
-		"                meta|data|scale|replay|server [options]\n"
+		"                meta|data|scale|replay|conc [options]\n"
 		"see the comment at the top of bench/main.c\n");
 	exit(2);
 }
@@ -45,6 +49,7 @@ int main(int argc, char **argv)
 	int i;
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
+	bench_note_cpus();
 	for (i = 1; i < argc && !strncmp(argv[i], "--", 2); i++) {
 		if (!strcmp(argv[i], "--quick")) {
 			opt.quick = true;
@@ -66,6 +71,8 @@ int main(int argc, char **argv)
 			opt.rpc_cpu = !strcmp(argv[++i], "any") ? -1 :
 				      !strcmp(argv[i], "auto") ? RPC_CPU_AUTO :
 				      atoi(argv[i]);
+		else if (!strcmp(argv[i], "--shm-cpu"))
+			opt.shm_cpu = atoi(argv[++i]);
 		else
 			usage();
 	}
@@ -77,6 +84,8 @@ int main(int argc, char **argv)
 	argv += i;
 	if (!strcmp(argv[0], "server"))
 		return server_main(argc, argv);
+	if (!strcmp(argv[0], "shm-server"))
+		return shm_server_main(argc, argv);
 	if (!strcmp(argv[0], "meta"))
 		return sec_meta(argc, argv);
 	if (!strcmp(argv[0], "data"))
@@ -85,6 +94,8 @@ int main(int argc, char **argv)
 		return sec_scale(argc, argv);
 	if (!strcmp(argv[0], "replay"))
 		return sec_replay(argc, argv);
+	if (!strcmp(argv[0], "conc"))
+		return sec_conc(argc, argv);
 	usage();
 	return 2;
 }

@@ -19,20 +19,31 @@ pick() { # first existing file
 	return 1
 }
 
-# 1. hit ratio against capacity (the kernel's replay in the guest, else the host core's)
+# 1. hit ratio against capacity (the kernel's replay in the guest, else the
+# host core's), with the exact-LRU reference. The trace's constants (distinct
+# blocks, the bound) come from the replay's "trace" record, not from here.
 if f=$(pick "$res/replay-$G.dat" "$res/replay-host.dat"); then
+	j=${f%.dat}.jsonl
+	tr=$(grep -m1 '"kind":"trace"' "$j" 2>/dev/null || true)
+	distinct=$(echo "$tr" | sed -n 's/.*"distinct":\([0-9]*\).*/\1/p')
+	bound=$(echo "$tr" | sed -n 's/.*"bound_ratio":\([0-9.e+-]*\).*/\1/p')
+	if [ -z "$distinct" ] || [ -z "$bound" ]; then
+		echo "plots: no trace record in $j: hit-ratio.png without the bound" >&2
+		distinct="?" bound=1
+	fi
 	gnuplot <<EOF
 $term
 set output "$dst/hit-ratio.png"
-set title "Mooncake trace replay: hit ratio against pool capacity (LRU)\n$(basename "$f" .dat)"
-set xlabel "pool capacity (% of the trace's 182,790 distinct blocks)"
+set title "Mooncake trace replay: hit ratio against pool capacity\n$(basename "$f" .dat)"
+set xlabel "pool capacity (% of the trace's $distinct distinct blocks)"
 set ylabel "hit ratio (block references)"
-set yrange [0:0.45]
+set yrange [0:$bound * 1.15]
 set xrange [0:105]
 set key bottom right
 set grid
-plot "$f" using 1:3 with linespoints lw 2 pt 7 title "Beluga LRU pool", \
-     "$f" using 1:4 with lines lw 2 dt 2 title "infinite-cache bound"
+plot "$f" using 1:3 with linespoints lw 2 pt 7 title "Beluga pool", \
+     "$f" using 1:11 with linespoints lw 1 pt 6 dt 3 title "exact LRU simulation", \
+     $bound with lines lw 2 dt 2 title sprintf("infinite-cache bound (%.4f)", $bound)
 EOF
 else
 	echo "plots: no replay data: hit-ratio.png skipped" >&2
@@ -51,8 +62,10 @@ set key outside below
 set grid
 plot "$f" using 1:2 with linespoints lw 2 pt 7 title "Beluga ioctl, count-only", \
      "$f" using 1:3 with linespoints lw 2 pt 5 title "Beluga ioctl, pinned", \
-     "$f" using 1:6 with linespoints lw 2 pt 9 title "AF_UNIX server, count-only", \
-     "$f" using 1:7 with linespoints lw 2 pt 11 title "AF_UNIX server, pinned", \
+     "$f" using 1:6 with linespoints lw 2 pt 9 title "rpc-unix-blocking, count-only", \
+     "$f" using 1:7 with linespoints lw 2 pt 11 title "rpc-unix-blocking, pinned", \
+     "$f" using 1:11 with linespoints lw 2 pt 13 title "rpc-shm-polled, count-only", \
+     "$f" using 1:12 with linespoints lw 2 pt 15 title "rpc-shm-polled, pinned", \
      "$f" using 1:4 with linespoints lw 1 pt 1 title "core in process (no transport)", \
      "$f" using 1:8 with lines dt 2 lw 1 title "syscall floor (ENOTTY ioctl)", \
      "$f" using 1:9 with lines dt 3 lw 1 title "RPC floor (ping)"
@@ -68,8 +81,10 @@ set logscale xy
 set key top left
 set grid
 plot "$f" using 1:4 with linespoints lw 2 title "core in process", \
-     "$f" using 1:6 with linespoints lw 2 title "AF_UNIX server, count-only", \
-     "$f" using 1:7 with linespoints lw 2 title "AF_UNIX server, pinned", \
+     "$f" using 1:6 with linespoints lw 2 title "rpc-unix-blocking, count-only", \
+     "$f" using 1:7 with linespoints lw 2 title "rpc-unix-blocking, pinned", \
+     "$f" using 1:11 with linespoints lw 2 title "rpc-shm-polled, count-only", \
+     "$f" using 1:12 with linespoints lw 2 title "rpc-shm-polled, pinned", \
      "$f" using 1:9 with lines dt 3 title "RPC floor (ping)"
 EOF
 else
@@ -79,7 +94,7 @@ fi
 # 3. bandwidth against block count, one panel per medium
 media=()
 for m in cxl ramdax node0; do [ -s "$res/data-$m-$G.dat" ] && media+=("$m"); done
-[ -s "$res/data-host-ram-host.dat" ] && media+=(host-ram)
+[ -s "$res/data-host-memfd-host.dat" ] && media+=(host-memfd)
 if [ ${#media[@]} -gt 0 ]; then
 	{
 		echo "$term"
@@ -93,7 +108,7 @@ if [ ${#media[@]} -gt 0 ]; then
 		echo "set xlabel \"blocks\""
 		echo "set ylabel \"MB/s (log)\""
 		for m in "${media[@]}"; do
-			if [ "$m" = host-ram ]; then f=$res/data-host-ram-host.dat; t="host RAM (in-process core + mapping, no module)"; else f=$res/data-$m-$G.dat; t="6.12 guest: $m"; fi
+			if [ "$m" = host-memfd ]; then f=$res/data-host-memfd-host.dat; t="host memfd (in-process core; limit = a second mapping of the same memfd)"; else f=$res/data-$m-$G.dat; t="6.12 guest: $m"; fi
 			case $m in
 			cxl) t="$t (emulated CXL: limit = raw /dev/dax mapping)" ;;
 			ramdax) t="$t (memmap= devdax: limit = anon memcpy)" ;;
@@ -101,7 +116,7 @@ if [ ${#media[@]} -gt 0 ]; then
 			esac
 			echo "set title \"$t\""
 			# columns: blocks beluga raw anon staged limit
-			echo "plot \"$f\" using 1:2 with linespoints lw 2 pt 7 title \"Beluga (mapping)\", \"$f\" using 1:6 with linespoints lw 2 dt 2 pt 6 title \"limit\", \"$f\" using 1:5 with linespoints lw 2 pt 5 title \"staged (AF_UNIX server)\", \"$f\" using 1:3 with lines lw 1 dt 3 title \"raw mapping\", \"$f\" using 1:4 with lines lw 1 dt 4 title \"anon memcpy\""
+			echo "plot \"$f\" using 1:2 with linespoints lw 2 pt 7 title \"Beluga (mapping)\", \"$f\" using 1:6 with linespoints lw 2 dt 2 pt 6 title \"limit\", \"$f\" using 1:5 with linespoints lw 2 pt 5 title \"staged (rpc-unix-blocking)\", \"$f\" using 1:3 with lines lw 1 dt 3 title \"raw mapping\", \"$f\" using 1:4 with lines lw 1 dt 4 title \"anon memcpy\""
 		done
 		echo "unset multiplot"
 	} | gnuplot

@@ -9,6 +9,8 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "bench.h"
 #include "target.h"
@@ -16,8 +18,30 @@
 const char *target_kind_name[] = {
 	[T_KERNEL] = "kernel",
 	[T_CORE] = "core",
-	[T_RPC] = "rpc",
+	[T_RPC] = "rpc-unix-blocking",
+	[T_SHM] = "rpc-shm-polled",
 };
+
+static const char *target_alias[] = {
+	[T_KERNEL] = "kernel",
+	[T_CORE] = "core",
+	[T_RPC] = "rpc",
+	[T_SHM] = "shm",
+};
+
+bool target_selected(const char *list, enum target_kind kind)
+{
+	char buf[256], *tok, *save = NULL;
+
+	snprintf(buf, sizeof(buf), "%s", list);
+	for (tok = strtok_r(buf, ",", &save); tok;
+	     tok = strtok_r(NULL, ",", &save))
+		if (!strcmp(tok, target_kind_name[kind]) ||
+		    !strcmp(tok, target_alias[kind]) ||
+		    (kind == T_RPC && !strcmp(tok, "unix")))
+			return true;
+	return false;
+}
 
 int target_setup(struct target *t, enum target_kind kind, const char *spec,
 		 u64 nr_blocks, u64 bs, const char *arena)
@@ -35,13 +59,40 @@ int target_setup(struct target *t, enum target_kind kind, const char *spec,
 	case T_CORE:
 		t->pool = core_pool_new(nr_blocks, bs);
 		t->nr_blocks = nr_blocks;
+		t->arena_fd = -1;
 		if (arena && !strcmp(arena, "anon"))
 			t->arena = anon_buf(nr_blocks * bs, 0xA5);
+		if (arena && !strcmp(arena, "memfd")) {
+			/*
+			 * A file of shared pages, like the module's memory:
+			 * other mappings of it (the raw limit, the staged
+			 * server) read the very same bytes.
+			 */
+			t->arena_fd = memfd_create("belbench-arena", MFD_CLOEXEC);
+			if (t->arena_fd < 0 ||
+			    ftruncate(t->arena_fd, nr_blocks * bs))
+				die("memfd arena of %llu bytes: %s",
+				    (unsigned long long)(nr_blocks * bs),
+				    strerror(errno));
+			t->arena = mmap(NULL, nr_blocks * bs,
+					PROT_READ | PROT_WRITE, MAP_SHARED,
+					t->arena_fd, 0);
+			if (t->arena == MAP_FAILED)
+				die("mmap of the memfd arena: %s",
+				    strerror(errno));
+			memset(t->arena, 0, nr_blocks * bs);
+		}
 		break;
 	case T_RPC:
 		rpc_server_start(&t->srv, nr_blocks, bs, arena);
 		t->nr_blocks = nr_blocks;
 		break;
+	case T_SHM:
+		shm_server_start(&t->shm, nr_blocks, bs);
+		t->nr_blocks = nr_blocks;
+		break;
+	case NR_TARGETS:
+		die("bad target");
 	}
 	return 0;
 }
@@ -55,6 +106,10 @@ struct bk *target_open(struct target *t, bool map)
 		return core_open(t->pool, t->arena);
 	case T_RPC:
 		return rpc_open(&t->srv);
+	case T_SHM:
+		return shmrpc_open(&t->shm);
+	case NR_TARGETS:
+		break;
 	}
 	return NULL;
 }
@@ -68,10 +123,17 @@ void target_teardown(struct target *t)
 	case T_CORE:
 		if (t->arena)
 			free_anon(t->arena, t->nr_blocks * t->bs);
+		if (t->arena_fd >= 0)
+			close(t->arena_fd);
 		core_pool_free(t->pool);
 		break;
 	case T_RPC:
 		rpc_server_stop(&t->srv);
+		break;
+	case T_SHM:
+		shm_server_stop(&t->shm);
+		break;
+	case NR_TARGETS:
 		break;
 	}
 }

@@ -4,8 +4,16 @@
 
 #include "bench.h"
 
-enum target_kind { T_KERNEL, T_CORE, T_RPC };
+/*
+ * The implementations under test. The baselines are named for what they
+ * are: rpc-unix-blocking (AF_UNIX stream socket, blocking calls, rpc.c) and
+ * rpc-shm-polled (shared-memory slots, a spin-polling server on a CPU of its
+ * own, shmrpc.c), both running the same core.
+ */
+enum target_kind { T_KERNEL, T_CORE, T_RPC, T_SHM, NR_TARGETS };
 extern const char *target_kind_name[];
+/* Is @kind in a list such as "kernel,core,rpc"? (aliases: rpc, unix, shm) */
+bool target_selected(const char *list, enum target_kind kind);
 
 struct target {
 	enum target_kind kind;
@@ -14,8 +22,10 @@ struct target {
 	u64 bs;
 	struct kregion kr;	/* T_KERNEL */
 	struct bel_pool *pool;	/* T_CORE */
-	u8 *arena;		/* T_CORE with "anon" */
+	u8 *arena;		/* T_CORE with "anon" or "memfd" */
+	int arena_fd;		/* "memfd": the file behind the arena, else -1 */
 	struct rpc_server srv;	/* T_RPC */
+	struct shm_server shm;	/* T_SHM */
 };
 
 /* -1 when the kernel refused the region (reported already) */

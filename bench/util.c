@@ -2,6 +2,7 @@
 /* belbench: errors, statistics, timing loops and result files. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,7 +17,22 @@ struct opts opt = {
 	.samples = 31,
 	.sample_ms = 2,
 	.rpc_cpu = RPC_CPU_AUTO,
+	.shm_cpu = -1,
 };
+
+u64 bench_cpus_at_start;
+
+void bench_note_cpus(void)
+{
+	cpu_set_t set;
+	int cpu;
+
+	if (sched_getaffinity(0, sizeof(set), &set))
+		return;
+	for (cpu = 0; cpu < 64; cpu++)
+		if (CPU_ISSET(cpu, &set))
+			bench_cpus_at_start |= 1ULL << cpu;
+}
 
 void die(const char *fmt, ...)
 {
@@ -126,6 +142,8 @@ struct fig measure_n(op_fn fn, void *arg, u64 reps, const char *what)
 	f.min = v[0];
 	f.p10 = percentile(v, f.samples, 0.1);
 	f.p90 = percentile(v, f.samples, 0.9);
+	f.run_min = f.run_max = f.ns;
+	f.runs = 1;
 	return f;
 }
 

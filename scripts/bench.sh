@@ -17,7 +17,10 @@
 #   --guest          with --smoke: also a short guest run
 #   --host-only      skip the guest
 #   --guest-only     skip the host sections
-#   --sections LIST  subset of "meta data scale replay python" (default all);
+#   --sections LIST  subset of "meta data scale replay conc probe python" (default
+#                    all); conc: 1 vs 2 workers of pinned LOOKUP+RELEASE (kernel,
+#                    core, rpc-shm-polled); probe: the core's lock hold times and
+#                    the metadata bytes per block (host only);
 #                    python: bench/python (the binding's overhead against C, the
 #                    mini engine's TTFT on a scaled-down trace replay); in the
 #                    guest it runs the host's /usr/bin/python3 over 9p
@@ -29,7 +32,7 @@
 set -euo pipefail
 . "$(dirname "$0")/vm/lib.sh"
 
-smoke=0 guest=1 host=1 guest_smoke=0 sections="meta data scale replay python" tmo="" gcmds=""
+smoke=0 guest=1 host=1 guest_smoke=0 sections="meta data scale replay conc probe python" tmo="" gcmds=""
 trace=$BELUGA_ROOT/../shared/data/mooncake_conversation_trace.jsonl
 while [ $# -gt 0 ]; do
 	case $1 in
@@ -63,6 +66,11 @@ done
 plots=$BELUGA_ROOT/bench/plots
 [ $smoke -eq 1 ] && plots=$out/plots
 
+# how busy the machine was when the run started, for the write-up
+loadavg=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo unknown)
+full_run=0
+[ $smoke -eq 0 ] && [ $host -eq 1 ] && [ $guest -eq 1 ] && [ -z "$gcmds" ] &&
+	[ "$sections" = "meta data scale replay conc probe python" ] && full_run=1
 log "building belbench (host and static)"
 make -s -C "$BELUGA_ROOT/bench" all OUT="$out" >&2
 B=$out/host/belbench
@@ -94,7 +102,10 @@ if [ $host -eq 1 ]; then
 	fi
 	log "host: $(nproc) cpus; sections: $sections"
 	has meta && hb meta --pool none --lens $lens
-	has data && hb data --medium host-ram --pool none --raw anon --counts $counts
+	# the core's arena is a memfd; the limit is a second mapping of it
+	has data && hb data --medium host-memfd --pool none --raw memfd --counts $counts
+	has conc && hb conc --pool none --targets core,shm
+	has probe && "$out/host/belprobe" --env host --out "$res" "${q[@]}"
 	has scale && hb scale --pool none --targets core --sizes $sizes --threads 1,2
 	if has replay && [ -n "$trace" ]; then
 		hb replay --trace "$trace" --targets core,rpc --caps $caps
@@ -214,15 +225,27 @@ fi
 
 # ---- results.json, targets, plots ------------------------------------------
 {
-	printf '{"generated":"%s","host":"%s","smoke":%s,"records":[\n' \
+	printf '{"generated":"%s","host":"%s","smoke":%s,"loadavg":"%s","cpus":%s,"records":[\n' \
 		"$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$(uname -nr | tr -d '"')" \
-		"$([ $smoke -eq 1 ] && echo true || echo false)"
+		"$([ $smoke -eq 1 ] && echo true || echo false)" "$loadavg" "$(nproc)"
 	cat "$res"/*.jsonl 2>/dev/null | sed '$!s/$/,/'
 	printf ']}\n'
 } >"$json"
 log "wrote $json ($(cat "$res"/*.jsonl 2>/dev/null | wc -l) records)"
 
 "$BELUGA_ROOT/bench/report.sh" "$res"
+
+# bench/RESULTS.md and the README's table, generated from the JSON. Only a
+# full run replaces bench/RESULTS.md; any other run writes next to its JSON.
+md=$out/RESULTS.md frag=$out/readme-results.md
+[ $smoke -eq 1 ] && md=$out/smoke-RESULTS.md frag=$out/smoke-readme-results.md
+[ $full_run -eq 1 ] && md=$BELUGA_ROOT/bench/RESULTS.md
+if /usr/bin/python3 "$BELUGA_ROOT/bench/gen-results.py" "$json" "$md" "$frag"; then
+	log "wrote $md and the README table fragment $frag"
+else
+	log "bench/gen-results.py failed"
+	guest_ok=0
+fi
 
 if command -v gnuplot >/dev/null; then
 	mkdir -p "$plots"

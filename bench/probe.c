@@ -1,0 +1,271 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * belprobe: facts about the portable core that no timing loop shows.
+ *
+ *   belprobe [--env E] [--out DIR] [--quick] [--calls N] [--lens 4096]
+ *
+ * 1. Lock hold times. The core is built here with every pthread mutex call
+ *    wrapped (lockwrap.h), so each hold of the pool lock (bel_pool.lock,
+ *    the module's spinlock) and of a client's mutex is timed. For LOOKUP of
+ *    4096 keys (count-only and pinned), RELEASE of 4096 and ALLOC of 4096
+ *    on a full pool (each evicting 4096) + PUBLISH of 4096, it records the
+ *    longest hold of each lock in each call: median, min and max over
+ *    --calls calls (default 31). This is the "before" figure for a read
+ *    path that does not serialise on one lock (issue 11).
+ * 2. The kernel's metadata bytes per block: sizeof(struct bel_block) plus
+ *    the index's bucket array (a power of two at least the number of
+ *    blocks, 4 bytes a bucket) per block, for pools of 1K to 256K blocks,
+ *    printed with the derivation. The module compiles the same header, so
+ *    these are its sizes on this architecture.
+ *
+ * Runs on the host; one thread, pinned, so that a hold is the work done
+ * under the lock plus whatever preemption the host inflicts (median taken).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+#include "bel_core.h"
+
+/* ---- the timing wrappers -------------------------------------------- */
+
+#define HELD_MAX 8
+
+static struct {
+	pthread_mutex_t *m;
+	u64 t0;
+} held[HELD_MAX];
+static int nheld;
+
+/* Longest hold since the last reset, per lock. */
+static pthread_mutex_t *watch_pool, *watch_client;
+static u64 max_pool, max_client;
+
+int lh_lock(pthread_mutex_t *m)
+{
+	int ret = (pthread_mutex_lock)(m);
+
+	if (!ret && nheld < HELD_MAX) {
+		held[nheld].m = m;
+		held[nheld].t0 = now_ns();
+		nheld++;
+	}
+	return ret;
+}
+
+int lh_unlock(pthread_mutex_t *m)
+{
+	u64 t = now_ns();
+	int i;
+
+	for (i = nheld - 1; i >= 0; i--) {
+		if (held[i].m != m)
+			continue;
+		t -= held[i].t0;
+		if (m == watch_pool && t > max_pool)
+			max_pool = t;
+		if (m == watch_client && t > max_client)
+			max_client = t;
+		held[i] = held[--nheld];
+		break;
+	}
+	return (pthread_mutex_unlock)(m);
+}
+
+/* ---- lock holds -------------------------------------------------------- */
+
+#define PROBE_NS 5
+#define PROBE_TAG 0x9206EULL
+
+enum { P_COUNT, P_PIN, P_RELEASE, P_ALLOC_PUB, NR_P };
+static const char *pname[NR_P] = { "lookup_count", "lookup_pin", "release",
+				   "alloc_publish" };
+
+static void rec_three(const char *key, double *v, int n)
+{
+	char k[64];
+
+	rec_num(key, median(v, n));
+	snprintf(k, sizeof(k), "%s_min", key);
+	rec_num(k, v[0]);
+	snprintf(k, sizeof(k), "%s_max", key);
+	rec_num(k, v[n - 1]);
+}
+
+static void lock_holds(u32 len, int calls)
+{
+	u64 nblocks = 65536;
+	struct bel_pool *pool = core_pool_new(nblocks, 4096);
+	struct bel_client *c = bel_client_new(pool);
+	struct beluga_key *keys = xcalloc(len, sizeof(*keys));
+	struct beluga_key *fresh = xcalloc(len, sizeof(*fresh));
+	u64 *offs = xcalloc(len, sizeof(u64)), *aoffs = xcalloc(len, sizeof(u64));
+	s32 *res = xcalloc(len, sizeof(s32));
+	double vp[NR_P][64], vc[NR_P][64];
+	u64 i, ctr = 0, filled = 0;
+	u32 ok, ex, fail, hits;
+	int k, p;
+
+	watch_pool = &pool->lock;
+	watch_client = &c->mutex;
+	/* The chain, then fill the pool so that every ALLOC evicts. */
+	while (filled < nblocks) {
+		u32 n = nblocks - filled > len ? len : (u32)(nblocks - filled);
+
+		if (bel_alloc(c, n, aoffs))
+			die("probe: ALLOC while filling");
+		for (i = 0; i < n; i++)
+			fresh[i] = mkkey(PROBE_TAG, filled + i);
+		if (bel_publish(c, PROBE_NS, n, aoffs, fresh, res, &ok, &ex,
+				&fail) || ok != n)
+			die("probe: PUBLISH while filling");
+		filled += n;
+	}
+	ctr = filled;
+	for (k = 0; k < calls; k++) {
+		/* The chain: the most recently published keys, refreshed. */
+		for (i = 0; i < len; i++)
+			keys[i] = mkkey(PROBE_TAG, ctr - len + i);
+		for (p = 0; p < NR_P; p++) {
+			int ret = 0;
+
+			max_pool = max_client = 0;
+			switch (p) {
+			case P_COUNT:
+				ret = bel_lookup(c, PROBE_NS, len, keys, false,
+						 NULL, &hits);
+				break;
+			case P_PIN:
+				ret = bel_lookup(c, PROBE_NS, len, keys, true,
+						 offs, &hits);
+				break;
+			case P_RELEASE:
+				ret = bel_release(c, len, offs);
+				break;
+			case P_ALLOC_PUB:
+				ret = bel_alloc(c, len, aoffs);
+				for (i = 0; !ret && i < len; i++)
+					fresh[i] = mkkey(PROBE_TAG, ctr++);
+				if (!ret)
+					ret = bel_publish(c, PROBE_NS, len, aoffs,
+							  fresh, res, &ok, &ex,
+							  &fail);
+				break;
+			}
+			if (ret || ((p == P_COUNT || p == P_PIN) && hits != len))
+				die("probe: %s of %u failed (%d, hits %u)",
+				    pname[p], len, ret, hits);
+			vp[p][k] = (double)max_pool;
+			vc[p][k] = (double)max_client;
+		}
+	}
+	printf("\n== lock holds (%s): longest hold per call, %d calls, pool of %llu blocks, %u keys ==\n",
+	       opt.env, calls, (unsigned long long)nblocks, len);
+	printf("%-16s %12s %12s %12s   %14s\n", "operation", "pool lock ns",
+	       "(min", "max)", "client mutex ns");
+	for (p = 0; p < NR_P; p++) {
+		rec_begin("lockhold");
+		rec_str("backend", "core");
+		rec_str("op", pname[p]);
+		rec_int("n", len);
+		rec_int("blocks", (long long)nblocks);
+		rec_int("runs", calls);
+		rec_three("pool_lock_ns", vp[p], calls);
+		rec_three("client_mutex_ns", vc[p], calls);
+		rec_end();
+		printf("%-16s %12.0f %12.0f %12.0f   %14.0f\n", pname[p],
+		       median(vp[p], calls), vp[p][0], vp[p][calls - 1],
+		       median(vc[p], calls));
+	}
+	bel_client_release(c);
+	core_pool_free(pool);
+	free(keys);
+	free(fresh);
+	free(offs);
+	free(aoffs);
+	free(res);
+}
+
+/* ---- bytes per block ------------------------------------------------- */
+
+static void bytes_per_block(void)
+{
+	static const u64 sizes[] = { 1024, 16384, 262144, 4194304 };
+	size_t i;
+
+	printf("\n== the module's metadata per block (struct sizes of this build, x86-64) ==\n");
+	printf("struct bel_block: %zu bytes (ns 8, key 16, owner pointer 8, prev/next/hash_next/pins 4 x 4,\n"
+	       "                  state and in_lru 1 + 1, padded to %zu-byte alignment)\n",
+	       sizeof(struct bel_block), _Alignof(struct bel_block));
+	printf("index: one u32 bucket head per bucket, buckets = the power of two >= blocks (pool.c)\n");
+	printf("%10s %10s %12s %14s %16s\n", "blocks", "buckets", "block B", "bucket B/block",
+	       "total B/block");
+	for (i = 0; i < ARRAY_SIZE(sizes); i++) {
+		struct bel_pool *p = core_pool_new(sizes[i], 4096);
+		double per = (double)p->nr_buckets * sizeof(u32) / sizes[i];
+
+		printf("%10llu %10u %12zu %14.2f %16.2f\n",
+		       (unsigned long long)sizes[i], p->nr_buckets,
+		       sizeof(struct bel_block), per,
+		       sizeof(struct bel_block) + per);
+		rec_begin("memory");
+		rec_int("blocks", (long long)sizes[i]);
+		rec_int("buckets", p->nr_buckets);
+		rec_int("block_struct_bytes", (long long)sizeof(struct bel_block));
+		rec_num("bucket_bytes_per_block", per);
+		rec_num("bytes_per_block", sizeof(struct bel_block) + per);
+		rec_num("of_4k_block", (sizeof(struct bel_block) + per) / 4096);
+		rec_num("of_2m_block", (sizeof(struct bel_block) + per) / (2 << 20));
+		rec_end();
+		core_pool_free(p);
+	}
+	printf("not per block: struct bel_pool (%zu B), and per client a pin table of 8 bytes per slot\n"
+	       "(a power of two >= twice the distinct blocks it pins) and struct bel_client (%zu B)\n",
+	       sizeof(struct bel_pool), sizeof(struct bel_client));
+}
+
+int main(int argc, char **argv)
+{
+	int i, calls = 31;
+	u64 lens[4] = { 4096 };
+	int nlens = 1, l;
+	cpu_set_t set;
+
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	for (i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--quick")) {
+			opt.quick = true;
+			calls = 5;
+		} else if (i + 1 < argc && !strcmp(argv[i], "--env")) {
+			opt.env = argv[++i];
+		} else if (i + 1 < argc && !strcmp(argv[i], "--out")) {
+			opt.out_dir = argv[++i];
+		} else if (i + 1 < argc && !strcmp(argv[i], "--calls")) {
+			calls = atoi(argv[++i]);
+		} else if (i + 1 < argc && !strcmp(argv[i], "--lens")) {
+			nlens = parse_list(argv[++i], lens, 4);
+		} else {
+			die("usage: belprobe [--env E] [--out DIR] [--quick] [--calls N] [--lens 4096]");
+		}
+	}
+	if (calls < 1 || calls > 64)
+		die("--calls: 1..64");
+	if (!sched_getaffinity(0, sizeof(set), &set)) {
+		int cpu;
+
+		for (cpu = 0; cpu < CPU_SETSIZE && !CPU_ISSET(cpu, &set); cpu++)
+			;
+		CPU_ZERO(&set);
+		CPU_SET(cpu, &set);
+		sched_setaffinity(0, sizeof(set), &set);
+	}
+	out_open("probe");
+	for (l = 0; l < nlens; l++)
+		lock_holds((u32)lens[l], calls);
+	bytes_per_block();
+	out_close();
+	return 0;
+}
