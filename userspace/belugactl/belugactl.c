@@ -27,7 +27,6 @@
 
 #include "belugactl.h"
 
-#define BELUGACTL_VERSION	"1.0.0"
 #define DEFAULT_CONFIG		"/etc/beluga.conf"
 
 /* From -d/--device; NULL lets libbeluga use $BELUGA_DEVICE or /dev/beluga. */
@@ -203,7 +202,8 @@ static int cmd_attach(int argc, char **argv)
 		return ret;
 	if (shared)
 		ret = beluga_attach_dax_shared(b, dax, block_size,
-					       have_host_id ? (int)host_id : -1, format, &out);
+					       have_host_id ? (int)host_id : -1,
+					       format ? LIBBELUGA_SHARED_FORMAT : 0, &out);
 	else if (dax)
 		ret = beluga_attach_dax(b, dax, block_size, &out);
 	else
@@ -306,7 +306,7 @@ static int cmd_detach(int argc, char **argv)
 	}
 	if (beluga_region_info(b, (uint32_t)slot, &ri))
 		snprintf(ri.name, sizeof(ri.name), "region %d", slot);
-	ret = beluga_detach(b, (uint32_t)slot, evict, &evicted);
+	ret = beluga_detach(b, (uint32_t)slot, evict ? BELUGA_DETACH_EVICT : 0, &evicted);
 	if (ret) {
 		ret = op_failed(b, ret);
 	} else {
@@ -1260,7 +1260,7 @@ int main(int argc, char **argv)
 			main_usage(stdout);
 			return EXIT_OK;
 		case 'V':
-			printf("belugactl %s (Beluga ABI %d)\n", BELUGACTL_VERSION,
+			printf("belugactl %s (Beluga ABI %d)\n", LIBBELUGA_VERSION,
 			       BELUGA_ABI_VERSION);
 			return EXIT_OK;
 		case ':':

@@ -435,16 +435,19 @@ BEL_EXPORT int beluga_attach_dax(struct beluga *b, const char *dax,
 }
 
 BEL_EXPORT int beluga_attach_dax_shared(struct beluga *b, const char *dax,
-					uint64_t block_size, int host_id, int format,
+					uint64_t block_size, int host_id, unsigned int flags,
 					struct beluga_attach *out)
 {
-	uint32_t flags = BELUGA_ATTACH_SHARED;
+	uint32_t req_flags = BELUGA_ATTACH_SHARED;
 
-	if (format)
-		flags |= BELUGA_ATTACH_FORMAT;
+	if (flags & ~LIBBELUGA_SHARED_FORMAT)
+		return bel_fail(b, -EINVAL, "attach %s: unknown flags 0x%x",
+				dax ? dax : "(null)", flags & ~LIBBELUGA_SHARED_FORMAT);
+	if (flags & LIBBELUGA_SHARED_FORMAT)
+		req_flags |= BELUGA_ATTACH_FORMAT;
 	if (host_id >= 0)
-		flags |= BELUGA_ATTACH_HOST_ID;
-	return attach_dax_req(b, dax, block_size, flags,
+		req_flags |= BELUGA_ATTACH_HOST_ID;
+	return attach_dax_req(b, dax, block_size, req_flags,
 			      host_id >= 0 ? (uint32_t)host_id : 0, out);
 }
 
@@ -474,15 +477,19 @@ BEL_EXPORT int beluga_attach_node(struct beluga *b, int node, uint64_t bytes,
 	return 0;
 }
 
-BEL_EXPORT int beluga_detach(struct beluga *b, uint32_t region_id, int evict,
+BEL_EXPORT int beluga_detach(struct beluga *b, uint32_t region_id, unsigned int flags,
 			     uint64_t *evicted)
 {
+	int evict = !!(flags & BELUGA_DETACH_EVICT);
 	struct beluga_detach req;
 	int ret;
 
+	if (flags & ~(unsigned int)BELUGA_DETACH_EVICT)
+		return bel_fail(b, -EINVAL, "detach region %u: unknown flags 0x%x", region_id,
+				flags & ~(unsigned int)BELUGA_DETACH_EVICT);
 	memset(&req, 0, sizeof(req));
 	req.size = sizeof(req);
-	req.flags = evict ? BELUGA_DETACH_EVICT : 0;
+	req.flags = flags;
 	req.region_id = region_id;
 	ret = bel_ioctl_call(b, BELUGA_IOC_DETACH, &req);
 	switch (-ret) {

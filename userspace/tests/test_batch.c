@@ -334,7 +334,13 @@ static void test_admin_messages(void)
 	tap_result(!beluga_evict_key(b, 1, &k) && fake_kernel_count(2) == 2, "evict: one key");
 	tap_result(!beluga_evict_ns(b, 1, &evicted, &busy) && evicted == 2 && busy == 0,
 		   "evict: a whole namespace");
-	tap_result(!beluga_detach(b, 0, 1, &evicted), "detach: an idle region");
+	tap_result(beluga_detach(b, 0, 2, NULL) == -EINVAL &&
+		   strstr(beluga_last_error(b), "unknown flags 0x2"),
+		   "detach: unknown flags are -EINVAL");
+	tap_result(!beluga_detach(b, 0, BELUGA_DETACH_EVICT, &evicted), "detach: an idle region");
+	tap_result(beluga_attach_dax_shared(b, "dax0.0", 0, -1, 2, NULL) == -EINVAL &&
+		   strstr(beluga_last_error(b), "unknown flags 0x2"),
+		   "attach shared: unknown flags are -EINVAL");
 
 	fake.fail_cmd = BELUGA_CMD_ATTACH;
 	fake.fail_nth = 1;

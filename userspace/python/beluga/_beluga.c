@@ -1064,7 +1064,8 @@ static PyObject *Pool_attach_dax(Pool *p, PyObject *args, PyObject *kwds)
 	}
 	if (shared)
 		POOL_CALL(p, ret = beluga_attach_dax_shared(p->b, dax, block_size, host_id,
-							    format, &out));
+							    format ? LIBBELUGA_SHARED_FORMAT : 0,
+							    &out));
 	else
 		POOL_CALL(p, ret = beluga_attach_dax(p->b, dax, block_size, &out));
 	pool_leave(p);
@@ -1106,7 +1107,8 @@ static PyObject *Pool_detach(Pool *p, PyObject *args, PyObject *kwds)
 		return NULL;
 	if (pool_enter(p))
 		return NULL;
-	POOL_CALL(p, ret = beluga_detach(p->b, region_id, evict, &evicted));
+	POOL_CALL(p, ret = beluga_detach(p->b, region_id, evict ? BELUGA_DETACH_EVICT : 0,
+					 &evicted));
 	pool_leave(p);
 	if (ret)
 		return raise_beluga(ret);
@@ -2099,6 +2101,7 @@ PyMODINIT_FUNC PyInit__beluga(void)
 	    add_int(m, "BACKEND_NODE", BELUGA_BACKEND_NODE) ||
 	    add_int(m, "LIBBELUGA_VERSION_MAJOR", LIBBELUGA_VERSION_MAJOR) ||
 	    add_int(m, "LIBBELUGA_VERSION_MINOR", LIBBELUGA_VERSION_MINOR) ||
+	    PyModule_AddStringConstant(m, "LIBBELUGA_VERSION", LIBBELUGA_VERSION) ||
 	    PyModule_AddStringConstant(m, "DEVICE_PATH", BELUGA_DEVICE_PATH))
 		goto fail;
 #ifdef BELUGA_PY_FAKE
