@@ -151,7 +151,13 @@ int cmd_attach(int argc, char **argv)
 	if (ret)
 		return ret;
 	ret = attach_one(b, &req);
-	ret = ret ? op_failed(b, ret) : EXIT_OK;
+	if (ret) {
+		const struct hint_context ctx = { .dax = dax };
+
+		ret = op_failed_ctx(b, ret, &ctx);
+	} else {
+		ret = EXIT_OK;
+	}
 	beluga_close(b);
 	return ret;
 }
@@ -213,7 +219,9 @@ int cmd_detach(int argc, char **argv)
 		snprintf(ri.name, sizeof(ri.name), "region %d", slot);
 	ret = beluga_detach(b, (uint32_t)slot, evict ? BELUGA_DETACH_EVICT : 0, &evicted);
 	if (ret) {
-		ret = op_failed(b, ret);
+		const struct hint_context ctx = { .evict = evict };
+
+		ret = op_failed_ctx(b, ret, &ctx);
 	} else {
 		printf("detached region %d (%.*s)", slot, (int)sizeof(ri.name), ri.name);
 		if (evict)
@@ -315,9 +323,13 @@ int cmd_apply(int argc, char **argv)
 			printf("%s: already attached as region %d\n", name, slot);
 			continue;
 		}
-		if (attach_one(b, &req)) {
-			fprintf(stderr, "belugactl apply: %s:%u: %s\n", path, e->line,
-				beluga_last_error(b));
+		ret = attach_one(b, &req);
+		if (ret) {
+			const struct hint_context ctx = { .dax = req.dax };
+			char hint[256];
+
+			fprintf(stderr, "belugactl apply: %s:%u: %s%s\n", path, e->line,
+				beluga_last_error(b), cli_hint(hint, sizeof(hint), &ctx, ret));
 			failed++;
 		}
 	}

@@ -62,20 +62,30 @@ int usage_error(const char *fmt, ...)
 }
 
 /* The operation failed: print libbeluga's message (cause and fix). */
-int op_failed(const struct beluga *b, int err)
+int op_failed_ctx(const struct beluga *b, int err, const struct hint_context *ctx)
 {
 	const char *msg = beluga_last_error(b);
+	char buf[256];
 
-	fprintf(stderr, "belugactl %s: %s\n", cmd_name,
-		msg && *msg ? msg : beluga_strerror(err));
+	fprintf(stderr, "belugactl %s: %s%s\n", cmd_name,
+		msg && *msg ? msg : beluga_strerror(err), cli_hint(buf, sizeof(buf), ctx, err));
 	return EXIT_FAILED;
+}
+
+int op_failed(const struct beluga *b, int err)
+{
+	const struct hint_context none = { 0 };
+
+	return op_failed_ctx(b, err, &none);
 }
 
 int open_device(int flags, struct beluga **b)
 {
 	int ret = beluga_open(device_path, flags, b);
 
-	return ret ? op_failed(NULL, ret) : EXIT_OK;
+	const struct hint_context opening = { .opening = 1 };
+
+	return ret ? op_failed_ctx(NULL, ret, &opening) : EXIT_OK;
 }
 
 /* getopt_long's complaint, reworded: name the option and the fix. */

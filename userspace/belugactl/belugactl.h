@@ -30,8 +30,22 @@ extern const char *cmd_name;
 
 /* A usage error: say what is wrong, point at --help; returns EXIT_USAGE. */
 int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-/* A failed library call: print its message; returns EXIT_FAILED. */
+/* What cli_hint() needs to know about the failed call besides its error. */
+struct hint_context {
+	int opening;		/* beluga_open() failed */
+	const char *dax;	/* attach: the dax device, NULL for a node */
+	int evict;		/* detach: --evict was given */
+};
+
+/* A failed library call: its message and a hint; returns EXIT_FAILED. */
 int op_failed(const struct beluga *b, int err);
+int op_failed_ctx(const struct beluga *b, int err, const struct hint_context *ctx);
+/*
+ * The fix for error @err of a library call made by @cmd_name (hints.c),
+ * to append to the library's message: "" or text starting with its own
+ * separator. May format into @buf.
+ */
+const char *cli_hint(char *buf, size_t len, const struct hint_context *ctx, int err);
 /* beluga_open() with @flags, reporting failure; EXIT_OK or EXIT_FAILED. */
 int open_device(int flags, struct beluga **b);
 /* getopt_long's complaint about argv[optind - 1], reworded. */

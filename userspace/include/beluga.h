@@ -18,8 +18,11 @@
  * -----------
  * Every function that can fail returns a negative errno value (-ENOENT,
  * -ENOSPC, ...) and 0 or a non-negative count on success. It then also
- * records a one-line message naming the cause and the fix, readable with
- * beluga_last_error(). The message is kept per thread, like dlerror(): it
+ * records a one-line message naming the cause (and a fix in the library's
+ * terms, such as a flag or a requirement), readable with
+ * beluga_last_error(). Fixes that name a tool (belugactl, daxctl,
+ * modprobe) are the tools' to give: belugactl and the Python binding add
+ * them to the messages they show. The message is kept per thread, like dlerror(): it
  * is the one of the calling thread's latest failing call, whatever handle
  * (or none: beluga_open() failing, device discovery) that call had. Read
  * it in the thread that made the call, before that thread's next call.
@@ -187,8 +190,8 @@ int beluga_release(struct beluga *b, const uint64_t *offsets, size_t count);
  *
  * Resolves the physical range from /sys/bus/dax/devices/<name>/{resource,
  * size}. The device must stay bound to device_dax: one that is online as
- * System RAM (kmem) or unbound is refused with -EBUSY and a message saying
- * how to switch it; a device made of several ranges is refused with
+ * System RAM (kmem) or unbound is refused with -EBUSY and a message naming
+ * its state; a device made of several ranges is refused with
  * -EOPNOTSUPP. -ENOENT: no such dax device.
  */
 int beluga_attach_dax(struct beluga *b, const char *dax, uint64_t block_size,

@@ -74,8 +74,9 @@ static void test_open(void)
 
 	ret = beluga_open("/nonexistent/beluga", O_RDWR, &b);
 	tap_result(ret == -ENOENT && !b &&
-		   strstr(beluga_last_error(NULL), "load the module with `modprobe beluga`"),
-		   "open: a missing device says to load the module");
+		   strstr(beluga_last_error(NULL), "/nonexistent/beluga not found") &&
+		   !strstr(beluga_last_error(NULL), "modprobe"),
+		   "open: a missing device is named, with no tool (belugactl gives the fix)");
 
 	ret = beluga_open(dev_path, O_RDWR | O_APPEND, &b);
 	tap_result(ret == -EINVAL && strstr(beluga_last_error(NULL), "O_RDWR or O_RDONLY"),
@@ -136,8 +137,9 @@ static void test_alloc(void)
 
 	b = setup(BELUGA_MAX_BATCH, 0);
 	ret = beluga_alloc(b, offs, 1);
-	tap_result(ret == -ENODEV && strstr(beluga_last_error(b), "belugactl attach /dev/dax0.0"),
-		   "alloc: no region attached says how to attach one");
+	tap_result(ret == -ENODEV && strstr(beluga_last_error(b), "no region attached") &&
+		   !strstr(beluga_last_error(b), "belugactl"),
+		   "alloc: no region attached says so, naming no tool");
 	beluga_close(b);
 }
 
@@ -326,8 +328,9 @@ static void test_admin_messages(void)
 		   "detach: an empty slot is -ENOENT");
 	publish_keys(b, 1, 3);
 	tap_result(beluga_detach(b, 0, 0, NULL) == -EBUSY &&
-		   strstr(beluga_last_error(b), "--evict"),
-		   "detach: published blocks without evict is -EBUSY suggesting --evict");
+		   strstr(beluga_last_error(b), "or published blocks") &&
+		   !strstr(beluga_last_error(b), "--evict"),
+		   "detach: published blocks without evict is -EBUSY naming them, not a CLI flag");
 	tap_result(beluga_evict_key(b, 2, &k) == -ENOENT &&
 		   strstr(beluga_last_error(b), "not present in namespace 2"),
 		   "evict: a missing key is -ENOENT");
