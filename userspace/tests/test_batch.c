@@ -454,6 +454,51 @@ static void test_map(void)
 		   "flush/invalidate ranges run on this architecture");
 }
 
+/* The fake answers a raw call the way kmod/ioctl.c does (uapi: common errors). */
+static int raw(int fd, unsigned long request, void *arg)
+{
+	return bel_ioctl(fd, request, arg) ? -errno : 0;
+}
+
+static void test_fake_abi_order(void)
+{
+	uint64_t offs[2] = { 0, 0 };
+	struct {
+		struct beluga_alloc a;
+		uint64_t newer;		/* a field of a newer ABI */
+	} big;
+	struct beluga_alloc a;
+	int fd = open(dev_path, O_RDWR);
+
+	fake_kernel_reset(BS, BELUGA_MAX_BATCH);	/* no region */
+	a = (struct beluga_alloc){ .size = sizeof(a), .count = 1,
+				   .offsets = (uintptr_t)offs };
+	tap_result(raw(fd, BELUGA_IOC_ALLOC, &a) == -ENODEV, "fake: ALLOC without a region is -ENODEV");
+	a.flags = 1;
+	tap_result(raw(fd, BELUGA_IOC_ALLOC, &a) == -EINVAL,
+		   "fake: unknown flags come before -ENODEV (uapi order)");
+	a.flags = 0;
+	a.count = 0;
+	tap_result(raw(fd, BELUGA_IOC_ALLOC, &a) == -EINVAL, "fake: count 0 is -EINVAL");
+	a.count = BELUGA_MAX_BATCH + 1;
+	tap_result(raw(fd, BELUGA_IOC_ALLOC, &a) == -E2BIG, "fake: count above the batch is -E2BIG");
+	a.count = 1;
+	a.size = BELUGA_ALLOC_SIZE_V1 - 8;
+	tap_result(raw(fd, BELUGA_IOC_ALLOC, &a) == -EINVAL, "fake: a size below V1 is -EINVAL");
+	memset(&big, 0, sizeof(big));
+	big.a = (struct beluga_alloc){ .size = sizeof(big), .count = 1,
+				       .offsets = (uintptr_t)offs };
+	big.newer = 1;
+	tap_result(raw(fd, BELUGA_IOC_ALLOC, &big) == -E2BIG,
+		   "fake: unknown nonzero trailing bytes are -E2BIG");
+	big.newer = 0;
+	tap_result(raw(fd, BELUGA_IOC_ALLOC, &big) == -ENODEV,
+		   "fake: zero trailing bytes are accepted");
+	tap_result(raw(fd, _IOW(BELUGA_TYPE, BELUGA_CMD_ALLOC, struct beluga_alloc), &a) == -ENOTTY,
+		   "fake: a command encoded with a size is -ENOTTY");
+	close(fd);
+}
+
 int main(void)
 {
 	int fd;
@@ -474,6 +519,7 @@ int main(void)
 	test_free_release();
 	test_admin_messages();
 	test_map();
+	test_fake_abi_order();
 	unlink(dev_path);
 	return tap_done();
 }
