@@ -308,4 +308,4 @@ module_exit(beluga_exit);
 
 MODULE_DESCRIPTION("Beluga: KV-cache block pool on CXL memory");
 MODULE_LICENSE("GPL");
-MODULE_VERSION("1.0");
+MODULE_VERSION(BELUGA_VERSION);

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# dkms-install.sh [-b] [-u]
-# Install beluga.ko through DKMS: copy the module's sources (dkms.conf, kmod/,
-# uapi/) to /usr/src/beluga-VERSION, then dkms add, build and install for each
+# dkms-install.sh [-b] [-u] [-n]
+# Install beluga.ko through DKMS: copy the module's sources (kmod/, uapi/,
+# VERSION) and dkms.conf, made from dkms.conf.in, to /usr/src/beluga-VERSION,
+# then dkms add, build and install for each
 # kernel in $KVERS (default: the running kernel). Idempotent: an earlier copy of
 # the same version is removed from DKMS first.
 #   -b   build only (dkms add + build, no install into /lib/modules)
 #   -u   uninstall: dkms remove beluga/VERSION --all and delete /usr/src/beluga-VERSION
-# VERSION is PACKAGE_VERSION from dkms.conf.
+#   -n   print the dkms.conf it would install and stop (no root needed)
+# VERSION is the content of the VERSION file.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 me=${0##*/}
@@ -15,28 +17,39 @@ die() {
 	exit 1
 }
 
-build_only=0 uninstall=0
-while getopts bu opt; do
+build_only=0 uninstall=0 print_conf=0
+while getopts bun opt; do
 	case $opt in
 	b) build_only=1 ;;
 	u) uninstall=1 ;;
-	*) die "usage: $0 [-b] [-u]" ;;
+	n) print_conf=1 ;;
+	*) die "usage: $0 [-b] [-u] [-n]" ;;
 	esac
 done
 
+[ -f "$root/dkms.conf.in" ] || die "$root/dkms.conf.in is missing: not a Beluga source tree"
+ver=$(cat "$root/VERSION" 2>/dev/null) || die "$root/VERSION is missing: not a Beluga source tree"
+[[ $ver =~ ^[0-9]+\.[0-9]+\.[0-9]+$ ]] || die "$root/VERSION holds '$ver', not MAJOR.MINOR.PATCH: fix the file"
+dkms_conf() {
+	sed "/^PACKAGE_VERSION=/s/@VERSION@/$ver/" "$root/dkms.conf.in"
+}
+if [ $print_conf -eq 1 ]; then
+	dkms_conf
+	exit 0
+fi
+
 [ "$(id -u)" -eq 0 ] || die "must run as root (writes /usr/src and runs dkms); re-run with sudo"
 command -v dkms >/dev/null || die "dkms not found: apt-get install dkms (scripts/install-deps.sh installs it)"
-[ -f "$root/dkms.conf" ] || die "$root/dkms.conf is missing"
-name=$(sed -n 's/^PACKAGE_NAME="\(.*\)"$/\1/p' "$root/dkms.conf")
-ver=$(sed -n 's/^PACKAGE_VERSION="\(.*\)"$/\1/p' "$root/dkms.conf")
-[ -n "$name" ] && [ -n "$ver" ] || die "cannot read PACKAGE_NAME/PACKAGE_VERSION from dkms.conf"
+name=$(dkms_conf | sed -n 's/^PACKAGE_NAME="\(.*\)"$/\1/p')
+[ -n "$name" ] || die "cannot read PACKAGE_NAME from dkms.conf.in"
 src=/usr/src/$name-$ver
 
 # copy_tree: the sources only, no build outputs from an in-tree build
 copy_tree() {
 	rm -rf "$src"
 	mkdir -p "$src"
-	cp "$root/dkms.conf" "$src/"
+	dkms_conf >"$src/dkms.conf"
+	cp "$root/VERSION" "$src/"
 	(cd "$root" && find kmod uapi -type f \( -name '*.c' -o -name '*.h' -o -name Kbuild -o -name Makefile \) \
 		! -name '*.mod.c' -print0) | (cd "$root" && xargs -0 cp --parents -t "$src")
 	local f

@@ -3,7 +3,8 @@
 #   1. scripts/install-deps.sh (idempotent; needs root the first time)
 #   2. host unit tests of the portable core   make -C tests/unit check     (TAP)
 #   3. userspace host tests                    make -C userspace check      (TAP)
-#   4. beluga.ko for both guest kernels with W=1, failing on any warning
+#   4. beluga.ko for both guest kernels with W=1, failing on any warning; 4a. the
+#      root Kbuild (scripts/check-root-kbuild.sh)
 #   5. static kselftests (make -C tests/kselftest) and static userspace tools
 #      (make -C userspace static)
 #   5a. the Python package (make -C userspace python)
@@ -147,6 +148,9 @@ for k in $kernels; do
 		log_tail "$L/module-$k.log"
 	fi
 done
+
+# 4a. the root Kbuild: `make -C .../build M=$PWD` from the root (one kernel suffices)
+step build:root-kbuild "$L/root-kbuild.log" scripts/check-root-kbuild.sh "$(kver_of 6.12)" || true
 
 # 5. static binaries for the guests ----------------------------------------------
 ksft_dir=

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # build-module.sh [-W] [-C] [-q] 6.1|6.12|KVER
 # Build beluga.ko against one guest kernel's headers, in a per-kernel copy of the
-# tree (build/kmod-KVER/{kmod,uapi}: the Kbuild includes $(src)/../uapi), and print
+# tree (build/kmod-KVER/{kmod,uapi,VERSION}: the Kbuild includes $(src)/../uapi), and print
 # the path of the .ko. Incremental: only changed sources are copied, so kbuild
 # rebuilds only what changed.
 #   -W  W=1 build; fail (exit 2) if the compiler printed any warning
@@ -54,6 +54,7 @@ sync_tree() {
 }
 sync_tree "$BELUGA_ROOT/kmod" "$out/kmod"
 sync_tree "$BELUGA_ROOT/uapi" "$out/uapi"
+cmp -s "$BELUGA_ROOT/VERSION" "$out/VERSION" || cp -p "$BELUGA_ROOT/VERSION" "$out/VERSION"
 
 if [ $sparse -eq 1 ]; then
 	command -v sparse >/dev/null || die "sparse not found: run scripts/install-deps.sh"

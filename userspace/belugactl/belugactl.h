@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * belugactl internals: output helpers (human sizes, JSON, Prometheus text),
- * argument parsing, and the boot-time config reader.
+ * belugactl internals, shared by the command families (attach.c, status.c,
+ * evict.c), the region lookup (regions.c), util/ (parsing, JSON,
+ * Prometheus text) and the boot-time config reader (config.c).
  */
 #ifndef BELUGACTL_H
 #define BELUGACTL_H
@@ -18,7 +19,69 @@ enum {
 	EXIT_USAGE = 2,		/* bad arguments or config syntax */
 };
 
-/* ---- argument parsing (output.c) ---- */
+/* ---- the command line (belugactl.c) ---- */
+
+#define DEFAULT_CONFIG		"/etc/beluga.conf"
+
+/* From -d/--device; NULL lets libbeluga use $BELUGA_DEVICE or /dev/beluga. */
+extern const char *device_path;
+/* The command being run, for messages ("attach"). */
+extern const char *cmd_name;
+
+/* A usage error: say what is wrong, point at --help; returns EXIT_USAGE. */
+int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* What cli_hint() needs to know about the failed call besides its error. */
+struct hint_context {
+	int opening;		/* beluga_open() failed */
+	const char *dax;	/* attach: the dax device, NULL for a node */
+	int evict;		/* detach: --evict was given */
+};
+
+/* A failed library call: its message and a hint; returns EXIT_FAILED. */
+int op_failed(const struct beluga *b, int err);
+int op_failed_ctx(const struct beluga *b, int err, const struct hint_context *ctx);
+/*
+ * The fix for error @err of a library call made by @cmd_name (hints.c),
+ * to append to the library's message: "" or text starting with its own
+ * separator. May format into @buf.
+ */
+const char *cli_hint(char *buf, size_t len, const struct hint_context *ctx, int err);
+/* beluga_open() with @flags, reporting failure; EXIT_OK or EXIT_FAILED. */
+int open_device(int flags, struct beluga **b);
+/* getopt_long's complaint about argv[optind - 1], reworded. */
+int bad_option(char **argv, int opt);
+/* The running command's --help. */
+int print_help(void);
+/* --block-size, validated so that a typo never reaches the module. */
+int parse_block_size(const char *s, uint64_t *out);
+
+/* ---- the commands ---- */
+
+int cmd_attach(int argc, char **argv);		/* attach.c */
+int cmd_detach(int argc, char **argv);
+int cmd_apply(int argc, char **argv);
+int cmd_status(int argc, char **argv);		/* status.c */
+int cmd_stats(int argc, char **argv);
+int cmd_list(int argc, char **argv);
+int cmd_evict(int argc, char **argv);		/* evict.c */
+
+/* ---- regions (regions.c) ---- */
+
+struct region_list {
+	unsigned int nr;
+	struct beluga_region_info ri[BELUGA_MAX_REGIONS];
+};
+
+/* Region slots the module has (BELUGA_MAX_REGIONS if it cannot say). */
+int max_regions(struct beluga *b);
+/* The slot of the region named @name ("dax0.0", "/dev/dax0.0", "node1"), or -ENOENT. */
+int find_region_by_name(struct beluga *b, const char *name);
+/* Every attached region's REGION_INFO. */
+void read_regions(struct beluga *b, struct region_list *rl);
+/* "dax", "node" or "unknown". */
+const char *backend_name(uint32_t backend);
+
+/* ---- argument parsing (util/parse.c) ---- */
 
 /*
  * Parse a byte size: digits with an optional K, M, G or T suffix (powers
@@ -33,7 +96,7 @@ int parse_key(const char *s, struct beluga_key *out);
 /* "2 MiB" for exact multiples, else "1.50 GiB". */
 const char *format_size(char *buf, size_t len, uint64_t bytes);
 
-/* ---- JSON writer (output.c) ---- */
+/* ---- JSON writer (util/json.c) ---- */
 
 #define JSON_MAX_DEPTH	8
 
@@ -58,7 +121,7 @@ void json_string(struct json *j, const char *key, const char *s);
 /* Ends the document with a newline. */
 void json_finish(struct json *j);
 
-/* ---- Prometheus text format (output.c) ---- */
+/* ---- Prometheus text format (util/prom.c) ---- */
 
 void prom_family(FILE *f, const char *name, const char *type, const char *help);
 /* One sample; @labels is preformatted ("" or `region="dax0.0",id="0"`). */

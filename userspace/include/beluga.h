@@ -18,8 +18,11 @@
  * -----------
  * Every function that can fail returns a negative errno value (-ENOENT,
  * -ENOSPC, ...) and 0 or a non-negative count on success. It then also
- * records a one-line message naming the cause and the fix, readable with
- * beluga_last_error(). The message is kept per thread, like dlerror(): it
+ * records a one-line message naming the cause (and a fix in the library's
+ * terms, such as a flag or a requirement), readable with
+ * beluga_last_error(). Fixes that name a tool (belugactl, daxctl,
+ * modprobe) are the tools' to give: belugactl and the Python binding add
+ * them to the messages they show. The message is kept per thread, like dlerror(): it
  * is the one of the calling thread's latest failing call, whatever handle
  * (or none: beluga_open() failing, device discovery) that call had. Read
  * it in the thread that made the call, before that thread's next call.
@@ -53,12 +56,16 @@
 
 #include <linux/beluga.h>
 
+/*
+ * LIBBELUGA_VERSION_MAJOR, LIBBELUGA_VERSION_MINOR and LIBBELUGA_VERSION
+ * (a "major.minor.patch" string), generated from the project's VERSION
+ * file and installed next to this header.
+ */
+#include "beluga_version.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-#define LIBBELUGA_VERSION_MAJOR	1
-#define LIBBELUGA_VERSION_MINOR	0
 
 /* An open /dev/beluga plus its mapping. Opaque. */
 struct beluga;
@@ -183,8 +190,8 @@ int beluga_release(struct beluga *b, const uint64_t *offsets, size_t count);
  *
  * Resolves the physical range from /sys/bus/dax/devices/<name>/{resource,
  * size}. The device must stay bound to device_dax: one that is online as
- * System RAM (kmem) or unbound is refused with -EBUSY and a message saying
- * how to switch it; a device made of several ranges is refused with
+ * System RAM (kmem) or unbound is refused with -EBUSY and a message naming
+ * its state; a device made of several ranges is refused with
  * -EOPNOTSUPP. -ENOENT: no such dax device.
  */
 int beluga_attach_dax(struct beluga *b, const char *dax, uint64_t block_size,
@@ -194,9 +201,7 @@ int beluga_attach_dax(struct beluga *b, const char *dax, uint64_t block_size,
  * beluga_attach_dax_shared - attach a device-dax instance as a pool shared
  * by several hosts (docs/multihost.md); the pool must be empty
  * @host_id: this host's id, 0..15; -1 for the module's host_id parameter
- * @format: format the range even if it holds a valid pool (refused with
- *	-EBUSY while other hosts are alive); an unformatted range is
- *	formatted anyway
+ * @flags: 0 or LIBBELUGA_SHARED_FORMAT; other bits are refused (-EINVAL)
  * @block_size: 0 accepts the pool's (2 MiB when this call formats)
  *
  * More errors than beluga_attach_dax(): -EUCLEAN corrupt pool,
@@ -204,7 +209,16 @@ int beluga_attach_dax(struct beluga *b, const char *dax, uint64_t block_size,
  * -EADDRINUSE another live host has this id; the kernel log says more.
  */
 int beluga_attach_dax_shared(struct beluga *b, const char *dax, uint64_t block_size,
-			     int host_id, int format, struct beluga_attach *out);
+			     int host_id, unsigned int flags, struct beluga_attach *out);
+
+/*
+ * Flags of beluga_attach_dax_shared(). LIBBELUGA_SHARED_FORMAT: format the
+ * range even if it holds a valid pool (refused with -EBUSY while other
+ * hosts are alive); an unformatted range is formatted anyway. (Until 1.1
+ * this argument was "int format"; 1, what callers passed for true, is
+ * still LIBBELUGA_SHARED_FORMAT.)
+ */
+#define LIBBELUGA_SHARED_FORMAT	(1U << 0)
 
 /*
  * beluga_attach_node - reserve @bytes from NUMA node @node for the pool
@@ -215,13 +229,15 @@ int beluga_attach_node(struct beluga *b, int node, uint64_t bytes,
 
 /*
  * beluga_detach - remove region @region_id
- * @evict: evict its unpinned published blocks first (else -EBUSY if any)
+ * @flags: 0, or BELUGA_DETACH_EVICT (the uapi flag): evict its unpinned
+ *	published blocks first (else -EBUSY if any). Other bits: -EINVAL.
+ *	(Until 1.1 this argument was "int evict"; 1 is BELUGA_DETACH_EVICT.)
  * @evicted: may be NULL; receives the number of blocks evicted
  *
  * The region must not be mapped by anyone: unmap (beluga_unmap()) first,
  * including in this process.
  */
-int beluga_detach(struct beluga *b, uint32_t region_id, int evict,
+int beluga_detach(struct beluga *b, uint32_t region_id, unsigned int flags,
 		  uint64_t *evicted);
 
 /* Evict one published key. -ENOENT: not present; -EBUSY: pinned. */

@@ -106,8 +106,7 @@ undo:
 	if (ret == -ENOSPC)
 		return bel_fail(b, ret,
 				"ALLOC of %zu blocks: the pool has fewer free plus evictable "
-				"blocks: release pins, free blocks, or attach more memory "
-				"(see `belugactl status`)", count);
+				"blocks: release pins, free blocks, or attach more memory", count);
 	return bel_fail_common(b, ret, "ALLOC");
 }
 
@@ -208,7 +207,6 @@ undo:
 	if (ret == -EOVERFLOW)
 		return bel_fail(b, ret,
 				"LOOKUP: a block already carries nearly 2^32 pins: some client "
-				"pins without releasing; find it with `belugactl stats` (pins) "
-				"and restart it");
+				"pins without releasing (STATS counts pins); restart it");
 	return bel_fail_common(b, ret, "LOOKUP");
 }

@@ -99,11 +99,9 @@ int bel_fail_common(struct beluga *b, int err, const char *what)
 {
 	switch (-err) {
 	case ENODEV:
-		return bel_fail(b, err,
-				"%s: no region attached: run `belugactl attach /dev/dax0.0` "
-				"(or `belugactl attach --node 0 --size 1G`)", what);
+		return bel_fail(b, err, "%s: no region attached", what);
 	case EPERM:
-		return bel_fail(b, err, "%s: needs CAP_SYS_ADMIN: run as root", what);
+		return bel_fail(b, err, "%s: needs CAP_SYS_ADMIN", what);
 	case EBADF:
 		return bel_fail(b, err,
 				"%s: %s was opened read-only: open it with O_RDWR",
@@ -154,21 +152,16 @@ BEL_EXPORT int beluga_open(const char *path, int flags, struct beluga **out)
 		ret = -errno;
 		switch (-ret) {
 		case ENOENT:
-			return bel_fail(NULL, ret,
-					"%s not found: load the module with `modprobe beluga`",
-					path);
+			return bel_fail(NULL, ret, "%s not found", path);
 		case ENXIO:
 		case ENODEV:
 			return bel_fail(NULL, ret,
-					"%s has no driver behind it: load the module with `modprobe beluga`",
-					path);
+					"%s has no driver behind it", path);
 		case EACCES:
 		case EPERM:
 		case EROFS:
-			return bel_fail(NULL, ret,
-					"no permission to open %s %s: run as root, or give your "
-					"group access with a udev rule (KERNEL==\"beluga\", MODE=\"0660\")",
-					path, accmode == O_RDWR ? "read-write" : "read-only");
+			return bel_fail(NULL, ret, "no permission to open %s %s", path,
+					accmode == O_RDWR ? "read-write" : "read-only");
 		default:
 			return bel_fail(NULL, ret, "cannot open %s: %s", path, strerror(-ret));
 		}
@@ -188,10 +181,7 @@ BEL_EXPORT int beluga_open(const char *path, int flags, struct beluga **out)
 	info.size = sizeof(info);
 	ret = bel_ioctl_call(b, BELUGA_IOC_INFO, &info);
 	if (ret == -ENOTTY || ret == -EINVAL) {
-		bel_fail(NULL, -ENOTTY,
-			 "%s is not a Beluga device (INFO ioctl failed): "
-			 "point BELUGA_DEVICE at /dev/beluga or load the module with `modprobe beluga`",
-			 path);
+		bel_fail(NULL, -ENOTTY, "%s is not a Beluga device (INFO ioctl failed)", path);
 		ret = -ENOTTY;
 		goto err;
 	}
@@ -261,8 +251,7 @@ BEL_EXPORT int beluga_region_info(struct beluga *b, uint32_t region_id,
 	ri->region_id = region_id;
 	ret = bel_ioctl_call(b, BELUGA_IOC_REGION_INFO, ri);
 	if (ret == -ENOENT)
-		return bel_fail(b, ret, "no region in slot %u: see `belugactl status`",
-				region_id);
+		return bel_fail(b, ret, "no region in slot %u", region_id);
 	return ret ? bel_fail_common(b, ret, "REGION_INFO") : 0;
 }
 
@@ -273,17 +262,15 @@ static int attach_fail(struct beluga *b, int err, const struct beluga_attach *re
 	switch (-err) {
 	case EEXIST:
 		return bel_fail(b, err,
-				"%s is already attached, or overlaps an attached region: "
-				"see `belugactl status`", what);
+				"%s is already attached, or overlaps an attached region", what);
 	case EBUSY:
 		return bel_fail(b, err,
 				"the module refused %s: the range is not device-dax memory "
-				"bound to device_dax, or is System RAM: check `belugactl list`",
-				what);
+				"bound to device_dax, or is System RAM", what);
 	case ENOSPC:
 		return bel_fail(b, err,
-				"cannot attach %s: all %d region slots are in use: "
-				"detach one with `belugactl detach ID`", what, BELUGA_MAX_REGIONS);
+				"cannot attach %s: all %d region slots are in use: detach one",
+				what, BELUGA_MAX_REGIONS);
 	case ENOMEM:
 		return bel_fail(b, err,
 				"node %d has not %" PRIu64 " bytes free for %s: attach less, "
@@ -292,15 +279,15 @@ static int attach_fail(struct beluga *b, int err, const struct beluga_attach *re
 	case ENODEV:
 		if (req->backend == BELUGA_BACKEND_NODE)
 			return bel_fail(b, err,
-					"NUMA node %d is not online: see `belugactl list` "
-					"or /sys/devices/system/node/online", req->node);
+					"NUMA node %d is not online (see /sys/devices/system/node/online)",
+					req->node);
 		break;
 	case EINVAL:
 		return bel_fail(b, err,
 				"the module rejected %s: block size %" PRIu64
-				" must be a multiple of 4 KiB in [4K, 1G] and equal the pool's "
-				"(see `belugactl status`), and the region must hold at least one "
-				"block and be 2 MiB aligned", what, (uint64_t)req->block_size);
+				" must be a multiple of 4 KiB in [4K, 1G] and equal the pool's, "
+				"and the region must hold at least one block and be 2 MiB aligned",
+				what, (uint64_t)req->block_size);
 	}
 	return bel_fail_common(b, err, "ATTACH");
 }
@@ -361,8 +348,8 @@ static int attach_dax_req(struct beluga *b, const char *dax, uint64_t block_size
 	name = bel_dax_basename(dax);
 	if (!name)
 		return bel_fail(b, -EINVAL,
-				"'%s' is not a dax device: expected daxX.Y or /dev/daxX.Y "
-				"(see `belugactl list`)", dax ? dax : "(null)");
+				"'%s' is not a dax device: expected daxX.Y or /dev/daxX.Y",
+				dax ? dax : "(null)");
 	ret = beluga_dax_probe(name, &dev);
 	if (ret)
 		return ret;	/* beluga_dax_probe() recorded the message */
@@ -371,42 +358,23 @@ static int attach_dax_req(struct beluga *b, const char *dax, uint64_t block_size
 	case BELUGA_DAX_DEVDAX:
 		break;
 	case BELUGA_DAX_SYSTEM_RAM:
-		if (dev.target_node >= 0)
-			return bel_fail(b, -EBUSY,
-					"%s is online as System RAM (kmem): run "
-					"`daxctl reconfigure-device --mode=devdax %s` or use "
-					"`belugactl attach --node %d --size SIZE`",
-					dev.name, dev.name, dev.target_node);
-		return bel_fail(b, -EBUSY,
-				"%s is online as System RAM (kmem): run "
-				"`daxctl reconfigure-device --mode=devdax %s` or use "
-				"`belugactl attach --node N --size SIZE`", dev.name, dev.name);
+		return bel_fail(b, -EBUSY, "%s is online as System RAM (kmem)", dev.name);
 	case BELUGA_DAX_UNBOUND:
-		return bel_fail(b, -EBUSY,
-				"%s is not bound to device_dax: run "
-				"`daxctl reconfigure-device --mode=devdax %s` "
-				"(or `echo %s > /sys/bus/dax/drivers/device_dax/new_id`)",
-				dev.name, dev.name, dev.name);
+		return bel_fail(b, -EBUSY, "%s is not bound to device_dax", dev.name);
 	default:
-		return bel_fail(b, -EBUSY,
-				"%s is bound to driver '%s', not device_dax: run "
-				"`daxctl reconfigure-device --mode=devdax %s`",
-				dev.name, dev.driver, dev.name);
+		return bel_fail(b, -EBUSY, "%s is bound to driver '%s', not device_dax",
+				dev.name, dev.driver);
 	}
 	if (dev.nr_ranges > 1)
 		return bel_fail(b, -EOPNOTSUPP,
 				"%s is made of %u physical ranges (mapping0..mapping%u) but Beluga "
-				"attaches one contiguous range: recreate it as one range "
-				"(`daxctl destroy-device` + `daxctl create-device -s SIZE`)",
+				"attaches one contiguous range: recreate it as one range",
 				dev.name, dev.nr_ranges, dev.nr_ranges - 1);
 	if (!dev.size)
-		return bel_fail(b, -EINVAL,
-				"%s has size 0: give it capacity with `daxctl create-device` "
-				"or `daxctl reconfigure-device -s SIZE %s`", dev.name, dev.name);
+		return bel_fail(b, -EINVAL, "%s has size 0", dev.name);
 	if ((dev.start | dev.size) & (BELUGA_DAX_ALIGN - 1))
 		return bel_fail(b, -EINVAL,
-				"%s range %#" PRIx64 "+%#" PRIx64 " is not 2 MiB aligned: "
-				"recreate the device with `daxctl create-device -a 2M`",
+				"%s range %#" PRIx64 "+%#" PRIx64 " is not 2 MiB aligned",
 				dev.name, dev.start, dev.size);
 
 	memset(&req, 0, sizeof(req));
@@ -435,16 +403,19 @@ BEL_EXPORT int beluga_attach_dax(struct beluga *b, const char *dax,
 }
 
 BEL_EXPORT int beluga_attach_dax_shared(struct beluga *b, const char *dax,
-					uint64_t block_size, int host_id, int format,
+					uint64_t block_size, int host_id, unsigned int flags,
 					struct beluga_attach *out)
 {
-	uint32_t flags = BELUGA_ATTACH_SHARED;
+	uint32_t req_flags = BELUGA_ATTACH_SHARED;
 
-	if (format)
-		flags |= BELUGA_ATTACH_FORMAT;
+	if (flags & ~LIBBELUGA_SHARED_FORMAT)
+		return bel_fail(b, -EINVAL, "attach %s: unknown flags 0x%x",
+				dax ? dax : "(null)", flags & ~LIBBELUGA_SHARED_FORMAT);
+	if (flags & LIBBELUGA_SHARED_FORMAT)
+		req_flags |= BELUGA_ATTACH_FORMAT;
 	if (host_id >= 0)
-		flags |= BELUGA_ATTACH_HOST_ID;
-	return attach_dax_req(b, dax, block_size, flags,
+		req_flags |= BELUGA_ATTACH_HOST_ID;
+	return attach_dax_req(b, dax, block_size, req_flags,
 			      host_id >= 0 ? (uint32_t)host_id : 0, out);
 }
 
@@ -474,15 +445,19 @@ BEL_EXPORT int beluga_attach_node(struct beluga *b, int node, uint64_t bytes,
 	return 0;
 }
 
-BEL_EXPORT int beluga_detach(struct beluga *b, uint32_t region_id, int evict,
+BEL_EXPORT int beluga_detach(struct beluga *b, uint32_t region_id, unsigned int flags,
 			     uint64_t *evicted)
 {
+	int evict = !!(flags & BELUGA_DETACH_EVICT);
 	struct beluga_detach req;
 	int ret;
 
+	if (flags & ~(unsigned int)BELUGA_DETACH_EVICT)
+		return bel_fail(b, -EINVAL, "detach region %u: unknown flags 0x%x", region_id,
+				flags & ~(unsigned int)BELUGA_DETACH_EVICT);
 	memset(&req, 0, sizeof(req));
 	req.size = sizeof(req);
-	req.flags = evict ? BELUGA_DETACH_EVICT : 0;
+	req.flags = flags;
 	req.region_id = region_id;
 	ret = bel_ioctl_call(b, BELUGA_IOC_DETACH, &req);
 	switch (-ret) {
@@ -491,14 +466,12 @@ BEL_EXPORT int beluga_detach(struct beluga *b, uint32_t region_id, int evict,
 			*evicted = req.evicted;
 		return 0;
 	case ENOENT:
-		return bel_fail(b, ret, "no region in slot %u: see `belugactl status`", region_id);
+		return bel_fail(b, ret, "no region in slot %u", region_id);
 	case EBUSY:
 		return bel_fail(b, ret,
 				"region %u is busy: a process maps it, or it has allocated or "
-				"pinned blocks%s: stop its clients (see `belugactl status`, "
-				"column MAPPINGS)%s", region_id,
-				evict ? "" : ", or published blocks",
-				evict ? "" : ", or add --evict to drop its published blocks");
+				"pinned blocks%s", region_id,
+				evict ? "" : ", or published blocks");
 	default:
 		return bel_fail_common(b, ret, "DETACH");
 	}

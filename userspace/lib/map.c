@@ -32,8 +32,7 @@ BEL_EXPORT int beluga_map(struct beluga *b)
 		return ret;
 	if (!info.map_size || !info.nr_regions)
 		return bel_fail(b, -ENODEV,
-				"nothing to map: no region attached: run "
-				"`belugactl attach /dev/dax0.0` (or `belugactl attach --node 0 --size 1G`)");
+				"nothing to map: no region attached");
 	if (info.map_size > SIZE_MAX - BEL_MAP_ALIGN)
 		return bel_fail(b, -EOVERFLOW, "map size %" PRIu64 " does not fit the address space",
 				(uint64_t)info.map_size);

@@ -208,19 +208,18 @@ BEL_EXPORT int beluga_dax_probe(const char *dax, struct beluga_dax_device *out)
 	out->numa_node = -1;
 	if (!name)
 		return bel_fail(NULL, -EINVAL,
-				"'%s' is not a dax device: expected daxX.Y or /dev/daxX.Y "
-				"(see `belugactl list`)", dax ? dax : "(null)");
+				"'%s' is not a dax device: expected daxX.Y or /dev/daxX.Y",
+				dax ? dax : "(null)");
 	snprintf(out->name, sizeof(out->name), "%s", name);
 	snprintf(dir, sizeof(dir), "%s/bus/dax/devices/%s", root, name);
 	if (stat(dir, &st)) {
 		snprintf(link, sizeof(link), "%s/bus/dax", root);
 		if (stat(link, &st))
 			return bel_fail(NULL, -ENOENT,
-					"%s: no dax bus in %s: load the device-dax driver "
-					"with `modprobe device_dax`", name, root);
-		return bel_fail(NULL, -ENOENT,
-				"%s: no such dax device in %s/bus/dax/devices: "
-				"see `belugactl list` or `daxctl list`", name, root);
+					"%s: no dax bus in %s: the device_dax driver is not loaded",
+					name, root);
+		return bel_fail(NULL, -ENOENT, "%s: no such dax device in %s/bus/dax/devices",
+				name, root);
 	}
 
 	ret = read_u64(dir, "size", &out->size);

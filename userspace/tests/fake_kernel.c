@@ -1,9 +1,15 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * In-process stand-in for beluga.ko; see fake_kernel.h. Deliberately
- * simple (linear scans, one client), but strict about the ABI: sizes,
- * flags, reserved fields and batch bounds are checked like the module
- * documents, so that the library is tested against the contract.
+ * In-process stand-in for beluga.ko; see fake_kernel.h. The pool is the
+ * module's own portable core (kmod/core: pool.c, client.c, index.c, lru.c,
+ * pins.c, linked in by the Makefile), so the library's tests run against
+ * the real allocation, publish, lookup, pin and eviction semantics. What
+ * this file adds is the module's ioctl layer, in kmod/ioctl.c's shape and
+ * in the uapi header's error order (its "Common errors" list): the command
+ * table, the size rules of copy_struct_from_user(), flags, reserved
+ * fields, counts, then the pool. It has no memory behind the offsets (the
+ * test's device file backs the mapping), no capabilities (the caller is
+ * root), no shared pools, and one client.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -12,48 +18,51 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "bel_core.h"
 #include "fake_kernel.h"
 #include "internal.h"
 
-enum { B_FREE, B_ALLOC, B_PUB, B_GONE };
-
-struct fake_block {
-	uint8_t state;
-	uint32_t pins;
-	uint64_t ns;
-	struct beluga_key key;
-	uint64_t lru;		/* last use; smaller is older */
-};
-
+/* What ATTACH was given for a region: the core knows only its blocks. */
 struct fake_region {
-	int used;
+	bool used;
 	char name[BELUGA_NAME_LEN];
 	enum beluga_backend backend;
 	int node;
-	uint64_t phys_start, length, first_offset;
-	uint32_t nr_blocks, first_block;
+	uint64_t phys_start;
+	uint64_t length;
 };
 
 struct fake_kernel fake;
 
-static struct fake_block blocks[FAKE_MAX_BLOCKS];
-static uint32_t nr_blocks;		/* block slots ever created */
-static uint64_t map_size;
-static uint64_t lru_clock;
+static struct bel_pool pool;
+static struct bel_client *client;
 static struct fake_region regions[BELUGA_MAX_REGIONS];
-static struct beluga_stats st;
 
 static int fake_ioctl(int fd, unsigned long request, void *arg);
 
+static void fake_pool_down(void)
+{
+	u32 slot;
+
+	if (!client)
+		return;
+	bel_client_release(client);
+	client = NULL;
+	for (slot = 0; slot < BELUGA_MAX_REGIONS; slot++)
+		if (regions[slot].used)
+			bel_pool_remove_region(&pool, slot, true, NULL);
+	bel_pool_destroy(&pool);
+}
+
 void fake_kernel_reset(uint64_t block_size, uint32_t max_batch)
 {
+	fake_pool_down();
 	memset(&fake, 0, sizeof(fake));
-	memset(blocks, 0, sizeof(blocks));
 	memset(regions, 0, sizeof(regions));
-	memset(&st, 0, sizeof(st));
-	nr_blocks = 0;
-	map_size = 0;
-	lru_clock = 0;
+	if (bel_pool_init(&pool) || !(client = bel_client_new(&pool))) {
+		fprintf(stderr, "fake_kernel: out of memory\n");
+		abort();
+	}
 	fake.abi_version = BELUGA_ABI_VERSION;
 	fake.max_batch = max_batch;
 	fake.block_size = block_size;
@@ -61,14 +70,25 @@ void fake_kernel_reset(uint64_t block_size, uint32_t max_batch)
 	bel_ioctl = fake_ioctl;
 }
 
+__attribute__((destructor)) static void fake_kernel_exit(void)
+{
+	fake_pool_down();
+}
+
 uint64_t fake_kernel_count(int state)
 {
-	uint64_t n = 0;
-	uint32_t i;
+	struct bel_stats s;
 
-	for (i = 0; i < nr_blocks; i++)
-		n += blocks[i].state == state;
-	return n;
+	bel_pool_stats(&pool, &s);
+	switch (state) {
+	case BEL_BLOCK_FREE:
+		return s.free_blocks;
+	case BEL_BLOCK_ALLOCATED:
+		return s.allocated_blocks;
+	case BEL_BLOCK_PUBLISHED:
+		return s.published_blocks;
+	}
+	return 0;
 }
 
 unsigned int fake_kernel_calls(unsigned int cmd)
@@ -79,94 +99,426 @@ unsigned int fake_kernel_calls(unsigned int cmd)
 int fake_kernel_add_region(const char *name, enum beluga_backend backend, int node,
 			   uint64_t phys_start, uint64_t length)
 {
-	uint64_t n = length / fake.block_size;
-	int slot, i;
+	u64 first_offset;
+	u32 slot, nr_blocks;
+	int i, ret;
 
 	for (i = 0; i < BELUGA_MAX_REGIONS; i++)
 		if (regions[i].used && !strcmp(regions[i].name, name))
 			return -EEXIST;
-	for (slot = 0; slot < BELUGA_MAX_REGIONS && regions[slot].used; slot++)
-		;
-	if (slot == BELUGA_MAX_REGIONS)
-		return -ENOSPC;
-	if (!n)
-		return -EINVAL;
-	if (nr_blocks + n > FAKE_MAX_BLOCKS)
-		return -ENOMEM;
+	ret = bel_pool_add_region(&pool, length, pool.nr_regions ? 0 : fake.block_size,
+				  &slot, &first_offset, &nr_blocks);
+	if (ret)
+		return ret;
 	regions[slot] = (struct fake_region){
-		.used = 1, .backend = backend, .node = node, .phys_start = phys_start,
-		.length = length, .first_offset = map_size, .nr_blocks = (uint32_t)n,
-		.first_block = nr_blocks,
+		.used = true, .backend = backend, .node = node,
+		.phys_start = phys_start, .length = length,
 	};
 	snprintf(regions[slot].name, sizeof(regions[slot].name), "%s", name);
-	for (i = 0; i < (int)n; i++)
-		blocks[nr_blocks + i] = (struct fake_block){ .state = B_FREE };
-	nr_blocks += (uint32_t)n;
-	map_size += n * fake.block_size;
-	return slot;
+	return (int)slot;
 }
 
-/* Block index of @offset, or -1 when it is not a block of a live region. */
-static long block_of(uint64_t offset)
+/* The module's beluga_batch_bytes(), with the fake's own max_batch. */
+static int batch_ok(u32 count)
 {
-	int r;
+	if (!count)
+		return -EINVAL;
+	if (count > BELUGA_MAX_BATCH || count > fake.max_batch)
+		return -E2BIG;
+	return 0;
+}
 
-	if (!fake.block_size || offset % fake.block_size)
-		return -1;
-	for (r = 0; r < BELUGA_MAX_REGIONS; r++) {
-		const struct fake_region *g = &regions[r];
+/* Step 6: an array the kernel would copy must at least be a pointer. */
+static int array_ok(u64 uptr)
+{
+	return uptr ? 0 : -EFAULT;
+}
 
-		if (g->used && offset >= g->first_offset &&
-		    offset < g->first_offset + (uint64_t)g->nr_blocks * fake.block_size)
-			return g->first_block + (long)((offset - g->first_offset) / fake.block_size);
+/* Step 7. */
+static int pool_ready(void)
+{
+	return pool.nr_regions ? 0 : -ENODEV;
+}
+
+static int cmd_info(int fd, void *arg)
+{
+	struct beluga_info *info = arg;
+	struct bel_stats s;
+
+	if (info->flags)
+		return -EINVAL;
+	bel_pool_stats(&pool, &s);
+	info->abi_version = fake.abi_version;
+	info->nr_regions = pool.nr_regions;
+	info->block_size = pool.block_size;
+	info->nr_blocks = s.total_blocks;
+	info->map_size = bel_pool_map_size(&pool);
+	info->max_batch = fake.max_batch;
+	info->max_regions = BELUGA_MAX_REGIONS;
+	/* Keep the test's device file as large as the mapping. */
+	if (info->map_size)
+		(void)!ftruncate(fd, (off_t)info->map_size);
+	return 0;
+}
+
+static int cmd_stats(int fd, void *arg)
+{
+	struct beluga_stats *out = arg;
+	struct bel_stats s;
+
+	(void)fd;
+	if (out->flags)
+		return -EINVAL;
+	bel_pool_stats(&pool, &s);
+	out->total_blocks = s.total_blocks;
+	out->free_blocks = s.free_blocks;
+	out->allocated_blocks = s.allocated_blocks;
+	out->published_blocks = s.published_blocks;
+	out->pinned_blocks = s.pinned_blocks;
+	out->pins = s.pins;
+	out->clients = s.clients;
+	out->allocs = s.allocs;
+	out->frees = s.frees;
+	out->publishes = s.publishes;
+	out->publish_races = s.publish_races;
+	out->lookups = s.lookups;
+	out->lookup_keys = s.lookup_keys;
+	out->lookup_hits = s.lookup_hits;
+	out->releases = s.releases;
+	out->evictions = s.evictions;
+	out->alloc_failures = s.alloc_failures;
+	return 0;
+}
+
+static int cmd_alloc(int fd, void *arg)
+{
+	struct beluga_alloc *a = arg;
+	int ret;
+
+	(void)fd;
+	if (a->flags || a->__reserved)
+		return -EINVAL;
+	ret = batch_ok(a->count);
+	if (!ret)
+		ret = array_ok(a->offsets);
+	if (!ret)
+		ret = pool_ready();
+	if (!ret)
+		ret = bel_alloc(client, a->count, (u64 *)(uintptr_t)a->offsets);
+	return ret;
+}
+
+static int cmd_block_list(void *arg, bool release)
+{
+	struct beluga_blocks *a = arg;
+	const u64 *offsets = (const u64 *)(uintptr_t)a->offsets;
+	int ret;
+
+	if (a->flags || a->__reserved)
+		return -EINVAL;
+	ret = batch_ok(a->count);
+	if (!ret)
+		ret = array_ok(a->offsets);
+	if (!ret)
+		ret = pool_ready();
+	if (ret)
+		return ret;
+	return release ? bel_release(client, a->count, offsets) :
+			 bel_free(client, a->count, offsets);
+}
+
+static int cmd_free(int fd, void *arg)
+{
+	(void)fd;
+	return cmd_block_list(arg, false);
+}
+
+static int cmd_release(int fd, void *arg)
+{
+	(void)fd;
+	return cmd_block_list(arg, true);
+}
+
+static int cmd_publish(int fd, void *arg)
+{
+	struct beluga_publish *p = arg;
+	struct beluga_publish_item *items = (struct beluga_publish_item *)(uintptr_t)p->items;
+	struct beluga_key *keys;
+	s32 *results;
+	u64 *offsets;
+	u32 i, published, exists, failed;
+	int ret;
+
+	(void)fd;
+	p->published = p->exists = p->failed = 0;
+	if (p->flags)
+		return -EINVAL;
+	ret = batch_ok(p->count);
+	if (!ret)
+		ret = array_ok(p->items);
+	if (ret)
+		return ret;
+	for (i = 0; i < p->count; i++)
+		if (items[i].__reserved)
+			return -EINVAL;
+	ret = pool_ready();
+	if (ret)
+		return ret;
+	keys = calloc(p->count, sizeof(*keys));
+	offsets = calloc(p->count, sizeof(*offsets));
+	results = calloc(p->count, sizeof(*results));
+	ret = -ENOMEM;
+	if (!keys || !offsets || !results)
+		goto out;
+	for (i = 0; i < p->count; i++) {
+		offsets[i] = items[i].offset;
+		keys[i] = items[i].key;
 	}
-	return -1;
+	ret = bel_publish(client, p->ns, p->count, offsets, keys, results,
+			  &published, &exists, &failed);
+	if (ret)
+		goto out;
+	for (i = 0; i < p->count; i++)
+		items[i].result = results[i];
+	p->published = published;
+	p->exists = exists;
+	p->failed = failed;
+out:
+	free(results);
+	free(offsets);
+	free(keys);
+	return ret;
 }
 
-static uint64_t offset_of(uint32_t idx)
+/* BELUGA_FAKE_LOOKUP_SKEW: the block after the right one, as a broken kernel might. */
+static u64 skewed(u64 offset)
 {
-	int r;
+	u64 region_offset, next = offset + pool.block_size;
+	u32 slot;
 
-	for (r = 0; r < BELUGA_MAX_REGIONS; r++) {
-		const struct fake_region *g = &regions[r];
+	if (!bel_pool_find_offset(&pool, next, &slot, &region_offset))
+		return next;
+	for (slot = 0; slot < BELUGA_MAX_REGIONS; slot++)
+		if (pool.regions[slot].present)
+			return pool.regions[slot].first_offset;
+	return offset;
+}
 
-		if (g->used && idx >= g->first_block && idx < g->first_block + g->nr_blocks)
-			return g->first_offset + (uint64_t)(idx - g->first_block) * fake.block_size;
+static int cmd_lookup(int fd, void *arg)
+{
+	struct beluga_lookup *l = arg;
+	bool pin = l->flags & BELUGA_LOOKUP_PIN;
+	u64 *offsets = (u64 *)(uintptr_t)l->offsets;
+	u32 i, hits = 0;
+	int ret;
+
+	(void)fd;
+	if (l->flags & ~BELUGA_LOOKUP_PIN)
+		return -EINVAL;
+	ret = batch_ok(l->count);
+	if (ret)
+		return ret;
+	if (pin && !offsets)
+		return -EINVAL;
+	ret = array_ok(l->keys);
+	if (!ret)
+		ret = pool_ready();
+	if (!ret)
+		ret = bel_lookup(client, l->ns, l->count,
+				 (const struct beluga_key *)(uintptr_t)l->keys, pin,
+				 offsets, &hits);
+	if (ret)
+		return ret;
+	for (i = 0; offsets && fake.lookup_skew && i < hits; i++)
+		offsets[i] = skewed(offsets[i]);
+	l->hits = hits;
+	return 0;
+}
+
+/* kmod/region.c's beluga_attach_validate(), then the pool. */
+static int cmd_attach(int fd, void *arg)
+{
+	const uint32_t shared_flags = BELUGA_ATTACH_SHARED | BELUGA_ATTACH_FORMAT |
+				      BELUGA_ATTACH_HOST_ID;
+	struct beluga_attach *a = arg;
+	size_t namelen = strnlen(a->name, sizeof(a->name));
+	struct bel_region *r;
+	int slot;
+
+	if (a->flags & ~shared_flags)
+		return -EINVAL;
+	if (a->flags && !(a->flags & BELUGA_ATTACH_SHARED))
+		return -EINVAL;
+	if (a->flags & BELUGA_ATTACH_SHARED) {
+		if (a->backend != BELUGA_BACKEND_DAX)
+			return -EINVAL;
+		if (!(a->flags & BELUGA_ATTACH_HOST_ID) && a->host_id)
+			return -EINVAL;
+	} else if (a->__reserved) {
+		return -EINVAL;
 	}
-	return UINT64_MAX;
+	if (namelen == sizeof(a->name))
+		return -EINVAL;
+	switch (a->backend) {
+	case BELUGA_BACKEND_DAX:
+		if (a->node != -1 || !namelen)
+			return -EINVAL;
+		/* The module claims the range in device-dax's 2 MiB units. */
+		if ((a->phys_start | a->length) % BELUGA_DAX_ALIGN)
+			return -EINVAL;
+		break;
+	case BELUGA_BACKEND_NODE:
+		if (a->phys_start || a->node < 0)
+			return -EINVAL;
+		if (!namelen)
+			snprintf(a->name, sizeof(a->name), "node%d", a->node);
+		break;
+	default:
+		return -EINVAL;
+	}
+	if (!a->length)
+		return -EINVAL;
+	if (a->block_size &&
+	    (a->block_size < BELUGA_BLOCK_SIZE_MIN || a->block_size > BELUGA_BLOCK_SIZE_MAX ||
+	     a->block_size % 4096))
+		return -EINVAL;
+	/* This fake has no shared pools: the module would need a CXL range. */
+	if (a->flags & BELUGA_ATTACH_SHARED)
+		return -EINVAL;
+	if (a->block_size && !pool.nr_regions)
+		fake.block_size = a->block_size;
+	else if (a->block_size && a->block_size != pool.block_size)
+		return -EINVAL;
+	slot = fake_kernel_add_region(a->name, (enum beluga_backend)a->backend, a->node,
+				      a->phys_start, a->length);
+	if (slot < 0)
+		return slot;
+	r = &pool.regions[slot];
+	a->region_id = (uint32_t)slot;
+	a->first_offset = r->first_offset;
+	a->nr_blocks = r->nr_blocks;
+	/* Let the test's device file back the whole mapping. */
+	if (ftruncate(fd, (off_t)bel_pool_map_size(&pool)) && errno != EINVAL)
+		return -errno;
+	return 0;
 }
 
-static int nr_live_regions(void)
+static int cmd_detach(int fd, void *arg)
 {
-	int r, n = 0;
+	struct beluga_detach *d = arg;
+	u64 evicted = 0;
+	int ret;
 
-	for (r = 0; r < BELUGA_MAX_REGIONS; r++)
-		n += regions[r].used;
-	return n;
+	(void)fd;
+	if ((d->flags & ~BELUGA_DETACH_EVICT) || d->__reserved)
+		return -EINVAL;
+	d->evicted = 0;
+	if (d->region_id >= BELUGA_MAX_REGIONS || !regions[d->region_id].used)
+		return -ENOENT;
+	ret = bel_pool_remove_region(&pool, d->region_id, d->flags & BELUGA_DETACH_EVICT,
+				     &evicted);
+	d->evicted = evicted;
+	if (!ret)
+		regions[d->region_id].used = false;
+	return ret;
 }
 
-static long find_key(uint64_t ns, const struct beluga_key *key)
+static int cmd_evict(int fd, void *arg)
 {
-	uint32_t i;
+	struct beluga_evict *e = arg;
+	u64 busy = 0;
+	int ret;
 
-	for (i = 0; i < nr_blocks; i++)
-		if (blocks[i].state == B_PUB && blocks[i].ns == ns &&
-		    blocks[i].key.lo == key->lo && blocks[i].key.hi == key->hi)
-			return i;
-	return -1;
+	(void)fd;
+	if (e->flags & ~BELUGA_EVICT_NAMESPACE)
+		return -EINVAL;
+	if ((e->flags & BELUGA_EVICT_NAMESPACE) && (e->key.lo || e->key.hi))
+		return -EINVAL;
+	if (e->flags & BELUGA_EVICT_NAMESPACE) {
+		e->evicted = bel_evict_ns(&pool, e->ns, &busy);
+		e->busy = busy;
+		return 0;
+	}
+	ret = bel_evict_key(&pool, e->ns, &e->key);
+	e->evicted = ret ? 0 : 1;
+	e->busy = ret == -EBUSY ? 1 : 0;
+	return ret;
 }
 
-/* The least recently used unpinned published block, or -1. */
-static long lru_victim(void)
+static int cmd_region_info(int fd, void *arg)
 {
-	long best = -1;
-	uint32_t i;
+	struct beluga_region_info *ri = arg;
+	const struct fake_region *g;
+	struct bel_region_stats rs;
 
-	for (i = 0; i < nr_blocks; i++)
-		if (blocks[i].state == B_PUB && !blocks[i].pins &&
-		    (best < 0 || blocks[i].lru < blocks[best].lru))
-			best = i;
-	return best;
+	(void)fd;
+	if (ri->flags)
+		return -EINVAL;
+	if (ri->region_id >= BELUGA_MAX_REGIONS || !regions[ri->region_id].used ||
+	    bel_region_stats(&pool, ri->region_id, &rs))
+		return -ENOENT;
+	g = &regions[ri->region_id];
+	ri->backend = g->backend;
+	ri->node = g->node;
+	ri->mappings = 0;
+	ri->phys_start = g->phys_start;
+	ri->length = g->length;
+	ri->first_offset = rs.first_offset;
+	ri->nr_blocks = rs.nr_blocks;
+	ri->free_blocks = rs.free_blocks;
+	ri->allocated_blocks = rs.allocated_blocks;
+	ri->published_blocks = rs.published_blocks;
+	memcpy(ri->name, g->name, sizeof(ri->name));
+	return 0;
+}
+
+/* kmod/ioctl.c's command table, less what the fake does not model. */
+#define OP_WRITE	1u	/* a file opened for writing */
+#define OP_EFFECTIVE	2u	/* the struct is written back on error too */
+
+struct fake_op {
+	int (*execute)(int fd, void *arg);
+	size_t size;
+	size_t min_size;
+	unsigned int flags;
+};
+
+#define FAKE_OP(_cmd, _fn, _struct, _min, _flags)				\
+	[BELUGA_CMD_##_cmd] = { .execute = _fn, .size = sizeof(struct _struct),	\
+				.min_size = _min, .flags = _flags }
+
+static const struct fake_op fake_ops[] = {
+	FAKE_OP(INFO, cmd_info, beluga_info, BELUGA_INFO_SIZE_V1, 0),
+	FAKE_OP(STATS, cmd_stats, beluga_stats, BELUGA_STATS_SIZE_V1, 0),
+	FAKE_OP(ALLOC, cmd_alloc, beluga_alloc, BELUGA_ALLOC_SIZE_V1, OP_WRITE),
+	FAKE_OP(FREE, cmd_free, beluga_blocks, BELUGA_BLOCKS_SIZE_V1, OP_WRITE),
+	FAKE_OP(PUBLISH, cmd_publish, beluga_publish, BELUGA_PUBLISH_SIZE_V1,
+		OP_WRITE | OP_EFFECTIVE),
+	FAKE_OP(LOOKUP, cmd_lookup, beluga_lookup, BELUGA_LOOKUP_SIZE_V1, 0),
+	FAKE_OP(RELEASE, cmd_release, beluga_blocks, BELUGA_BLOCKS_SIZE_V1, 0),
+	FAKE_OP(ATTACH, cmd_attach, beluga_attach, BELUGA_ATTACH_SIZE_V1, 0),
+	FAKE_OP(DETACH, cmd_detach, beluga_detach, BELUGA_DETACH_SIZE_V1, OP_EFFECTIVE),
+	FAKE_OP(EVICT, cmd_evict, beluga_evict, BELUGA_EVICT_SIZE_V1, OP_EFFECTIVE),
+	FAKE_OP(REGION_INFO, cmd_region_info, beluga_region_info,
+		BELUGA_REGION_INFO_SIZE_V1, 0),
+};
+
+/* The count of a command's argument, for the call log. */
+static uint32_t arg_count(unsigned int cmd, const void *arg)
+{
+	switch (cmd) {
+	case BELUGA_CMD_ALLOC:
+		return ((const struct beluga_alloc *)arg)->count;
+	case BELUGA_CMD_FREE:
+	case BELUGA_CMD_RELEASE:
+		return ((const struct beluga_blocks *)arg)->count;
+	case BELUGA_CMD_PUBLISH:
+		return ((const struct beluga_publish *)arg)->count;
+	case BELUGA_CMD_LOOKUP:
+		return ((const struct beluga_lookup *)arg)->count;
+	default:
+		return 0;
+	}
 }
 
 static void log_call(unsigned int cmd, uint32_t count)
@@ -178,393 +530,56 @@ static void log_call(unsigned int cmd, uint32_t count)
 	fake.nr_calls++;
 }
 
-static int do_alloc(struct beluga_alloc *a)
+/* The uapi header's common errors, steps 1-4, then the command (5-8). */
+static int fake_dispatch(int fd, unsigned long request, void *uarg)
 {
-	uint64_t *out = (uint64_t *)(uintptr_t)a->offsets;
-	uint64_t avail = 0;
-	uint32_t i, n = 0;
+	union {
+		struct beluga_info info;
+		struct beluga_stats stats;
+		struct beluga_alloc alloc;
+		struct beluga_blocks blocks;
+		struct beluga_publish publish;
+		struct beluga_lookup lookup;
+		struct beluga_attach attach;
+		struct beluga_detach detach;
+		struct beluga_evict evict;
+		struct beluga_region_info region_info;
+	} buf;
+	unsigned int nr = (unsigned int)(request & 0xff);
+	const struct fake_op *op;
+	uint32_t usize;
+	size_t i, out_len;
+	int ret;
 
-	if (a->flags || a->__reserved || !a->count)
-		return -EINVAL;
-	if (a->count > BELUGA_MAX_BATCH || a->count > fake.max_batch)
-		return -E2BIG;
-	for (i = 0; i < nr_blocks; i++)
-		avail += blocks[i].state == B_FREE ||
-			 (blocks[i].state == B_PUB && !blocks[i].pins);
-	if (avail < a->count) {
-		st.alloc_failures++;
-		return -ENOSPC;
-	}
-	for (i = 0; i < nr_blocks && n < a->count; i++)
-		if (blocks[i].state == B_FREE) {
-			blocks[i].state = B_ALLOC;
-			out[n++] = offset_of(i);
-		}
-	while (n < a->count) {
-		long v = lru_victim();
-
-		blocks[v].state = B_ALLOC;
-		st.evictions++;
-		out[n++] = offset_of((uint32_t)v);
-	}
-	st.allocs += n;
-	return 0;
-}
-
-static int do_blocks(struct beluga_blocks *a, int release)
-{
-	const uint64_t *offs = (const uint64_t *)(uintptr_t)a->offsets;
-	uint32_t i, j;
-
-	if (a->flags || a->__reserved || !a->count)
-		return -EINVAL;
-	if (a->count > BELUGA_MAX_BATCH || a->count > fake.max_batch)
-		return -E2BIG;
-	/* Validate everything first: all or nothing. */
-	for (i = 0; i < a->count; i++) {
-		long b = block_of(offs[i]);
-		uint32_t times = 0;
-
-		if (b < 0)
-			return -EINVAL;
-		if (!release && blocks[b].state != B_ALLOC)
-			return -EINVAL;
-		for (j = 0; j < a->count; j++)
-			times += offs[j] == offs[i];
-		if (release && blocks[b].pins < times)
-			return -EINVAL;
-		if (!release && times > 1)
-			return -EINVAL;
-	}
-	for (i = 0; i < a->count; i++) {
-		long b = block_of(offs[i]);
-
-		if (release) {
-			blocks[b].pins--;
-			fake.nr_pins--;
-			st.releases++;
-		} else {
-			blocks[b].state = B_FREE;
-			st.frees++;
-		}
-	}
-	return 0;
-}
-
-static int do_publish(struct beluga_publish *p)
-{
-	struct beluga_publish_item *items = (struct beluga_publish_item *)(uintptr_t)p->items;
-	uint32_t i;
-
-	if (p->flags || !p->count)
-		return -EINVAL;
-	if (p->count > BELUGA_MAX_BATCH || p->count > fake.max_batch)
-		return -E2BIG;
-	for (i = 0; i < p->count; i++)
-		if (items[i].__reserved)
-			return -EINVAL;
-	p->published = p->exists = p->failed = 0;
-	for (i = 0; i < p->count; i++) {
-		long b = block_of(items[i].offset);
-
-		if (b < 0) {
-			items[i].result = -EINVAL;
-		} else if (blocks[b].state != B_ALLOC) {
-			items[i].result = -EPERM;
-		} else if (find_key(p->ns, &items[i].key) >= 0) {
-			items[i].result = BELUGA_PUBLISH_EXISTS;
-			blocks[b].state = B_FREE;
-			st.frees++;
-			st.publish_races++;
-		} else {
-			blocks[b].state = B_PUB;
-			blocks[b].ns = p->ns;
-			blocks[b].key = items[i].key;
-			blocks[b].lru = ++lru_clock;
-			items[i].result = BELUGA_PUBLISH_OK;
-			st.publishes++;
-		}
-		if (items[i].result == BELUGA_PUBLISH_OK)
-			p->published++;
-		else if (items[i].result == BELUGA_PUBLISH_EXISTS)
-			p->exists++;
-		else
-			p->failed++;
-	}
-	return 0;
-}
-
-static int do_lookup(struct beluga_lookup *l)
-{
-	const struct beluga_key *keys = (const struct beluga_key *)(uintptr_t)l->keys;
-	uint64_t *offs = (uint64_t *)(uintptr_t)l->offsets;
-	uint32_t i;
-
-	if ((l->flags & ~BELUGA_LOOKUP_PIN) || !l->count)
-		return -EINVAL;
-	if (l->count > BELUGA_MAX_BATCH || l->count > fake.max_batch)
-		return -E2BIG;
-	if ((l->flags & BELUGA_LOOKUP_PIN) && !offs)
-		return -EINVAL;
-	st.lookups++;
-	st.lookup_keys += l->count;
-	for (i = 0; i < l->count; i++) {
-		long b = find_key(l->ns, &keys[i]);
-
-		if (b < 0)
-			break;
-		if (offs)
-			offs[i] = offset_of(fake.lookup_skew ? (uint32_t)(b + 1) % nr_blocks : (uint32_t)b);
-		if (l->flags & BELUGA_LOOKUP_PIN) {
-			blocks[b].pins++;
-			blocks[b].lru = ++lru_clock;
-			fake.nr_pins++;
-		}
-	}
-	l->hits = i;
-	st.lookup_hits += i;
-	return 0;
-}
-
-static int do_attach(int fd, struct beluga_attach *a)
-{
-	int slot;
-
-	if (a->flags || a->__reserved)
-		return -EINVAL;
-	if (a->block_size && nr_live_regions() && a->block_size != fake.block_size)
-		return -EINVAL;
-	if (a->block_size && !nr_live_regions())
-		fake.block_size = a->block_size;
-	if (a->backend == BELUGA_BACKEND_DAX) {
-		if (a->node != -1 || (a->phys_start | a->length) % BELUGA_DAX_ALIGN)
-			return -EINVAL;
-	} else if (a->backend == BELUGA_BACKEND_NODE) {
-		if (a->phys_start || a->node < 0)
-			return -EINVAL;
-		if (!a->name[0])
-			snprintf(a->name, sizeof(a->name), "node%d", a->node);
-	} else {
-		return -EINVAL;
-	}
-	slot = fake_kernel_add_region(a->name, (enum beluga_backend)a->backend, a->node,
-				      a->phys_start, a->length);
-	if (slot < 0)
-		return slot;
-	a->region_id = (uint32_t)slot;
-	a->first_offset = regions[slot].first_offset;
-	a->nr_blocks = regions[slot].nr_blocks;
-	/* Let the test's "device" file back the whole mapping. */
-	if (ftruncate(fd, (off_t)map_size) && errno != EINVAL)
-		return -errno;
-	return 0;
-}
-
-static int do_detach(struct beluga_detach *d)
-{
-	struct fake_region *g;
-	uint32_t i;
-
-	if ((d->flags & ~BELUGA_DETACH_EVICT) || d->__reserved)
-		return -EINVAL;
-	if (d->region_id >= BELUGA_MAX_REGIONS || !regions[d->region_id].used)
-		return -ENOENT;
-	g = &regions[d->region_id];
-	for (i = g->first_block; i < g->first_block + g->nr_blocks; i++) {
-		if (blocks[i].state == B_ALLOC || blocks[i].pins)
-			return -EBUSY;
-		if (blocks[i].state == B_PUB && !(d->flags & BELUGA_DETACH_EVICT))
-			return -EBUSY;
-	}
-	d->evicted = 0;
-	for (i = g->first_block; i < g->first_block + g->nr_blocks; i++) {
-		if (blocks[i].state == B_PUB) {
-			d->evicted++;
-			st.evictions++;
-		}
-		blocks[i].state = B_GONE;
-	}
-	g->used = 0;
-	return 0;
-}
-
-static int do_evict(struct beluga_evict *e)
-{
-	uint32_t i;
-	long b;
-
-	if (e->flags & ~BELUGA_EVICT_NAMESPACE)
-		return -EINVAL;
-	e->evicted = e->busy = 0;
-	if (e->flags & BELUGA_EVICT_NAMESPACE) {
-		if (e->key.lo || e->key.hi)
-			return -EINVAL;
-		for (i = 0; i < nr_blocks; i++) {
-			if (blocks[i].state != B_PUB || blocks[i].ns != e->ns)
-				continue;
-			if (blocks[i].pins) {
-				e->busy++;
-				continue;
-			}
-			blocks[i].state = B_FREE;
-			e->evicted++;
-			st.evictions++;
-		}
-		return 0;
-	}
-	b = find_key(e->ns, &e->key);
-	if (b < 0)
-		return -ENOENT;
-	if (blocks[b].pins)
-		return -EBUSY;
-	blocks[b].state = B_FREE;
-	e->evicted = 1;
-	st.evictions++;
-	return 0;
-}
-
-static void fill_stats(struct beluga_stats *out)
-{
-	uint32_t i;
-
-	st.total_blocks = st.free_blocks = st.allocated_blocks = st.published_blocks = 0;
-	st.pinned_blocks = 0;
-	for (i = 0; i < nr_blocks; i++) {
-		if (blocks[i].state == B_GONE)
-			continue;
-		st.total_blocks++;
-		st.free_blocks += blocks[i].state == B_FREE;
-		st.allocated_blocks += blocks[i].state == B_ALLOC;
-		st.published_blocks += blocks[i].state == B_PUB;
-		st.pinned_blocks += blocks[i].pins > 0;
-	}
-	st.pins = fake.nr_pins;
-	st.clients = 1;
-	memcpy((char *)out + 8, (char *)&st + 8, sizeof(st) - 8);
-}
-
-static int do_region_info(struct beluga_region_info *ri)
-{
-	const struct fake_region *g;
-	uint32_t i;
-
-	if (ri->flags)
-		return -EINVAL;
-	if (ri->region_id >= BELUGA_MAX_REGIONS || !regions[ri->region_id].used)
-		return -ENOENT;
-	g = &regions[ri->region_id];
-	ri->backend = g->backend;
-	ri->node = g->node;
-	ri->mappings = 0;
-	ri->phys_start = g->phys_start;
-	ri->length = g->length;
-	ri->first_offset = g->first_offset;
-	ri->nr_blocks = g->nr_blocks;
-	ri->free_blocks = ri->allocated_blocks = ri->published_blocks = 0;
-	for (i = g->first_block; i < g->first_block + g->nr_blocks; i++) {
-		ri->free_blocks += blocks[i].state == B_FREE;
-		ri->allocated_blocks += blocks[i].state == B_ALLOC;
-		ri->published_blocks += blocks[i].state == B_PUB;
-	}
-	memcpy(ri->name, g->name, sizeof(ri->name));
-	return 0;
-}
-
-/* The count of a command's argument, for the call log. */
-static uint32_t arg_count(unsigned int cmd, void *arg)
-{
-	switch (cmd) {
-	case BELUGA_CMD_ALLOC:
-		return ((struct beluga_alloc *)arg)->count;
-	case BELUGA_CMD_FREE:
-	case BELUGA_CMD_RELEASE:
-		return ((struct beluga_blocks *)arg)->count;
-	case BELUGA_CMD_PUBLISH:
-		return ((struct beluga_publish *)arg)->count;
-	case BELUGA_CMD_LOOKUP:
-		return ((struct beluga_lookup *)arg)->count;
-	default:
-		return 0;
-	}
-}
-
-static int fake_dispatch(int fd, unsigned long request, void *arg)
-{
-	static const uint32_t min_size[] = {
-		[BELUGA_CMD_INFO] = BELUGA_INFO_SIZE_V1,
-		[BELUGA_CMD_STATS] = BELUGA_STATS_SIZE_V1,
-		[BELUGA_CMD_ALLOC] = BELUGA_ALLOC_SIZE_V1,
-		[BELUGA_CMD_FREE] = BELUGA_BLOCKS_SIZE_V1,
-		[BELUGA_CMD_PUBLISH] = BELUGA_PUBLISH_SIZE_V1,
-		[BELUGA_CMD_LOOKUP] = BELUGA_LOOKUP_SIZE_V1,
-		[BELUGA_CMD_RELEASE] = BELUGA_BLOCKS_SIZE_V1,
-		[BELUGA_CMD_ATTACH] = BELUGA_ATTACH_SIZE_V1,
-		[BELUGA_CMD_DETACH] = BELUGA_DETACH_SIZE_V1,
-		[BELUGA_CMD_EVICT] = BELUGA_EVICT_SIZE_V1,
-		[BELUGA_CMD_REGION_INFO] = BELUGA_REGION_INFO_SIZE_V1,
-	};
-	unsigned int cmd = (unsigned int)(request & 0xff);
-	uint32_t size;
-
-	if (request != (unsigned long)_IO(BELUGA_TYPE, cmd) || cmd > BELUGA_CMD_REGION_INFO)
+	if (nr >= sizeof(fake_ops) / sizeof(fake_ops[0]) ||
+	    request != (unsigned long)_IO(BELUGA_TYPE, nr) || !fake_ops[nr].execute)
 		return -ENOTTY;
-	/* Like the module: the writing commands need a file opened for writing. */
-	if ((cmd == BELUGA_CMD_ALLOC || cmd == BELUGA_CMD_FREE || cmd == BELUGA_CMD_PUBLISH) &&
-	    (fcntl(fd, F_GETFL) & O_ACCMODE) == O_RDONLY)
+	op = &fake_ops[nr];
+	/* Step 2 passes: the fake's caller is root. Step 3: */
+	if ((op->flags & OP_WRITE) && (fcntl(fd, F_GETFL) & O_ACCMODE) == O_RDONLY)
 		return -EBADF;
-	memcpy(&size, arg, sizeof(size));
-	if (size < min_size[cmd])
+	if (!uarg)
+		return -EFAULT;
+	memcpy(&usize, uarg, sizeof(usize));
+	if (usize < op->min_size)
 		return -EINVAL;
-	log_call(cmd, arg_count(cmd, arg));
-	if ((int)cmd == fake.fail_cmd && fake.calls_of[cmd] == fake.fail_nth)
+	if (usize > 4096)
+		return -E2BIG;
+	for (i = op->size; i < usize; i++)
+		if (((const unsigned char *)uarg)[i])
+			return -E2BIG;
+	out_len = usize < op->size ? usize : op->size;
+	memset(&buf, 0, sizeof(buf));
+	memcpy(&buf, uarg, out_len);
+
+	log_call(nr, arg_count(nr, &buf));
+	if ((int)nr == fake.fail_cmd && fake.calls_of[nr] == fake.fail_nth)
 		return -fake.fail_errno;
-	if (cmd != BELUGA_CMD_INFO && cmd != BELUGA_CMD_STATS && cmd != BELUGA_CMD_ATTACH &&
-	    cmd != BELUGA_CMD_REGION_INFO && cmd != BELUGA_CMD_DETACH && !nr_live_regions())
-		return -ENODEV;
-
-	switch (cmd) {
-	case BELUGA_CMD_INFO: {
-		struct beluga_info *i = arg;
-
-		if (i->flags)
-			return -EINVAL;
-		i->abi_version = fake.abi_version;
-		i->nr_regions = (uint32_t)nr_live_regions();
-		i->block_size = i->nr_regions ? fake.block_size : 0;
-		i->nr_blocks = nr_blocks - fake_kernel_count(B_GONE);
-		i->map_size = map_size;
-		i->max_batch = fake.max_batch;
-		i->max_regions = BELUGA_MAX_REGIONS;
-		/* Keep the backing file as large as the mapping. */
-		if (map_size)
-			(void)!ftruncate(fd, (off_t)map_size);
-		return 0;
-	}
-	case BELUGA_CMD_STATS:
-		if (((struct beluga_stats *)arg)->flags)
-			return -EINVAL;
-		fill_stats(arg);
-		return 0;
-	case BELUGA_CMD_ALLOC:
-		return do_alloc(arg);
-	case BELUGA_CMD_FREE:
-		return do_blocks(arg, 0);
-	case BELUGA_CMD_RELEASE:
-		return do_blocks(arg, 1);
-	case BELUGA_CMD_PUBLISH:
-		return do_publish(arg);
-	case BELUGA_CMD_LOOKUP:
-		return do_lookup(arg);
-	case BELUGA_CMD_ATTACH:
-		return do_attach(fd, arg);
-	case BELUGA_CMD_DETACH:
-		return do_detach(arg);
-	case BELUGA_CMD_EVICT:
-		return do_evict(arg);
-	case BELUGA_CMD_REGION_INFO:
-		return do_region_info(arg);
-	}
-	return -ENOTTY;
+	ret = op->execute(fd, &buf);
+	fake.nr_pins = pool.stats.pins;
+	if (!ret || (op->flags & OP_EFFECTIVE))
+		memcpy(uarg, &buf, out_len);
+	return ret;
 }
 
 static int fake_ioctl(int fd, unsigned long request, void *arg)

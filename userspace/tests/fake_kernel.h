@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * An in-process stand-in for beluga.ko, for host tests of libbeluga and the
- * tools without /dev/beluga. It implements the uapi semantics closely
- * enough for the library's logic (batch limits, all-or-nothing, per-item
- * results, leading-run lookup, pins, eviction) and records every call.
+ * An in-process stand-in for beluga.ko, for host tests of libbeluga, the
+ * tools and the Python binding without /dev/beluga: the module's ioctl
+ * validation over the module's own portable core (kmod/core), so the pool
+ * semantics are the real ones. It records every call and can fail one.
  * It is installed by pointing the library's ioctl hook at it.
  *
  * One pool per process, one client: the handle's fd is only used to size
@@ -24,7 +24,6 @@
 
 #include "beluga.h"
 
-#define FAKE_MAX_BLOCKS	65536
 #define FAKE_LOG_LEN	256
 
 struct fake_call {
@@ -46,7 +45,7 @@ struct fake_kernel {
 	struct fake_call log[FAKE_LOG_LEN];
 	/* A broken kernel: LOOKUP answers the next block's offset. */
 	int lookup_skew;
-	/* Pool counters visible to tests. */
+	/* Pins held by the one client, after the last call. */
 	uint64_t nr_pins;
 };
 
@@ -57,7 +56,7 @@ void fake_kernel_reset(uint64_t block_size, uint32_t max_batch);
 /* Add a region as ATTACH would; returns the slot or -errno. */
 int fake_kernel_add_region(const char *name, enum beluga_backend backend, int node,
 			   uint64_t phys_start, uint64_t length);
-/* Count blocks in a state: 0 free, 1 allocated, 2 published. */
+/* Count blocks in a state: 0 free, 1 allocated, 2 published (enum bel_block_state). */
 uint64_t fake_kernel_count(int state);
 /* Calls of one command since the last reset. */
 unsigned int fake_kernel_calls(unsigned int cmd);

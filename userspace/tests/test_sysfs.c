@@ -165,8 +165,9 @@ static void test_probe(void)
 	tap_result(!ret && d.source == BELUGA_DAX_SRC_HMEM, "probe: an hmem device");
 
 	ret = beluga_dax_probe("dax9.9", &d);
-	tap_result(ret == -ENOENT && strstr(beluga_last_error(NULL), "belugactl list"),
-		   "probe: a missing device is -ENOENT pointing at belugactl list");
+	tap_result(ret == -ENOENT && strstr(beluga_last_error(NULL), "dax9.9: no such dax device") &&
+		   !strstr(beluga_last_error(NULL), "belugactl"),
+		   "probe: a missing device is -ENOENT naming it, no tool");
 	ret = beluga_dax_probe("/dev/sda", &d);
 	tap_result(ret == -EINVAL && strstr(beluga_last_error(NULL), "daxX.Y"),
 		   "probe: a non-dax name is -EINVAL");
@@ -193,8 +194,8 @@ static void test_list(const char *root)
 	n = beluga_dax_list(&devs);
 	tap_result(n == 0 && !devs, "list: no dax bus is an empty list");
 	tap_result(beluga_dax_probe("dax0.0", &(struct beluga_dax_device){ 0 }) == -ENOENT &&
-		   strstr(beluga_last_error(NULL), "modprobe device_dax"),
-		   "probe: no dax bus says to load device_dax");
+		   strstr(beluga_last_error(NULL), "the device_dax driver is not loaded"),
+		   "probe: no dax bus says device_dax is not loaded");
 	setenv("BELUGA_SYSFS_ROOT", root, 1);
 }
 
@@ -217,10 +218,9 @@ static void test_attach(void)
 
 	ret = beluga_attach_dax(b, "dax1.0", 0, NULL);
 	tap_result(ret == -EBUSY && strstr(beluga_last_error(b),
-		   "dax1.0 is online as System RAM (kmem): run "
-		   "`daxctl reconfigure-device --mode=devdax dax1.0` or use "
-		   "`belugactl attach --node 2"),
-		   "attach: System RAM (kmem) is refused with both fixes");
+		   "dax1.0 is online as System RAM (kmem)") &&
+		   !strstr(beluga_last_error(b), "daxctl"),
+		   "attach: System RAM (kmem) is refused naming the state, no tool");
 	ret = beluga_attach_dax(b, "dax2.0", 0, NULL);
 	tap_result(ret == -EBUSY && strstr(beluga_last_error(b), "not bound to device_dax"),
 		   "attach: an unbound device is refused with the bind command");

@@ -182,7 +182,7 @@ def test_detach_with_evict(pool):
     pool.free(rest)
     keys = beluga.hash_chain(range(len(mine)), 1)
     pool.publish(5, mine, keys)
-    with pytest.raises(beluga.Busy, match="--evict"):
+    with pytest.raises(beluga.Busy, match="evict=True"):
         pool.detach(rid)
     assert pool.detach(rid, evict=True) == n
 

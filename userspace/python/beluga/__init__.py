@@ -31,6 +31,7 @@ from ._beluga import (  # noqa: F401  (re-exported API)
     DAX_ALIGN,
     DEVICE_PATH,
     FAKE_KERNEL,
+    LIBBELUGA_VERSION,
     LIBBELUGA_VERSION_MAJOR,
     LIBBELUGA_VERSION_MINOR,
     LOOKUP_PIN,
@@ -62,10 +63,13 @@ from ._beluga import (  # noqa: F401  (re-exported API)
     strerror,
 )
 
+# The project's VERSION file, through libbeluga's generated header.
+__version__ = LIBBELUGA_VERSION
+
 __all__ = [
     "ABI_VERSION", "BACKEND_DAX", "BACKEND_NODE", "BLOCK_SIZE_DEFAULT",
     "BLOCK_SIZE_MAX", "BLOCK_SIZE_MIN", "DAX_ALIGN", "DEVICE_PATH", "FAKE_KERNEL",
-    "LIBBELUGA_VERSION_MAJOR", "LIBBELUGA_VERSION_MINOR", "LOOKUP_PIN",
+    "LIBBELUGA_VERSION", "LIBBELUGA_VERSION_MAJOR", "LIBBELUGA_VERSION_MINOR", "LOOKUP_PIN",
     "MAX_BATCH", "MAX_REGIONS", "NAME_LEN", "PUBLISH_EXISTS", "PUBLISH_OK",
     "AbiMismatch", "Busy", "Error", "Exists", "InvalidArgument", "NoCuda",
     "NoRegion", "NoSpace", "NotBeluga", "NotFound", "PermissionDenied",

@@ -114,9 +114,56 @@ static PyObject *raise_errno_msg(int ret, const char *msg)
 }
 
 /* Raise for a failed libbeluga call made by this thread just before. */
+/*
+ * libbeluga names the cause; the fix in the terms of a Python caller is
+ * the binding's: @hint (or, for errors any call can meet, the general one)
+ * is appended to the library's message.
+ */
+static PyObject *raise_hinted(int ret, const char *hint)
+{
+	const char *msg = beluga_last_error(NULL);
+	char buf[1024];
+
+	if (!hint) {
+		switch (-ret) {
+		case ENODEV:
+			hint = ": attach memory first (Pool.attach_dax(), Pool.attach_node(), "
+			       "or `belugactl attach`)";
+			break;
+		case EPERM:
+			hint = ": run as root";
+			break;
+		}
+	}
+	if (!hint || !msg || !*msg)
+		return raise_errno_msg(ret, msg);
+	snprintf(buf, sizeof(buf), "%s%s", msg, hint);
+	return raise_errno_msg(ret, buf);
+}
+
 static PyObject *raise_beluga(int ret)
 {
-	return raise_errno_msg(ret, beluga_last_error(NULL));
+	return raise_hinted(ret, NULL);
+}
+
+/* Raise for a failed beluga_open(). */
+static PyObject *raise_open(int ret)
+{
+	switch (-ret) {
+	case ENOENT:
+	case ENXIO:
+	case ENODEV:
+		return raise_hinted(ret, ": load the module with `modprobe beluga`");
+	case EACCES:
+	case EPERM:
+	case EROFS:
+		return raise_hinted(ret, ": run as root, or give your group access with a udev "
+					 "rule (KERNEL==\"beluga\", MODE=\"0660\")");
+	case ENOTTY:
+		return raise_hinted(ret, ": pass the path of /dev/beluga (or set BELUGA_DEVICE), "
+					 "or load the module with `modprobe beluga`");
+	}
+	return raise_beluga(ret);
 }
 
 /* ---- Output arrays ------------------------------------------------------ */
@@ -529,7 +576,7 @@ static PyObject *Pool_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 	Py_END_ALLOW_THREADS
 	if (ret) {
 		Py_XDECREF(path_bytes);
-		return raise_beluga(ret);
+		return raise_open(ret);
 	}
 	p = (Pool *)type->tp_alloc(type, 0);
 	if (!p) {
@@ -1064,11 +1111,17 @@ static PyObject *Pool_attach_dax(Pool *p, PyObject *args, PyObject *kwds)
 	}
 	if (shared)
 		POOL_CALL(p, ret = beluga_attach_dax_shared(p->b, dax, block_size, host_id,
-							    format, &out));
+							    format ? LIBBELUGA_SHARED_FORMAT : 0,
+							    &out));
 	else
 		POOL_CALL(p, ret = beluga_attach_dax(p->b, dax, block_size, &out));
 	pool_leave(p);
 	Py_DECREF(dax_bytes);
+	if (ret == -EBUSY)
+		return raise_hinted(ret, ": it must be bound to device_dax "
+					 "(`daxctl reconfigure-device --mode=devdax DEVICE`)");
+	if (ret == -EEXIST)
+		return raise_hinted(ret, ": detach it first, or see `belugactl status`");
 	if (ret)
 		return raise_beluga(ret);
 	return attach_dict(&out);
@@ -1106,8 +1159,13 @@ static PyObject *Pool_detach(Pool *p, PyObject *args, PyObject *kwds)
 		return NULL;
 	if (pool_enter(p))
 		return NULL;
-	POOL_CALL(p, ret = beluga_detach(p->b, region_id, evict, &evicted));
+	POOL_CALL(p, ret = beluga_detach(p->b, region_id, evict ? BELUGA_DETACH_EVICT : 0,
+					 &evicted));
 	pool_leave(p);
+	if (ret == -EBUSY)
+		return raise_hinted(ret, evict ? ": close its mappings and stop its clients" :
+					 ": close its mappings and stop its clients, or pass "
+					 "evict=True to drop its published blocks");
 	if (ret)
 		return raise_beluga(ret);
 	return PyLong_FromUnsignedLongLong(evicted);
@@ -2099,6 +2157,7 @@ PyMODINIT_FUNC PyInit__beluga(void)
 	    add_int(m, "BACKEND_NODE", BELUGA_BACKEND_NODE) ||
 	    add_int(m, "LIBBELUGA_VERSION_MAJOR", LIBBELUGA_VERSION_MAJOR) ||
 	    add_int(m, "LIBBELUGA_VERSION_MINOR", LIBBELUGA_VERSION_MINOR) ||
+	    PyModule_AddStringConstant(m, "LIBBELUGA_VERSION", LIBBELUGA_VERSION) ||
 	    PyModule_AddStringConstant(m, "DEVICE_PATH", BELUGA_DEVICE_PATH))
 		goto fail;
 #ifdef BELUGA_PY_FAKE
