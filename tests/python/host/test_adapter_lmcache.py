@@ -142,13 +142,15 @@ def test_subclasses_lmcache_when_importable():
     assert issubclass(H.M.BelugaStoragePlugin, iface)
 
 
-def test_remove_evicts_one_key(pool, unique_ns):
+def test_remove_evicts_one_key(pool, unique_ns, backend):
     eng = H.Engine(pool, salt=f"lmc-{unique_ns}")
     reqs, _ = conversations(16, 10, seed=25, systems=1, turns=1)
     eng.serve(reqs[0])
     keys = [eng.key(d) for d in reqs[0].digests]
-    if not eng.plugin.remove(keys[1]):
+    removed = eng.plugin.remove(keys[1])
+    if not removed and backend == "real":
         pytest.skip("EVICT needs an admin handle: remove() answers False")
+    assert removed, f"remove() of a present chunk ({eng.layout.parts} part(s)) answered False"
     assert eng.plugin.batched_contains(keys) == 1
     assert eng.plugin.batched_remove(keys) == 1 + (len(keys) - 2)   # key 1 is gone already
     assert eng.plugin.batched_contains(keys) == 0

@@ -429,6 +429,26 @@ class KVStore:
         """RELEASE pins taken by ``pin`` (or a pinned lookup)."""
         self._release(offsets)
 
+    def evict_block(self, key):
+        """EVICT one engine block: every one of its ``parts`` pool keys
+        (a split block is not published under ``key`` itself).  True when
+        some part was present and is gone; parts already absent are
+        skipped; ``beluga.Busy`` (a part is pinned) and a missing admin
+        right propagate, with the parts before them evicted, which makes
+        the block a miss as well."""
+        kb = _keybuf(key)
+        if len(kb) != KEY_BYTES:
+            raise ValueError(f"evict_block takes one 16-byte key, got {len(kb)} bytes")
+        evicted = False
+        pk = _keys.part_keys(kb, self.layout.parts)
+        for i in range(0, len(pk), KEY_BYTES):
+            try:
+                self.pool.evict_key(self.ns.value, pk[i:i + KEY_BYTES])
+                evicted = True
+            except beluga.NotFound:
+                pass
+        return evicted
+
     # ---- public API ------------------------------------------------------
 
     def keys_for(self, tokens, scheme=None):

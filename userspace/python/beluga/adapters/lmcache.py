@@ -384,8 +384,7 @@ class BelugaStoragePluginImpl:
     def remove(self, key, force=True):
         store, k = self._store_for(key), self._key16(key)
         try:
-            self.pool.evict_key(store.ns.value, k)
-            return True
+            return store.evict_block(k)
         except beluga.Error:
             return False        # not present, pinned, or no admin right (ABI gap)
 
