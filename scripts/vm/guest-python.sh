@@ -14,10 +14,10 @@
 #   1. python: mounts, and Debian's python3 with pytest and numpy present;
 #   2. a region for the tests: the first test dax device attached with 64 KiB
 #      blocks (the mini engine wants small blocks, and emulated CXL memory moves
-#      ~15 MB/s under TCG), on a pool the earlier stages left empty. 64 KiB is
-#      also the fake pool's default (tests/python/conftest.py), which the host
-#      tests are written for: with 4 KiB blocks eight adapter tests fail on
-#      blocks split over several pool blocks, and two that want 4 KiB skip;
+#      ~15 MB/s under TCG), on a pool the earlier stages left empty; another
+#      size with BELUGA_TEST_BLOCK_SIZE on the host (run-guest.sh passes it as
+#      beluga_test_block_size=), which pytest gets too and checks the pool
+#      against (tests/python/conftest.py);
 #   3. pytest on tests/python/host and tests/python/guest with BELUGA_TEST_REAL=1:
 #      tests/python/conftest.py writes one TAP result per test (BELUGA_PYTEST_TAP),
 #      re-emitted here as KERNEL:python:NODEID; pytest's own output goes to the
@@ -34,6 +34,7 @@ py_repo=
 for _a in $(cat /proc/cmdline); do
 	case $_a in
 	beluga_hostroot=*) py_repo=${_a#beluga_hostroot=} ;;
+	beluga_test_block_size=*) PY_BS=${_a#beluga_test_block_size=} ;;
 	esac
 done
 
@@ -72,6 +73,7 @@ py_run() {
 		HOME="$PY_TMP" TMPDIR="$PY_TMP" LANG=C.UTF-8 PYTHONDONTWRITEBYTECODE=1 COLUMNS=200 \
 		PYTHONPATH="$py_repo/userspace/build/python" \
 		BELUGA_TEST_REAL=1 BELUGA_DEVICE=/dev/beluga BELUGA_PYTEST_TAP="$PY_TMP/python.tap" \
+		BELUGA_TEST_BLOCK_SIZE="$PY_BS" \
 		/usr/bin/python3 "$@"
 }
 

@@ -26,7 +26,8 @@
 #   -P REPO      share the host's root filesystem read-only into the guest over 9p
 #                (mount tag hostroot) and pass REPO, the absolute path of this
 #                repository on the host, as beluga_hostroot=REPO: the guest suite then
-#                runs the Python tests with the host's /usr/bin/python3
+#                runs the Python tests with the host's /usr/bin/python3, at pool blocks
+#                of $BELUGA_TEST_BLOCK_SIZE when set (as beluga_test_block_size=)
 #   -q           do not stream the console to stdout (the log is still written)
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
@@ -141,6 +142,11 @@ if [ -n "$hostrepo" ]; then
 	qemu+=(-fsdev "local,id=hostroot,path=/,security_model=none,readonly=on,multidevs=remap"
 		-device "virtio-9p-pci,fsdev=hostroot,mount_tag=hostroot,bus=pcie.0")
 	cmdline+=" beluga_hostroot=$hostrepo"
+	if [[ -n ${BELUGA_TEST_BLOCK_SIZE:-} ]]; then
+		[[ $BELUGA_TEST_BLOCK_SIZE =~ ^[0-9]+[KMG]?$ ]] ||
+			die "BELUGA_TEST_BLOCK_SIZE=$BELUGA_TEST_BLOCK_SIZE: give bytes, or a K/M/G size (e.g. 4K)"
+		cmdline+=" beluga_test_block_size=$BELUGA_TEST_BLOCK_SIZE"
+	fi
 fi
 qemu+=(-append "$cmdline")
 

@@ -10,10 +10,21 @@ Backends
           $BELUGA_DEVICE (default /dev/beluga), used as it is: published
           blocks stay across tests, so tests use `unique_ns`.
 
+Block size
+    BELUGA_TEST_BLOCK_SIZE (bytes, or 4K, 64K, 2M, ...; default 64K) is the
+    pool block size the tests run at: the fake pool's default geometry
+    (a dax0.0 region of max(16 MiB, 64 blocks)), and on the real backend
+    the size scripts/vm/guest-python.sh attaches the region with (run-guest.sh
+    passes it to the guest on the kernel command line). The tests must pass
+    at any block size their layouts are valid for: they take the size from
+    `pool.block_size`, never assume 64 KiB.
+
 Fixtures
     backend     "fake" or "real"
     device      the device path the test's pools open (BELUGA_DEVICE is set)
-    pool        a writable beluga.Pool with at least 64 blocks
+    pool        a writable beluga.Pool with at least 64 blocks (of
+                BELUGA_TEST_BLOCK_SIZE bytes on the real backend when set:
+                a pool with other blocks fails the test's setup)
     pool_ro     a read-only beluga.Pool on the same pool
     unique_ns   a fresh random 64-bit namespace
     leak_check  fails the test if it leaves allocated blocks or pins behind
@@ -79,7 +90,29 @@ try:
 except ImportError:  # pragma: no cover - hypothesis is in install-deps.sh
     pass
 
-FAKE_DEFAULT = {"block_size": 65536, "regions": "dax0.0:16M", "max_batch": beluga.MAX_BATCH}
+def _test_block_size():
+    """BELUGA_TEST_BLOCK_SIZE (bytes, or with a K/M/G suffix), 64 KiB unset."""
+    text = os.environ.get("BELUGA_TEST_BLOCK_SIZE", "").strip()
+    if not text:
+        return 65536
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    scale = units.get(text[-1].upper(), 1)
+    try:
+        size = int(text[:-1] if scale != 1 else text, 0) * scale
+    except ValueError:
+        size = 0
+    if size <= 0 or size & (size - 1):
+        raise pytest.UsageError(
+            f"BELUGA_TEST_BLOCK_SIZE={text!r} is not a power of two of bytes "
+            "(e.g. 4096, 64K, 2M)")
+    return size
+
+
+TEST_BLOCK_SIZE = _test_block_size()
+# At least 64 blocks (the `pool` fixture's minimum) at any block size.
+FAKE_DEFAULT = {"block_size": TEST_BLOCK_SIZE,
+                "regions": f"dax0.0:{max(16, 64 * TEST_BLOCK_SIZE >> 20)}M",
+                "max_batch": beluga.MAX_BATCH}
 
 
 def pytest_configure(config):
@@ -156,6 +189,12 @@ def leak_check(request, device):
 @pytest.fixture
 def pool(device, leak_check):
     p = beluga.Pool(device)
+    if (BACKEND == "real" and "BELUGA_TEST_BLOCK_SIZE" in os.environ
+            and p.block_size != TEST_BLOCK_SIZE):
+        p.close()
+        pytest.fail(f"{device} has {p.block_size}-byte blocks but BELUGA_TEST_BLOCK_SIZE "
+                    f"asks for {TEST_BLOCK_SIZE}: attach the region with --block-size "
+                    f"{TEST_BLOCK_SIZE} or unset BELUGA_TEST_BLOCK_SIZE")
     if BACKEND == "real" and p.stats()["total_blocks"] < 64:
         p.close()
         pytest.skip(f"{device} has fewer than 64 blocks: attach more memory")

@@ -97,7 +97,7 @@ def test_full_pool_reports_false_for_pages_not_written(pool, unique_ns):
     reqs, _ = conversations(16, 12, seed=16, systems=1, turns=1)
     keys = reqs[0].hex
     idx = eng._indices([eng.host.free[-1 - i] for i in range(len(keys))])
-    held = squeeze_pool(pool, 1)
+    held = squeeze_pool(pool, eng.layout.parts)        # room for one page's pool blocks
     try:
         res = eng.backend.batch_set_v1(keys, idx)
         assert res == [True] + [False] * (len(keys) - 1)

@@ -22,6 +22,14 @@ def extra(unique_ns, pool, tokens=16, **kw):
     return e
 
 
+def one_block_tokens(pool, heads=2, most=16):
+    """Tokens per block (at most ``most``) whose block of the tiny model with
+    ``heads`` KV heads fits one pool block, at any pool block size."""
+    tokens = min(most, pool.block_size // (BYTES_PER_TOKEN * heads // 2))
+    assert tokens >= 1, f"{pool.block_size}-byte pool blocks hold no token of the tiny model"
+    return tokens
+
+
 def budget(pool, parts=1):
     """Distinct blocks the workload may have so that it fits half the pool."""
     return max(4, pool.stats()["total_blocks"] // (2 * parts))
@@ -66,7 +74,8 @@ def test_chunks_of_two_gpu_blocks(pool, unique_ns):
 
 
 def test_blocks_split_over_pool_blocks(pool, unique_ns):
-    tokens = pool.block_size // BYTES_PER_TOKEN + 16          # two parts
+    # 1.5 pool blocks of bytes: two parts, the second half full
+    tokens = pool.block_size // BYTES_PER_TOKEN + pool.block_size // (2 * BYTES_PER_TOKEN)
     eng = H.Engine(pool, extra(unique_ns, pool, tokens=tokens), gpu_blocks=24)
     assert eng.layout.parts == 2
     reqs, _ = conversations(tokens, min(budget(pool, 2), 8), seed=4, systems=1, turns=2)
@@ -107,7 +116,7 @@ def test_failed_store_frees_blocks_and_finished_request_releases_pins(pool, uniq
     eng.manager.on_new_request(ctx)
     out = eng.manager.prepare_store(keys, ctx)
     assert out.keys_to_store == keys and out.evicted_keys == []
-    assert pool.stats()["allocated_blocks"] == len(keys)
+    assert pool.stats()["allocated_blocks"] == len(keys) * eng.layout.parts
     eng.manager.complete_store(keys, ctx, success=False)
     assert pool.stats()["allocated_blocks"] == 0
     assert eng.manager.lookup(keys[0], ctx) == eng.LR.MISS
@@ -115,7 +124,7 @@ def test_failed_store_frees_blocks_and_finished_request_releases_pins(pool, uniq
     out = eng.manager.prepare_store(keys, ctx)
     eng.manager.complete_store(keys, ctx)
     assert eng.manager.lookup(keys[0], ctx) == eng.LR.HIT
-    assert pool.stats()["pins"] == 1
+    assert pool.stats()["pins"] == eng.layout.parts     # one pin per pool block
     eng.manager.touch(keys, ctx)
     eng.manager.on_request_finished(ctx)
     assert eng.manager.outstanding() == (0, 0, 0)
@@ -160,9 +169,14 @@ def test_subclasses_vllm_when_importable():
 
 @pytest.mark.parametrize("cross_layer", [False, True])
 def test_tp_workers_fill_one_block_together(pool, unique_ns, cross_layer):
-    eng = H.Engine(pool, extra(unique_ns, pool, num_kv_heads=4, tp_size=2), cross_layer=cross_layer)
+    # TP workers fill one block only when it is one pool block (a split block
+    # is refused: test_split_blocks_refuse_several_tp_writers)
+    tokens = one_block_tokens(pool, heads=4)
+    eng = H.Engine(pool, extra(unique_ns, pool, tokens=tokens, num_kv_heads=4, tp_size=2),
+                   cross_layer=cross_layer)
+    assert eng.layout.parts == 1
     assert [w._pages[0][-1] for w in eng.workers] == [slice(0, 2), slice(2, 4)]
-    reqs, _ = conversations(16, min(budget(pool), 30), seed=8)
+    reqs, _ = conversations(tokens, min(budget(pool), 30), seed=8)
     got, want = H.replay(eng, reqs)                   # every rank's bytes are checked
     assert got == want and sum(want) > 0
     eng.close()
@@ -172,12 +186,14 @@ def test_tp_workers_fill_one_block_together(pool, unique_ns, cross_layer):
 def test_blocks_are_shared_across_tp_sizes(pool, unique_ns):
     """The block holds every head, so TP2 and TP1 instances (and TP4, where
     each rank holds one head) share it."""
-    reqs, _ = conversations(16, min(budget(pool), 20), seed=9, systems=1, turns=2)
-    tp2 = H.Engine(pool, extra(unique_ns, pool, num_kv_heads=4, tp_size=2))
+    tokens = one_block_tokens(pool, heads=4)          # TP2 needs one pool block
+    reqs, _ = conversations(tokens, min(budget(pool), 20), seed=9, systems=1, turns=2)
+    tp2 = H.Engine(pool, extra(unique_ns, pool, tokens=tokens, num_kv_heads=4, tp_size=2))
     for r in reqs:
         tp2.serve(r)
     for tp in (1, 4):
-        other = H.Engine(pool, extra(unique_ns, pool, num_kv_heads=4, tp_size=tp))
+        other = H.Engine(pool, extra(unique_ns, pool, tokens=tokens, num_kv_heads=4,
+                                     tp_size=tp))
         assert other.spec.store.ns == tp2.spec.store.ns
         for r in reqs:
             assert other.serve(r) == r.num_blocks

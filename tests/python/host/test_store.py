@@ -219,6 +219,24 @@ def test_split_blocks_round_trip(pool, unique_ns, parts):
     assert_clean(pool)
 
 
+@pytest.mark.parametrize("parts", [1, 2])
+def test_evict_block_removes_every_part(pool, unique_ns, parts):
+    store = KVStore(pool, make_layout(pool, parts=parts), salt=f"evict-{unique_ns}")
+    k = keys_for(store, 2)
+    assert store.store(k, blocks_for(store.layout, 2, seed=12)).stored == 2
+    before = pool.stats()["published_blocks"]
+    try:
+        assert store.evict_block(k[16:]) is True
+    except beluga.PermissionDenied:
+        pytest.skip("EVICT needs an admin handle on this pool")
+    assert pool.stats()["published_blocks"] == before - parts     # no part left behind
+    assert store.lookup(k) == 1
+    assert store.evict_block(k[16:]) is False                     # absent now
+    with pytest.raises(ValueError, match="one 16-byte key"):
+        store.evict_block(k)
+    assert_clean(pool)
+
+
 def test_block_with_missing_part_is_a_miss(pool, unique_ns):
     store = KVStore(pool, make_layout(pool, parts=2), salt=f"hole-{unique_ns}")
     data = blocks_for(store.layout, 2, seed=9)

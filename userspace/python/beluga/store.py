@@ -349,11 +349,24 @@ class KVStore:
         return offsets[i * m:(i + 1) * m]
 
     def block_view(self, offsets, writable=False):
-        """Flat uint8 view of one engine block held in a single pool block
-        (``parts == 1``); None for a split block (use read/write_block)."""
-        if self.layout.parts != 1:
-            return None
-        return self._part_view(offsets[0], self.layout.block_bytes, readonly=not writable)
+        """Flat uint8 view of one engine block held in a single pool block.
+
+        Defined only for ``layout.parts == 1``: the parts of a split block
+        are separate pool blocks, not one contiguous range, so there is no
+        zero-copy view of it and this raises ValueError (copy with
+        ``read_block``/``write_block``, or view each part alone)."""
+        lay = self.layout
+        if lay.parts != 1:
+            raise ValueError(
+                f"an engine block of {lay.block_bytes} bytes is split over {lay.parts} pool "
+                f"blocks of {lay.pool_block_size} bytes and has no zero-copy view: copy it "
+                f"with read_block/write_block, or use at most "
+                f"{lay.pool_block_size // lay.bytes_per_token} tokens_per_block "
+                f"(or larger pool blocks) to keep a block in one pool block")
+        if len(offsets) != 1:
+            raise ValueError(f"one engine block is one pool block here: pass its one offset, "
+                             f"got {len(offsets)}")
+        return self._part_view(offsets[0], lay.block_bytes, readonly=not writable)
 
     def write_block(self, offsets, src):
         """Copy one engine block's bytes into its pool blocks."""
@@ -415,6 +428,26 @@ class KVStore:
     def release_blocks(self, offsets):
         """RELEASE pins taken by ``pin`` (or a pinned lookup)."""
         self._release(offsets)
+
+    def evict_block(self, key):
+        """EVICT one engine block: every one of its ``parts`` pool keys
+        (a split block is not published under ``key`` itself).  True when
+        some part was present and is gone; parts already absent are
+        skipped; ``beluga.Busy`` (a part is pinned) and a missing admin
+        right propagate, with the parts before them evicted, which makes
+        the block a miss as well."""
+        kb = _keybuf(key)
+        if len(kb) != KEY_BYTES:
+            raise ValueError(f"evict_block takes one 16-byte key, got {len(kb)} bytes")
+        evicted = False
+        pk = _keys.part_keys(kb, self.layout.parts)
+        for i in range(0, len(pk), KEY_BYTES):
+            try:
+                self.pool.evict_key(self.ns.value, pk[i:i + KEY_BYTES])
+                evicted = True
+            except beluga.NotFound:
+                pass
+        return evicted
 
     # ---- public API ------------------------------------------------------
 

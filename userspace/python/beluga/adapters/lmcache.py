@@ -252,9 +252,10 @@ class BelugaStoragePluginImpl:
         objs = []
         for i in range(alloc.count):
             offs = offsets[i * m:(i + 1) * m]
-            raw = store.block_view(offs, writable=True)
             obj_state = "allocated"
-            if raw is None:
+            if store.layout.parts == 1:
+                raw = store.block_view(offs, writable=True)
+            else:                       # split block: staged, scattered at put
                 raw = np.zeros(store.layout.block_bytes, np.uint8)
             obj = BelugaMemoryObj(self, store, offs, self._lmcache_view(store, raw), obj_state, fmt)
             if store.layout.parts > 1:
@@ -346,13 +347,13 @@ class BelugaStoragePluginImpl:
             if p.count == 0:
                 return None
             offs = p.detach()
-        raw = store.block_view(offs)
-        if raw is None:                                  # split block: a host copy
+        if store.layout.parts > 1:                       # split block: a host copy
             raw = np.empty(store.layout.block_bytes, np.uint8)
             store.read_block(offs, raw)
             store.release_blocks(offs)
             raw.flags.writeable = False
             return BelugaMemoryObj(self, store, offs, self._lmcache_view(store, raw), "copy")
+        raw = store.block_view(offs)
         return BelugaMemoryObj(self, store, offs, self._lmcache_view(store, raw), "pinned")
 
     def get_blocking(self, key):
@@ -383,8 +384,7 @@ class BelugaStoragePluginImpl:
     def remove(self, key, force=True):
         store, k = self._store_for(key), self._key16(key)
         try:
-            self.pool.evict_key(store.ns.value, k)
-            return True
+            return store.evict_block(k)
         except beluga.Error:
             return False        # not present, pinned, or no admin right (ABI gap)
 
