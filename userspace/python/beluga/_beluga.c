@@ -14,9 +14,10 @@
  * and unmaps nothing then.
  *
  * Threads. Pool calls run concurrently (they are ioctls on one file). Each
- * call that releases the GIL counts itself in Pool.inflight; close() marks
- * the pool CLOSING (new calls and new exports are refused), waits for the
- * count to drop to zero, and only then closes the handle. Mapping changes
+ * call that releases the GIL counts itself in Pool.inflight, an atomic
+ * counter (no lock on the per-call path); close() marks the pool CLOSING
+ * (new calls and new exports are refused), waits for the count to drop to
+ * zero, and only then closes the handle. Mapping changes
  * (map, PoolMap.close) are made with the GIL held, so exports, which are
  * counted under the GIL too, never see a half-changed mapping. libbeluga
  * keeps its error message per thread, so the message read after a call is
@@ -33,6 +34,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -447,10 +449,16 @@ typedef struct {
 	struct beluga *b;
 	PyObject *path;		/* str given or resolved; for repr and messages */
 	int writable;
-	int state;		/* POOL_*; changed with the GIL and lock held */
-	pthread_mutex_t lock;	/* protects inflight, state for waiters */
-	pthread_cond_t idle;	/* inflight dropped to 0, or state became CLOSED */
-	unsigned long inflight;	/* calls running with the GIL released */
+	/*
+	 * state and inflight pair up as in Dekker's algorithm (both seq_cst):
+	 * a call increments inflight, then reads state; close() stores
+	 * CLOSING, then reads inflight. At least one of the two sees the
+	 * other's write, so a call either backs out or is waited for.
+	 */
+	atomic_int state;	/* POOL_*; stored with the GIL and lock held */
+	atomic_ulong inflight;	/* calls counted in by pool_enter() */
+	pthread_mutex_t lock;	/* orders close()'s sleep on idle with the wakeups */
+	pthread_cond_t idle;	/* inflight dropped to 0 while not OPEN, or CLOSED */
 	struct PoolMap *map;	/* borrowed: the PoolMap clears it when it goes */
 } Pool;
 
@@ -475,27 +483,31 @@ static PyObject *closed_error(void)
 	return NULL;
 }
 
-/* Count a call in; fails (ValueError) when the pool is closed or closing. */
-static int pool_enter(Pool *p)
+/*
+ * Count a call out. Only the last call out of a pool that is no longer
+ * OPEN takes the lock, to wake close(): it reads inflight under the lock
+ * before it sleeps, so the wakeup cannot fall between its check and its
+ * sleep.
+ */
+static inline void pool_leave(Pool *p)
 {
-	int ok;
-
-	pthread_mutex_lock(&p->lock);
-	ok = p->state == POOL_OPEN;
-	if (ok)
-		p->inflight++;
-	pthread_mutex_unlock(&p->lock);
-	if (!ok)
-		closed_error();
-	return ok ? 0 : -1;
+	if (atomic_fetch_sub(&p->inflight, 1) == 1 &&
+	    atomic_load(&p->state) != POOL_OPEN) {
+		pthread_mutex_lock(&p->lock);
+		pthread_cond_broadcast(&p->idle);
+		pthread_mutex_unlock(&p->lock);
+	}
 }
 
-static void pool_leave(Pool *p)
+/* Count a call in; fails (ValueError) when the pool is closed or closing. */
+static inline int pool_enter(Pool *p)
 {
-	pthread_mutex_lock(&p->lock);
-	if (!--p->inflight)
-		pthread_cond_broadcast(&p->idle);
-	pthread_mutex_unlock(&p->lock);
+	atomic_fetch_add(&p->inflight, 1);
+	if (atomic_load(&p->state) == POOL_OPEN)
+		return 0;
+	pool_leave(p);
+	closed_error();
+	return -1;
 }
 
 /* Run @stmt with the GIL released (between pool_enter() and pool_leave()). */
@@ -547,9 +559,10 @@ static PyObject *Pool_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 	}
 	pthread_mutex_init(&p->lock, NULL);
 	pthread_cond_init(&p->idle, NULL);
+	atomic_init(&p->inflight, 0);
+	atomic_init(&p->state, POOL_OPEN);
 	p->b = b;
 	p->writable = writable;
-	p->state = POOL_OPEN;
 	if (!p->path) {
 		Py_DECREF(p);
 		return NULL;
@@ -597,7 +610,7 @@ static PyObject *Pool_close(Pool *p, PyObject *Py_UNUSED(ignored))
 	/* Calls in flight still use the handle: wait for them. */
 	Py_BEGIN_ALLOW_THREADS
 	pthread_mutex_lock(&p->lock);
-	while (p->inflight)
+	while (atomic_load(&p->inflight))
 		pthread_cond_wait(&p->idle, &p->lock);
 	pthread_mutex_unlock(&p->lock);
 	Py_END_ALLOW_THREADS
