@@ -874,8 +874,12 @@ static PyStructSequence_Desc publish_result_desc = {
 	4,
 };
 
+/* Items of a publish this small live on the stack: no allocation per call. */
+#define PUBLISH_STACK_ITEMS 64
+
 static PyObject *Pool_publish(Pool *p, PyObject *const *args, Py_ssize_t nargs)
 {
+	struct beluga_publish_item stack_items[PUBLISH_STACK_ITEMS];
 	struct beluga_publish_summary sum = { 0, 0, 0 };
 	struct beluga_publish_item *items = NULL;
 	PyObject *results = NULL, *res = NULL;
@@ -905,12 +909,17 @@ static PyObject *Pool_publish(Pool *p, PyObject *const *args, Py_ssize_t nargs)
 			     a.n, k.n);
 		goto out;
 	}
-	items = PyMem_Calloc(a.n ? a.n : 1, sizeof(*items));
-	if (!items) {
-		PyErr_NoMemory();
-		goto out;
+	if (a.n <= PUBLISH_STACK_ITEMS) {
+		items = stack_items;
+	} else {
+		items = PyMem_Malloc(a.n * sizeof(*items));
+		if (!items) {
+			PyErr_NoMemory();
+			goto out;
+		}
 	}
 	for (i = 0; i < a.n; i++) {
+		memset(&items[i], 0, sizeof(items[i]));
 		items[i].offset = ((const uint64_t *)a.data)[i];
 		memcpy(&items[i].key, &k.keys[i], sizeof(items[i].key));
 	}
@@ -949,7 +958,8 @@ static PyObject *Pool_publish(Pool *p, PyObject *const *args, Py_ssize_t nargs)
 	}
 out:
 	Py_XDECREF(results);
-	PyMem_Free(items);
+	if (items != stack_items)
+		PyMem_Free(items);
 	keys_release(&k);
 	uint_arg_release(&a);
 	return res;
