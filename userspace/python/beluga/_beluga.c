@@ -356,16 +356,32 @@ static int key_format_ok(const Py_buffer *v)
 static int get_keys(PyObject *obj, struct keys_arg *k, const char *what)
 {
 	memset(k, 0, sizeof(*k));
-	if (get_contiguous(obj, &k->view, 0, what))
-		return -1;
-	if (!key_format_ok(&k->view)) {
-		PyErr_Format(PyExc_TypeError,
-			     "%s must hold 16-byte keys {lo, hi} little-endian: bytes, numpy "
-			     "uint8 (16 per key), uint64 (2 per key) or dtype [('lo','<u8'),"
-			     "('hi','<u8')]; got buffer format '%s' with itemsize %zd", what,
-			     k->view.format ? k->view.format : "B", k->view.itemsize);
-		PyBuffer_Release(&k->view);
-		return -1;
+	if (PyBytes_CheckExact(obj)) {
+		/*
+		 * The common case, taken without the buffer protocol's
+		 * dispatch and checks: bytes are immutable, contiguous and
+		 * unsigned bytes. The view holds a reference, as an export
+		 * would, so keys_release() is the same for both.
+		 */
+		k->view.obj = Py_NewRef(obj);
+		k->view.buf = PyBytes_AS_STRING(obj);
+		k->view.len = PyBytes_GET_SIZE(obj);
+		k->view.itemsize = 1;
+		k->view.readonly = 1;
+		k->view.ndim = 1;
+	} else {
+		if (get_contiguous(obj, &k->view, 0, what))
+			return -1;
+		if (!key_format_ok(&k->view)) {
+			PyErr_Format(PyExc_TypeError,
+				     "%s must hold 16-byte keys {lo, hi} little-endian: bytes, "
+				     "numpy uint8 (16 per key), uint64 (2 per key) or dtype "
+				     "[('lo','<u8'),('hi','<u8')]; got buffer format '%s' with "
+				     "itemsize %zd", what, k->view.format ? k->view.format : "B",
+				     k->view.itemsize);
+			PyBuffer_Release(&k->view);
+			return -1;
+		}
 	}
 	if (k->view.len % 16) {
 		PyErr_Format(PyExc_ValueError,
@@ -966,6 +982,31 @@ out:
 }
 
 /*
+ * Count-only results (hits, None), made once per hit count and shared:
+ * tuples of immutable objects cannot tell one copy from another, and the
+ * hot path then allocates nothing. Counts past the cache get their own.
+ */
+#define COUNT_RESULTS 1024
+static PyObject *count_results[COUNT_RESULTS];
+static PyObject *str_pin;	/* "pin", interned: keyword names are, mostly */
+
+static PyObject *count_result(ssize_t hits)
+{
+	PyObject *n, *r;
+
+	if (hits < COUNT_RESULTS && count_results[hits])
+		return Py_NewRef(count_results[hits]);
+	n = PyLong_FromSsize_t(hits);
+	if (!n)
+		return NULL;
+	r = PyTuple_Pack(2, n, Py_None);
+	Py_DECREF(n);
+	if (r && hits < COUNT_RESULTS)
+		count_results[hits] = Py_NewRef(r);
+	return r;
+}
+
+/*
  * lookup(ns, keys, pin=False): parsed by hand, it is the hot path. With
  * pin, the offsets land in the result array directly, which is cut to the
  * hits afterwards (shrinking an array cannot fail), so that no pin is
@@ -974,7 +1015,7 @@ out:
 static PyObject *Pool_lookup(Pool *p, PyObject *const *args, Py_ssize_t nargs,
 			     PyObject *kwnames)
 {
-	PyObject *pin_obj = NULL, *arr = NULL;
+	PyObject *pin_obj = NULL, *arr = NULL, *res, *n;
 	uint64_t *offs = NULL;
 	struct keys_arg k;
 	ssize_t hits;
@@ -989,7 +1030,8 @@ static PyObject *Pool_lookup(Pool *p, PyObject *const *args, Py_ssize_t nargs,
 		Py_ssize_t nkw = PyTuple_GET_SIZE(kwnames);
 
 		if (nkw != 1 || pin_obj ||
-		    PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, 0), "pin"))
+		    (PyTuple_GET_ITEM(kwnames, 0) != str_pin &&
+		     PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, 0), "pin")))
 			goto usage;
 		pin_obj = args[nargs];
 	}
@@ -1019,17 +1061,24 @@ static PyObject *Pool_lookup(Pool *p, PyObject *const *args, Py_ssize_t nargs,
 	}
 	if (!pin) {
 		pool_leave(p);
-		return Py_BuildValue("(nO)", (Py_ssize_t)hits, Py_None);
+		return count_result(hits);
 	}
-	if ((size_t)hits < k.n && PySequence_DelSlice(arr, hits, (Py_ssize_t)k.n)) {
+	res = PyTuple_New(2);
+	n = PyLong_FromSsize_t(hits);
+	if (!res || !n ||
+	    ((size_t)hits < k.n && PySequence_DelSlice(arr, hits, (Py_ssize_t)k.n))) {
 		/* Not reached in practice; give the pins back rather than leak them. */
 		POOL_CALL(p, beluga_release(p->b, offs, (size_t)hits));
 		pool_leave(p);
+		Py_XDECREF(res);
+		Py_XDECREF(n);
 		Py_DECREF(arr);
 		return NULL;
 	}
 	pool_leave(p);
-	return Py_BuildValue("(nN)", (Py_ssize_t)hits, arr);
+	PyTuple_SET_ITEM(res, 0, n);
+	PyTuple_SET_ITEM(res, 1, arr);
+	return res;
 fail:
 	keys_release(&k);
 	Py_XDECREF(arr);
@@ -2096,7 +2145,8 @@ PyMODINIT_FUNC PyInit__beluga(void)
 		goto fail;
 	zero_q = make_zero("Q");
 	zero_i = make_zero("i");
-	if (!zero_q || !zero_i)
+	str_pin = PyUnicode_InternFromString("pin");
+	if (!zero_q || !zero_i || !str_pin)
 		goto fail;
 	if (PyType_Ready(&PoolType) || PyType_Ready(&PoolMapType) ||
 	    PyStructSequence_InitType2(&PublishResultType, &publish_result_desc))
