@@ -405,6 +405,14 @@ static int get_keys(PyObject *obj, struct keys_arg *k, const char *what)
 	return 0;
 }
 
+_Static_assert(sizeof(unsigned long) == sizeof(uint64_t), "unsigned long is not 64-bit");
+
+/*
+ * PyLong_AsUnsignedLong reads the digits directly, where
+ * PyLong_AsUnsignedLongLong goes through _PyLong_AsByteArray: a namespace
+ * is converted on every call.
+ */
+
 static int get_ns(PyObject *obj, uint64_t *ns)
 {
 	if (!PyLong_Check(obj)) {
@@ -412,8 +420,8 @@ static int get_ns(PyObject *obj, uint64_t *ns)
 			     Py_TYPE(obj)->tp_name);
 		return -1;
 	}
-	*ns = PyLong_AsUnsignedLongLong(obj);
-	if (PyErr_Occurred()) {
+	*ns = PyLong_AsUnsignedLong(obj);
+	if (*ns == (uint64_t)-1 && PyErr_Occurred()) {
 		PyErr_Clear();
 		PyErr_SetString(PyExc_OverflowError, "ns must be in [0, 2**64)");
 		return -1;
