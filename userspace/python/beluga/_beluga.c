@@ -232,7 +232,9 @@ static void uint_arg_release(struct uint_arg *a)
 static int get_uints(PyObject *obj, struct uint_arg *a, size_t size, const char *what,
 		     const char *dtype)
 {
-	memset(a, 0, sizeof(*a));
+	/* the view is filled by get_contiguous() or never used */
+	a->has_view = 0;
+	a->tmp = NULL;
 	if (PyObject_CheckBuffer(obj)) {
 		char code;
 
@@ -353,9 +355,14 @@ static int key_format_ok(const Py_buffer *v)
 	}
 }
 
+/*
+ * On success, keys_release() undoes it; on failure nothing is held. (No
+ * memset of *k: clearing the 100-byte struct cost more than the rest of
+ * the bytes path.)
+ */
 static int get_keys(PyObject *obj, struct keys_arg *k, const char *what)
 {
-	memset(k, 0, sizeof(*k));
+	k->tmp = NULL;
 	if (PyBytes_CheckExact(obj)) {
 		/*
 		 * The common case, taken without the buffer protocol's
@@ -363,12 +370,14 @@ static int get_keys(PyObject *obj, struct keys_arg *k, const char *what)
 		 * unsigned bytes. The view holds a reference, as an export
 		 * would, so keys_release() is the same for both.
 		 */
-		k->view.obj = Py_NewRef(obj);
-		k->view.buf = PyBytes_AS_STRING(obj);
-		k->view.len = PyBytes_GET_SIZE(obj);
-		k->view.itemsize = 1;
-		k->view.readonly = 1;
-		k->view.ndim = 1;
+		k->view = (Py_buffer){
+			.obj = Py_NewRef(obj),
+			.buf = PyBytes_AS_STRING(obj),
+			.len = PyBytes_GET_SIZE(obj),
+			.itemsize = 1,
+			.readonly = 1,
+			.ndim = 1,
+		};
 	} else {
 		if (get_contiguous(obj, &k->view, 0, what))
 			return -1;
