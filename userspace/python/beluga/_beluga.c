@@ -14,9 +14,10 @@
  * and unmaps nothing then.
  *
  * Threads. Pool calls run concurrently (they are ioctls on one file). Each
- * call that releases the GIL counts itself in Pool.inflight; close() marks
- * the pool CLOSING (new calls and new exports are refused), waits for the
- * count to drop to zero, and only then closes the handle. Mapping changes
+ * call that releases the GIL counts itself in Pool.inflight, an atomic
+ * counter (no lock on the per-call path); close() marks the pool CLOSING
+ * (new calls and new exports are refused), waits for the count to drop to
+ * zero, and only then closes the handle. Mapping changes
  * (map, PoolMap.close) are made with the GIL held, so exports, which are
  * counted under the GIL too, never see a half-changed mapping. libbeluga
  * keeps its error message per thread, so the message read after a call is
@@ -33,6 +34,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -277,7 +279,9 @@ static void uint_arg_release(struct uint_arg *a)
 static int get_uints(PyObject *obj, struct uint_arg *a, size_t size, const char *what,
 		     const char *dtype)
 {
-	memset(a, 0, sizeof(*a));
+	/* the view is filled by get_contiguous() or never used */
+	a->has_view = 0;
+	a->tmp = NULL;
 	if (PyObject_CheckBuffer(obj)) {
 		char code;
 
@@ -398,19 +402,42 @@ static int key_format_ok(const Py_buffer *v)
 	}
 }
 
+/*
+ * On success, keys_release() undoes it; on failure nothing is held. (No
+ * memset of *k: clearing the 100-byte struct cost more than the rest of
+ * the bytes path.)
+ */
 static int get_keys(PyObject *obj, struct keys_arg *k, const char *what)
 {
-	memset(k, 0, sizeof(*k));
-	if (get_contiguous(obj, &k->view, 0, what))
-		return -1;
-	if (!key_format_ok(&k->view)) {
-		PyErr_Format(PyExc_TypeError,
-			     "%s must hold 16-byte keys {lo, hi} little-endian: bytes, numpy "
-			     "uint8 (16 per key), uint64 (2 per key) or dtype [('lo','<u8'),"
-			     "('hi','<u8')]; got buffer format '%s' with itemsize %zd", what,
-			     k->view.format ? k->view.format : "B", k->view.itemsize);
-		PyBuffer_Release(&k->view);
-		return -1;
+	k->tmp = NULL;
+	if (PyBytes_CheckExact(obj)) {
+		/*
+		 * The common case, taken without the buffer protocol's
+		 * dispatch and checks: bytes are immutable, contiguous and
+		 * unsigned bytes. The view holds a reference, as an export
+		 * would, so keys_release() is the same for both.
+		 */
+		k->view = (Py_buffer){
+			.obj = Py_NewRef(obj),
+			.buf = PyBytes_AS_STRING(obj),
+			.len = PyBytes_GET_SIZE(obj),
+			.itemsize = 1,
+			.readonly = 1,
+			.ndim = 1,
+		};
+	} else {
+		if (get_contiguous(obj, &k->view, 0, what))
+			return -1;
+		if (!key_format_ok(&k->view)) {
+			PyErr_Format(PyExc_TypeError,
+				     "%s must hold 16-byte keys {lo, hi} little-endian: bytes, "
+				     "numpy uint8 (16 per key), uint64 (2 per key) or dtype "
+				     "[('lo','<u8'),('hi','<u8')]; got buffer format '%s' with "
+				     "itemsize %zd", what, k->view.format ? k->view.format : "B",
+				     k->view.itemsize);
+			PyBuffer_Release(&k->view);
+			return -1;
+		}
 	}
 	if (k->view.len % 16) {
 		PyErr_Format(PyExc_ValueError,
@@ -434,6 +461,14 @@ static int get_keys(PyObject *obj, struct keys_arg *k, const char *what)
 	return 0;
 }
 
+_Static_assert(sizeof(unsigned long) == sizeof(uint64_t), "unsigned long is not 64-bit");
+
+/*
+ * PyLong_AsUnsignedLong reads the digits directly, where
+ * PyLong_AsUnsignedLongLong goes through _PyLong_AsByteArray: a namespace
+ * is converted on every call.
+ */
+
 static int get_ns(PyObject *obj, uint64_t *ns)
 {
 	if (!PyLong_Check(obj)) {
@@ -441,8 +476,8 @@ static int get_ns(PyObject *obj, uint64_t *ns)
 			     Py_TYPE(obj)->tp_name);
 		return -1;
 	}
-	*ns = PyLong_AsUnsignedLongLong(obj);
-	if (PyErr_Occurred()) {
+	*ns = PyLong_AsUnsignedLong(obj);
+	if (*ns == (uint64_t)-1 && PyErr_Occurred()) {
 		PyErr_Clear();
 		PyErr_SetString(PyExc_OverflowError, "ns must be in [0, 2**64)");
 		return -1;
@@ -494,10 +529,16 @@ typedef struct {
 	struct beluga *b;
 	PyObject *path;		/* str given or resolved; for repr and messages */
 	int writable;
-	int state;		/* POOL_*; changed with the GIL and lock held */
-	pthread_mutex_t lock;	/* protects inflight, state for waiters */
-	pthread_cond_t idle;	/* inflight dropped to 0, or state became CLOSED */
-	unsigned long inflight;	/* calls running with the GIL released */
+	/*
+	 * state and inflight pair up as in Dekker's algorithm (both seq_cst):
+	 * a call increments inflight, then reads state; close() stores
+	 * CLOSING, then reads inflight. At least one of the two sees the
+	 * other's write, so a call either backs out or is waited for.
+	 */
+	atomic_int state;	/* POOL_*; stored with the GIL and lock held */
+	atomic_ulong inflight;	/* calls counted in by pool_enter() */
+	pthread_mutex_t lock;	/* orders close()'s sleep on idle with the wakeups */
+	pthread_cond_t idle;	/* inflight dropped to 0 while not OPEN, or CLOSED */
 	struct PoolMap *map;	/* borrowed: the PoolMap clears it when it goes */
 } Pool;
 
@@ -522,27 +563,31 @@ static PyObject *closed_error(void)
 	return NULL;
 }
 
-/* Count a call in; fails (ValueError) when the pool is closed or closing. */
-static int pool_enter(Pool *p)
+/*
+ * Count a call out. Only the last call out of a pool that is no longer
+ * OPEN takes the lock, to wake close(): it reads inflight under the lock
+ * before it sleeps, so the wakeup cannot fall between its check and its
+ * sleep.
+ */
+static inline void pool_leave(Pool *p)
 {
-	int ok;
-
-	pthread_mutex_lock(&p->lock);
-	ok = p->state == POOL_OPEN;
-	if (ok)
-		p->inflight++;
-	pthread_mutex_unlock(&p->lock);
-	if (!ok)
-		closed_error();
-	return ok ? 0 : -1;
+	if (atomic_fetch_sub(&p->inflight, 1) == 1 &&
+	    atomic_load(&p->state) != POOL_OPEN) {
+		pthread_mutex_lock(&p->lock);
+		pthread_cond_broadcast(&p->idle);
+		pthread_mutex_unlock(&p->lock);
+	}
 }
 
-static void pool_leave(Pool *p)
+/* Count a call in; fails (ValueError) when the pool is closed or closing. */
+static inline int pool_enter(Pool *p)
 {
-	pthread_mutex_lock(&p->lock);
-	if (!--p->inflight)
-		pthread_cond_broadcast(&p->idle);
-	pthread_mutex_unlock(&p->lock);
+	atomic_fetch_add(&p->inflight, 1);
+	if (atomic_load(&p->state) == POOL_OPEN)
+		return 0;
+	pool_leave(p);
+	closed_error();
+	return -1;
 }
 
 /* Run @stmt with the GIL released (between pool_enter() and pool_leave()). */
@@ -594,9 +639,10 @@ static PyObject *Pool_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 	}
 	pthread_mutex_init(&p->lock, NULL);
 	pthread_cond_init(&p->idle, NULL);
+	atomic_init(&p->inflight, 0);
+	atomic_init(&p->state, POOL_OPEN);
 	p->b = b;
 	p->writable = writable;
-	p->state = POOL_OPEN;
 	if (!p->path) {
 		Py_DECREF(p);
 		return NULL;
@@ -644,7 +690,7 @@ static PyObject *Pool_close(Pool *p, PyObject *Py_UNUSED(ignored))
 	/* Calls in flight still use the handle: wait for them. */
 	Py_BEGIN_ALLOW_THREADS
 	pthread_mutex_lock(&p->lock);
-	while (p->inflight)
+	while (atomic_load(&p->inflight))
 		pthread_cond_wait(&p->idle, &p->lock);
 	pthread_mutex_unlock(&p->lock);
 	Py_END_ALLOW_THREADS
@@ -908,8 +954,12 @@ static PyStructSequence_Desc publish_result_desc = {
 	4,
 };
 
+/* Items of a publish this small live on the stack: no allocation per call. */
+#define PUBLISH_STACK_ITEMS 64
+
 static PyObject *Pool_publish(Pool *p, PyObject *const *args, Py_ssize_t nargs)
 {
+	struct beluga_publish_item stack_items[PUBLISH_STACK_ITEMS];
 	struct beluga_publish_summary sum = { 0, 0, 0 };
 	struct beluga_publish_item *items = NULL;
 	PyObject *results = NULL, *res = NULL;
@@ -939,12 +989,17 @@ static PyObject *Pool_publish(Pool *p, PyObject *const *args, Py_ssize_t nargs)
 			     a.n, k.n);
 		goto out;
 	}
-	items = PyMem_Calloc(a.n ? a.n : 1, sizeof(*items));
-	if (!items) {
-		PyErr_NoMemory();
-		goto out;
+	if (a.n <= PUBLISH_STACK_ITEMS) {
+		items = stack_items;
+	} else {
+		items = PyMem_Malloc(a.n * sizeof(*items));
+		if (!items) {
+			PyErr_NoMemory();
+			goto out;
+		}
 	}
 	for (i = 0; i < a.n; i++) {
+		memset(&items[i], 0, sizeof(items[i]));
 		items[i].offset = ((const uint64_t *)a.data)[i];
 		memcpy(&items[i].key, &k.keys[i], sizeof(items[i].key));
 	}
@@ -983,10 +1038,36 @@ static PyObject *Pool_publish(Pool *p, PyObject *const *args, Py_ssize_t nargs)
 	}
 out:
 	Py_XDECREF(results);
-	PyMem_Free(items);
+	if (items != stack_items)
+		PyMem_Free(items);
 	keys_release(&k);
 	uint_arg_release(&a);
 	return res;
+}
+
+/*
+ * Count-only results (hits, None), made once per hit count and shared:
+ * tuples of immutable objects cannot tell one copy from another, and the
+ * hot path then allocates nothing. Counts past the cache get their own.
+ */
+#define COUNT_RESULTS 1024
+static PyObject *count_results[COUNT_RESULTS];
+static PyObject *str_pin;	/* "pin", interned: keyword names are, mostly */
+
+static PyObject *count_result(ssize_t hits)
+{
+	PyObject *n, *r;
+
+	if (hits < COUNT_RESULTS && count_results[hits])
+		return Py_NewRef(count_results[hits]);
+	n = PyLong_FromSsize_t(hits);
+	if (!n)
+		return NULL;
+	r = PyTuple_Pack(2, n, Py_None);
+	Py_DECREF(n);
+	if (r && hits < COUNT_RESULTS)
+		count_results[hits] = Py_NewRef(r);
+	return r;
 }
 
 /*
@@ -998,7 +1079,7 @@ out:
 static PyObject *Pool_lookup(Pool *p, PyObject *const *args, Py_ssize_t nargs,
 			     PyObject *kwnames)
 {
-	PyObject *pin_obj = NULL, *arr = NULL;
+	PyObject *pin_obj = NULL, *arr = NULL, *res, *n;
 	uint64_t *offs = NULL;
 	struct keys_arg k;
 	ssize_t hits;
@@ -1013,7 +1094,8 @@ static PyObject *Pool_lookup(Pool *p, PyObject *const *args, Py_ssize_t nargs,
 		Py_ssize_t nkw = PyTuple_GET_SIZE(kwnames);
 
 		if (nkw != 1 || pin_obj ||
-		    PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, 0), "pin"))
+		    (PyTuple_GET_ITEM(kwnames, 0) != str_pin &&
+		     PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, 0), "pin")))
 			goto usage;
 		pin_obj = args[nargs];
 	}
@@ -1043,17 +1125,24 @@ static PyObject *Pool_lookup(Pool *p, PyObject *const *args, Py_ssize_t nargs,
 	}
 	if (!pin) {
 		pool_leave(p);
-		return Py_BuildValue("(nO)", (Py_ssize_t)hits, Py_None);
+		return count_result(hits);
 	}
-	if ((size_t)hits < k.n && PySequence_DelSlice(arr, hits, (Py_ssize_t)k.n)) {
+	res = PyTuple_New(2);
+	n = PyLong_FromSsize_t(hits);
+	if (!res || !n ||
+	    ((size_t)hits < k.n && PySequence_DelSlice(arr, hits, (Py_ssize_t)k.n))) {
 		/* Not reached in practice; give the pins back rather than leak them. */
 		POOL_CALL(p, beluga_release(p->b, offs, (size_t)hits));
 		pool_leave(p);
+		Py_XDECREF(res);
+		Py_XDECREF(n);
 		Py_DECREF(arr);
 		return NULL;
 	}
 	pool_leave(p);
-	return Py_BuildValue("(nN)", (Py_ssize_t)hits, arr);
+	PyTuple_SET_ITEM(res, 0, n);
+	PyTuple_SET_ITEM(res, 1, arr);
+	return res;
 fail:
 	keys_release(&k);
 	Py_XDECREF(arr);
@@ -2131,7 +2220,8 @@ PyMODINIT_FUNC PyInit__beluga(void)
 		goto fail;
 	zero_q = make_zero("Q");
 	zero_i = make_zero("i");
-	if (!zero_q || !zero_i)
+	str_pin = PyUnicode_InternFromString("pin");
+	if (!zero_q || !zero_i || !str_pin)
 		goto fail;
 	if (PyType_Ready(&PoolType) || PyType_Ready(&PoolMapType) ||
 	    PyStructSequence_InitType2(&PublishResultType, &publish_result_desc))
