@@ -41,6 +41,8 @@
  *   -T  time budget: no new round starts after SECS, and workers stop their
  *       sequence early when it is over (CI bounds the lane's time with it;
  *       the replay command of a failure works without it)
+ *   -W  one worker alone: STATS must then match its model after every
+ *       operation (allocated blocks, pins)
  *   -k  no parent-side kills (self-kills still happen)
  *   -v  print every worker operation (to stderr)
  * Environment: BELUGA_FUZZ_SEED (default seed), BELUGA_TEST_NODE,
@@ -74,6 +76,7 @@ struct board {
 	int dax_extra_ok;		/* a second device-dax for extra regions */
 	volatile uint64_t posted[MAX_PROCS][8];	/* offsets others allocated */
 	volatile uint64_t ops[MAX_PROCS];
+	int solo;			/* one worker alone (-W): its model is exact */
 	volatile uint64_t verified;	/* pinned blocks whose bytes were checked */
 	volatile uint64_t hostile;	/* hostile calls made */
 	volatile uint64_t pubs, lookups_hit;
@@ -179,8 +182,13 @@ static void own_add(struct worker *w, uint64_t off)
 	for (int i = 0; i < w->npins; i++)
 		CHECK(w, w->pins[i].off != off, "ALLOC returned 0x%" PRIx64
 		      " which this file holds a pin on", off);
-	if (w->nowned < MAX_OWN)
-		w->owned[w->nowned++] = off;
+	/*
+	 * A block the kernel gave this file but the model forgot would be
+	 * taken for a foreign one later: callers make room first.
+	 */
+	CHECK(w, w->nowned < MAX_OWN, "fuzzer bug: the model of owned blocks is full "
+	      "(%d) and would lose 0x%" PRIx64, w->nowned, off);
+	w->owned[w->nowned++] = off;
 	B->posted[w->id][rel_below(&w->rng, 8)] = off;
 }
 
@@ -901,6 +909,12 @@ static void op_bigbatch(struct worker *w)
 		it[i].key = bt_key(ns_of(nsi), NR_KEYS + (int)rel_below(&w->rng, 8));
 	}
 	r = bt_publish(w->fd, ns_of(nsi), it, n, &p);
+	if (r == 0 && p.failed != n)
+		for (uint32_t i = 0; i < n; i++)
+			CHECK(w, it[i].result < 0, "PUBLISH of %u foreign items: %u failed; "
+			      "item %u, block 0x%" PRIx64 " (neither owned nor pinned in the "
+			      "model), got result %d", n, p.failed, i,
+			      (uint64_t)it[i].offset, it[i].result);
 	CHECK(w, r == 0 && p.failed == n, "PUBLISH of %u foreign items: %s, %u failed",
 	      n, ename(r), p.failed);
 	B->hostile += 3;
@@ -1194,6 +1208,8 @@ static void op_ro_struct(struct worker *w)
 	struct beluga_alloc *a;
 	int r;
 
+	if (w->nowned + 2 > MAX_OWN)
+		return;		/* no room in the model for what it may get */
 	B->hostile++;
 	for (int i = 0; i < 4; i++)
 		offs[i] = UINT64_MAX;
@@ -1244,6 +1260,24 @@ static void worker_setup(struct worker *w)
 	junk_fill(w, w->ro, BT_PAGE);
 	mprotect(w->ro, BT_PAGE, PROT_READ);
 	munmap(w->edge + BT_PAGE, BT_PAGE);
+}
+
+/*
+ * One worker alone owns every allocation and pin in the pool, so STATS
+ * must agree with its model exactly after each operation: a block or pin
+ * the model lost (or one the kernel kept behind a failed call) shows at
+ * once, deterministically, instead of as a stray success much later.
+ */
+static void solo_check(struct worker *w)
+{
+	struct beluga_stats st;
+	int r = bt_stats(w->fd, &st);
+
+	CHECK(w, r == 0, "STATS: %s", ename(r));
+	CHECK(w, st.allocated_blocks == (uint64_t)w->nowned && st.pins == (uint64_t)w->npins,
+	      "alone, the model has %d blocks allocated and %d pins, STATS says %llu "
+	      "and %llu", w->nowned, w->npins, (rel_ull)st.allocated_blocks,
+	      (rel_ull)st.pins);
 }
 
 static void worker_run(struct worker *w, uint64_t iters)
@@ -1303,6 +1337,8 @@ static void worker_run(struct worker *w, uint64_t iters)
 			snprintf(B->slow_op[w->id], sizeof(B->slow_op[0]), "%s", ops[i].name);
 		}
 		B->ops[w->id]++;
+		if (B->solo)
+			solo_check(w);
 	}
 	/* leave with whatever is still owned and pinned: close returns it */
 }
@@ -1441,6 +1477,7 @@ int main(int argc, char **argv)
 		return 1;
 	memset(B, 0, sizeof(*B));
 	B->seed = seed;
+	B->solo = only_worker >= 0;
 	if (budget > 0)
 		B->deadline = t0 + budget;
 	for (int i = 0; i < NR_NS; i++)
