@@ -37,10 +37,16 @@
  * sequence alone (which is then fully deterministic).
  *
  * Usage: beluga_fuzz [-s SEED] [-r ROUNDS] [-p PROCS] [-i ITERS] [-T SECS]
- *                    [-R ROUND -W WORKER] [-k] [-v]
+ *                    [-N MIN_IOCTLS] [-R ROUND -W WORKER] [-k] [-v]
+ *        beluga_fuzz -P attach|reset
  *   -T  time budget: no new round starts after SECS, and workers stop their
  *       sequence early when it is over (CI bounds the lane's time with it;
  *       the replay command of a failure works without it)
+ *   -N  fail (result "ioctl-volume") unless the workers made at least
+ *       MIN_IOCTLS ioctl calls; the rate is printed either way
+ *   -P  attach: set up the pool and leave it attached (for stress-ng and
+ *       trinity); reset: check nothing is left allocated or pinned, detach
+ *       every region
  *   -W  one worker alone: STATS must then match its model after every
  *       operation (allocated blocks, pins)
  *   -k  no parent-side kills (self-kills still happen)
@@ -54,6 +60,7 @@
 #include <pthread.h>
 #include <setjmp.h>
 #include <sys/prctl.h>
+#include <sys/utsname.h>
 
 #define MAX_PROCS	16
 #define NR_NS		3
@@ -76,6 +83,8 @@ struct board {
 	int dax_extra_ok;		/* a second device-dax for extra regions */
 	volatile uint64_t posted[MAX_PROCS][8];	/* offsets others allocated */
 	volatile uint64_t ops[MAX_PROCS];
+	/* ioctl(2) calls made, per worker (threads and fork children included) */
+	volatile uint64_t ioctls[MAX_PROCS];
 	int solo;			/* one worker alone (-W): its model is exact */
 	volatile uint64_t verified;	/* pinned blocks whose bytes were checked */
 	volatile uint64_t hostile;	/* hostile calls made */
@@ -115,6 +124,28 @@ struct worker {
 };
 
 static struct worker *W;	/* this process's worker */
+
+/*
+ * Every ioctl(2) this program makes goes through here (the Makefile links
+ * with -Wl,--wrap=ioctl), so the rate it reports counts calls into the
+ * driver, whatever helper made them. The parent's own calls are not
+ * counted: they poll STATS while the workers run.
+ */
+int __real_ioctl(int fd, unsigned long cmd, ...);
+int __wrap_ioctl(int fd, unsigned long cmd, ...);
+
+int __wrap_ioctl(int fd, unsigned long cmd, ...)
+{
+	va_list ap;
+	void *arg;
+
+	va_start(ap, cmd);
+	arg = va_arg(ap, void *);
+	va_end(ap);
+	if (W)
+		__atomic_add_fetch(&B->ioctls[W->id], 1, __ATOMIC_RELAXED);
+	return __real_ioctl(fd, cmd, arg);
+}
 
 static void wfail(struct worker *w, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3), noreturn));
@@ -1427,10 +1458,90 @@ static uint64_t total_ops(void)
 	return n;
 }
 
+static uint64_t total_ioctls(void)
+{
+	uint64_t n = 0;
+
+	for (int i = 0; i < MAX_PROCS; i++)
+		n += B->ioctls[i];
+	return n;
+}
+
+/*
+ * After the last round: with the fuzzer's namespaces evicted, the pool is
+ * as the run found it (nothing allocated, pinned or published, only the
+ * parent's file open).
+ */
+static bool pool_restored(int fd, const struct beluga_stats *st0)
+{
+	struct beluga_stats st;
+	uint64_t ev, busy, evicted = 0;
+
+	for (int i = 0; i < NR_NS; i++) {
+		busy = 0;
+		if (rel_evict_ns(fd, ns_of(i), &ev, &busy) == 0)
+			evicted += ev;
+		if (busy)
+			rel_diag("namespace %d: %" PRIu64 " block(s) still pinned", i, busy);
+	}
+	if (bt_stats(fd, &st)) {
+		rel_diag("STATS: %s", strerror(errno));
+		return false;
+	}
+	rel_stats_print("after the rounds, namespaces evicted", &st);
+	rel_diag("evicted %" PRIu64 " published block(s) left by the rounds", evicted);
+	return st.allocated_blocks == 0 && st.pins == 0 && st.pinned_blocks == 0 &&
+	       st.published_blocks == st0->published_blocks && st.clients == st0->clients;
+}
+
+/*
+ * -P attach: set up the fuzzer's pool and leave it attached, for an outside
+ * exerciser (stress-ng, trinity) to find regions to map. -P reset: after
+ * it, nothing may be left allocated or pinned, and every region detaches.
+ * One TAP result each.
+ */
+static int pool_cmd(const char *what)
+{
+	struct beluga_stats st;
+	char why[256];
+	int fd = bt_open(O_RDWR), r;
+
+	printf("TAP version 13\n");
+	if (fd < 0) {
+		rel_skip(what, "cannot open the device (is beluga.ko loaded?)");
+		return rel_done();
+	}
+	if (!strcmp(what, "attach")) {
+		r = setup_pool(fd, why, sizeof(why));
+		if (r == -ENOENT) {
+			rel_skip("pool-attach", why);
+		} else {
+			if (r)
+				rel_diag("%s", why);
+			else if (bt_stats(fd, &st) == 0)
+				rel_stats_print("attached", &st);
+			rel_result(r == 0, "pool-attach");
+		}
+	} else {
+		bool quiet = rel_wait_quiet(fd, 1, 3000, &st);
+
+		rel_stats_print("before the reset", &st);
+		if (!quiet)
+			rel_diag("allocations or pins were left behind, or files stayed open");
+		r = rel_reset_pool_fd(fd, 5000);
+		if (bt_stats(fd, &st) == 0)
+			rel_stats_print("after the reset", &st);
+		rel_result(quiet && !r && !st.total_blocks, "pool-reset");
+	}
+	close(fd);
+	return rel_done();
+}
+
 static void usage(void)
 {
 	fprintf(stderr, "usage: beluga_fuzz [-s SEED] [-r ROUNDS] [-p PROCS] [-i ITERS] "
-		"[-R ROUND -W WORKER] [-k] [-v]\n");
+		"[-T SECS] [-N MIN_IOCTLS] [-R ROUND -W WORKER] [-k] [-v]\n"
+		"       beluga_fuzz -P attach|reset\n");
 	exit(2);
 }
 
@@ -1438,7 +1549,10 @@ int main(int argc, char **argv)
 {
 	uint64_t seed, iters = 300;
 	int rounds = 4, procs = 4, only_round = -1, only_worker = -1, kills = 1;
-	double budget = 0;
+	double budget = 0, t_rounds = 0;
+	uint64_t min_ioctls = 0;
+	const char *pool_op = NULL;
+	struct utsname uts;
 	const char *env = getenv("BELUGA_FUZZ_SEED");
 	struct beluga_stats st0, st;
 	char why[256];
@@ -1449,13 +1563,15 @@ int main(int argc, char **argv)
 
 	seed = env && *env ? strtoull(env, NULL, 0) :
 	       bt_mix64((uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32));
-	while ((opt = getopt(argc, argv, "s:r:p:i:T:R:W:kv")) != -1) {
+	while ((opt = getopt(argc, argv, "s:r:p:i:T:N:R:W:P:kv")) != -1) {
 		switch (opt) {
 		case 's': seed = strtoull(optarg, NULL, 0); break;
 		case 'r': rounds = atoi(optarg); break;
 		case 'p': procs = atoi(optarg); break;
 		case 'i': iters = strtoull(optarg, NULL, 0); break;
 		case 'T': budget = atof(optarg); break;
+		case 'N': min_ioctls = strtoull(optarg, NULL, 0); break;
+		case 'P': pool_op = optarg; break;
 		case 'R': only_round = atoi(optarg); break;
 		case 'W': only_worker = atoi(optarg); break;
 		case 'k': kills = 0; break;
@@ -1466,6 +1582,12 @@ int main(int argc, char **argv)
 	if (procs < 1 || procs > MAX_PROCS || rounds < 1)
 		usage();
 	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (pool_op) {
+		if (strcmp(pool_op, "attach") && strcmp(pool_op, "reset"))
+			usage();
+		B = calloc(1, sizeof(*B));
+		return B ? pool_cmd(pool_op) : 1;
+	}
 	signal(SIGBUS, on_bus);
 	printf("TAP version 13\n");
 	rel_diag("beluga_fuzz seed=0x%016" PRIx64 " rounds=%d procs=%d iters=%" PRIu64
@@ -1607,11 +1729,12 @@ int main(int argc, char **argv)
 				B->slow_s[i] = 0;
 		}
 		snprintf(name, sizeof(name), "round-%d", round);
+		t_rounds += rel_now() - rstart;
 		rel_diag("round %d: %.1f s, %d SIGKILLed (%d by the parent), ops so far "
-			 "%" PRIu64 ", pinned blocks verified %" PRIu64 ", published %" PRIu64
-			 ", evictions %" PRIu64, round, rel_now() - rstart, self_killed,
-			 killed, total_ops(), B->verified,
-			 B->pubs, st.evictions);
+			 "%" PRIu64 ", ioctls so far %" PRIu64 ", pinned blocks verified %"
+			 PRIu64 ", published %" PRIu64 ", evictions %" PRIu64, round,
+			 rel_now() - rstart, self_killed, killed, total_ops(), total_ioctls(),
+			 B->verified, B->pubs, st.evictions);
 		rel_result(round_ok, name);
 		if (!round_ok)
 			all_ok = false;
@@ -1625,6 +1748,19 @@ int main(int argc, char **argv)
 	} else {
 		rel_ok("failed-call-no-effect");
 	}
+
+	if (uname(&uts))
+		snprintf(uts.release, sizeof(uts.release), "?");
+	rel_diag("ioctl rate: %" PRIu64 " ioctls by %d process(es) in %.1f s of rounds: "
+		 "%.0f ioctls/s (%" PRIu64 " operations, %.0f/s; kernel %s)", total_ioctls(),
+		 only_worker >= 0 ? 1 : procs, t_rounds, t_rounds > 0 ? total_ioctls() / t_rounds : 0.0,
+		 total_ops(), t_rounds > 0 ? total_ops() / t_rounds : 0.0, uts.release);
+	if (min_ioctls) {
+		rel_diag("ioctls made %" PRIu64 ", wanted at least %" PRIu64, total_ioctls(),
+			 min_ioctls);
+		rel_result(total_ioctls() >= min_ioctls, "ioctl-volume");
+	}
+	rel_result(pool_restored(fd, &st0), "pool-restored");
 
 	/* the end: drop everything; every region must detach */
 	munmap(pmap, B->main_end);
