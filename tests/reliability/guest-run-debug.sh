@@ -5,7 +5,8 @@
 # beluga.ko is loaded. Prints TAP (names prefixed "6.12-debug:").
 #   1. the kernel log of boot and setup is scanned;
 #   2. reliability tests (/tests/reliability/beluga_rel, all but rmmod);
-#   3. the ioctl fuzzer (/tests/fuzz/beluga_fuzz $BELUGA_FUZZ_ARGS);
+#   3. the ioctl fuzzer (/tests/fuzz/beluga_fuzz $BELUGA_FUZZ_ARGS), then one
+#      of its workers alone, its model checked against STATS (fuzz-solo);
 #   4. every kselftest (/tests/kselftest/*), then the outside exercisers
 #      (/tests/fuzz/exercise.sh: stress-ng dev and sysfs, trinity);
 #   5. module unload/reload and module-load fault injection (beluga_rel rmmod
@@ -79,6 +80,13 @@ if want fuzz; then
 	step "fuzzer: beluga_fuzz $FUZZ_ARGS"
 	# shellcheck disable=SC2086
 	run_tap_prog fuzz 1800 /tests/fuzz/beluga_fuzz $FUZZ_ARGS
+	# one worker alone, STATS checked against its model after every
+	# operation: the sequence in which the model once lost blocks (an
+	# ALLOC it had no room to record, at op 265 of 1500; -T ends it early,
+	# -i must stay 1500: the worker's self-kill point depends on it)
+	step "fuzzer: one worker alone, its model checked"
+	run_tap_prog fuzz-solo 600 /tests/fuzz/beluga_fuzz -s 0xe8e5e4e8e6a58a3a \
+		-p 6 -i 1500 -T 20 -R 3 -W 4 -k
 fi
 if want kselftest; then
 	found=0
