@@ -52,11 +52,10 @@ fi
 
 pkgs=(
 	build-essential make gcc pkg-config git
-	sparse dkms kmod cpio xz-utils zstd busybox-static perl
+	sparse dkms kmod cpio xz-utils zstd busybox-static perl stress-ng trinity
 	flex bison bc libelf-dev libssl-dev
 	liburing-dev ndctl daxctl
 	gnuplot-nox
-	stress-ng trinity
 	"linux-headers-$kver_61"
 	"linux-headers-$kver_612"
 )
