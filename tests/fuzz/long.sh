@@ -21,12 +21,13 @@ cd "$(dirname "$0")/../.."
 # Rounds x procs x ops, the time budget (s) and the ioctl count each leg
 # must reach. Measured under TCG, 2 vCPUs, on a 2-core host shared with
 # other guests: 6 workers x 1500 ops make ~15,800 ioctls a round; plain
-# 6.12: 1,534 ioctls/s, so 85 rounds (~1.34 M) take ~15 min, and -T 1100
-# still reaches 1 M at 910/s; debug: 71 ioctls/s, so the 1700 s budget
-# ends it (~120 k) and reaches 100 k at 59/s. With boots, the module
-# build and the debug lane's kmemleak scan: ~55 minutes at worst.
-plain_args=${BELUGA_FUZZ_PLAIN_ARGS:-"-r 85 -p 6 -i 1500 -T 1100 -N 1000000"}
-debug_args=${BELUGA_FUZZ_DEBUG_ARGS:-"-r 9 -p 6 -i 1500 -T 1700 -N 100000"}
+# 6.12 made 720-1,534 ioctls/s, the debug kernel 71-99. Plain: 85 rounds
+# (~1.34 M) take ~15 min at 1,534/s, and the 1500 s budget still reaches
+# 1 M at 667/s. Debug: 9 rounds (~143 k) take ~24 min at 99/s, and the
+# 1500 s budget reaches 100 k at 67/s. With boots, the module build and
+# the debug lane's kmemleak scan: at most ~56 minutes.
+plain_args=${BELUGA_FUZZ_PLAIN_ARGS:-"-r 85 -p 6 -i 1500 -T 1500 -N 1000000"}
+debug_args=${BELUGA_FUZZ_DEBUG_ARGS:-"-r 9 -p 6 -i 1500 -T 1500 -N 100000"}
 legs="plain debug"
 case ${1:-} in
 --plain-only) legs=plain ;;
