@@ -21,13 +21,13 @@ cd "$(dirname "$0")/../.."
 # Rounds x procs x ops, the time budget (s) and the ioctl count each leg
 # must reach. Measured under TCG, 2 vCPUs, on a 2-core host shared with
 # other guests: 6 workers x 1500 ops make ~15,800 ioctls a round; plain
-# 6.12 made 720-1,534 ioctls/s, the debug kernel 71-99. Plain: 85 rounds
-# (~1.34 M) take ~15 min at 1,534/s, and the 1500 s budget still reaches
-# 1 M at 667/s. Debug: 9 rounds (~143 k) take ~24 min at 99/s, and the
-# 1500 s budget reaches 100 k at 67/s. With boots, the module build and
-# the debug lane's kmemleak scan: at most ~56 minutes.
-plain_args=${BELUGA_FUZZ_PLAIN_ARGS:-"-r 85 -p 6 -i 1500 -T 1500 -N 1000000"}
-debug_args=${BELUGA_FUZZ_DEBUG_ARGS:-"-r 9 -p 6 -i 1500 -T 1500 -N 100000"}
+# 6.12 made 720-1,534 ioctls/s, the debug kernel 60-72 with 6 workers.
+# Plain: 85 rounds (~1.34 M) take ~15 min at 1,534/s; the 1400 s budget
+# reaches 1 M at 715/s. Debug: 9 rounds (~143 k) would take 33 min at
+# 72/s, so the 1800 s budget ends it, past 100 k at 56/s. With boots, the
+# module build and the debug lane's kmemleak scan: at most ~59 minutes.
+plain_args=${BELUGA_FUZZ_PLAIN_ARGS:-"-r 85 -p 6 -i 1500 -T 1400 -N 1000000"}
+debug_args=${BELUGA_FUZZ_DEBUG_ARGS:-"-r 9 -p 6 -i 1500 -T 1800 -N 100000"}
 legs="plain debug"
 case ${1:-} in
 --plain-only) legs=plain ;;
