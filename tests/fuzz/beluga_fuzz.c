@@ -1449,6 +1449,51 @@ static int setup_pool(int fd, char *why, size_t len)
 	return 0;
 }
 
+/*
+ * The model's capacity, scripted so that it is deterministic: one worker
+ * alone fills its model to one block short of MAX_OWN, then runs the
+ * operations that allocate (ro-struct: two blocks at once; alloc), each
+ * followed by the solo check. A block the model has no room for must be
+ * refused before the kernel hands it out, never forgotten after.
+ */
+static bool model_full(void)
+{
+	pid_t pid = fork();
+	int st;
+
+	if (pid == 0) {
+		uint64_t off;
+
+		W = calloc(1, sizeof(*W));
+		worker_init(W, 0, 0, 1);
+		W->kill_at = 0;
+		worker_setup(W);
+		W->opname = "fill";
+		while (W->nowned < MAX_OWN - 1) {
+			int r = bt_alloc(W->fd, 1, &off);
+
+			CHECK(W, r == 0, "ALLOC 1 of an empty pool: %s", ename(r));
+			own_add(W, off);
+		}
+		solo_check(W);
+		for (W->op = 1; W->op <= 8; W->op++) {
+			W->opname = W->op & 1 ? "ro-struct" : "alloc";
+			if (W->op & 1)
+				op_ro_struct(W);
+			else
+				op_alloc(W);
+			solo_check(W);
+		}
+		_exit(0);
+	}
+	if (pid < 0 || waitpid(pid, &st, 0) != pid)
+		return false;
+	if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
+		return true;
+	rel_diag("%s", B->msg[0][0] ? B->msg[0] : "the model-full worker died");
+	return false;
+}
+
 static uint64_t total_ops(void)
 {
 	uint64_t n = 0;
@@ -1629,6 +1674,11 @@ int main(int argc, char **argv)
 	}
 	rel_stats_print("start", &st0);
 	rel_ok("setup");
+	rel_result(model_full(), "model-full");
+	if (!rel_wait_quiet(fd, st0.clients, 3000, &st)) {
+		rel_stats_print("after model-full", &st);
+		rel_fail("model-full-released");
+	}
 
 	for (int round = 0; round < rounds; round++) {
 		pid_t pids[MAX_PROCS] = { 0 };
