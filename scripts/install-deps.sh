@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install everything Beluga's build, tests, demo and benchmarks need on a
 # Debian 12 (bookworm) machine, from Debian's own archive only:
-#   - bookworm: compiler, kernel headers for 6.1, busybox, sparse, dkms, ...
+#   - bookworm: compiler, kernel headers for 6.1, busybox, sparse, dkms, ...,
+#     stress-ng and trinity (the debug lane copies them into its guest);
 #   - bookworm-backports: QEMU 10 (volatile CXL memory) and Linux 6.12.
 # Idempotent: a second run only checks that everything is present.
 set -euo pipefail
@@ -51,7 +52,7 @@ fi
 
 pkgs=(
 	build-essential make gcc pkg-config git
-	sparse dkms kmod cpio xz-utils zstd busybox-static perl
+	sparse dkms kmod cpio xz-utils zstd busybox-static perl stress-ng trinity
 	flex bison bc libelf-dev libssl-dev
 	liburing-dev ndctl daxctl
 	gnuplot-nox

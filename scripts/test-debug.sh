@@ -22,7 +22,9 @@
 #   --verbose     beluga_rel prints every fault point it tries
 #   --modload-stride K   module-load fault injection: every K-th fault point
 #                 (default 6; 1: all of them, ~3 minutes)
-#   --only LIST   guest steps to run: comma list of rel,fuzz,kselftest,rmmod
+#   --only LIST   guest steps to run: comma list of rel,fuzz,kselftest,exercise,rmmod
+#   --exercise-secs N  seconds for each outside exerciser (stress-ng dev,
+#                 stress-ng sysfs, trinity; default 20)
 #   -t SECS       guest timeout (default 1200)
 #   -s N          guest CPUs (default 2)
 #   -j N          kernel build jobs (default nproc)
@@ -32,10 +34,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/vm/lib.sh
 
-fuzz="-r 4 -p 4 -i 300 -T 60" only="" tmo=1200 stride=6 rel="" verbose=0 smp=2 jobs=$(nproc)
+fuzz="-r 4 -p 4 -i 300 -T 60" exsecs=20 only="" tmo=1200 stride=6 rel="" verbose=0 smp=2 jobs=$(nproc)
 while [ $# -gt 0 ]; do
 	case $1 in
 	--fuzz) fuzz=$2; shift 2 ;;
+	--exercise-secs) exsecs=$2; shift 2 ;;
 	--only) only=$2; shift 2 ;;
 	--modload-stride) stride=$2; shift 2 ;;
 	--rel) rel=$2; shift 2 ;;
@@ -43,7 +46,7 @@ while [ $# -gt 0 ]; do
 	-t) tmo=$2; shift 2 ;;
 	-s) smp=$2; shift 2 ;;
 	-j) jobs=$2; shift 2 ;;
-	*) die "usage: $0 [--fuzz ARGS] [--only rel,fuzz,kselftest,rmmod] [--modload-stride K] [--rel LIST] [--verbose] [-t SECS] [-s N] [-j N]" ;;
+	*) die "usage: $0 [--fuzz ARGS] [--only rel,fuzz,kselftest,exercise,rmmod] [--exercise-secs N] [--modload-stride K] [--rel LIST] [--verbose] [-t SECS] [-s N] [-j N]" ;;
 	esac
 done
 
@@ -163,6 +166,25 @@ cp "$obj/modules.builtin" "$obj/modules.builtin.modinfo" "$obj/modules.order" \
 [ -n "$ksft" ] && cp "$ksft"/* "$root/tests/kselftest/"
 cp build/reliability/beluga_rel "$root/tests/reliability/"
 cp build/fuzz/beluga_fuzz "$root/tests/fuzz/"
+install -m 0755 tests/fuzz/exercise.sh "$root/tests/fuzz/exercise.sh"
+# the outside exercisers (Debian's stress-ng and trinity) with their shared
+# libraries and the loader; a missing one is a SKIP in the guest
+copy_bin() { # copy_bin FILE: FILE at the same path, with what ldd lists
+	local f=$1 lib
+	mkdir -p "$root$(dirname "$f")"
+	cp -L "$f" "$root$f"
+	while read -r lib; do
+		mkdir -p "$root$(dirname "$lib")"
+		[ -e "$root$lib" ] || cp -L "$lib" "$root$lib"
+	done < <(ldd "$f" 2>/dev/null | grep -oE '/[^ ]+' | sort -u)
+}
+for x in stress-ng trinity; do
+	if p=$(command -v "$x"); then
+		copy_bin "$p"
+	else
+		log "note: $x is not installed (scripts/install-deps.sh); the guest skips it"
+	fi
+done
 cat >"$root/etc/passwd" <<'EOF'
 root:x:0:0:root:/root:/bin/sh
 tenanta:x:1000:1000::/tmp:/bin/sh
@@ -188,7 +210,7 @@ fz=$(echo "$fuzz" | tr ' ' ',')
 cmdline="console=ttyS0 loglevel=5 panic=-1 no_timer_check beluga_kernel=6.12-debug"
 cmdline+=" beluga_timeout=$gtmo memhp_default_state=offline beluga_modargs=pools=2 beluga_fuzz=$fz"
 [ -n "$only" ] && cmdline+=" beluga_only=$only"
-cmdline+=" beluga_modload_stride=$stride"
+cmdline+=" beluga_modload_stride=$stride beluga_exercise_secs=$exsecs"
 [ -n "$rel" ] && cmdline+=" beluga_rel=$rel"
 [ $verbose -eq 1 ] && cmdline+=" beluga_rel_verbose=1"
 [ -n "${BELUGA_FUZZ_SEED:-}" ] && cmdline+=" beluga_fuzz_seed=$BELUGA_FUZZ_SEED"

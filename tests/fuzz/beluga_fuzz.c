@@ -37,10 +37,18 @@
  * sequence alone (which is then fully deterministic).
  *
  * Usage: beluga_fuzz [-s SEED] [-r ROUNDS] [-p PROCS] [-i ITERS] [-T SECS]
- *                    [-R ROUND -W WORKER] [-k] [-v]
+ *                    [-N MIN_IOCTLS] [-R ROUND -W WORKER] [-k] [-v]
+ *        beluga_fuzz -P attach|reset
  *   -T  time budget: no new round starts after SECS, and workers stop their
  *       sequence early when it is over (CI bounds the lane's time with it;
  *       the replay command of a failure works without it)
+ *   -N  fail (result "ioctl-volume") unless the workers made at least
+ *       MIN_IOCTLS ioctl calls; the rate is printed either way
+ *   -P  attach: set up the pool and leave it attached (for stress-ng and
+ *       trinity); reset: check nothing is left allocated or pinned, detach
+ *       every region
+ *   -W  one worker alone: STATS must then match its model after every
+ *       operation (allocated blocks, pins)
  *   -k  no parent-side kills (self-kills still happen)
  *   -v  print every worker operation (to stderr)
  * Environment: BELUGA_FUZZ_SEED (default seed), BELUGA_TEST_NODE,
@@ -52,6 +60,7 @@
 #include <pthread.h>
 #include <setjmp.h>
 #include <sys/prctl.h>
+#include <sys/utsname.h>
 
 #define MAX_PROCS	16
 #define NR_NS		3
@@ -74,6 +83,9 @@ struct board {
 	int dax_extra_ok;		/* a second device-dax for extra regions */
 	volatile uint64_t posted[MAX_PROCS][8];	/* offsets others allocated */
 	volatile uint64_t ops[MAX_PROCS];
+	/* ioctl(2) calls made, per worker (threads and fork children included) */
+	volatile uint64_t ioctls[MAX_PROCS];
+	int solo;			/* one worker alone (-W): its model is exact */
 	volatile uint64_t verified;	/* pinned blocks whose bytes were checked */
 	volatile uint64_t hostile;	/* hostile calls made */
 	volatile uint64_t pubs, lookups_hit;
@@ -112,6 +124,28 @@ struct worker {
 };
 
 static struct worker *W;	/* this process's worker */
+
+/*
+ * Every ioctl(2) this program makes goes through here (the Makefile links
+ * with -Wl,--wrap=ioctl), so the rate it reports counts calls into the
+ * driver, whatever helper made them. The parent's own calls are not
+ * counted: they poll STATS while the workers run.
+ */
+int __real_ioctl(int fd, unsigned long cmd, ...);
+int __wrap_ioctl(int fd, unsigned long cmd, ...);
+
+int __wrap_ioctl(int fd, unsigned long cmd, ...)
+{
+	va_list ap;
+	void *arg;
+
+	va_start(ap, cmd);
+	arg = va_arg(ap, void *);
+	va_end(ap);
+	if (W)
+		__atomic_add_fetch(&B->ioctls[W->id], 1, __ATOMIC_RELAXED);
+	return __real_ioctl(fd, cmd, arg);
+}
 
 static void wfail(struct worker *w, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3), noreturn));
@@ -179,8 +213,13 @@ static void own_add(struct worker *w, uint64_t off)
 	for (int i = 0; i < w->npins; i++)
 		CHECK(w, w->pins[i].off != off, "ALLOC returned 0x%" PRIx64
 		      " which this file holds a pin on", off);
-	if (w->nowned < MAX_OWN)
-		w->owned[w->nowned++] = off;
+	/*
+	 * A block the kernel gave this file but the model forgot would be
+	 * taken for a foreign one later: callers make room first.
+	 */
+	CHECK(w, w->nowned < MAX_OWN, "fuzzer bug: the model of owned blocks is full "
+	      "(%d) and would lose 0x%" PRIx64, w->nowned, off);
+	w->owned[w->nowned++] = off;
 	B->posted[w->id][rel_below(&w->rng, 8)] = off;
 }
 
@@ -901,6 +940,12 @@ static void op_bigbatch(struct worker *w)
 		it[i].key = bt_key(ns_of(nsi), NR_KEYS + (int)rel_below(&w->rng, 8));
 	}
 	r = bt_publish(w->fd, ns_of(nsi), it, n, &p);
+	if (r == 0 && p.failed != n)
+		for (uint32_t i = 0; i < n; i++)
+			CHECK(w, it[i].result < 0, "PUBLISH of %u foreign items: %u failed; "
+			      "item %u, block 0x%" PRIx64 " (neither owned nor pinned in the "
+			      "model), got result %d", n, p.failed, i,
+			      (uint64_t)it[i].offset, it[i].result);
 	CHECK(w, r == 0 && p.failed == n, "PUBLISH of %u foreign items: %s, %u failed",
 	      n, ename(r), p.failed);
 	B->hostile += 3;
@@ -1194,6 +1239,8 @@ static void op_ro_struct(struct worker *w)
 	struct beluga_alloc *a;
 	int r;
 
+	if (w->nowned + 2 > MAX_OWN)
+		return;		/* no room in the model for what it may get */
 	B->hostile++;
 	for (int i = 0; i < 4; i++)
 		offs[i] = UINT64_MAX;
@@ -1244,6 +1291,24 @@ static void worker_setup(struct worker *w)
 	junk_fill(w, w->ro, BT_PAGE);
 	mprotect(w->ro, BT_PAGE, PROT_READ);
 	munmap(w->edge + BT_PAGE, BT_PAGE);
+}
+
+/*
+ * One worker alone owns every allocation and pin in the pool, so STATS
+ * must agree with its model exactly after each operation: a block or pin
+ * the model lost (or one the kernel kept behind a failed call) shows at
+ * once, deterministically, instead of as a stray success much later.
+ */
+static void solo_check(struct worker *w)
+{
+	struct beluga_stats st;
+	int r = bt_stats(w->fd, &st);
+
+	CHECK(w, r == 0, "STATS: %s", ename(r));
+	CHECK(w, st.allocated_blocks == (uint64_t)w->nowned && st.pins == (uint64_t)w->npins,
+	      "alone, the model has %d blocks allocated and %d pins, STATS says %llu "
+	      "and %llu", w->nowned, w->npins, (rel_ull)st.allocated_blocks,
+	      (rel_ull)st.pins);
 }
 
 static void worker_run(struct worker *w, uint64_t iters)
@@ -1303,6 +1368,8 @@ static void worker_run(struct worker *w, uint64_t iters)
 			snprintf(B->slow_op[w->id], sizeof(B->slow_op[0]), "%s", ops[i].name);
 		}
 		B->ops[w->id]++;
+		if (B->solo)
+			solo_check(w);
 	}
 	/* leave with whatever is still owned and pinned: close returns it */
 }
@@ -1382,6 +1449,51 @@ static int setup_pool(int fd, char *why, size_t len)
 	return 0;
 }
 
+/*
+ * The model's capacity, scripted so that it is deterministic: one worker
+ * alone fills its model to one block short of MAX_OWN, then runs the
+ * operations that allocate (ro-struct: two blocks at once; alloc), each
+ * followed by the solo check. A block the model has no room for must be
+ * refused before the kernel hands it out, never forgotten after.
+ */
+static bool model_full(void)
+{
+	pid_t pid = fork();
+	int st;
+
+	if (pid == 0) {
+		uint64_t off;
+
+		W = calloc(1, sizeof(*W));
+		worker_init(W, 0, 0, 1);
+		W->kill_at = 0;
+		worker_setup(W);
+		W->opname = "fill";
+		while (W->nowned < MAX_OWN - 1) {
+			int r = bt_alloc(W->fd, 1, &off);
+
+			CHECK(W, r == 0, "ALLOC 1 of an empty pool: %s", ename(r));
+			own_add(W, off);
+		}
+		solo_check(W);
+		for (W->op = 1; W->op <= 8; W->op++) {
+			W->opname = W->op & 1 ? "ro-struct" : "alloc";
+			if (W->op & 1)
+				op_ro_struct(W);
+			else
+				op_alloc(W);
+			solo_check(W);
+		}
+		_exit(0);
+	}
+	if (pid < 0 || waitpid(pid, &st, 0) != pid)
+		return false;
+	if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
+		return true;
+	rel_diag("%s", B->msg[0][0] ? B->msg[0] : "the model-full worker died");
+	return false;
+}
+
 static uint64_t total_ops(void)
 {
 	uint64_t n = 0;
@@ -1391,10 +1503,90 @@ static uint64_t total_ops(void)
 	return n;
 }
 
+static uint64_t total_ioctls(void)
+{
+	uint64_t n = 0;
+
+	for (int i = 0; i < MAX_PROCS; i++)
+		n += B->ioctls[i];
+	return n;
+}
+
+/*
+ * After the last round: with the fuzzer's namespaces evicted, the pool is
+ * as the run found it (nothing allocated, pinned or published, only the
+ * parent's file open).
+ */
+static bool pool_restored(int fd, const struct beluga_stats *st0)
+{
+	struct beluga_stats st;
+	uint64_t ev, busy, evicted = 0;
+
+	for (int i = 0; i < NR_NS; i++) {
+		busy = 0;
+		if (rel_evict_ns(fd, ns_of(i), &ev, &busy) == 0)
+			evicted += ev;
+		if (busy)
+			rel_diag("namespace %d: %" PRIu64 " block(s) still pinned", i, busy);
+	}
+	if (bt_stats(fd, &st)) {
+		rel_diag("STATS: %s", strerror(errno));
+		return false;
+	}
+	rel_stats_print("after the rounds, namespaces evicted", &st);
+	rel_diag("evicted %" PRIu64 " published block(s) left by the rounds", evicted);
+	return st.allocated_blocks == 0 && st.pins == 0 && st.pinned_blocks == 0 &&
+	       st.published_blocks == st0->published_blocks && st.clients == st0->clients;
+}
+
+/*
+ * -P attach: set up the fuzzer's pool and leave it attached, for an outside
+ * exerciser (stress-ng, trinity) to find regions to map. -P reset: after
+ * it, nothing may be left allocated or pinned, and every region detaches.
+ * One TAP result each.
+ */
+static int pool_cmd(const char *what)
+{
+	struct beluga_stats st;
+	char why[256];
+	int fd = bt_open(O_RDWR), r;
+
+	printf("TAP version 13\n");
+	if (fd < 0) {
+		rel_skip(what, "cannot open the device (is beluga.ko loaded?)");
+		return rel_done();
+	}
+	if (!strcmp(what, "attach")) {
+		r = setup_pool(fd, why, sizeof(why));
+		if (r == -ENOENT) {
+			rel_skip("pool-attach", why);
+		} else {
+			if (r)
+				rel_diag("%s", why);
+			else if (bt_stats(fd, &st) == 0)
+				rel_stats_print("attached", &st);
+			rel_result(r == 0, "pool-attach");
+		}
+	} else {
+		bool quiet = rel_wait_quiet(fd, 1, 3000, &st);
+
+		rel_stats_print("before the reset", &st);
+		if (!quiet)
+			rel_diag("allocations or pins were left behind, or files stayed open");
+		r = rel_reset_pool_fd(fd, 5000);
+		if (bt_stats(fd, &st) == 0)
+			rel_stats_print("after the reset", &st);
+		rel_result(quiet && !r && !st.total_blocks, "pool-reset");
+	}
+	close(fd);
+	return rel_done();
+}
+
 static void usage(void)
 {
 	fprintf(stderr, "usage: beluga_fuzz [-s SEED] [-r ROUNDS] [-p PROCS] [-i ITERS] "
-		"[-R ROUND -W WORKER] [-k] [-v]\n");
+		"[-T SECS] [-N MIN_IOCTLS] [-R ROUND -W WORKER] [-k] [-v]\n"
+		"       beluga_fuzz -P attach|reset\n");
 	exit(2);
 }
 
@@ -1402,7 +1594,10 @@ int main(int argc, char **argv)
 {
 	uint64_t seed, iters = 300;
 	int rounds = 4, procs = 4, only_round = -1, only_worker = -1, kills = 1;
-	double budget = 0;
+	double budget = 0, t_rounds = 0;
+	uint64_t min_ioctls = 0;
+	const char *pool_op = NULL;
+	struct utsname uts;
 	const char *env = getenv("BELUGA_FUZZ_SEED");
 	struct beluga_stats st0, st;
 	char why[256];
@@ -1413,13 +1608,15 @@ int main(int argc, char **argv)
 
 	seed = env && *env ? strtoull(env, NULL, 0) :
 	       bt_mix64((uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32));
-	while ((opt = getopt(argc, argv, "s:r:p:i:T:R:W:kv")) != -1) {
+	while ((opt = getopt(argc, argv, "s:r:p:i:T:N:R:W:P:kv")) != -1) {
 		switch (opt) {
 		case 's': seed = strtoull(optarg, NULL, 0); break;
 		case 'r': rounds = atoi(optarg); break;
 		case 'p': procs = atoi(optarg); break;
 		case 'i': iters = strtoull(optarg, NULL, 0); break;
 		case 'T': budget = atof(optarg); break;
+		case 'N': min_ioctls = strtoull(optarg, NULL, 0); break;
+		case 'P': pool_op = optarg; break;
 		case 'R': only_round = atoi(optarg); break;
 		case 'W': only_worker = atoi(optarg); break;
 		case 'k': kills = 0; break;
@@ -1430,6 +1627,12 @@ int main(int argc, char **argv)
 	if (procs < 1 || procs > MAX_PROCS || rounds < 1)
 		usage();
 	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (pool_op) {
+		if (strcmp(pool_op, "attach") && strcmp(pool_op, "reset"))
+			usage();
+		B = calloc(1, sizeof(*B));
+		return B ? pool_cmd(pool_op) : 1;
+	}
 	signal(SIGBUS, on_bus);
 	printf("TAP version 13\n");
 	rel_diag("beluga_fuzz seed=0x%016" PRIx64 " rounds=%d procs=%d iters=%" PRIu64
@@ -1441,6 +1644,7 @@ int main(int argc, char **argv)
 		return 1;
 	memset(B, 0, sizeof(*B));
 	B->seed = seed;
+	B->solo = only_worker >= 0;
 	if (budget > 0)
 		B->deadline = t0 + budget;
 	for (int i = 0; i < NR_NS; i++)
@@ -1470,6 +1674,11 @@ int main(int argc, char **argv)
 	}
 	rel_stats_print("start", &st0);
 	rel_ok("setup");
+	rel_result(model_full(), "model-full");
+	if (!rel_wait_quiet(fd, st0.clients, 3000, &st)) {
+		rel_stats_print("after model-full", &st);
+		rel_fail("model-full-released");
+	}
 
 	for (int round = 0; round < rounds; round++) {
 		pid_t pids[MAX_PROCS] = { 0 };
@@ -1570,11 +1779,12 @@ int main(int argc, char **argv)
 				B->slow_s[i] = 0;
 		}
 		snprintf(name, sizeof(name), "round-%d", round);
+		t_rounds += rel_now() - rstart;
 		rel_diag("round %d: %.1f s, %d SIGKILLed (%d by the parent), ops so far "
-			 "%" PRIu64 ", pinned blocks verified %" PRIu64 ", published %" PRIu64
-			 ", evictions %" PRIu64, round, rel_now() - rstart, self_killed,
-			 killed, total_ops(), B->verified,
-			 B->pubs, st.evictions);
+			 "%" PRIu64 ", ioctls so far %" PRIu64 ", pinned blocks verified %"
+			 PRIu64 ", published %" PRIu64 ", evictions %" PRIu64, round,
+			 rel_now() - rstart, self_killed, killed, total_ops(), total_ioctls(),
+			 B->verified, B->pubs, st.evictions);
 		rel_result(round_ok, name);
 		if (!round_ok)
 			all_ok = false;
@@ -1588,6 +1798,19 @@ int main(int argc, char **argv)
 	} else {
 		rel_ok("failed-call-no-effect");
 	}
+
+	if (uname(&uts))
+		snprintf(uts.release, sizeof(uts.release), "?");
+	rel_diag("ioctl rate: %" PRIu64 " ioctls by %d process(es) in %.1f s of rounds: "
+		 "%.0f ioctls/s (%" PRIu64 " operations, %.0f/s; kernel %s)", total_ioctls(),
+		 only_worker >= 0 ? 1 : procs, t_rounds, t_rounds > 0 ? total_ioctls() / t_rounds : 0.0,
+		 total_ops(), t_rounds > 0 ? total_ops() / t_rounds : 0.0, uts.release);
+	if (min_ioctls) {
+		rel_diag("ioctls made %" PRIu64 ", wanted at least %" PRIu64, total_ioctls(),
+			 min_ioctls);
+		rel_result(total_ioctls() >= min_ioctls, "ioctl-volume");
+	}
+	rel_result(pool_restored(fd, &st0), "pool-restored");
 
 	/* the end: drop everything; every region must detach */
 	munmap(pmap, B->main_end);
