@@ -17,6 +17,7 @@
 #include <linux/atomic.h>
 #include <linux/fs.h>
 #include <linux/kobject.h>
+#include <linux/list.h>
 #include <linux/miscdevice.h>
 #include <linux/mutex.h>
 #include <linux/rwsem.h>
@@ -49,8 +50,8 @@ struct beluga_region {
 	u64 data_off;
 	/* DAX: device_dax's page map, referenced while attached. */
 	struct dev_pagemap *pgmap;
-	/* DAX: sum of folio refcounts when claimed; more means pinned. */
-	u64 idle_refs;
+	/* On beluga_preparing while an ATTACH prepares it (region.c). */
+	struct list_head preparing;
 	/* NODE: one order-0 page per PAGE_SIZE of the region. */
 	struct page **pages;
 	unsigned long nr_pages;
@@ -84,7 +85,9 @@ struct beluga_device {
 	 * pool then has that one region only, and the block commands go to
 	 * the multi-host protocol. Readers: the block commands (whole
 	 * command), STATS, REGION_INFO, close(), sysfs (a region's
-	 * attributes only try it: DETACH waits for them). Writers: a shared
+	 * attributes only try it: DETACH waits for them). The block
+	 * commands hold it around the operation only, never while they
+	 * copy from or to user memory (ioctl.c). Writers: a shared
 	 * ATTACH, the DETACH of a shared region, unload; @mh also changes
 	 * only under beluga_claim_mutex. Taken after beluga_claim_mutex and
 	 * before regions_rwsem.
@@ -150,6 +153,9 @@ int beluga_region_detach(struct beluga_device *dev, u32 slot, bool evict,
 			 u64 *evicted);
 void beluga_region_detach_all(struct beluga_device *dev);
 int beluga_region_pages_busy(struct beluga_region *region);
+
+/* main.c: false until module init has succeeded */
+bool beluga_accepting_opens(void);
 
 /* client.c */
 int beluga_open(struct inode *inode, struct file *file);

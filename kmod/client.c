@@ -19,6 +19,9 @@ int beluga_open(struct inode *inode, struct file *file)
 						 struct beluga_device, misc);
 	struct beluga_file *bf;
 
+	/* Module init has not finished, and may still fail (main.c). */
+	if (!beluga_accepting_opens())
+		return -ENODEV;
 	bf = kzalloc(sizeof(*bf), GFP_KERNEL);
 	if (!bf)
 		return -ENOMEM;

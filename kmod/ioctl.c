@@ -8,6 +8,9 @@
  * after; when a copy-out fails, state changes are undone, or, where the uapi
  * says the call took effect, reported. Block commands run through the
  * pool's struct beluga_block_ops: the single-host core or a shared pool.
+ * No user memory is touched while mh_rwsem or a global mutex is held: a
+ * user buffer that stalls (userfaultfd, a FUSE mapping) holds up nothing
+ * but its own caller.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -85,6 +88,49 @@ static void *beluga_copy_array_in(u64 uptr, u32 count, size_t elem)
 	return buf;
 }
 
+/*
+ * The pool's block operations, with mh_rwsem held for reading so that a
+ * shared pool cannot come or go while one runs. Only the operation runs
+ * under the lock: its arrays are copied in before and out after.
+ */
+static const struct beluga_block_ops *beluga_ops_begin(struct beluga_device *dev)
+{
+	down_read(&dev->mh_rwsem);
+	return beluga_block_ops(dev);
+}
+
+static void beluga_ops_end(struct beluga_device *dev)
+{
+	up_read(&dev->mh_rwsem);
+}
+
+/*
+ * The caller never learnt the result of an ALLOC (@release false: free the
+ * blocks) or a LOOKUP+PIN (@release true: drop the pins). One item at a
+ * time: another thread of the same file may have freed or released some
+ * of them already (it can read or guess the offsets), and those must not
+ * keep the rest. If the pool the command ran on has gone meanwhile (a
+ * shared pool left), its allocations and pins went with it.
+ */
+static void beluga_undo(struct beluga_file *bf,
+			const struct beluga_block_ops *ran, u32 count,
+			const u64 *offsets, bool release)
+{
+	const struct beluga_block_ops *ops;
+	u32 i;
+
+	ops = beluga_ops_begin(bf->dev);
+	for (i = 0; ops == ran && i < count; i++) {
+		if (release)
+			ops->release(bf, 1, &offsets[i]);
+		else
+			ops->free(bf, 1, &offsets[i]);
+		if (!((i + 1) % 256))
+			cond_resched();
+	}
+	beluga_ops_end(bf->dev);
+}
+
 static int beluga_cmd_info(struct beluga_file *bf, union beluga_ioctl_buf *u)
 {
 	struct beluga_info *info = &u->info;
@@ -133,7 +179,7 @@ static int beluga_cmd_stats(struct beluga_file *bf, union beluga_ioctl_buf *u)
 
 static int beluga_cmd_alloc(struct beluga_file *bf, union beluga_ioctl_buf *u)
 {
-	const struct beluga_block_ops *ops = beluga_block_ops(bf->dev);
+	const struct beluga_block_ops *ops;
 	struct beluga_alloc *arg = &u->alloc;
 	size_t bytes;
 	u64 *offsets;
@@ -147,12 +193,14 @@ static int beluga_cmd_alloc(struct beluga_file *bf, union beluga_ioctl_buf *u)
 	offsets = kvmalloc(bytes, GFP_KERNEL);
 	if (!offsets)
 		return -ENOMEM;
+	ops = beluga_ops_begin(bf->dev);
 	ret = ops->alloc(bf, arg->count, offsets);
+	beluga_ops_end(bf->dev);
 	if (ret)
 		goto out;
 	if (copy_to_user(u64_to_user_ptr(arg->offsets), offsets, bytes)) {
 		/* The caller never learnt the offsets: give them back. */
-		ops->free(bf, arg->count, offsets);
+		beluga_undo(bf, ops, arg->count, offsets, false);
 		ret = -EFAULT;
 	}
 out:
@@ -164,7 +212,7 @@ out:
 static int beluga_cmd_block_list(struct beluga_file *bf,
 				 union beluga_ioctl_buf *u, bool release)
 {
-	const struct beluga_block_ops *ops = beluga_block_ops(bf->dev);
+	const struct beluga_block_ops *ops;
 	struct beluga_blocks *arg = &u->blocks;
 	u64 *offsets;
 	int ret;
@@ -175,10 +223,12 @@ static int beluga_cmd_block_list(struct beluga_file *bf,
 				       sizeof(*offsets));
 	if (IS_ERR(offsets))
 		return PTR_ERR(offsets);
+	ops = beluga_ops_begin(bf->dev);
 	if (release)
 		ret = ops->release(bf, arg->count, offsets);
 	else
 		ret = ops->free(bf, arg->count, offsets);
+	beluga_ops_end(bf->dev);
 	kvfree(offsets);
 	return ret;
 }
@@ -229,8 +279,9 @@ static int beluga_cmd_publish(struct beluga_file *bf,
 		offsets[i] = items[i].offset;
 		keys[i] = items[i].key;
 	}
-	ret = beluga_block_ops(bf->dev)->publish(bf, arg->ns, arg->count,
+	ret = beluga_ops_begin(bf->dev)->publish(bf, arg->ns, arg->count,
 						 offsets, keys, results);
+	beluga_ops_end(bf->dev);
 	if (ret)
 		goto out;
 	for (i = 0; i < arg->count; i++) {
@@ -259,7 +310,7 @@ out:
 
 static int beluga_cmd_lookup(struct beluga_file *bf, union beluga_ioctl_buf *u)
 {
-	const struct beluga_block_ops *ops = beluga_block_ops(bf->dev);
+	const struct beluga_block_ops *ops;
 	struct beluga_lookup *arg = &u->lookup;
 	bool pin = arg->flags & BELUGA_LOOKUP_PIN;
 	struct beluga_key *keys;
@@ -282,7 +333,9 @@ static int beluga_cmd_lookup(struct beluga_file *bf, union beluga_ioctl_buf *u)
 			goto out;
 		}
 	}
+	ops = beluga_ops_begin(bf->dev);
 	ret = ops->lookup(bf, arg->ns, arg->count, keys, pin, offsets, &hits);
+	beluga_ops_end(bf->dev);
 	if (ret)
 		goto out;
 	if (offsets && hits &&
@@ -295,7 +348,7 @@ static int beluga_cmd_lookup(struct beluga_file *bf, union beluga_ioctl_buf *u)
 	}
 	/* The caller never learnt what it pinned: let go of it. */
 	if (ret && pin && hits)
-		ops->release(bf, hits, offsets);
+		beluga_undo(bf, ops, hits, offsets, true);
 out:
 	kvfree(offsets);
 	kvfree(keys);
@@ -342,18 +395,23 @@ static int beluga_cmd_evict(struct beluga_file *bf, union beluga_ioctl_buf *u)
 
 	if (arg->flags & ~BELUGA_EVICT_NAMESPACE)
 		return -EINVAL;
-	if (bf->dev->mh)
-		return -EOPNOTSUPP;
-	if (arg->flags & BELUGA_EVICT_NAMESPACE) {
-		if (arg->key.lo || arg->key.hi)
-			return -EINVAL;
+	/* mh_rwsem: a shared pool cannot come while the local core evicts. */
+	down_read(&bf->dev->mh_rwsem);
+	if (bf->dev->mh) {
+		ret = -EOPNOTSUPP;
+	} else if ((arg->flags & BELUGA_EVICT_NAMESPACE) &&
+		   (arg->key.lo || arg->key.hi)) {
+		ret = -EINVAL;
+	} else if (arg->flags & BELUGA_EVICT_NAMESPACE) {
 		arg->evicted = bel_evict_ns(&bf->dev->pool, arg->ns,
 					    &arg->busy);
-		return 0;
+		ret = 0;
+	} else {
+		ret = bel_evict_key(&bf->dev->pool, arg->ns, &arg->key);
+		arg->evicted = ret ? 0 : 1;
+		arg->busy = ret == -EBUSY ? 1 : 0;
 	}
-	ret = bel_evict_key(&bf->dev->pool, arg->ns, &arg->key);
-	arg->evicted = ret ? 0 : 1;
-	arg->busy = ret == -EBUSY ? 1 : 0;
+	up_read(&bf->dev->mh_rwsem);
 	return ret;
 }
 
@@ -407,8 +465,6 @@ out:
  * counters back on error too.
  */
 #define BELUGA_OP_EFFECTIVE	BIT(3)
-/* Runs with mh_rwsem held for reading: a shared pool cannot come or go. */
-#define BELUGA_OP_MH		BIT(4)
 /* Nothing in the struct is output: it is not written back. */
 #define BELUGA_OP_IN_ONLY	BIT(5)
 
@@ -435,23 +491,22 @@ static const struct beluga_ioctl_op beluga_ops[] = {
 	BELUGA_OP(INFO, beluga_cmd_info, beluga_info, 0),
 	BELUGA_OP(STATS, beluga_cmd_stats, beluga_stats, 0),
 	BELUGA_OP(ALLOC, beluga_cmd_alloc, beluga_alloc,
-		  BELUGA_OP_WRITE | BELUGA_OP_POOL | BELUGA_OP_MH |
+		  BELUGA_OP_WRITE | BELUGA_OP_POOL |
 		  BELUGA_OP_IN_ONLY),
 	BELUGA_OP(FREE, beluga_cmd_free, beluga_blocks,
-		  BELUGA_OP_WRITE | BELUGA_OP_POOL | BELUGA_OP_MH |
+		  BELUGA_OP_WRITE | BELUGA_OP_POOL |
 		  BELUGA_OP_IN_ONLY),
 	BELUGA_OP(PUBLISH, beluga_cmd_publish, beluga_publish,
-		  BELUGA_OP_WRITE | BELUGA_OP_POOL | BELUGA_OP_EFFECTIVE |
-		  BELUGA_OP_MH),
+		  BELUGA_OP_WRITE | BELUGA_OP_POOL | BELUGA_OP_EFFECTIVE),
 	BELUGA_OP(LOOKUP, beluga_cmd_lookup, beluga_lookup,
-		  BELUGA_OP_POOL | BELUGA_OP_MH),
+		  BELUGA_OP_POOL),
 	BELUGA_OP(RELEASE, beluga_cmd_release, beluga_blocks,
-		  BELUGA_OP_POOL | BELUGA_OP_MH | BELUGA_OP_IN_ONLY),
+		  BELUGA_OP_POOL | BELUGA_OP_IN_ONLY),
 	BELUGA_OP(ATTACH, beluga_cmd_attach, beluga_attach, BELUGA_OP_ADMIN),
 	BELUGA_OP(DETACH, beluga_cmd_detach, beluga_detach,
 		  BELUGA_OP_ADMIN | BELUGA_OP_EFFECTIVE),
 	BELUGA_OP(EVICT, beluga_cmd_evict, beluga_evict,
-		  BELUGA_OP_ADMIN | BELUGA_OP_MH | BELUGA_OP_EFFECTIVE),
+		  BELUGA_OP_ADMIN | BELUGA_OP_EFFECTIVE),
 	BELUGA_OP(REGION_INFO, beluga_cmd_region_info, beluga_region_info, 0),
 };
 
@@ -500,11 +555,7 @@ long beluga_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 	    !READ_ONCE(bf->dev->pool.nr_regions))
 		return -ENODEV;
 
-	if (op->flags & BELUGA_OP_MH)
-		down_read(&bf->dev->mh_rwsem);
 	ret = op->execute(bf, buf);
-	if (op->flags & BELUGA_OP_MH)
-		up_read(&bf->dev->mh_rwsem);
 	if (ucmd.responded || (op->flags & BELUGA_OP_IN_ONLY))
 		return ret;
 	if (ret && !(op->flags & BELUGA_OP_EFFECTIVE))

@@ -40,6 +40,20 @@ int beluga_nr_pools;
 /* Serialises ATTACH and DETACH across pools (beluga.h). */
 DEFINE_MUTEX(beluga_claim_mutex);
 
+/*
+ * Set (release) once init can no longer fail; open() reads it (acquire)
+ * and refuses until then. The device nodes exist before the module-
+ * parameter ATTACH runs, and when init fails the module is freed whatever
+ * references its files hold: no file may be open by then.
+ */
+static bool beluga_ready;
+
+bool beluga_accepting_opens(void)
+{
+	/* Pairs with the release in beluga_init(): the pools are set up. */
+	return smp_load_acquire(&beluga_ready);
+}
+
 static unsigned int pools = 1;
 module_param(pools, uint, 0444);
 MODULE_PARM_DESC(pools, "Independent pools (device nodes) to create, 1-16 (default 1)");
@@ -147,8 +161,13 @@ static int beluga_attach_param(struct beluga_device *dev, const char *param,
 			strscpy(arg.name, name, sizeof(arg.name));
 		ret = beluga_region_attach(dev, &arg, NULL);
 		if (ret) {
-			pr_err("%s=: attaching '%s' failed: %d\n", param,
-			       arg.name, ret);
+			/*
+			 * A warning: the load fails with @ret, and the cause
+			 * is the parameter (a range or size the machine does
+			 * not have), not a fault of the module.
+			 */
+			pr_warn("%s=: attaching '%s' failed: %d; the module is not loaded\n",
+				param, arg.name, ret);
 			break;
 		}
 	}
@@ -261,6 +280,8 @@ static int __init beluga_init(void)
 	ret = beluga_attach_params(&beluga_pools[0]);
 	if (ret)
 		goto err_pools;
+	/* Pairs with beluga_accepting_opens(): init is complete. */
+	smp_store_release(&beluga_ready, true);
 	pr_info("ready: %d pool(s), /dev/beluga, ABI %d\n", beluga_nr_pools,
 		BELUGA_ABI_VERSION);
 	return 0;

@@ -8,7 +8,9 @@
  * map for as long as the region is attached and inserts the same pages into
  * its own mappings, exactly as device_dax does. Those mappings therefore
  * behave like device-dax mappings: FOLL_LONGTERM pins work (RDMA, CUDA host
- * registration, io_uring), and 2 MiB page table entries can be used.
+ * registration, io_uring), and 2 MiB page table entries can be used. The
+ * range is cleared at ATTACH (a shared pool's data area at FORMAT instead),
+ * so that no pool sees what an earlier pool or user left in it.
  *
  * NUMA node: order-9 pages (falling back to order 0) are taken from the node
  * with __GFP_THISNODE, zeroed, split into order-0 pages so that each can be
@@ -19,6 +21,7 @@
 #include <linux/capability.h>
 #include <linux/device.h>
 #include <linux/gfp.h>
+#include <linux/io.h>
 #include <linux/ioport.h>
 #include <linux/memremap.h>
 #include <linux/mm.h>
@@ -26,35 +29,51 @@
 #include <linux/sched/signal.h>
 #include <linux/slab.h>
 #include <linux/random.h>
+#include <linux/sizes.h>
 #include <linux/string.h>
 #include <linux/utsname.h>
 
 #include "beluga.h"
 
 #define BELUGA_NODE_CHUNK_ORDER	9	/* 2 MiB with 4 KiB pages */
+#define BELUGA_CLEAR_CHUNK	SZ_2M	/* cleared between reschedules */
+
+/*
+ * Regions that an ATTACH has reserved and prepares with no lock held
+ * (clearing a device-dax range, allocating node memory): their names and
+ * ranges count as taken. Protected by beluga_claim_mutex.
+ */
+static LIST_HEAD(beluga_preparing);
 
 static bool beluga_ranges_overlap(u64 a, u64 alen, u64 b, u64 blen)
 {
 	return a < b + blen && b < a + alen;
 }
 
-/* Sum of the reference counts of the folios covering a device-dax region. */
-static u64 beluga_dax_refs(struct beluga_region *region)
+/*
+ * Does anyone hold a reference on a folio of a device-dax region? An idle
+ * MEMORY_DEVICE_GENERIC folio has refcount 1 (mm/mm_init.c,
+ * __init_zone_device_page: only the PRIVATE and COHERENT types start at
+ * 0), and Beluga's mappings insert devmap PFNs without taking references,
+ * as device_dax does. More is a get_user_pages() reference or pin, taken
+ * through a Beluga mapping or through /dev/daxX.Y before the ATTACH.
+ */
+static bool beluga_dax_pages_busy(struct beluga_region *region)
 {
 	unsigned long pfn = PHYS_PFN(region->phys_start);
 	unsigned long end = pfn + (region->length >> PAGE_SHIFT);
 	unsigned long steps = 0;
-	u64 refs = 0;
 
 	while (pfn < end) {
 		struct folio *folio = page_folio(pfn_to_page(pfn));
 
-		refs += folio_ref_count(folio);
+		if (folio_ref_count(folio) != 1)
+			return true;
 		pfn = folio_pfn(folio) + folio_nr_pages(folio);
 		if (!(++steps % 4096))
 			cond_resched();
 	}
-	return refs;
+	return false;
 }
 
 /*
@@ -68,7 +87,7 @@ int beluga_region_pages_busy(struct beluga_region *region)
 	unsigned long i;
 
 	if (region->backend == BELUGA_BACKEND_DAX)
-		return beluga_dax_refs(region) > region->idle_refs;
+		return beluga_dax_pages_busy(region);
 
 	for (i = 0; i < region->nr_pages; i++) {
 		if (page_ref_count(region->pages[i]) != 1)
@@ -107,15 +126,45 @@ static int beluga_dax_claim(struct beluga_region *region)
 	if (i == pgmap->nr_range)
 		goto busy;
 
+	/* A pin from an earlier user would outlive the range's move here. */
+	if (beluga_dax_pages_busy(region))
+		goto busy;
+
 	region->pgmap = pgmap;
 	region->node = phys_to_target_node(start);
 	if (region->node == NUMA_NO_NODE)
 		region->node = memory_add_physaddr_to_nid(start);
-	region->idle_refs = beluga_dax_refs(region);
 	return 0;
 busy:
 	put_dev_pagemap(pgmap);
 	return -EBUSY;
+}
+
+/*
+ * Device-dax memory holds what its last user left there: the blocks of a
+ * pool it was detached from (another tenant's), or the data of a
+ * /dev/daxX.Y user before Beluga. Clear it before any of it is mapped or
+ * allocated. Node memory comes zeroed from the page allocator.
+ */
+static int beluga_dax_clear(struct beluga_region *region)
+{
+	u64 done, len;
+	void *base;
+
+	base = memremap(region->phys_start, region->length, MEMREMAP_WB);
+	if (!base)
+		return -ENOMEM;
+	for (done = 0; done < region->length; done += len) {
+		len = min_t(u64, BELUGA_CLEAR_CHUNK, region->length - done);
+		memset(base + done, 0, len);
+		if (fatal_signal_pending(current)) {
+			memunmap(base);
+			return -EINTR;
+		}
+		cond_resched();
+	}
+	memunmap(base);
+	return 0;
 }
 
 static void beluga_node_free_pages(struct beluga_region *region)
@@ -128,6 +177,24 @@ static void beluga_node_free_pages(struct beluga_region *region)
 	}
 	kvfree(region->pages);
 	region->pages = NULL;
+}
+
+/*
+ * Pages of @node that the module can take: those of its kernel zones.
+ * Memory onlined into ZONE_MOVABLE (what daxctl's system-ram mode and
+ * memory hotplug usually pick for CXL memory) cannot be used: the pages
+ * are kept for as long as the region is attached and may be pinned
+ * FOLL_LONGTERM through the mappings, which movable memory must not be.
+ */
+static unsigned long beluga_node_kernel_pages(int node)
+{
+	struct pglist_data *pgdat = NODE_DATA(node);
+	unsigned long pages = 0;
+	int z;
+
+	for (z = 0; z < ZONE_MOVABLE; z++)
+		pages += zone_managed_pages(&pgdat->node_zones[z]);
+	return pages;
 }
 
 static int beluga_node_claim(struct beluga_region *region)
@@ -143,9 +210,13 @@ static int beluga_node_claim(struct beluga_region *region)
 		return -EINVAL;
 	if (node < 0 || node >= MAX_NUMNODES || !node_state(node, N_MEMORY))
 		return -ENODEV;
-	/* More than the node has can never succeed; do not even try. */
-	if (nr > node_present_pages(node))
+	/* More than the node's kernel zones have can never succeed. */
+	if (nr > beluga_node_kernel_pages(node)) {
+		if (nr <= node_present_pages(node))
+			pr_warn("%s: node %d has its memory in ZONE_MOVABLE, which cannot be pinned: online it into a kernel zone (online_kernel, or daxctl reconfigure-device --no-movable)\n",
+				region->name, node);
 		return -ENOMEM;
+	}
 
 	region->pages = kvcalloc(nr, sizeof(*region->pages),
 				 GFP_KERNEL | __GFP_NOWARN);
@@ -195,7 +266,8 @@ static void beluga_region_unclaim(struct beluga_region *region)
 }
 
 /*
- * Under regions_rwsem, for writing. Names are unique within a pool; a
+ * Under beluga_claim_mutex, which keeps every pool's regions[] and the
+ * regions being prepared still. Names are unique within a pool; a
  * device-dax range can be claimed by one region of one pool only.
  */
 static int beluga_check_unique(struct beluga_device *dev,
@@ -203,10 +275,20 @@ static int beluga_check_unique(struct beluga_device *dev,
 {
 	int i, p;
 
-	for (i = 0; i < BELUGA_MAX_REGIONS; i++) {
-		const struct beluga_region *r = dev->regions[i];
+	const struct beluga_region *r;
 
+	for (i = 0; i < BELUGA_MAX_REGIONS; i++) {
+		r = dev->regions[i];
 		if (r && !strcmp(r->name, new->name))
+			return -EEXIST;
+	}
+	list_for_each_entry(r, &beluga_preparing, preparing) {
+		if (r->dev == dev && !strcmp(r->name, new->name))
+			return -EEXIST;
+		if (r->backend == BELUGA_BACKEND_DAX &&
+		    new->backend == BELUGA_BACKEND_DAX &&
+		    beluga_ranges_overlap(r->phys_start, r->length,
+					  new->phys_start, new->length))
 			return -EEXIST;
 	}
 	if (new->backend != BELUGA_BACKEND_DAX)
@@ -216,8 +298,7 @@ static int beluga_check_unique(struct beluga_device *dev,
 		struct beluga_device *other = &beluga_pools[p];
 
 		for (i = 0; i < BELUGA_MAX_REGIONS; i++) {
-			const struct beluga_region *r = other->regions[i];
-
+			r = other->regions[i];
 			if (r && r->backend == BELUGA_BACKEND_DAX &&
 			    beluga_ranges_overlap(r->phys_start, r->length,
 						  new->phys_start,
@@ -342,6 +423,41 @@ static void beluga_shared_leave(struct beluga_mh *mh)
 	kfree(mh);
 }
 
+/*
+ * A local region is claimed and made ready (a device-dax range cleared,
+ * node memory allocated) with no lock held, since that takes seconds for a
+ * large region: ATTACH and DETACH of every pool, and mmap() of this one, go
+ * on meanwhile. Its entry on beluga_preparing keeps its name and range.
+ * The region joins its pool only once it is ready: until then nothing of
+ * it can be mapped or allocated.
+ */
+static int beluga_region_prepare(struct beluga_device *dev,
+				 struct beluga_region *region)
+{
+	bool dax = region->backend == BELUGA_BACKEND_DAX;
+	int ret;
+
+	mutex_lock(&beluga_claim_mutex);
+	ret = beluga_check_unique(dev, region);
+	if (!ret && dax)
+		ret = beluga_dax_claim(region);
+	if (!ret)
+		list_add(&region->preparing, &beluga_preparing);
+	mutex_unlock(&beluga_claim_mutex);
+	if (ret)
+		return ret;
+
+	ret = dax ? beluga_dax_clear(region) : beluga_node_claim(region);
+	if (!ret)
+		return 0;
+	mutex_lock(&beluga_claim_mutex);
+	list_del_init(&region->preparing);
+	mutex_unlock(&beluga_claim_mutex);
+	if (dax)
+		put_dev_pagemap(region->pgmap);
+	return ret;
+}
+
 int beluga_region_attach(struct beluga_device *dev, struct beluga_attach *arg,
 			 struct beluga_region **attached)
 {
@@ -365,11 +481,20 @@ int beluga_region_attach(struct beluga_device *dev, struct beluga_attach *arg,
 	region->phys_start = arg->phys_start;
 	region->length = arg->length;
 	atomic_set(&region->mappings, 0);
+	INIT_LIST_HEAD(&region->preparing);
 	if (arg->name[0])
 		strscpy(region->name, arg->name, sizeof(region->name));
 	else
 		snprintf(region->name, sizeof(region->name), "node%d",
 			 arg->node);
+
+	if (!shared) {
+		ret = beluga_region_prepare(dev, region);
+		if (ret) {
+			beluga_region_put(region);
+			return ret;
+		}
+	}
 
 	mutex_lock(&beluga_claim_mutex);
 	/*
@@ -380,25 +505,29 @@ int beluga_region_attach(struct beluga_device *dev, struct beluga_attach *arg,
 	if (shared)
 		down_write(&dev->mh_rwsem);
 	down_write(&dev->regions_rwsem);
-	/* A shared pool is one region, alone in its pool. */
+	/* Prepared: its reservation becomes the region itself below. */
+	list_del_init(&region->preparing);
+	/*
+	 * A shared pool is one region, alone in its pool (one may have come
+	 * while a local region was being prepared).
+	 */
 	if (dev->mh || (shared && READ_ONCE(dev->pool.nr_regions))) {
 		ret = -EBUSY;
-		goto out_free;
+		if (shared)
+			goto out_free;
+		goto out_unclaim;
 	}
-	ret = beluga_check_unique(dev, region);
-	if (ret)
-		goto out_free;
-
-	if (region->backend == BELUGA_BACKEND_DAX)
-		ret = beluga_dax_claim(region);
-	else
-		ret = beluga_node_claim(region);
-	if (ret)
-		goto out_free;
 
 	length = region->length;
 	block_size = arg->block_size;
 	if (shared) {
+		/* The pool's own data: cleared at FORMAT, never at a join. */
+		ret = beluga_check_unique(dev, region);
+		if (ret)
+			goto out_free;
+		ret = beluga_dax_claim(region);
+		if (ret)
+			goto out_free;
 		ret = beluga_shared_join(region, arg, &mh, &length,
 					 &block_size);
 		if (ret)

@@ -435,9 +435,11 @@ static void bel_mh_zero_range(struct bel_mh_host *h, u64 start, u64 end)
 		BEL_MH_PUT(h, F_FMT_ZERO, off, bel_mh_zero, len);
 		off += len;
 		/* Show progress so that nobody takes the intent for stale. */
-		if (++pages % 1024 == 0)
+		if (++pages % 1024 == 0) {
 			bel_mh_put_intent(h, BEL_MH_F_INTENT_SET,
 					  h->cfg.nonce | 1);
+			bel_mh_relax(h);
+		}
 	}
 }
 
@@ -458,6 +460,12 @@ static int bel_mh_format(struct bel_mh_host *h, u64 region_size)
 	}
 	/* Every metadata area first, the superblock last. */
 	bel_mh_zero_range(h, g.host_off, g.data_off);
+	/*
+	 * The data area too: no block of the new pool may show what an old
+	 * pool or an earlier user of the range left there.
+	 */
+	bel_mh_zero_range(h, g.data_off,
+			  g.data_off + (u64)g.nr_blocks * g.block_size);
 	bel_mh_encode_super(&g, h->cfg.nonce, &sb);
 	BEL_MH_PUT(h, F_SUPER, BEL_MH_SB_OFF, &sb, sizeof(sb));
 	bel_mh_fence(h);

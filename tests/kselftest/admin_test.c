@@ -847,4 +847,290 @@ TEST(module_pools_param)
 	EXPECT_NE(0, stat(p1, &sb)) TH_LOG("%s outlived pools=2", p1);
 }
 
+/* ------------------------------------------------------------------ */
+/* Tenants' bytes: a range moved or attached again shows nothing old.    */
+
+/*
+ * Attach @a through @fd, write recognisable bytes (seeded by @seed) at the
+ * start and the end of every block, publish them all, then DETACH with
+ * EVICT: a tenant that leaves its KV cache behind. 0 or -errno.
+ */
+static int scribble_and_detach(int fd, struct beluga_attach *a, uint64_t seed)
+{
+	struct beluga_info info;
+	uint64_t o, ns = bt_ns(seed), i;
+	int32_t res;
+	char *map;
+	int r;
+
+	r = bt_attach(fd, a);
+	if (r)
+		return r;
+	if (bt_info(fd, &info))
+		return -EIO;
+	map = mmap(NULL, info.map_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
+		   0);
+	if (map == MAP_FAILED)
+		return -errno;
+	for (i = 0; i < a->nr_blocks; i++) {
+		r = bt_alloc(fd, 1, &o);
+		if (r)
+			break;
+		bt_fill(map + o, 512, seed + i);
+		bt_fill(map + o + info.block_size - 512, 512, seed + i);
+		r = bt_publish1(fd, ns, o, bt_key(ns, i), &res);
+		if (r || res != BELUGA_PUBLISH_OK) {
+			r = r ? r : -EPROTO;
+			break;
+		}
+	}
+	munmap(map, info.map_size);
+	if (r)
+		return r;
+	return bt_detach(fd, a->region_id, BELUGA_DETACH_EVICT, NULL);
+}
+
+/*
+ * Offset of the first nonzero byte a read-only opener of @path sees in the
+ * region @a, or -1 when it is all zero (or -2 on an error).
+ */
+static long long first_nonzero(const char *path, const struct beluga_attach *a,
+			       uint64_t block_size)
+{
+	uint64_t len = a->nr_blocks * block_size, i;
+	const volatile uint8_t *map;
+	long long at = -1;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return -2;
+	map = mmap(NULL, a->first_offset + len, PROT_READ, MAP_SHARED, fd, 0);
+	close(fd);
+	if (map == MAP_FAILED)
+		return -2;
+	for (i = 0; i < len; i++) {
+		if (map[a->first_offset + i]) {
+			at = (long long)i;
+			break;
+		}
+	}
+	munmap((void *)map, a->first_offset + len);
+	return at;
+}
+
+/*
+ * The same pool, after DETACH and ATTACH of the same device-dax range:
+ * every byte reads zero, so the next user of the range, in any pool,
+ * sees nothing of the last. Before the fix the published bytes were all
+ * still there.
+ */
+TEST(dax_reattach_shows_no_old_bytes)
+{
+	struct beluga_attach a;
+	char why[160];
+	long long at;
+	int fd, r;
+
+	if (!bt_backend_ok(BELUGA_BACKEND_DAX, 0, BT_REGION_LEN, why,
+			   sizeof(why)))
+		SKIP(return, "%s", why);
+	ASSERT_EQ(0, bt_reset_pool());
+	fd = bt_open(O_RDWR);
+	ASSERT_LE(0, fd);
+	ASSERT_EQ(0, bt_attach_req(&a, BELUGA_BACKEND_DAX, 0, 0, BT_REGION_LEN,
+				   BT_BLOCK_SIZE, "bt-tenant-a"));
+	r = scribble_and_detach(fd, &a, 0x5eed);
+	ASSERT_EQ(0, r) TH_LOG("tenant A's round: %s", strerror(-r));
+	r = bt_attach(fd, &a);
+	ASSERT_EQ(0, r) TH_LOG("ATTACH again: %s", strerror(-r));
+	at = first_nonzero(BELUGA_DEVICE_PATH, &a, BT_BLOCK_SIZE);
+	EXPECT_EQ(-1, at) TH_LOG("byte %lld of the region attached again is "
+				 "not zero: the last user's data", at);
+	EXPECT_EQ(0, bt_detach(fd, a.region_id, BELUGA_DETACH_EVICT, NULL));
+	close(fd);
+}
+
+/*
+ * Opt-in (BELUGA_TEST_KO): reload with pools=2; tenant A fills and
+ * publishes a device-dax range in pool 0 and detaches it with EVICT, the
+ * admin attaches the range to pool 1, and a read-only opener of pool 1
+ * must find no trace of A (finding 5 of the review). Then reload plain.
+ */
+TEST(module_pools_moved_range_is_clear)
+{
+	const char *ko = getenv("BELUGA_TEST_KO");
+	const char *p1 = BELUGA_DEVICE_PATH "1";
+	struct beluga_attach a;
+	char why[160];
+	long long at;
+	int fd0, fd1, r;
+
+	if (!ko || !*ko)
+		SKIP(return, "BELUGA_TEST_KO not set");
+	if (access(ko, R_OK))
+		SKIP(return, "BELUGA_TEST_KO=%.200s: %s", ko, strerror(errno));
+	if (!bt_backend_ok(BELUGA_BACKEND_DAX, 0, BT_REGION_LEN, why,
+			   sizeof(why)))
+		SKIP(return, "%s", why);
+	ASSERT_EQ(0, bt_reset_pool());
+	r = delete_module("beluga", O_NONBLOCK) ? -errno : 0;
+	ASSERT_EQ(0, r) TH_LOG("unload with no open file: %s", strerror(-r));
+	r = load_module_params(ko, "pools=2");
+	if (r)
+		load_module_params(ko, "");
+	ASSERT_EQ(0, r) TH_LOG("finit_module(%s, pools=2): %s", ko,
+			       strerror(-r));
+	fd0 = wait_for_device();
+	ASSERT_LE(0, fd0);
+	fd1 = wait_for_device_path(p1);
+	EXPECT_LE(0, fd1) TH_LOG("%s: %s", p1, strerror(-fd1));
+	if (fd1 >= 0) {
+		ASSERT_EQ(0, bt_attach_req(&a, BELUGA_BACKEND_DAX, 0, 0,
+					   BT_REGION_LEN, BT_BLOCK_SIZE,
+					   "bt-tenant-a"));
+		r = scribble_and_detach(fd0, &a, 0xa11ce);
+		EXPECT_EQ(0, r) TH_LOG("tenant A in pool 0: %s", strerror(-r));
+		snprintf(a.name, sizeof(a.name), "bt-tenant-b");
+		r = bt_attach(fd1, &a);
+		EXPECT_EQ(0, r) TH_LOG("the range in pool 1: %s", strerror(-r));
+		if (!r) {
+			at = first_nonzero(p1, &a, BT_BLOCK_SIZE);
+			EXPECT_EQ(-1, at) TH_LOG("pool 1 reads tenant A's byte "
+						 "at %lld of the range", at);
+		}
+		close(fd1);
+		EXPECT_EQ(0, bt_reset_pool_path(p1));
+	}
+	close(fd0);
+	EXPECT_EQ(0, bt_reset_pool());
+	r = delete_module("beluga", O_NONBLOCK) ? -errno : 0;
+	ASSERT_EQ(0, r) TH_LOG("unload: %s", strerror(-r));
+	r = load_module_params(ko, "");
+	ASSERT_EQ(0, r) TH_LOG("reload without parameters: %s -- the rest of "
+			       "the suite has no module", strerror(-r));
+	fd0 = wait_for_device();
+	ASSERT_LE(0, fd0);
+	close(fd0);
+}
+
+/* ------------------------------------------------------------------ */
+/* Module init that fails while someone opens the device.               */
+
+struct opener_state {
+	volatile int started;
+	volatile int stop;
+	volatile int opens;
+	volatile int maps;
+};
+
+/* Child: open and map /dev/beluga as fast as it can, keep what it gets. */
+static void opener_loop(struct opener_state *st)
+{
+	int fds[64], nfd = 0, i;
+	void *maps[64];
+	int nmap = 0;
+
+	st->started = 1;
+	while (!st->stop) {
+		int fd = open(BELUGA_DEVICE_PATH, O_RDWR | O_CLOEXEC);
+		void *p;
+
+		if (fd < 0)
+			continue;
+		st->opens++;
+		p = mmap(NULL, 2 * BT_MIB, PROT_READ, MAP_SHARED, fd, 0);
+		if (p != MAP_FAILED) {
+			st->maps++;
+			if (nmap < 64)
+				maps[nmap++] = p;
+		}
+		if (nfd < 64)
+			fds[nfd++] = fd;
+		else
+			close(fd);
+	}
+	/* before the fix: these call into the freed module */
+	for (i = 0; i < nmap; i++)
+		munmap(maps[i], 2 * BT_MIB);
+	for (i = 0; i < nfd; i++)
+		close(fds[i]);
+	_exit(0);
+}
+
+/*
+ * Opt-in (BELUGA_TEST_KO): module init fails in its module-parameter
+ * ATTACH (the second entry asks for more than there is) while a process
+ * keeps opening and mapping /dev/beluga (finding 12). The failed module is
+ * freed whatever its files hold, so no open may succeed before init has
+ * finished: before the fix, files opened in that window called into freed
+ * module code at close() (an oops; the child dies of a signal).
+ */
+TEST(module_init_failure_with_opener)
+{
+	const char *ko = getenv("BELUGA_TEST_KO");
+	struct opener_state *st;
+	char params[160], why[160];
+	uint64_t phys, size;
+	char names[BT_MAX_DAX][64];
+	pid_t pid;
+	int node, r, status, fd;
+
+	if (!ko || !*ko)
+		SKIP(return, "BELUGA_TEST_KO not set");
+	if (access(ko, R_OK))
+		SKIP(return, "BELUGA_TEST_KO=%.200s: %s", ko, strerror(errno));
+	if (bt_env_node(&node) == 0) {
+		/* 16 MiB to allocate and zero first: a window of some length */
+		snprintf(params, sizeof(params), "node=%d:16M:bt-a,%d:1T:bt-b", node,
+			 node);
+	} else if (bt_backend_ok(BELUGA_BACKEND_DAX, 0, 16 * BT_MIB, why,
+				 sizeof(why)) && bt_env_dax(names) > 0 &&
+		   bt_dax_geometry(names[0], &phys, &size) == 0) {
+		/* 16 MiB to clear, then a misaligned length (-EINVAL) */
+		snprintf(params, sizeof(params),
+			 "dax=0x%" PRIx64 ":16M:bt-a,0x%" PRIx64 ":1M:bt-b",
+			 phys, (uint64_t)(phys + 16 * BT_MIB));
+	} else {
+		SKIP(return, "neither BELUGA_TEST_NODE nor a dax device");
+	}
+	ASSERT_EQ(0, bt_reset_pool());
+	st = mmap(NULL, sizeof(*st), PROT_READ | PROT_WRITE,
+		  MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, st);
+	memset(st, 0, sizeof(*st));
+	r = delete_module("beluga", O_NONBLOCK) ? -errno : 0;
+	ASSERT_EQ(0, r) TH_LOG("unload with no open file: %s", strerror(-r));
+
+	fflush(NULL);
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (pid == 0)
+		opener_loop(st);
+	while (!st->started)
+		sched_yield();
+	r = load_module_params(ko, params);
+	st->stop = 1;
+	waitpid(pid, &status, 0);
+
+	EXPECT_NE(0, r) TH_LOG("finit_module(\"%s\") succeeded", params);
+	EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+		TH_LOG("the opener died (%s %d) closing files of the module "
+		       "that failed to load", WIFSIGNALED(status) ?
+		       "signal" : "status", WIFSIGNALED(status) ?
+		       WTERMSIG(status) : WEXITSTATUS(status));
+	EXPECT_EQ(0, st->opens) TH_LOG("%d opens (%d mmaps) of /dev/beluga "
+				       "succeeded during the failing init",
+				       st->opens, st->maps);
+	munmap(st, sizeof(*st));
+
+	if (r == 0)
+		delete_module("beluga", O_NONBLOCK);
+	r = load_module_params(ko, "");
+	ASSERT_EQ(0, r) TH_LOG("reload without parameters: %s -- the rest of "
+			       "the suite has no module", strerror(-r));
+	fd = wait_for_device();
+	ASSERT_LE(0, fd);
+	close(fd);
+}
+
 TEST_HARNESS_MAIN

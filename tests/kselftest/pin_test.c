@@ -9,7 +9,8 @@
  *   - AF_XDP umem registration (pin_user_pages(FOLL_LONGTERM)), on every
  *     kernel.
  * While such pins outlive the mapping, DETACH must be refused (EBUSY); once
- * they are dropped (asynchronously), DETACH succeeds.
+ * they are dropped (asynchronously), DETACH succeeds. A device-dax range
+ * pinned through /dev/daxX.Y before ATTACH is refused (EBUSY) likewise.
  */
 #include "beluga_test.h"
 
@@ -228,6 +229,66 @@ TEST_F(pin, af_xdp_single_block)
 	close(s);
 	r = bt_detach_retry(self->c.fd, id, BELUGA_DETACH_EVICT, NULL, 10000);
 	EXPECT_EQ(0, r) TH_LOG("DETACH after unpin: %s", strerror(-r));
+}
+
+/*
+ * A page of a device-dax range pinned through /dev/daxX.Y before ATTACH
+ * (a leftover RDMA registration of an earlier user): the pin would outlive
+ * any later DETACH, so ATTACH refuses the range (-EBUSY) until it is gone.
+ * Before the fix ATTACH took the pinned refcount as the idle baseline.
+ */
+TEST(attach_refuses_pinned_dax)
+{
+	char names[BT_MAX_DAX][64], path[96], why[160];
+	struct beluga_attach a;
+	int dfd, fd, s, r;
+	void *p;
+
+	if (!bt_backend_ok(BELUGA_BACKEND_DAX, 0, BT_REGION_LEN, why,
+			   sizeof(why)))
+		SKIP(return, "%s", why);
+	ASSERT_EQ(0, bt_reset_pool());
+	ASSERT_LT(0, bt_env_dax(names));
+	snprintf(path, sizeof(path), "/dev/%s", names[0]);
+	dfd = open(path, O_RDWR | O_CLOEXEC);
+	ASSERT_LE(0, dfd) TH_LOG("open %s: %s", path, strerror(errno));
+	p = mmap(NULL, BT_REGION_LEN, PROT_READ | PROT_WRITE, MAP_SHARED, dfd, 0);
+	ASSERT_NE(MAP_FAILED, p) TH_LOG("mmap %s: %s", path, strerror(errno));
+	r = xdp_umem_pin(p, BT_REGION_LEN, &s);
+	if (r == -EAFNOSUPPORT || r == -ENOPROTOOPT) {
+		munmap(p, BT_REGION_LEN);
+		close(dfd);
+		SKIP(return, "AF_XDP unavailable: %s", strerror(-r));
+	}
+	ASSERT_EQ(0, r) TH_LOG("XDP_UMEM_REG over %s: %s", path, strerror(-r));
+	/* the pin outlives the mapping and the file, as an MR would */
+	munmap(p, BT_REGION_LEN);
+	close(dfd);
+
+	fd = bt_open(O_RDWR);
+	ASSERT_LE(0, fd);
+	ASSERT_EQ(0, bt_attach_req(&a, BELUGA_BACKEND_DAX, 0, 0, BT_REGION_LEN,
+				   BT_BLOCK_SIZE, "bt-prepinned"));
+	r = bt_attach(fd, &a);
+	EXPECT_EQ(-EBUSY, r) TH_LOG("ATTACH of a dax range pinned by an AF_XDP "
+				    "umem: %s", strerror(-r));
+	if (!r)
+		bt_detach(fd, a.region_id, BELUGA_DETACH_EVICT, NULL);
+	close(s);
+	/* the umem goes asynchronously after close(): retry for ~10 s */
+	for (int i = 0; i < 500; i++) {
+		struct timespec ts = { 0, 20 * 1000 * 1000 };
+
+		r = bt_attach(fd, &a);
+		if (r != -EBUSY)
+			break;
+		nanosleep(&ts, NULL);
+	}
+	EXPECT_EQ(0, r) TH_LOG("ATTACH once the pin is gone: %s", strerror(-r));
+	if (!r)
+		EXPECT_EQ(0, bt_detach(fd, a.region_id, BELUGA_DETACH_EVICT,
+				       NULL));
+	close(fd);
 }
 
 TEST_HARNESS_MAIN

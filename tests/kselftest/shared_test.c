@@ -328,12 +328,24 @@ TEST_F_TIMEOUT(shared, single_host_round_trip, 180)
 	SH_VIEW(self->c.fd, a.region_id, a.nr_blocks, 0, 2, 0);
 	EXPECT_EQ(0, bt_detach(self->c.fd, a.region_id, 0, NULL));
 
-	/* FORMAT starts over */
+	/* FORMAT starts over, keys and bytes: the data area is cleared */
 	ASSERT_EQ(0, sh_req(&a, BELUGA_ATTACH_SHARED | BELUGA_ATTACH_HOST_ID |
 			    BELUGA_ATTACH_FORMAT, 3));
 	ASSERT_EQ(0, bt_attach(self->c.fd, &a));
 	ASSERT_EQ(0, bt_lookup(self->c.fd, ns, k, 3, NULL, 0, &hits));
 	EXPECT_EQ(0, hits);
+	ASSERT_EQ(0, bt_info(self->c.fd, &self->c.info));
+	map = bt_map(&self->c);
+	for (i = 0; i < 3; i++) {
+		uint64_t b;
+
+		for (b = 0; b < 4096 && !map[off[i] + b]; b++)
+			;
+		EXPECT_EQ(4096, b) TH_LOG("block %d keeps byte %llu of the "
+					  "pool formatted over", i,
+					  (unsigned long long)b);
+	}
+	bt_unmap(&self->c);
 	EXPECT_EQ(0, bt_detach(self->c.fd, a.region_id, 0, NULL));
 }
 

@@ -1886,6 +1886,86 @@ static bool t_fault_nth_modload(void)
 	return true;
 }
 
+/*
+ * A module load that fails in its module-parameter ATTACH (node=: the
+ * second entry asks for more than the node has) while a child keeps
+ * opening and mapping /dev/beluga. No open may succeed before init has
+ * finished: the failed module is freed whatever its files hold, so a file
+ * from that window would run freed module code at close() (KASAN reports
+ * it here; a plain kernel oopses). Opt-in, like rmmod; the module is
+ * loaded again at the end.
+ */
+static bool t_modload_open_race(void)
+{
+	const char *ko = getenv("BELUGA_TEST_KO"), *margs = getenv("BELUGA_MODPROBE_ARGS");
+	struct { volatile int started, stop, opens, maps; } *st;
+	int kfd, node = rel_env_node(), r, status, round, opens = 0;
+	char params[128], cmd[256];
+	pid_t pid;
+
+	REQUIRE(ko && *ko, "BELUGA_TEST_KO not set");
+	REQUIRE(node >= 0, "BELUGA_TEST_NODE not set");
+	kfd = open(ko, O_RDONLY | O_CLOEXEC);
+	REQUIRE(kfd >= 0, "%s: %s", ko, strerror(errno));
+	snprintf(params, sizeof(params), "node=%d:8M:rel-a,%d:1T:rel-b", node, node);
+	st = mmap(NULL, sizeof(*st), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+		  -1, 0);
+	REQUIRE(st != MAP_FAILED, "mmap");
+	REQUIRE(rel_reset_pool(3000) == 0, "empty the pool before unloading");
+	if (module_loaded())
+		REQUIRE(syscall(SYS_delete_module, "beluga", O_NONBLOCK) == 0,
+			"rmmod: %s", strerror(errno));
+	for (round = 0; round < 3; round++) {
+		memset((void *)st, 0, sizeof(*st));
+		fflush(NULL);
+		pid = fork();
+		REQUIRE(pid >= 0, "fork");
+		if (pid == 0) {
+			int fds[32], nfd = 0;
+
+			st->started = 1;
+			while (!st->stop) {
+				int fd = open(bt_dev_path(), O_RDWR | O_CLOEXEC);
+
+				if (fd < 0)
+					continue;
+				st->opens++;
+				if (mmap(NULL, 2 << 20, PROT_READ, MAP_SHARED, fd, 0) != MAP_FAILED)
+					st->maps++;
+				if (nfd < 32)
+					fds[nfd++] = fd;
+				else
+					close(fd);
+			}
+			while (nfd)
+				close(fds[--nfd]);
+			_exit(0);
+		}
+		while (!st->started)
+			sched_yield();
+		r = (int)syscall(SYS_finit_module, kfd, params, 0);
+		st->stop = 1;
+		waitpid(pid, &status, 0);
+		opens += st->opens;
+		REQUIRE(r != 0, "load with '%s' succeeded", params);
+		REQUIRE(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+			"the opener died (status 0x%x) closing files of the failed module",
+			status);
+		REQUIRE(st->opens == 0, "%d opens (%d mmaps) succeeded during the failing init",
+			st->opens, st->maps);
+		REQUIRE(!module_loaded(), "the failed load left the module behind");
+	}
+	close(kfd);
+	munmap((void *)st, sizeof(*st));
+	snprintf(cmd, sizeof(cmd), "modprobe beluga %s", margs ? margs : "");
+	r = system(cmd);
+	REQUIRE(r == 0 && module_loaded(), "'%s' afterwards: status %d", cmd, r);
+	for (int i = 0; i < 50 && access(bt_dev_path(), F_OK); i++)
+		rel_msleep(100);
+	rel_diag("modload-open-race: 3 failing loads, %d opens in their windows", opens);
+	return true;
+}
+
 /* ------------------------------------------------------------------ */
 
 struct test {
@@ -1935,6 +2015,7 @@ static const struct test tests[] = {
 	{ "pools-isolation", t_pools_wrap, true, false, false, false },
 	{ "rmmod", t_rmmod, true, false, false, true },
 	{ "fault-nth-modload", t_fault_nth_modload, false, false, true, true },
+	{ "modload-open-race", t_modload_open_race, false, false, false, true },
 };
 
 /* The child's verdict, read by the parent. */

@@ -8,7 +8,7 @@
 #   3. the ioctl fuzzer (/tests/fuzz/beluga_fuzz $BELUGA_FUZZ_ARGS);
 #   4. every kselftest (/tests/kselftest/*);
 #   5. module unload/reload and module-load fault injection (beluga_rel rmmod
-#      fault-nth-modload), last;
+#      fault-nth-modload modload-open-race), last;
 #   6. kmemleak scan (leaks younger than the tests) and the kernel log scan
 #      (KASAN, UBSAN, lockdep, BUG:, WARNING:, kmemleak): any report fails the
 #      run, printed in full.
@@ -88,7 +88,7 @@ if want kselftest; then
 fi
 if want rmmod; then
 	step "module unload and reload"
-	run_tap_prog rmmod 600 /tests/reliability/beluga_rel rmmod fault-nth-modload
+	run_tap_prog rmmod 600 /tests/reliability/beluga_rel rmmod fault-nth-modload modload-open-race
 fi
 
 step "kmemleak and kernel log scan"

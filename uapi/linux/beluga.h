@@ -244,9 +244,17 @@ struct beluga_stats {
  * are not enough, unpinned published blocks are evicted, least recently
  * used first. Never sleeps waiting for space.
  *
+ * Contents: a block holds what its last owner in this pool wrote (any
+ * opener of the pool can read every block anyway), or zeros if no one has
+ * written it since its region was attached. Nothing written through one
+ * pool is ever seen through another, nor after its region is detached:
+ * ATTACH clears a device-dax range, node memory comes zeroed, and a
+ * shared pool's FORMAT clears its data area (BELUGA_IOC_ATTACH).
+ *
  * Errors: -ENOSPC when free plus evictable blocks are fewer than @count;
  * -EBADF on a read-only file; -EFAULT when @offsets cannot be written (the
- * blocks are freed again before returning).
+ * blocks are freed again before returning, each one that the file still
+ * holds: another thread of the file may have freed some meanwhile).
  */
 struct beluga_alloc {
 	__u32 size;
@@ -372,7 +380,8 @@ struct beluga_publish {
  * be evicted at any time.
  *
  * Errors: -EFAULT when @keys cannot be read or @offsets cannot be written;
- * with BELUGA_LOOKUP_PIN the pins are dropped again before returning.
+ * with BELUGA_LOOKUP_PIN the pins are dropped again before returning (each
+ * one the file still holds).
  * -EOVERFLOW with BELUGA_LOOKUP_PIN when a hit already carries nearly 2^32
  * pins; nothing is pinned then.
  */
@@ -420,13 +429,21 @@ enum beluga_backend {
  *
  * DAX: the range must be 2 MiB aligned, lie wholly inside one device-dax
  * instance bound to the device_dax driver, and not overlap System RAM or
- * another attached region. While attached, the module holds a reference on
- * the device's page map: unbinding device_dax from it waits until DETACH.
+ * another attached region, and no page of it may be referenced from
+ * outside (a pin taken through /dev/daxX.Y: -EBUSY). While attached, the
+ * module holds a reference on the device's page map: unbinding device_dax
+ * from it waits until DETACH. The range is cleared (zeroed) before the
+ * call returns, which takes time in proportion to its size (about 15 MB/s
+ * on emulated CXL memory, memory bandwidth on real memory); ATTACH and
+ * DETACH of other regions and pools go on meanwhile, and the region's
+ * blocks and offsets exist only once it is clear. A fatal signal stops the
+ * clearing (-EINTR, nothing attached).
  * NODE: memory is taken from the node with __GFP_THISNODE, 2 MiB at a time
- * where possible, and given back at DETACH.
+ * where possible, zeroed, and given back at DETACH.
  *
  * Errors: -EEXIST the range or a name is already attached; -EBUSY the
- * range is not device-dax memory bound to device_dax, or System RAM;
+ * range is not device-dax memory bound to device_dax, is System RAM, or
+ * has a page referenced from outside;
  * -ENOSPC no free slot; -ENOMEM the node has not that much free memory;
  * -EINVAL bad alignment, block size mismatch, length smaller than one block,
  * a missing or unterminated name, a negative NODE node; -ENODEV the node
@@ -437,7 +454,9 @@ enum beluga_backend {
  * (device node) must be empty, and stays limited to this one region. The
  * range is formatted when it holds no valid pool (or with
  * BELUGA_ATTACH_FORMAT, refused while other hosts are alive), else this
- * host joins it; @block_size 0 accepts the pool's. The host id is
+ * host joins it; @block_size 0 accepts the pool's. A join leaves the
+ * blocks as the pool's hosts wrote them; a format clears the data area
+ * too. The host id is
  * @host_id with BELUGA_ATTACH_HOST_ID, else the host_id module parameter
  * (beluga.host_id=N). ALLOC, FREE, PUBLISH, LOOKUP and RELEASE then follow
  * the multi-host protocol; the offset space holds the range's data blocks
