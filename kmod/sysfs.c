@@ -40,6 +40,7 @@ BELUGA_STAT_ATTR(total_blocks);
 BELUGA_STAT_ATTR(free_blocks);
 BELUGA_STAT_ATTR(allocated_blocks);
 BELUGA_STAT_ATTR(published_blocks);
+BELUGA_STAT_ATTR(retired_blocks);
 BELUGA_STAT_ATTR(pinned_blocks);
 BELUGA_STAT_ATTR(pins);
 BELUGA_STAT_ATTR(clients);
@@ -112,6 +113,7 @@ static struct attribute *beluga_pool_attrs[] = {
 	&dev_attr_free_blocks.attr,
 	&dev_attr_allocated_blocks.attr,
 	&dev_attr_published_blocks.attr,
+	&dev_attr_retired_blocks.attr,
 	&dev_attr_pinned_blocks.attr,
 	&dev_attr_pins.attr,
 	&dev_attr_clients.attr,

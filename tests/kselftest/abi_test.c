@@ -47,7 +47,7 @@ TEST(struct_sizes)
 {
 	/* Also checked at compile time; reported here for the record. */
 	EXPECT_EQ(BELUGA_INFO_SIZE_V1, sizeof(struct beluga_info));
-	EXPECT_EQ(BELUGA_STATS_SIZE_V1, sizeof(struct beluga_stats));
+	EXPECT_EQ(BELUGA_STATS_SIZE_V2, sizeof(struct beluga_stats));
 	EXPECT_EQ(BELUGA_ALLOC_SIZE_V1, sizeof(struct beluga_alloc));
 	EXPECT_EQ(BELUGA_BLOCKS_SIZE_V1, sizeof(struct beluga_blocks));
 	EXPECT_EQ(BELUGA_PUBLISH_SIZE_V1, sizeof(struct beluga_publish));
