@@ -197,18 +197,24 @@ struct beluga_info {
  *
  * Memory errors: when a page behind a block is poisoned (an uncorrectable
  * error that the kernel's memory_failure() handled, or madvise
- * MADV_HWPOISON), a process touching it gets SIGBUS with si_code
- * BUS_MCEERR_AR (BUS_MCEERR_AO for others warned early) and si_addr in the
- * poisoned page, and the block is retired: its key is unpublished (LOOKUP
- * no longer finds it) and ALLOC never hands it out again. A block that a
- * file still holds (ALLOCATED, or pinned) stays that file's until FREE,
- * PUBLISH (item result -EIO), RELEASE or close, and is retired then. The
- * module learns of the error at the next page fault on the block, or when
- * the region is attached. A block still held counts where it is held
- * (@allocated_blocks, @published_blocks) until it is let go. Detaching
- * the region forgets its retired blocks; attaching it again retires them
- * again. A shared pool does not retire blocks (its processes still get
- * SIGBUS).
+ * MADV_HWPOISON), the block is retired: its key is unpublished (LOOKUP no
+ * longer finds it) and ALLOC never hands it out again. The module learns
+ * of the error at the next page fault on the poisoned page, or when its
+ * region is attached; a process that touches the page gets SIGBUS with
+ * si_code BUS_MCEERR_AR, si_addr the address touched and si_addr_lsb
+ * PAGE_SHIFT. On device-dax, memory_failure() itself signals the process
+ * that consumed the poison at once (BUS_MCEERR_AR; BUS_MCEERR_AO for
+ * processes that asked for early kills), with si_addr and si_addr_lsb
+ * giving the whole folio it took (2 MiB on a 2 MiB aligned device), and
+ * unmaps that folio from every mapping, so that any further touch faults.
+ * Node memory is left mapped by memory_failure() (it handles no driver's
+ * non-LRU pages; MADV_HWPOISON fails with EBUSY there): the module sees
+ * the poison once the page is faulted again (a new mapping, or after
+ * MADV_DONTNEED). A block that a file still holds (ALLOCATED, or pinned)
+ * stays that file's until FREE, PUBLISH (item result -EIO), RELEASE or
+ * close, and counts where it is held until then. Detaching the region
+ * forgets its retired blocks; attaching it again retires them again. A
+ * shared pool does not retire blocks (its processes still get SIGBUS).
  *
  * The occupancy fields are one consistent snapshot taken under the pool
  * lock; the counters are read in the same snapshot.
