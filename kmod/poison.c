@@ -3,8 +3,9 @@
  * Memory errors in the pool's memory.
  *
  * How the mappers are found. memory_failure() handles a ZONE_DEVICE page
- * (device-dax) in mf_generic_kill_procs(): dax_lock_folio() must see a
- * folio->mapping whose host is a dax char-device inode, and collect_procs()
+ * (device-dax) in mf_generic_kill_procs(): dax_lock_folio() (6.1:
+ * dax_lock_page()) must see a folio->mapping whose host is a dax
+ * char-device inode (IS_DAX needs CONFIG_FS_DAX), and collect_procs()
  * then walks that address_space's VMAs at folio->index. So, as device_dax
  * does in dax_set_mapping(), every folio of a dax region is stamped with the
  * pool inode's address_space (main.c: S_DAX, S_IFCHR; every file of the
