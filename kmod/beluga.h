@@ -7,6 +7,7 @@
  *   client.c  per-open-file state
  *   ioctl.c   ioctl dispatch and the commands
  *   mmap.c    mapping the pool, page faults
+ *   poison.c  memory errors: finding the mappers, retiring blocks
  *   sysfs.c   pool and region attributes
  *   mh.c      multi-host: accessors to shared CXL memory, heartbeat, tick
  *   core/     allocator, index, LRU, client bookkeeping (also userspace)
@@ -258,6 +259,15 @@ beluga_block_ops(const struct beluga_device *dev)
 {
 	return dev->mh ? &beluga_mh_block_ops : &beluga_local_block_ops;
 }
+
+/* poison.c */
+/* After the region joined the pool; before any fault can reach it. */
+void beluga_poison_attach(struct beluga_region *region);
+void beluga_poison_detach(struct beluga_region *region);
+/* Fault on @page at @region_offset: poisoned? Then its block is retired. */
+bool beluga_poison_fault(struct beluga_region *region, u64 region_offset,
+			 struct page *page);
+bool beluga_poison_in_range(unsigned long pfn, unsigned long nr);
 
 /* sysfs.c */
 extern const struct attribute_group *beluga_dev_groups[];

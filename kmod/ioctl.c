@@ -193,6 +193,7 @@ static int beluga_cmd_stats(struct beluga_file *bf, union beluga_ioctl_buf *u)
 	out->releases = s.releases;
 	out->evictions = s.evictions;
 	out->alloc_failures = s.alloc_failures;
+	out->retired_blocks = s.retired_blocks;
 	return 0;
 }
 

@@ -215,6 +215,14 @@ static int beluga_pool_register(struct beluga_device *dev, int id)
 		ret = PTR_ERR(dev->inode);
 		goto err_pool;
 	}
+	/*
+	 * A device-dax inode to memory_failure() (fs/dax.c dax_lock_folio():
+	 * IS_DAX and S_ISCHR of folio->mapping->host; poison.c). GUP's
+	 * vma_is_fsdax() looks at the misc device's inode instead, also a
+	 * char device, so FOLL_LONGTERM pins stay allowed.
+	 */
+	dev->inode->i_mode |= S_IFCHR;
+	dev->inode->i_flags |= S_DAX;
 	init_rwsem(&dev->regions_rwsem);
 	init_rwsem(&dev->mh_rwsem);
 	init_rwsem(&dev->fence_rwsem);

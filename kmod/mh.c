@@ -29,6 +29,7 @@
 #include <linux/sort.h>
 #include <linux/sysfs.h>
 #include <linux/timekeeping.h>
+#include <linux/uaccess.h>
 #include <linux/workqueue.h>
 #include <asm/cacheflush.h>
 
@@ -74,7 +75,21 @@ static void beluga_mh_read(void *priv, u64 off, void *dst, u32 len)
 		memset(dst, 0, len);
 		return;
 	}
-	memcpy(dst, beluga_mh_addr(priv, off), len);
+	/*
+	 * Every host reads every host record at each tick: with a plain
+	 * memcpy, one poisoned line would be a kernel-mode machine check on
+	 * all of them. A failed copy is corrupt metadata: the bytes become
+	 * all-ones (no magic or checksum accepts them) and the host fences
+	 * itself at once, so that nothing computed from them is ever stored
+	 * to the pool (bel_mh_put()); the tick then rejoins, rebuilding its
+	 * view from the pool, or keeps the pool down while the line is bad.
+	 */
+	if (copy_mc_to_kernel(dst, beluga_mh_addr(priv, off), len)) {
+		memset(dst, 0xff, len);
+		WRITE_ONCE(mh->host.fenced, true);
+		pr_err_ratelimited("shared pool: memory error reading metadata at offset 0x%llx; fenced\n",
+				   off);
+	}
 }
 
 static void beluga_mh_write(void *priv, u64 off, const void *src, u32 len)

@@ -107,7 +107,16 @@ static vm_fault_t beluga_fault(struct vm_fault *vmf)
 
 	region = beluga_vma_region(vmf->vma, (u64)vmf->pgoff << PAGE_SHIFT,
 				   &region_offset);
-	if (!region || !beluga_fault_begin(vmf->vma, region))
+	if (!region)
+		return VM_FAULT_SIGBUS;
+	if (region->backend == BELUGA_BACKEND_DAX)
+		page = pfn_t_to_page(beluga_dax_pfn(region, region_offset));
+	else
+		page = region->pages[region_offset >> PAGE_SHIFT];
+	/* Poisoned: SIGBUS BUS_MCEERR_AR at the address (poison.c). */
+	if (beluga_poison_fault(region, region_offset, page))
+		return VM_FAULT_HWPOISON;
+	if (!beluga_fault_begin(vmf->vma, region))
 		return VM_FAULT_SIGBUS;
 
 	atomic64_inc(&region->dev->pte_faults);
@@ -119,7 +128,6 @@ static vm_fault_t beluga_fault(struct vm_fault *vmf)
 	}
 
 	/* A shared region is always DAX: no fence lock to drop here. */
-	page = region->pages[region_offset >> PAGE_SHIFT];
 	get_page(page);
 	vmf->page = page;
 	return 0;
@@ -145,6 +153,11 @@ static vm_fault_t beluga_pmd_fault(struct vm_fault *vmf)
 	if (region_offset + PMD_SIZE > usable ||
 	    !IS_ALIGNED(region->phys_start + region->data_off + region_offset,
 			PMD_SIZE))
+		return VM_FAULT_FALLBACK;
+	/* Page by page, so that only the poisoned page raises SIGBUS. */
+	if (beluga_poison_in_range(pfn_t_to_pfn(beluga_dax_pfn(region,
+							       region_offset)),
+				   PMD_SIZE >> PAGE_SHIFT))
 		return VM_FAULT_FALLBACK;
 
 	if (!beluga_fault_begin(vma, region))

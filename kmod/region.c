@@ -72,7 +72,8 @@ static bool beluga_dax_pages_busy(struct beluga_region *region)
 	while (pfn < end) {
 		struct folio *folio = page_folio(pfn_to_page(pfn));
 
-		if (folio_ref_count(folio) != 1)
+		/* memory_failure() may keep a reference to a poisoned page. */
+		if (folio_ref_count(folio) != 1 && !folio_test_hwpoison(folio))
 			return true;
 		pfn = folio_pfn(folio) + folio_nr_pages(folio);
 		if (!(++steps % 4096))
@@ -95,7 +96,8 @@ int beluga_region_pages_busy(struct beluga_region *region)
 		return beluga_dax_pages_busy(region);
 
 	for (i = 0; i < region->nr_pages; i++) {
-		if (page_ref_count(region->pages[i]) != 1)
+		if (page_ref_count(region->pages[i]) != 1 &&
+		    !PageHWPoison(region->pages[i]))
 			return true;
 		if (!((i + 1) % 4096))
 			cond_resched();
@@ -266,6 +268,7 @@ interrupted:
 
 static void beluga_region_unclaim(struct beluga_region *region)
 {
+	beluga_poison_detach(region);
 	if (region->backend == BELUGA_BACKEND_DAX)
 		put_dev_pagemap(region->pgmap);
 	else
@@ -585,6 +588,7 @@ int beluga_region_attach(struct beluga_device *dev, struct beluga_attach *arg,
 	region->slot = slot;
 	region->first_offset = first_offset;
 	region->nr_blocks = nr_blocks;
+	beluga_poison_attach(region);
 
 	ret = beluga_region_sysfs_add(region);
 	if (ret)

@@ -53,6 +53,7 @@ BELUGA_STAT_ATTR(total_blocks, RO);
 BELUGA_STAT_ATTR(free_blocks, ADMIN_RO);
 BELUGA_STAT_ATTR(allocated_blocks, ADMIN_RO);
 BELUGA_STAT_ATTR(published_blocks, ADMIN_RO);
+BELUGA_STAT_ATTR(retired_blocks, ADMIN_RO);
 BELUGA_STAT_ATTR(pinned_blocks, ADMIN_RO);
 BELUGA_STAT_ATTR(pins, ADMIN_RO);
 BELUGA_STAT_ATTR(clients, ADMIN_RO);
@@ -132,6 +133,7 @@ static struct attribute *beluga_pool_attrs[] = {
 	&dev_attr_free_blocks.attr,
 	&dev_attr_allocated_blocks.attr,
 	&dev_attr_published_blocks.attr,
+	&dev_attr_retired_blocks.attr,
 	&dev_attr_pinned_blocks.attr,
 	&dev_attr_pins.attr,
 	&dev_attr_clients.attr,

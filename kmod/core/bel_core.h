@@ -41,6 +41,8 @@ enum bel_block_state {
 	BEL_BLOCK_FREE = 0,
 	BEL_BLOCK_ALLOCATED,
 	BEL_BLOCK_PUBLISHED,
+	/* A memory error hit it: on no list, never handed out again. */
+	BEL_BLOCK_RETIRED,
 };
 
 struct bel_client;
@@ -56,6 +58,12 @@ struct bel_block {
 	u32 pins;			/* PUBLISHED: pins of all clients */
 	u8 state;			/* enum bel_block_state */
 	u8 in_lru;
+	/*
+	 * A memory error hit it while a client still held it (ALLOCATED, or
+	 * PUBLISHED and pinned): it becomes RETIRED instead of FREE when
+	 * that client lets go. A retired PUBLISHED block is out of the index.
+	 */
+	u8 retired;
 };
 
 struct bel_region {
@@ -66,6 +74,7 @@ struct bel_region {
 	u32 nr_free;
 	u32 nr_allocated;
 	u32 nr_published;
+	u32 nr_retired;			/* RETIRED blocks */
 	u32 free_head;			/* singly linked through bel_block.next */
 	struct bel_block *blocks;
 };
@@ -89,6 +98,7 @@ struct bel_stats {
 	u64 releases;
 	u64 evictions;
 	u64 alloc_failures;
+	u64 retired_blocks;
 };
 
 struct bel_region_stats {
@@ -235,6 +245,19 @@ int bel_release(struct bel_client *client, u32 count, const u64 *offsets);
 int bel_evict_key(struct bel_pool *pool, u64 ns, const struct beluga_key *key);
 /* Evicts every unpinned block of @ns; returns how many, *busy the rest. */
 u64 bel_evict_ns(struct bel_pool *pool, u64 ns, u64 *busy);
+
+/* --- memory errors (pool.c) ------------------------------------------- */
+
+/*
+ * Take the block that holds mapping offset @offset (anywhere inside it)
+ * out of service after a memory error: its key is unpublished at once, so
+ * LOOKUP no longer finds it, and it never returns to a free list. A FREE or
+ * unpinned PUBLISHED block is RETIRED now; an ALLOCATED or pinned one when
+ * its holder frees, publishes, releases or closes. Returns 1 when the block
+ * was newly retired, 0 when it already was, -ENOENT when @offset is in no
+ * block.
+ */
+int bel_retire_offset(struct bel_pool *pool, u64 offset);
 
 /* --- internal, shared between the core's files ------------------------ */
 

@@ -80,7 +80,10 @@ static void bel_unpin_block_locked(struct bel_pool *pool, u32 id, u32 n)
 	pool->stats.releases += n;
 	if (!b->pins) {
 		pool->stats.pinned_blocks--;
-		bel_lru_add_locked(pool, id);
+		if (b->retired)
+			bel_put_free_locked(pool, id);	/* -> RETIRED */
+		else
+			bel_lru_add_locked(pool, id);
 	}
 }
 
@@ -261,6 +264,14 @@ int bel_publish(struct bel_client *c, u64 ns, u32 count,
 			continue;
 		}
 		bel_owned_del_locked(c, id);
+		if (b->retired) {
+			/* A memory error hit it: gone, never published. */
+			bel_put_free_locked(pool, id);
+			pool->stats.frees++;
+			results[i] = -EIO;
+			n_failed++;
+			continue;
+		}
 		if (bel_index_find_locked(pool, ns, &keys[i]) != BEL_NONE) {
 			/* Lost the race (or an earlier item won it): dedup. */
 			bel_put_free_locked(pool, id);

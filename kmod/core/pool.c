@@ -354,6 +354,7 @@ void bel_pool_stats(struct bel_pool *pool, struct bel_stats *out)
 	out->free_blocks = 0;
 	out->allocated_blocks = 0;
 	out->published_blocks = 0;
+	out->retired_blocks = 0;
 	for (slot = 0; slot < BELUGA_MAX_REGIONS; slot++) {
 		const struct bel_region *r = &pool->regions[slot];
 
@@ -363,6 +364,7 @@ void bel_pool_stats(struct bel_pool *pool, struct bel_stats *out)
 		out->free_blocks += r->nr_free;
 		out->allocated_blocks += r->nr_allocated;
 		out->published_blocks += r->nr_published;
+		out->retired_blocks += r->nr_retired;
 	}
 	bel_spin_unlock(&pool->lock);
 }
@@ -453,6 +455,12 @@ void bel_put_free_locked(struct bel_pool *pool, u32 id)
 	b->key.hi = 0;
 	b->hash_next = BEL_NONE;
 	b->prev = BEL_NONE;
+	if (b->retired) {
+		b->state = BEL_BLOCK_RETIRED;
+		b->next = BEL_NONE;
+		r->nr_retired++;
+		return;
+	}
 	b->next = r->free_head;
 	r->free_head = bel_id_index(id);
 	r->nr_free++;
@@ -530,4 +538,74 @@ u64 bel_evict_ns(struct bel_pool *pool, u64 ns, u64 *busy)
 	if (busy)
 		*busy = pinned;
 	return evicted;
+}
+
+/* Unlink FREE block @index from its region's singly linked free list. */
+static void bel_free_list_del_locked(struct bel_region *r, u32 index)
+{
+	u32 *link = &r->free_head;
+
+	while (*link != BEL_NONE && *link != index)
+		link = &r->blocks[*link].next;
+	BEL_ASSERT(*link == index);
+	if (*link == index)
+		*link = r->blocks[index].next;
+	r->blocks[index].next = BEL_NONE;
+	r->nr_free--;
+}
+
+int bel_retire_offset(struct bel_pool *pool, u64 offset)
+{
+	struct bel_region *r = NULL;
+	struct bel_block *b;
+	u64 index = 0;
+	u32 slot, id;
+	int ret = 1;
+
+	bel_spin_lock(&pool->lock);
+	for (slot = 0; slot < BELUGA_MAX_REGIONS; slot++) {
+		r = &pool->regions[slot];
+		if (r->present && offset >= r->first_offset) {
+			index = bel_div64(offset - r->first_offset,
+					  pool->block_size);
+			if (index < r->nr_blocks)
+				break;
+		}
+	}
+	if (slot == BELUGA_MAX_REGIONS) {
+		bel_spin_unlock(&pool->lock);
+		return -ENOENT;
+	}
+	id = bel_block_id(slot, (u32)index);
+	b = &r->blocks[index];
+	if (b->retired) {
+		ret = 0;
+		goto out;
+	}
+	b->retired = 1;
+	switch (b->state) {
+	case BEL_BLOCK_FREE:
+		/*
+		 * A walk of the free list: memory errors are rare, and a
+		 * second link per block would cost every pool its memory.
+		 */
+		bel_free_list_del_locked(r, (u32)index);
+		b->state = BEL_BLOCK_RETIRED;
+		r->nr_retired++;
+		break;
+	case BEL_BLOCK_PUBLISHED:
+		bel_index_remove_locked(pool, id);
+		if (b->in_lru) {
+			bel_lru_del_locked(pool, id);
+			bel_put_free_locked(pool, id);
+		}
+		/* Pinned: RETIRED when the last pin goes (client.c). */
+		break;
+	default:
+		/* ALLOCATED: RETIRED when its owner lets go of it. */
+		break;
+	}
+out:
+	bel_spin_unlock(&pool->lock);
+	return ret;
 }

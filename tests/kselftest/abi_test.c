@@ -18,30 +18,42 @@ static const struct {
 	unsigned long cmd;
 	unsigned int nr;
 	uint32_t size_v1;
+	uint32_t size_now;	/* the struct as this header has it */
 	uint32_t bad_flag;	/* a flag bit the command does not know */
 } cmds[C_NR] = {
 	[C_INFO]	= { "INFO", BELUGA_IOC_INFO, BELUGA_CMD_INFO,
-			    BELUGA_INFO_SIZE_V1, 1U << 0 },
+			    BELUGA_INFO_SIZE_V1,
+			    sizeof(struct beluga_info), 1U << 0 },
 	[C_STATS]	= { "STATS", BELUGA_IOC_STATS, BELUGA_CMD_STATS,
-			    BELUGA_STATS_SIZE_V1, 1U << 0 },
+			    BELUGA_STATS_SIZE_V1,
+			    sizeof(struct beluga_stats), 1U << 0 },
 	[C_ALLOC]	= { "ALLOC", BELUGA_IOC_ALLOC, BELUGA_CMD_ALLOC,
-			    BELUGA_ALLOC_SIZE_V1, 1U << 0 },
+			    BELUGA_ALLOC_SIZE_V1,
+			    sizeof(struct beluga_alloc), 1U << 0 },
 	[C_FREE]	= { "FREE", BELUGA_IOC_FREE, BELUGA_CMD_FREE,
-			    BELUGA_BLOCKS_SIZE_V1, 1U << 0 },
+			    BELUGA_BLOCKS_SIZE_V1,
+			    sizeof(struct beluga_blocks), 1U << 0 },
 	[C_PUBLISH]	= { "PUBLISH", BELUGA_IOC_PUBLISH, BELUGA_CMD_PUBLISH,
-			    BELUGA_PUBLISH_SIZE_V1, 1U << 0 },
+			    BELUGA_PUBLISH_SIZE_V1,
+			    sizeof(struct beluga_publish), 1U << 0 },
 	[C_LOOKUP]	= { "LOOKUP", BELUGA_IOC_LOOKUP, BELUGA_CMD_LOOKUP,
-			    BELUGA_LOOKUP_SIZE_V1, 1U << 1 },
+			    BELUGA_LOOKUP_SIZE_V1,
+			    sizeof(struct beluga_lookup), 1U << 1 },
 	[C_RELEASE]	= { "RELEASE", BELUGA_IOC_RELEASE, BELUGA_CMD_RELEASE,
-			    BELUGA_BLOCKS_SIZE_V1, 1U << 0 },
+			    BELUGA_BLOCKS_SIZE_V1,
+			    sizeof(struct beluga_blocks), 1U << 0 },
 	[C_ATTACH]	= { "ATTACH", BELUGA_IOC_ATTACH, BELUGA_CMD_ATTACH,
-			    BELUGA_ATTACH_SIZE_V1, 1U << 0 },
+			    BELUGA_ATTACH_SIZE_V1,
+			    sizeof(struct beluga_attach), 1U << 0 },
 	[C_DETACH]	= { "DETACH", BELUGA_IOC_DETACH, BELUGA_CMD_DETACH,
-			    BELUGA_DETACH_SIZE_V1, 1U << 1 },
+			    BELUGA_DETACH_SIZE_V1,
+			    sizeof(struct beluga_detach), 1U << 1 },
 	[C_EVICT]	= { "EVICT", BELUGA_IOC_EVICT, BELUGA_CMD_EVICT,
-			    BELUGA_EVICT_SIZE_V1, 1U << 1 },
+			    BELUGA_EVICT_SIZE_V1,
+			    sizeof(struct beluga_evict), 1U << 1 },
 	[C_REGION_INFO]	= { "REGION_INFO", BELUGA_IOC_REGION_INFO,
 			    BELUGA_CMD_REGION_INFO, BELUGA_REGION_INFO_SIZE_V1,
+			    sizeof(struct beluga_region_info),
 			    1U << 0 },
 };
 
@@ -49,7 +61,7 @@ TEST(struct_sizes)
 {
 	/* Also checked at compile time; reported here for the record. */
 	EXPECT_EQ(BELUGA_INFO_SIZE_V1, sizeof(struct beluga_info));
-	EXPECT_EQ(BELUGA_STATS_SIZE_V1, sizeof(struct beluga_stats));
+	EXPECT_EQ(BELUGA_STATS_SIZE_V2, sizeof(struct beluga_stats));
 	EXPECT_EQ(BELUGA_ALLOC_SIZE_V1, sizeof(struct beluga_alloc));
 	EXPECT_EQ(BELUGA_BLOCKS_SIZE_V1, sizeof(struct beluga_blocks));
 	EXPECT_EQ(BELUGA_PUBLISH_SIZE_V1, sizeof(struct beluga_publish));
@@ -331,7 +343,7 @@ TEST_F(abi, size_above_nonzero_tail_e2big)
 	int c;
 
 	for (c = 0; c < C_NR; c++) {
-		uint32_t v1 = cmds[c].size_v1;
+		uint32_t v1 = cmds[c].size_now;
 		struct { uint32_t size; uint32_t poke; } cases[] = {
 			{ v1 + 8, v1 },		/* first unknown byte */
 			{ v1 + 8, v1 + 7 },	/* last unknown byte */
@@ -385,8 +397,8 @@ TEST_F(abi, size_above_zero_tail_accepted)
 		r = bt_ioctl(self->c.fd, cmds[c].cmd, &buf);
 		ASSERT_EQ(0, r) TH_LOG("%s with size %u and a zero tail: %s",
 				       cmds[c].name, v1 + extra, strerror(-r));
-		EXPECT_TRUE(TAIL_IS_ZERO(v1))
-			TH_LOG("%s wrote past its V1 size", cmds[c].name);
+		EXPECT_TRUE(TAIL_IS_ZERO(cmds[c].size_now))
+			TH_LOG("%s wrote past its size", cmds[c].name);
 		switch (c) {
 		case C_INFO:
 			EXPECT_EQ(BELUGA_ABI_VERSION,

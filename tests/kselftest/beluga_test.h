@@ -76,7 +76,7 @@
 
 _Static_assert(sizeof(struct beluga_key) == 16, "beluga_key");
 _Static_assert(sizeof(struct beluga_info) == BELUGA_INFO_SIZE_V1, "info");
-_Static_assert(sizeof(struct beluga_stats) == BELUGA_STATS_SIZE_V1, "stats");
+_Static_assert(sizeof(struct beluga_stats) == BELUGA_STATS_SIZE_V2, "stats");
 _Static_assert(sizeof(struct beluga_alloc) == BELUGA_ALLOC_SIZE_V1, "alloc");
 _Static_assert(sizeof(struct beluga_blocks) == BELUGA_BLOCKS_SIZE_V1, "blocks");
 _Static_assert(sizeof(struct beluga_publish) == BELUGA_PUBLISH_SIZE_V1, "publish");
@@ -532,13 +532,15 @@ static inline void bt_unmap(struct bt_ctx *c)
 /* Occupancy part of STATS must be self-consistent. */
 #define ASSERT_STATS_CONSISTENT(st) do {				\
 	ASSERT_EQ((st).total_blocks, (st).free_blocks +			\
-		  (st).allocated_blocks + (st).published_blocks)	\
+		  (st).allocated_blocks + (st).published_blocks +	\
+		  (st).retired_blocks)					\
 		TH_LOG("total %llu != free %llu + allocated %llu + "	\
-		       "published %llu",				\
+		       "published %llu + retired %llu",			\
 		       (unsigned long long)(st).total_blocks,		\
 		       (unsigned long long)(st).free_blocks,		\
 		       (unsigned long long)(st).allocated_blocks,	\
-		       (unsigned long long)(st).published_blocks);	\
+		       (unsigned long long)(st).published_blocks,	\
+		       (unsigned long long)(st).retired_blocks);	\
 	ASSERT_LE((st).pinned_blocks, (st).published_blocks);		\
 	ASSERT_LE((st).pinned_blocks, (st).pins);			\
 } while (0)

@@ -134,14 +134,14 @@ static inline int check_pool(struct bel_pool *p)
 {
 	int before = tap_case_failures;
 	u64 free_n = 0, alloc_n = 0, pub_n = 0, pinned = 0, pins = 0;
-	u64 lru_n = 0, chained = 0, total = 0;
+	u64 lru_n = 0, chained = 0, total = 0, ret_n = 0, unindexed = 0;
 	u32 slot, i, id, prev, steps;
 	struct bel_stats s;
 
 	bel_spin_lock(&p->lock);
 	for (slot = 0; slot < BELUGA_MAX_REGIONS; slot++) {
 		struct bel_region *r = &p->regions[slot];
-		u32 nf = 0, na = 0, np = 0;
+		u32 nf = 0, na = 0, np = 0, nr = 0;
 
 		if (!r->present)
 			continue;
@@ -162,11 +162,25 @@ static inline int check_pool(struct bel_pool *p)
 			case BEL_BLOCK_PUBLISHED:
 				np++;
 				CHECK(!b->owner);
-				CHECK_EQ(bel_index_find_locked(p, b->ns, &b->key),
-					 id);
-				CHECK_EQ(!!b->in_lru, !b->pins);
+				if (b->retired) {
+					/* Unpublished; RETIRED at last pin. */
+					CHECK(b->pins && !b->in_lru);
+					CHECK(bel_index_find_locked(p, b->ns,
+								    &b->key) != id);
+					unindexed++;
+				} else {
+					CHECK_EQ(bel_index_find_locked(p, b->ns,
+								       &b->key),
+						 id);
+					CHECK_EQ(!!b->in_lru, !b->pins);
+				}
 				pins += b->pins;
 				pinned += !!b->pins;
+				break;
+			case BEL_BLOCK_RETIRED:
+				nr++;
+				CHECK(b->retired && !b->pins && !b->in_lru &&
+				      !b->owner);
 				break;
 			default:
 				CHECK(0);
@@ -175,7 +189,8 @@ static inline int check_pool(struct bel_pool *p)
 		CHECK_EQ(nf, r->nr_free);
 		CHECK_EQ(na, r->nr_allocated);
 		CHECK_EQ(np, r->nr_published);
-		CHECK_EQ(r->nr_free + r->nr_allocated + r->nr_published,
+		CHECK_EQ(nr, r->nr_retired);
+		CHECK_EQ(r->nr_free + r->nr_allocated + r->nr_published + nr,
 			 r->nr_blocks);
 		/* The free list holds exactly the FREE blocks. */
 		steps = 0;
@@ -186,6 +201,7 @@ static inline int check_pool(struct bel_pool *p)
 		free_n += nf;
 		alloc_n += na;
 		pub_n += np;
+		ret_n += nr;
 	}
 	/* LRU: published, unpinned, linked both ways, nothing else. */
 	prev = BEL_NONE;
@@ -204,7 +220,7 @@ static inline int check_pool(struct bel_pool *p)
 		for (id = p->buckets[i]; id != BEL_NONE && chained <= total;
 		     id = bel_block_of(p, id)->hash_next)
 			chained++;
-	CHECK_EQ(chained, pub_n);
+	CHECK_EQ(chained, pub_n - unindexed);
 	if (p->nr_regions)
 		CHECK(p->nr_buckets >= (total < (1U << 28) ? total : 1U << 28));
 	CHECK_EQ(p->stats.pinned_blocks, pinned);
@@ -216,8 +232,9 @@ static inline int check_pool(struct bel_pool *p)
 	CHECK_EQ(s.free_blocks, free_n);
 	CHECK_EQ(s.allocated_blocks, alloc_n);
 	CHECK_EQ(s.published_blocks, pub_n);
+	CHECK_EQ(s.retired_blocks, ret_n);
 	CHECK_EQ(s.total_blocks, s.free_blocks + s.allocated_blocks +
-		 s.published_blocks);
+		 s.published_blocks + s.retired_blocks);
 	return tap_case_failures - before;
 }
 

@@ -461,6 +461,82 @@ static void region_stats_and_invariant(void)
 	pool_free(p);
 }
 
+/*
+ * Memory errors: a retired block is never handed out again and never found,
+ * whatever state it was in; a held one stays its holder's until let go.
+ */
+static void retire_blocks(void)
+{
+	u32 nr = 8;
+	struct bel_pool *p = pool_with(1, &nr);
+	struct bel_client *c = bel_client_new(p);
+	struct beluga_key k1 = K(1), k2 = K(2), k3 = K(3);
+	u64 all[8], pub, pinned, held, pin_off, off;
+	s32 res = 99;
+	u32 hits = 99, i, a, b, f;
+
+	/* A FREE block (index 7, on the free list's tail). */
+	CHECK_EQ(bel_retire_offset(p, 7 * BS + 100), 1);
+	CHECK_EQ(bel_retire_offset(p, 7 * BS), 0);
+	CHECK_EQ(stats_of(p).retired_blocks, 1);
+	CHECK_EQ(stats_of(p).free_blocks, 7);
+	check_pool(p);
+	/* An unpinned PUBLISHED one: unpublished and retired at once. */
+	pub = put_key(c, 0, k1);
+	CHECK_EQ(bel_retire_offset(p, pub), 1);
+	CHECK_EQ(has_key(c, 0, k1), 0);
+	CHECK_EQ(stats_of(p).published_blocks, 0);
+	check_pool(p);
+	/* A pinned PUBLISHED one: unpublished now, retired at RELEASE. */
+	pinned = put_key(c, 0, k2);
+	CHECK_EQ(bel_lookup(c, 0, 1, &k2, true, &pin_off, &hits), 0);
+	CHECK_EQ(hits, 1);
+	CHECK_EQ(bel_retire_offset(p, pinned), 1);
+	CHECK_EQ(has_key(c, 0, k2), 0);
+	CHECK_EQ(stats_of(p).pinned_blocks, 1);
+	check_pool(p);
+	CHECK_EQ(bel_release(c, 1, &pin_off), 0);
+	CHECK_EQ(blk(p, pinned)->state, BEL_BLOCK_RETIRED);
+	check_pool(p);
+	/* An ALLOCATED one: PUBLISH answers -EIO and retires it. */
+	CHECK_EQ(bel_alloc(c, 1, &held), 0);
+	CHECK_EQ(bel_retire_offset(p, held), 1);
+	CHECK_EQ(blk(p, held)->state, BEL_BLOCK_ALLOCATED);
+	CHECK_EQ(stats_of(p).retired_blocks, 3);
+	check_pool(p);
+	CHECK_EQ(bel_publish(c, 0, 1, &held, &k3, &res, &a, &b, &f), 0);
+	CHECK_EQ(res, -EIO);
+	CHECK_EQ(f, 1);
+	CHECK_EQ(has_key(c, 0, k3), 0);
+	CHECK_EQ(blk(p, held)->state, BEL_BLOCK_RETIRED);
+	CHECK_EQ(stats_of(p).retired_blocks, 4);
+	check_pool(p);
+	/* ALLOC of the whole pool: only the 4 good blocks exist. */
+	CHECK_EQ(bel_alloc(c, 5, all), -ENOSPC);
+	CHECK_EQ(bel_alloc(c, 4, all), 0);
+	for (i = 0; i < 4; i++)
+		CHECK(all[i] != 7 * BS && all[i] != pub && all[i] != pinned &&
+		      all[i] != held);
+	/* An ALLOCATED one retired, then freed, and one freed at close. */
+	CHECK_EQ(bel_retire_offset(p, all[0]), 1);
+	CHECK_EQ(bel_free(c, 1, &all[0]), 0);
+	CHECK_EQ(bel_retire_offset(p, all[1]), 1);
+	check_pool(p);
+	bel_client_release(c);
+	c = bel_client_new(p);
+	CHECK_EQ(stats_of(p).free_blocks, 2);
+	CHECK_EQ(stats_of(p).retired_blocks, 6);
+	CHECK_EQ(bel_alloc(c, 3, all), -ENOSPC);
+	CHECK_EQ(bel_retire_offset(p, 8 * BS), -ENOENT);
+	check_pool(p);
+	/* Retired blocks do not keep the region from going. */
+	bel_client_release(c);
+	CHECK_EQ(bel_pool_remove_region(p, 0, false, NULL), 0);
+	off = 0;
+	CHECK_EQ(bel_retire_offset(p, off), -ENOENT);
+	pool_free(p);
+}
+
 int main(void)
 {
 	TAP_RUN(empty_pool);
@@ -473,5 +549,6 @@ int main(void)
 	TAP_RUN(remove_region_rules);
 	TAP_RUN(find_offset_holes);
 	TAP_RUN(region_stats_and_invariant);
+	TAP_RUN(retire_blocks);
 	return tap_done();
 }

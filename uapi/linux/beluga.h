@@ -207,8 +207,8 @@ struct beluga_info {
  * struct beluga_stats - BELUGA_IOC_STATS: pool occupancy and counters
  * @size: sizeof(struct beluga_stats)
  * @flags: must be 0
- * @total_blocks: out: free + allocated + published, except on a shared
- *	pool (below)
+ * @total_blocks: out: free + allocated + published + retired, except on
+ *	a shared pool (below)
  * @free_blocks: out
  * @allocated_blocks: out: owned by some file, not yet published
  * @published_blocks: out
@@ -225,6 +225,30 @@ struct beluga_info {
  * @releases: out: pins dropped by RELEASE or on close
  * @evictions: out: published blocks evicted, by ALLOC or by EVICT
  * @alloc_failures: out: ALLOC calls that ended in -ENOSPC
+ * @retired_blocks: out (since BELUGA_STATS_SIZE_V2): blocks of the
+ *	regions attached now that a memory error took out of service; 0 on a
+ *	shared pool
+ *
+ * Memory errors: when a page behind a block is poisoned (an uncorrectable
+ * error that the kernel's memory_failure() handled, or madvise
+ * MADV_HWPOISON), the block is retired: its key is unpublished (LOOKUP no
+ * longer finds it) and ALLOC never hands it out again. The module learns
+ * of the error at the next page fault on the poisoned page, or when its
+ * region is attached; a process that touches the page gets SIGBUS with
+ * si_code BUS_MCEERR_AR, si_addr the address touched and si_addr_lsb
+ * PAGE_SHIFT. On device-dax, memory_failure() itself signals the process
+ * that consumed the poison at once (BUS_MCEERR_AR; BUS_MCEERR_AO for
+ * processes that asked for early kills), with si_addr and si_addr_lsb
+ * giving the whole folio it took (2 MiB on a 2 MiB aligned device), and
+ * unmaps that folio from every mapping, so that any further touch faults.
+ * Node memory is left mapped by memory_failure() (it handles no driver's
+ * non-LRU pages; MADV_HWPOISON fails with EBUSY there): the module sees
+ * the poison once the page is faulted again (a new mapping, or after
+ * MADV_DONTNEED). A block that a file still holds (ALLOCATED, or pinned)
+ * stays that file's until FREE, PUBLISH (item result -EIO), RELEASE or
+ * close, and counts where it is held until then. Detaching the region
+ * forgets its retired blocks; attaching it again retires them again. A
+ * shared pool does not retire blocks (its processes still get SIGBUS).
  *
  * The occupancy fields are one consistent snapshot taken under the pool
  * lock; the counters are read in the same snapshot.
@@ -260,9 +284,11 @@ struct beluga_stats {
 	__u64 releases;
 	__u64 evictions;
 	__u64 alloc_failures;
+	__u64 retired_blocks;
 };
 
 #define BELUGA_STATS_SIZE_V1	144
+#define BELUGA_STATS_SIZE_V2	152
 #define BELUGA_IOC_STATS	_IO(BELUGA_TYPE, BELUGA_CMD_STATS)
 
 /**
@@ -339,7 +365,10 @@ struct beluga_blocks {
  *	caller lost the race, or an earlier item of the same call published
  *	it); the caller's block was freed.
  * A negative errno: this item was not applied and its block is unchanged:
- *	-EINVAL not a block offset, -EPERM not ALLOCATED by this file.
+ *	-EINVAL not a block offset, -EPERM not ALLOCATED by this file;
+ *	except -EIO: a memory error hit the block (see struct beluga_stats,
+ *	@retired_blocks); it was taken out of service and is no longer the
+ *	caller's.
  */
 #define BELUGA_PUBLISH_OK	0
 #define BELUGA_PUBLISH_EXISTS	1

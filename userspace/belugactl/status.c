@@ -440,6 +440,7 @@ static const struct stat_field {
 	SF(free_blocks, 0, "Free blocks."),
 	SF(allocated_blocks, 0, "Blocks allocated by a client, not yet published."),
 	SF(published_blocks, 0, "Published blocks."),
+	SF(retired_blocks, 0, "Blocks a memory error took out of service."),
 	SF(pinned_blocks, 0, "Published blocks with at least one pin."),
 	SF(pins, 0, "Pins held by all clients."),
 	SF(clients, 0, "Open files of /dev/beluga."),

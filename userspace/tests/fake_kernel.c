@@ -174,6 +174,7 @@ static int cmd_stats(int fd, void *arg)
 	out->free_blocks = s.free_blocks;
 	out->allocated_blocks = s.allocated_blocks;
 	out->published_blocks = s.published_blocks;
+	out->retired_blocks = s.retired_blocks;
 	out->pinned_blocks = s.pinned_blocks;
 	out->pins = s.pins;
 	out->clients = s.clients;

@@ -33,6 +33,7 @@ def test_info_has_every_field(pool):
 def test_stats_has_every_field(pool):
     s = pool.stats()
     assert set(s) == {"total_blocks", "free_blocks", "allocated_blocks", "published_blocks",
+                      "retired_blocks",
                       "pinned_blocks", "pins", "clients", "allocs", "frees", "publishes",
                       "publish_races", "lookups", "lookup_keys", "lookup_hits", "releases",
                       "evictions", "alloc_failures"}

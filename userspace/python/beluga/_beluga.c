@@ -829,6 +829,7 @@ static PyObject *Pool_stats(Pool *p, PyObject *Py_UNUSED(ignored))
 	SET_U64(d, &s, free_blocks);
 	SET_U64(d, &s, allocated_blocks);
 	SET_U64(d, &s, published_blocks);
+	SET_U64(d, &s, retired_blocks);
 	SET_U64(d, &s, pinned_blocks);
 	SET_U64(d, &s, pins);
 	SET_U64(d, &s, clients);

@@ -1,0 +1,167 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Memory errors in the pool's memory.
+ *
+ * How the mappers are found. memory_failure() handles a ZONE_DEVICE page
+ * (device-dax) in mf_generic_kill_procs(): dax_lock_folio() (6.1:
+ * dax_lock_page()) must see a folio->mapping whose host is a dax
+ * char-device inode (IS_DAX needs CONFIG_FS_DAX), and collect_procs()
+ * then walks that address_space's VMAs at folio->index. So, as device_dax
+ * does in dax_set_mapping(), every folio of a dax region is stamped with the
+ * pool inode's address_space (main.c: S_DAX, S_IFCHR; every file of the
+ * pool maps through it) and its page offset in the pool's offset space.
+ * Beluga stamps at ATTACH rather than at the first fault, so that an error
+ * in a page nobody mapped yet is recorded (PG_hwpoison) too, and clears the
+ * stamp at DETACH, so that device_dax, which only stamps folios whose
+ * mapping is NULL, stamps them again for its own users. memory_failure()
+ * then unmaps the folio from every mapping of the pool and sends SIGBUS
+ * (BUS_MCEERR_AR to the process that consumed the poison) with the address.
+ *
+ * NODE pages are ordinary pages that Beluga allocated and that are not on
+ * an LRU list: memory_failure() marks them PG_hwpoison, calls them an
+ * "unknown page state" and leaves them mapped (-EBUSY; madvise
+ * MADV_HWPOISON fails with EBUSY and keeps the reference it took). A
+ * process that consumes the poison gets SIGBUS from the machine-check
+ * handler; others keep their mapping until it is faulted in again.
+ *
+ * How Beluga learns of the error. memory_failure() calls no driver of a
+ * device-dax page whose dev_pagemap belongs to device_dax, and nothing for
+ * a NODE page. So the fault handler checks PG_hwpoison on every fault (one
+ * bit; after memory_failure() unmapped the folio, the next touch faults),
+ * retires the block and answers VM_FAULT_HWPOISON (SIGBUS BUS_MCEERR_AR at
+ * the address), and ATTACH scans the region once. A periodic scan of every
+ * page, or a check at each ALLOC and LOOKUP, would cost every pool time in
+ * proportion to its size for an event that is rare, while a block nobody
+ * maps can do no harm until somebody maps it, and then the fault finds it.
+ */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/mm.h>
+#include <linux/page-flags.h>
+#include <linux/sched.h>
+
+#include "beluga.h"
+
+/* First pfn of the blocks of a dax region, and the pages they cover. */
+static unsigned long beluga_dax_first_pfn(const struct beluga_region *region)
+{
+	return PHYS_PFN(region->phys_start + region->data_off);
+}
+
+static unsigned long beluga_region_nr_pages(const struct beluga_region *region)
+{
+	return ((u64)region->nr_blocks * region->dev->pool.block_size) >>
+	       PAGE_SHIFT;
+}
+
+/* Retire the blocks that overlap @len bytes at @region_offset. */
+static void beluga_poison_retire(struct beluga_region *region,
+				 u64 region_offset, u64 len)
+{
+	struct beluga_device *dev = region->dev;
+	u64 bs = dev->pool.block_size;
+	u64 end = min_t(u64, region_offset + len,
+			(u64)region->nr_blocks * bs);
+	u64 off;
+
+	/* A shared pool's blocks belong to the multi-host protocol. */
+	if (region->shared)
+		return;
+	for (off = round_down(region_offset, bs); off < end; off += bs)
+		if (bel_retire_offset(&dev->pool, region->first_offset + off) > 0)
+			dev_warn_ratelimited(dev->misc.this_device,
+					     "%s: memory error: block at offset 0x%llx retired\n",
+					     region->name,
+					     region->first_offset + off);
+}
+
+static bool beluga_page_poisoned(struct page *page)
+{
+	/* device-dax marks the head of a compound folio (mm/memory-failure.c). */
+	return PageHWPoison(page) || PageHWPoison(&page_folio(page)->page);
+}
+
+void beluga_poison_attach(struct beluga_region *region)
+{
+	struct address_space *mapping = region->dev->inode->i_mapping;
+	unsigned long i, nr = beluga_region_nr_pages(region);
+	unsigned long first, pfn;
+	pgoff_t base = region->first_offset >> PAGE_SHIFT;
+
+	/* Fresh from the page allocator, which never hands out poison. */
+	if (region->backend == BELUGA_BACKEND_NODE)
+		return;
+
+	first = beluga_dax_first_pfn(region);
+	for (pfn = first; pfn < first + nr;) {
+		struct folio *folio = page_folio(pfn_to_page(pfn));
+		unsigned long head = folio_pfn(folio);
+		unsigned long next = head + folio_nr_pages(folio);
+
+		/* A folio that starts in a shared pool's metadata: no index. */
+		if (head >= first) {
+			WRITE_ONCE(folio->mapping, mapping);
+			WRITE_ONCE(folio->index, base + (head - first));
+		}
+		for (i = pfn; i < next && i < first + nr; i++)
+			if (beluga_page_poisoned(pfn_to_page(i)))
+				beluga_poison_retire(region,
+						     (u64)(i - first) << PAGE_SHIFT,
+						     PAGE_SIZE);
+		pfn = next;
+		if (!((pfn - first) % 4096))
+			cond_resched();
+	}
+}
+
+/* Undo the stamps of beluga_poison_attach() (also after a failed one). */
+void beluga_poison_detach(struct beluga_region *region)
+{
+	struct address_space *mapping;
+	unsigned long first, pfn, end;
+
+	if (region->backend != BELUGA_BACKEND_DAX || !region->dev)
+		return;
+	mapping = region->dev->inode->i_mapping;
+	first = beluga_dax_first_pfn(region);
+	end = PHYS_PFN(region->phys_start + region->length);
+	for (pfn = first; pfn < end;) {
+		struct folio *folio = page_folio(pfn_to_page(pfn));
+
+		if (READ_ONCE(folio->mapping) == mapping)
+			WRITE_ONCE(folio->mapping, NULL);
+		pfn = folio_pfn(folio) + folio_nr_pages(folio);
+		if (!((pfn - first) % 4096))
+			cond_resched();
+	}
+}
+
+bool beluga_poison_fault(struct beluga_region *region, u64 region_offset,
+			 struct page *page)
+{
+	struct folio *folio = page_folio(page);
+	u64 start = round_down(region_offset, PAGE_SIZE), len = PAGE_SIZE;
+
+	if (likely(!beluga_page_poisoned(page)))
+		return false;
+	/* Poison on the head: memory_failure() took the whole folio. */
+	if (folio_test_large(folio) && folio_test_hwpoison(folio)) {
+		u64 back = (u64)(page_to_pfn(page) - folio_pfn(folio)) <<
+			   PAGE_SHIFT;
+
+		start = back <= start ? start - back : 0;
+		len = folio_size(folio);
+	}
+	beluga_poison_retire(region, start, len);
+	return true;
+}
+
+bool beluga_poison_in_range(unsigned long pfn, unsigned long nr)
+{
+	unsigned long i;
+
+	for (i = 0; i < nr; i++)
+		if (beluga_page_poisoned(pfn_to_page(pfn + i)))
+			return true;
+	return false;
+}

@@ -1,0 +1,290 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Memory errors: a published block is poisoned with madvise(MADV_HWPOISON)
+ * (the kernel's memory_failure(), as for a real uncorrectable error). The
+ * process touching it gets SIGBUS BUS_MCEERR_AR with the address, the block
+ * is retired (STATS retired_blocks, sysfs), LOOKUP no longer finds its key,
+ * ALLOC of the whole pool never hands it out, and the other blocks work.
+ *
+ * Device-dax pages are signalled and unmapped by memory_failure() itself
+ * (the module stamps folio->mapping/index); node pages are not (it ignores
+ * non-LRU pages), so for them the test only checks what the module does at
+ * the next fault. The poisoned page stays poisoned until the guest reboots:
+ * the test uses the last 8 MiB of the first device-dax, which no other test
+ * touches.
+ */
+#include <setjmp.h>
+#include <signal.h>
+
+#include "beluga_test.h"
+
+#define PZ_BS		(2 * BT_MIB)	/* a device-dax folio: one block */
+#define PZ_LEN		(4 * PZ_BS)
+#define PZ_BLOCKS	(PZ_LEN / PZ_BS)
+
+#ifndef MADV_HWPOISON
+#define MADV_HWPOISON	100
+#endif
+#ifndef BUS_MCEERR_AR
+#define BUS_MCEERR_AR	4
+#endif
+
+static sigjmp_buf pz_jmp;
+static volatile sig_atomic_t pz_signals;
+static siginfo_t pz_info;
+
+static void pz_sigbus(int sig, siginfo_t *si, void *uc)
+{
+	(void)sig;
+	(void)uc;
+	pz_info = *si;
+	pz_signals++;
+	siglongjmp(pz_jmp, 1);
+}
+
+/* Read one byte at @p; true if that raised SIGBUS (pz_info has it). */
+static bool pz_touch_bus(volatile char *p)
+{
+	int before = pz_signals;
+
+	if (sigsetjmp(pz_jmp, 1) == 0)
+		(void)*p;
+	return pz_signals != before;
+}
+
+FIXTURE(poison) {
+	struct bt_ctx c;
+	uint64_t ns;
+	uint64_t retired0;	/* retired at ATTACH: earlier tests' poison */
+	struct sigaction old;
+};
+
+FIXTURE_VARIANT(poison) {
+	int backend;
+};
+
+FIXTURE_VARIANT_ADD(poison, node) {
+	.backend = BELUGA_BACKEND_NODE,
+};
+
+FIXTURE_VARIANT_ADD(poison, dax) {
+	.backend = BELUGA_BACKEND_DAX,
+};
+
+FIXTURE_SETUP(poison)
+{
+	struct sigaction sa = { 0 };
+	uint64_t phys, size;
+	char names[BT_MAX_DAX][64];
+	char why[160];
+	uint64_t skip = 0;
+	int r;
+
+	bt_ctx_init(&self->c);
+	if (!bt_backend_ok(variant->backend, 0, PZ_LEN, why, sizeof(why))) {
+		SKIP(return, "%s", why);
+	}
+	if (variant->backend == BELUGA_BACKEND_DAX) {
+		ASSERT_LT(0, bt_env_dax(names));
+		ASSERT_EQ(0, bt_dax_geometry(names[0], &phys, &size));
+		skip = size - PZ_LEN;
+	}
+	bt_setup_empty(&self->c);
+	self->c.backend = variant->backend;
+	ASSERT_EQ(0, bt_attach_req(&self->c.att[0], variant->backend, 0, skip,
+				   PZ_LEN, PZ_BS, "bt-poison"));
+	r = bt_attach(self->c.fd, &self->c.att[0]);
+	ASSERT_EQ(0, r) TH_LOG("ATTACH: %s", strerror(-r));
+	self->c.nr = 1;
+	ASSERT_EQ(0, bt_info(self->c.fd, &self->c.info));
+	self->ns = bt_ns(0x9015);
+	{
+		struct beluga_stats st;
+
+		ASSERT_EQ(0, bt_stats(self->c.fd, &st));
+		self->retired0 = st.retired_blocks;
+	}
+	sa.sa_sigaction = pz_sigbus;
+	sa.sa_flags = SA_SIGINFO;
+	sigemptyset(&sa.sa_mask);
+	ASSERT_EQ(0, sigaction(SIGBUS, &sa, &self->old));
+}
+
+FIXTURE_TEARDOWN(poison)
+{
+	sigaction(SIGBUS, &self->old, NULL);
+	bt_teardown(&self->c);
+}
+
+static uint64_t pz_sysfs_retired(void)
+{
+	uint64_t v = ~0ULL;
+
+	bt_read_sysfs_u64("/sys/class/misc/beluga/retired_blocks", &v);
+	return v;
+}
+
+TEST_F(poison, poisoned_block_is_retired)
+{
+	struct beluga_key bad = { .lo = 0xbad, .hi = 1 };
+	struct beluga_key good = { .lo = 0x600d, .hi = 1 };
+	uint64_t o_bad, o_good, got[PZ_BLOCKS], off;
+	volatile char *target;
+	struct beluga_stats st;
+	uint32_t hits = 99, i, good_n;
+	bool bus;
+	int32_t res;
+	char *p;
+	int r;
+
+	p = bt_map(&self->c);
+	ASSERT_EQ(0, bt_alloc(self->c.fd, 1, &o_bad));
+	ASSERT_EQ(0, bt_alloc(self->c.fd, 1, &o_good));
+	bt_fill(p + o_bad, 4096, 1);
+	bt_fill(p + o_good, 4096, 2);
+	ASSERT_EQ(0, bt_publish1(self->c.fd, self->ns, o_bad, bad, &res));
+	ASSERT_EQ(BELUGA_PUBLISH_OK, res);
+	ASSERT_EQ(0, bt_publish1(self->c.fd, self->ns, o_good, good, &res));
+	ASSERT_EQ(BELUGA_PUBLISH_OK, res);
+
+	/* Poison one page in the middle of the block, mapped and touched. */
+	target = p + o_bad + 5 * BT_PAGE;
+	ASSERT_FALSE(pz_touch_bus(target));
+	pz_info.si_code = 0;
+	if (sigsetjmp(pz_jmp, 1) == 0) {
+		r = madvise((void *)target, BT_PAGE, MADV_HWPOISON);
+		if (r && (errno == EPERM || errno == EINVAL)) {
+			SKIP(return, "madvise(MADV_HWPOISON): %s (needs root and "
+			     "CONFIG_MEMORY_FAILURE)", strerror(errno));
+		}
+		if (variant->backend == BELUGA_BACKEND_DAX) {
+			ASSERT_EQ(0, r) TH_LOG("MADV_HWPOISON: %s", strerror(errno));
+		} else {
+			TH_LOG("node page: MADV_HWPOISON returned %d (%s), no signal",
+			       r, r ? strerror(errno) : "ok");
+		}
+	}
+	if (variant->backend == BELUGA_BACKEND_DAX) {
+		/*
+		 * memory_failure() found this process through the pool
+		 * inode's mappings: SIGBUS for the folio (the block) that
+		 * holds the page, which it also unmapped everywhere.
+		 */
+		ASSERT_EQ(1, pz_signals) TH_LOG("no SIGBUS from memory_failure()");
+		EXPECT_EQ(BUS_MCEERR_AR, pz_info.si_code);
+		EXPECT_LE((uintptr_t)p + o_bad, (uintptr_t)pz_info.si_addr);
+		EXPECT_GE((uintptr_t)target, (uintptr_t)pz_info.si_addr);
+		EXPECT_LT((uintptr_t)target, (uintptr_t)pz_info.si_addr +
+			  (1UL << pz_info.si_addr_lsb));
+	}
+	/* Node pages stay mapped; make the next touch fault. */
+	ASSERT_EQ(0, madvise(p + o_bad, PZ_BS, MADV_DONTNEED));
+
+	/* The next touch faults: SIGBUS at the very address, block retired. */
+	pz_info.si_code = 0;
+	bus = pz_touch_bus(target + 0x123);
+	ASSERT_TRUE(bus) TH_LOG("touching the poisoned page: no SIGBUS");
+	EXPECT_EQ(BUS_MCEERR_AR, pz_info.si_code);
+	EXPECT_EQ((uintptr_t)(target + 0x123), (uintptr_t)pz_info.si_addr);
+	EXPECT_EQ(12, pz_info.si_addr_lsb);
+	/* Another page of the same block (the whole folio, on dax) too. */
+	if (variant->backend == BELUGA_BACKEND_DAX)
+		EXPECT_TRUE(pz_touch_bus(p + o_bad));
+
+	ASSERT_EQ(0, bt_stats(self->c.fd, &st));
+	EXPECT_EQ(self->retired0 + 1, st.retired_blocks);
+	EXPECT_EQ(1, st.published_blocks);
+	EXPECT_EQ(PZ_BLOCKS, st.total_blocks);
+	ASSERT_STATS_CONSISTENT(st);
+	EXPECT_EQ(self->retired0 + 1, pz_sysfs_retired());
+
+	/* LOOKUP no longer returns it; the other key is still there. */
+	EXPECT_EQ(0, bt_lookup(self->c.fd, self->ns, &bad, 1, &off,
+			       BELUGA_LOOKUP_PIN, &hits));
+	EXPECT_EQ(0, hits);
+	EXPECT_EQ(1, bt_present(self->c.fd, self->ns, good));
+	EXPECT_EQ(-1, bt_check(p + o_good, 4096, 2));
+
+	/* ALLOC of the whole pool: the good blocks (evicting 'good'), never it. */
+	good_n = PZ_BLOCKS - 1 - (uint32_t)self->retired0;
+	ASSERT_LT(0, good_n);
+	EXPECT_EQ(-ENOSPC, bt_alloc(self->c.fd, good_n + 1, got));
+	ASSERT_EQ(0, bt_alloc(self->c.fd, good_n, got));
+	for (i = 0; i < good_n; i++) {
+		EXPECT_NE(o_bad, got[i]);
+		/* ... and they work. */
+		bt_fill(p + got[i] + PZ_BS - 4096, 4096, 10 + i);
+		EXPECT_FALSE(pz_touch_bus(p + got[i]));
+	}
+	for (i = 0; i < good_n; i++)
+		EXPECT_EQ(-1, bt_check(p + got[i] + PZ_BS - 4096, 4096, 10 + i));
+	EXPECT_EQ(0, bt_present(self->c.fd, self->ns, good));
+	EXPECT_EQ(0, bt_free(self->c.fd, good_n, got));
+	ASSERT_EQ(0, bt_stats(self->c.fd, &st));
+	EXPECT_EQ(self->retired0 + 1, st.retired_blocks);
+	EXPECT_EQ(good_n, st.free_blocks);
+	ASSERT_STATS_CONSISTENT(st);
+
+	/*
+	 * Device-dax: the page stays poisoned after DETACH; ATTACH of the
+	 * same range finds it and retires the block again.
+	 */
+	bt_unmap(&self->c);
+	if (variant->backend != BELUGA_BACKEND_DAX)
+		return;
+	ASSERT_EQ(0, bt_detach(self->c.fd, self->c.att[0].region_id, 0, NULL));
+	self->c.nr = 0;
+	r = bt_attach(self->c.fd, &self->c.att[0]);
+	ASSERT_EQ(0, r) TH_LOG("ATTACH again: %s", strerror(-r));
+	self->c.nr = 1;
+	ASSERT_EQ(0, bt_stats(self->c.fd, &st));
+	EXPECT_EQ(self->retired0 + 1, st.retired_blocks);
+	ASSERT_EQ(0, bt_alloc(self->c.fd, good_n, got));
+	EXPECT_EQ(-ENOSPC, bt_alloc(self->c.fd, 1, &off));
+	for (i = 0; i < good_n; i++)
+		EXPECT_NE(o_bad, got[i]);
+	EXPECT_EQ(0, bt_free(self->c.fd, good_n, got));
+	/* A region with a retired block still detaches (teardown). */
+}
+
+/*
+ * A block that a file holds when the error is found stays that file's
+ * until it lets go: PUBLISH then answers -EIO and the block is retired.
+ */
+TEST_F(poison, held_block_retired_when_let_go)
+{
+	struct beluga_key k = { .lo = 0x4e1d, .hi = 2 };
+	struct beluga_stats st;
+	volatile char *target;
+	uint64_t o;
+	int32_t res = 99;
+	char *p;
+	int r;
+
+	p = bt_map(&self->c);
+	ASSERT_EQ(0, bt_alloc(self->c.fd, 1, &o));
+	target = p + o;
+	ASSERT_FALSE(pz_touch_bus(target));
+	if (sigsetjmp(pz_jmp, 1) == 0) {
+		r = madvise((void *)target, BT_PAGE, MADV_HWPOISON);
+		if (r && (errno == EPERM || errno == EINVAL)) {
+			SKIP(return, "madvise(MADV_HWPOISON): %s", strerror(errno));
+		}
+	}
+	ASSERT_EQ(0, madvise(p + o, PZ_BS, MADV_DONTNEED));
+	ASSERT_TRUE(pz_touch_bus(target));
+	ASSERT_EQ(0, bt_stats(self->c.fd, &st));
+	EXPECT_EQ(self->retired0, st.retired_blocks);
+	EXPECT_EQ(1, st.allocated_blocks);
+	ASSERT_EQ(0, bt_publish1(self->c.fd, self->ns, o, k, &res));
+	EXPECT_EQ(-EIO, res);
+	EXPECT_EQ(0, bt_present(self->c.fd, self->ns, k));
+	ASSERT_EQ(0, bt_stats(self->c.fd, &st));
+	EXPECT_EQ(self->retired0 + 1, st.retired_blocks);
+	EXPECT_EQ(0, st.allocated_blocks);
+	EXPECT_EQ(PZ_BLOCKS - 1 - self->retired0, st.free_blocks);
+	ASSERT_STATS_CONSISTENT(st);
+	bt_unmap(&self->c);
+}
+
+TEST_HARNESS_MAIN
