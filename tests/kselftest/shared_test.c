@@ -357,8 +357,9 @@ TEST_F_TIMEOUT(shared, single_host_round_trip, 180)
 /*
  * Review finding 3: a fence cannot revoke pins that devices hold, so a
  * shared pool's mappings refuse get_user_pages() (unless mh_allow_gup):
- * process_vm_readv() of them fails with EFAULT, while the same call on a
- * local pool's mapping works.
+ * process_vm_readv() of them fails with EFAULT, while the same call on an
+ * ordinary buffer works (and tells a kernel without the syscall, such as
+ * the debug kernel without CONFIG_CROSS_MEMORY_ATTACH, to skip).
  */
 TEST_F_TIMEOUT(shared, no_pins_of_shared_mappings, 120)
 {
@@ -382,6 +383,18 @@ TEST_F_TIMEOUT(shared, no_pins_of_shared_mappings, 120)
 	fclose(gup);
 	if (allow[0] == 'Y')
 		SKIP(return, "loaded with mh_allow_gup=1");
+	{
+		uint8_t plain[64] = { 0x33 };
+		struct iovec src = { plain, sizeof(plain) };
+
+		n = process_vm_readv(getpid(), &local, 1, &src, 1, 0);
+		if (n < 0 && errno == ENOSYS)
+			SKIP(return, "process_vm_readv(): %s (kernel without "
+			     "CONFIG_CROSS_MEMORY_ATTACH)", strerror(errno));
+		ASSERT_EQ((ssize_t)sizeof(plain), n)
+			TH_LOG("process_vm_readv() of a plain buffer: %s",
+			       strerror(errno));
+	}
 	ASSERT_EQ(0, sh_req(&a, BELUGA_ATTACH_SHARED | BELUGA_ATTACH_HOST_ID |
 			    BELUGA_ATTACH_FORMAT, 0));
 	r = bt_attach(self->c.fd, &a);
