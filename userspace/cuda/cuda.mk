@@ -71,7 +71,7 @@ $(CU)/device-check: $(CU)/obj/device_check.o $(CU)/obj/kvcopy.o $(CU)/obj/kvcopy
 		$(CU)/obj/device_check.o $(CU)/obj/kvcopy.o $(CU)/obj/kvcopy_plan.o \
 		$(B)/libbeluga.a -ldl -lpthread
 
-$(CU)/obj/device_check.o: NVCC_FLAGS += -Iinclude -Ilib -I../uapi
+$(CU)/obj/device_check.o: NVCC_FLAGS += -I$(B)/include -Iinclude -Ilib -I../uapi
 
 cuda-device-check: $(CU)/device-check
 else
