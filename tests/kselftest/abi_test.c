@@ -1038,8 +1038,11 @@ static unsigned long order_break(FIXTURE_DATA(abi) *a, int c, unsigned int rules
 	if (rules & V_SIZE_HUGE)
 		buf->w[0] = 2 * BT_PAGE;
 	if (rules & V_TAIL) {
-		buf->w[0] = v1 + 8;
-		buf->b[v1 + 3] = 0x5a;
+		/* past the struct as the kernel knows it, not its first version */
+		uint32_t now = cmds[c].size_now;
+
+		buf->w[0] = now + 8;
+		buf->b[now + 3] = 0x5a;
 	}
 	if (rules & V_ENCODING)
 		return _IOC(_IOC_READ | _IOC_WRITE, BELUGA_TYPE, cmds[c].nr, v1);
