@@ -195,6 +195,8 @@ struct bel_client *bel_client_new(struct bel_pool *pool);
 /*
  * Frees every block the client still has ALLOCATED and drops every pin it
  * holds (counted in stats.frees and stats.releases), then frees the client.
+ * May sleep: it drops the pool lock and reschedules every BEL_SCAN_CHUNK
+ * items, so call it from process context with no spinlock held.
  */
 void bel_client_release(struct bel_client *client);
 

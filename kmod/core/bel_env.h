@@ -18,6 +18,7 @@
 #include <linux/spinlock.h>
 #include <linux/mutex.h>
 #include <linux/overflow.h>
+#include <linux/sched.h>
 
 /* Short critical sections, never sleeps inside: a spinlock. */
 typedef spinlock_t bel_spinlock_t;
@@ -37,6 +38,9 @@ typedef struct mutex bel_mutex_t;
 #define bel_calloc(n, size)	kvcalloc((n), (size), GFP_KERNEL_ACCOUNT)
 #define bel_kvfree(p)		kvfree(p)
 
+/* Lets other tasks run between chunks of a long walk; process context. */
+#define bel_cond_resched()	cond_resched()
+
 #define BEL_ASSERT(cond)	WARN_ON_ONCE(!(cond))
 
 #else /* userspace */
@@ -49,6 +53,7 @@ typedef struct mutex bel_mutex_t;
 #include <errno.h>
 #include <assert.h>
 #include <pthread.h>
+#include <sched.h>
 
 typedef uint8_t u8;
 typedef uint16_t u16;
@@ -60,7 +65,21 @@ typedef int64_t s64;
 typedef pthread_mutex_t bel_spinlock_t;
 #define bel_spin_init(l)	pthread_mutex_init((l), NULL)
 #define bel_spin_destroy(l)	pthread_mutex_destroy(l)
+#ifdef BEL_TEST_LOCK_HOOK
+/*
+ * Unit tests only (tests/unit/Makefile): the test defines this hook, which
+ * runs before each acquisition with the lock not held by the caller, so it
+ * can count acquisitions and run other pool operations at that point.
+ */
+void bel_test_before_spin_lock(bel_spinlock_t *l);
+static inline void bel_spin_lock(bel_spinlock_t *l)
+{
+	bel_test_before_spin_lock(l);
+	pthread_mutex_lock(l);
+}
+#else
 #define bel_spin_lock(l)	pthread_mutex_lock(l)
+#endif
 #define bel_spin_unlock(l)	pthread_mutex_unlock(l)
 
 typedef pthread_mutex_t bel_mutex_t;
@@ -71,6 +90,8 @@ typedef pthread_mutex_t bel_mutex_t;
 
 #define bel_calloc(n, size)	calloc((n), (size))
 #define bel_kvfree(p)		free(p)
+
+#define bel_cond_resched()	sched_yield()
 
 #define BEL_ASSERT(cond)	assert(cond)
 

@@ -29,6 +29,14 @@ static inline u64 bel_div64(u64 a, u64 b)
  */
 #define BEL_ALLOC_MAX_BYTES	0x7fffffffULL
 
+/*
+ * Items (blocks, pin-table slots) a long walk visits per hold of the pool
+ * lock: the administrative scans (pool.c) and a client's release
+ * (client.c) drop the lock after this many so that the other CPUs waiting
+ * on it are not stalled by a walk over a big pool.
+ */
+#define BEL_SCAN_CHUNK	4096U
+
 /* Hash buckets: a power of two, at least the blocks, at most this. */
 #define BEL_MAX_BUCKETS		0x10000000U	/* 2^28 */
 

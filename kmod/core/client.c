@@ -104,9 +104,34 @@ struct bel_client *bel_client_new(struct bel_pool *pool)
 	return c;
 }
 
+/*
+ * Let the CPUs waiting on the pool lock in, and let the scheduler run,
+ * between two chunks of a long walk. Called and returns with the lock held.
+ */
+static void bel_pool_pause_locked(struct bel_pool *pool)
+{
+	bel_spin_unlock(&pool->lock);
+	bel_cond_resched();
+	bel_spin_lock(&pool->lock);
+}
+
+/*
+ * Return everything @c holds. Runs in process context (file release) and
+ * may sleep. The walk drops the pool lock every BEL_SCAN_CHUNK items, and
+ * the state is consistent at every drop: each block goes back whole (list,
+ * region and pool counters in one step), and the client's counters
+ * (nr_allocated, nr_pins, pins.used) always describe what is still left.
+ * Between chunks no call of @c can run (its mutex is held and its file is
+ * gone), so nothing probes its pin table while emptied slots break probe
+ * chains; the blocks it still owns or pins keep their regions busy, so
+ * no region holding them can go away; pinned blocks stay off the LRU, so no
+ * eviction takes them; a block retired meanwhile keeps its pins and goes
+ * to RETIRED when the last one is dropped here, as at any release.
+ */
 void bel_client_release(struct bel_client *c)
 {
 	struct bel_pool *pool = c->pool;
+	u32 budget = BEL_SCAN_CHUNK;
 	u32 i;
 
 	bel_mutex_lock(&c->mutex);
@@ -117,16 +142,27 @@ void bel_client_release(struct bel_client *c)
 		bel_owned_del_locked(c, id);
 		bel_put_free_locked(pool, id);
 		pool->stats.frees++;
+		if (!--budget) {
+			bel_pool_pause_locked(pool);
+			budget = BEL_SCAN_CHUNK;
+		}
 	}
+	/* The table's size is stable: only calls of @c resize it. */
 	for (i = 0; i < c->pins.capacity; i++) {
-		if (c->pins.ids[i] == BEL_PINS_EMPTY)
-			continue;
-		bel_unpin_block_locked(pool, c->pins.ids[i], c->pins.counts[i]);
-		c->nr_pins -= c->pins.counts[i];
-		c->pins.ids[i] = BEL_PINS_EMPTY;
-		c->pins.counts[i] = 0;
+		if (c->pins.ids[i] != BEL_PINS_EMPTY) {
+			bel_unpin_block_locked(pool, c->pins.ids[i],
+					       c->pins.counts[i]);
+			c->nr_pins -= c->pins.counts[i];
+			c->pins.ids[i] = BEL_PINS_EMPTY;
+			c->pins.counts[i] = 0;
+			c->pins.used--;
+		}
+		if (!--budget) {
+			bel_pool_pause_locked(pool);
+			budget = BEL_SCAN_CHUNK;
+		}
 	}
-	c->pins.used = 0;
+	BEL_ASSERT(!c->nr_allocated && !c->nr_pins && !c->pins.used);
 	pool->stats.clients--;
 	bel_spin_unlock(&pool->lock);
 	bel_mutex_unlock(&c->mutex);

@@ -16,9 +16,6 @@
  */
 #include "bel_internal.h"
 
-/* Blocks scanned per hold of the pool lock by the administrative scans. */
-#define BEL_SCAN_CHUNK	4096U
-
 static u64 bel_region_span(const struct bel_region *r)
 {
 	return (r->length + BEL_REGION_OFFSET_ALIGN - 1) &
