@@ -113,6 +113,8 @@ rsync_tree() { # like scripts/vm/build-module.sh: copy changed sources only
 }
 rsync_tree kmod "$kout/kmod"
 rsync_tree uapi "$kout/uapi"
+# kmod/Kbuild takes MODULE_VERSION from the one VERSION file beside kmod/
+cmp -s VERSION "$kout/VERSION" || cp -p VERSION "$kout/VERSION"
 if make -C "$kout/kmod" KDIR="$obj" >"$L/module.log" 2>&1 && [ -f "$kout/kmod/beluga.ko" ]; then
 	if grep -E ': (warning|error):|^WARNING: ' "$L/module.log" >/dev/null; then
 		result fail "module" "warnings building beluga.ko against the debug kernel:" \
