@@ -951,32 +951,6 @@ TEST(dax_reattach_shows_no_old_bytes)
 }
 
 /*
- * How many /proc/iomem entries are named @name; the last one's range goes
- * to @start and @end. -errno when the file cannot be read.
- */
-static int iomem_find(const char *name, uint64_t *start, uint64_t *end)
-{
-	char line[256], entry[128];
-	unsigned long long s, e;
-	int found = 0;
-	FILE *f;
-
-	f = fopen("/proc/iomem", "re");
-	if (!f)
-		return -errno;
-	while (fgets(line, sizeof(line), f)) {
-		if (sscanf(line, " %llx-%llx : %127[^\n]", &s, &e, entry) != 3 ||
-		    strcmp(entry, name))
-			continue;
-		*start = s;
-		*end = e;
-		found++;
-	}
-	fclose(f);
-	return found;
-}
-
-/*
  * While a device-dax range is in a pool, /proc/iomem names it
  * "<pool>:<region>" over exactly the region's range, for a whole instance
  * (nested around device_dax's entry) and for a part of one (inside it);
@@ -992,7 +966,7 @@ TEST(dax_claim_in_proc_iomem)
 		{ "bt-iomem-whole", 0 },
 	};
 	char names[BT_MAX_DAX][64], why[160];
-	uint64_t phys, size, start, end;
+	uint64_t phys, size, start = 0, end = 0;
 	struct beluga_region_info ri;
 	struct beluga_attach a;
 	unsigned int i;
@@ -1013,7 +987,7 @@ TEST(dax_claim_in_proc_iomem)
 		uint64_t len = cases[i].skip ? BT_REGION_LEN : size;
 
 		snprintf(entry, sizeof(entry), "beluga:%s", cases[i].name);
-		ASSERT_EQ(0, iomem_find(entry, &start, &end));
+		ASSERT_EQ(0, bt_iomem_find(entry, &start, &end));
 		ASSERT_EQ(0, bt_attach_req(&a, BELUGA_BACKEND_DAX, 0,
 					   cases[i].skip, len, BT_BLOCK_SIZE,
 					   cases[i].name));
@@ -1021,14 +995,14 @@ TEST(dax_claim_in_proc_iomem)
 		ASSERT_EQ(0, r) TH_LOG("ATTACH %s: %s", cases[i].name,
 				       strerror(-r));
 		ASSERT_EQ(0, bt_region_info(fd, a.region_id, &ri));
-		EXPECT_EQ(1, iomem_find(entry, &start, &end))
+		EXPECT_EQ(1, bt_iomem_find(entry, &start, &end))
 			TH_LOG("no single \"%s\" entry in /proc/iomem", entry);
 		EXPECT_EQ(ri.phys_start, start);
 		EXPECT_EQ(ri.phys_start + ri.length - 1, end);
 		EXPECT_EQ(phys + cases[i].skip, ri.phys_start);
 		EXPECT_EQ(0, bt_detach(fd, a.region_id, BELUGA_DETACH_EVICT,
 				       NULL));
-		EXPECT_EQ(0, iomem_find(entry, &start, &end))
+		EXPECT_EQ(0, bt_iomem_find(entry, &start, &end))
 			TH_LOG("\"%s\" is still in /proc/iomem after DETACH",
 			       entry);
 	}
