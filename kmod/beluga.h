@@ -51,6 +51,12 @@ struct beluga_region {
 	u64 data_off;
 	/* DAX: device_dax's page map, referenced while attached. */
 	struct dev_pagemap *pgmap;
+	/*
+	 * DAX: Beluga's entry in /proc/iomem ("<pool>:<name>"), in the tree
+	 * from the claim until the unclaim; @iomem_name is its name.
+	 */
+	struct resource iomem;
+	char iomem_name[16 + 1 + BELUGA_NAME_LEN];
 	/* On beluga_preparing while an ATTACH prepares it (region.c). */
 	struct list_head preparing;
 	/* Bytes cleared or allocated so far while preparing (sysfs). */

@@ -12,6 +12,24 @@
  * range is cleared at ATTACH (a shared pool's data area at FORMAT instead),
  * so that no pool sees what an earlier pool or user left in it.
  *
+ * Who else can reach a claimed range: the instance stays bound to
+ * device_dax, so /dev/daxX.Y can still be opened, mapped and written by
+ * whoever may open it (root only by default; udev rules can widen that).
+ * The pool's blocks are immutable only if nobody does. Beluga's claim is
+ * visible, not enforced: from the claim until the detach, /proc/iomem
+ * shows a "<pool>:<region>" entry over exactly the range: around the
+ * outermost entry of the same range when the range is a whole instance
+ * (device_dax's "daxX.Y", or the CXL region above it), inside "daxX.Y"
+ * when it is part of one.
+ *
+ * The upstream shape is a dax bus driver that owns the range's page map,
+ * as device_dax and kmem do (a DAXDRV_BELUGA_TYPE, bound with daxctl
+ * reconfigure-device), so that /dev/daxX.Y goes away while Beluga has the
+ * range. An out-of-tree module cannot be one today: the dax bus API
+ * (struct dax_device_driver, dax_driver_register(), struct dev_dax) lives
+ * in drivers/dax/bus.h and dax-private.h, which the kernel headers package
+ * does not ship, and copying them is not an option.
+ *
  * NUMA node: order-9 pages (falling back to order 0) are taken from the node
  * with __GFP_THISNODE, zeroed, split into order-0 pages so that each can be
  * mapped and reference counted on its own, and kept until detach.
@@ -105,11 +123,45 @@ int beluga_region_pages_busy(struct beluga_region *region)
 	return false;
 }
 
+/*
+ * Show the claim in /proc/iomem. device_dax holds a busy "daxX.Y" resource
+ * over its range, so request_mem_region() would conflict; insert_resource()
+ * places the entry around a resource of exactly the same range (the
+ * outermost such one, on 6.1 as on 6.12) or inside one that contains it, and
+ * remove_resource() gives the children back to the parent. The entry is
+ * not IORESOURCE_BUSY, so that release_mem_region() of device_dax's own
+ * entry still finds it beneath Beluga's. Called under beluga_claim_mutex,
+ * which keeps two Beluga entries from overlapping.
+ *
+ * Node regions get no entry: their pages come from the page allocator,
+ * scattered over the node's System RAM, which iomem already shows as such;
+ * there is no range of Beluga's to name.
+ */
+static int beluga_dax_iomem_insert(struct beluga_region *region)
+{
+	struct resource *res = &region->iomem;
+	int ret;
+
+	snprintf(region->iomem_name, sizeof(region->iomem_name), "%s:%s",
+		 region->dev->name, region->name);
+	memset(res, 0, sizeof(*res));
+	res->start = region->phys_start;
+	res->end = region->phys_start + region->length - 1;
+	res->name = region->iomem_name;
+	res->flags = IORESOURCE_MEM;
+	res->desc = IORES_DESC_NONE;
+	ret = insert_resource(&iomem_resource, res);
+	if (ret)
+		pr_warn("%s: cannot enter %pa+%#llx into /proc/iomem: it straddles another entry\n",
+			region->name, &region->phys_start, region->length);
+	return ret;
+}
+
 static int beluga_dax_claim(struct beluga_region *region)
 {
 	u64 start = region->phys_start, len = region->length;
 	struct dev_pagemap *pgmap;
-	int i;
+	int i, ret;
 
 	if (!IS_ALIGNED(start, BELUGA_DAX_ALIGN) ||
 	    !IS_ALIGNED(len, BELUGA_DAX_ALIGN) || start + len < start)
@@ -137,14 +189,28 @@ static int beluga_dax_claim(struct beluga_region *region)
 	if (beluga_dax_pages_busy(region))
 		goto busy;
 
+	ret = beluga_dax_iomem_insert(region);
+	if (ret)
+		goto out_put;
+
 	region->pgmap = pgmap;
 	region->node = phys_to_target_node(start);
 	if (region->node == NUMA_NO_NODE)
 		region->node = memory_add_physaddr_to_nid(start);
 	return 0;
 busy:
+	ret = -EBUSY;
+out_put:
 	put_dev_pagemap(pgmap);
-	return -EBUSY;
+	return ret;
+}
+
+/* Undo beluga_dax_claim(). */
+static void beluga_dax_unclaim(struct beluga_region *region)
+{
+	remove_resource(&region->iomem);
+	put_dev_pagemap(region->pgmap);
+	region->pgmap = NULL;
 }
 
 /*
@@ -270,7 +336,7 @@ static void beluga_region_unclaim(struct beluga_region *region)
 {
 	beluga_poison_detach(region);
 	if (region->backend == BELUGA_BACKEND_DAX)
-		put_dev_pagemap(region->pgmap);
+		beluga_dax_unclaim(region);
 	else
 		beluga_node_free_pages(region);
 }
@@ -496,7 +562,7 @@ static int beluga_region_prepare(struct beluga_device *dev,
 	beluga_region_prepared(region);
 	mutex_unlock(&beluga_claim_mutex);
 	if (dax)
-		put_dev_pagemap(region->pgmap);
+		beluga_dax_unclaim(region);
 	return ret;
 }
 

@@ -951,6 +951,65 @@ TEST(dax_reattach_shows_no_old_bytes)
 }
 
 /*
+ * While a device-dax range is in a pool, /proc/iomem names it
+ * "<pool>:<region>" over exactly the region's range, for a whole instance
+ * (nested around device_dax's entry) and for a part of one (inside it);
+ * after DETACH the entry is gone.
+ */
+TEST(dax_claim_in_proc_iomem)
+{
+	static const struct {
+		const char *name;
+		uint64_t skip;
+	} cases[] = {
+		{ "bt-iomem-part", BT_REGION_LEN },
+		{ "bt-iomem-whole", 0 },
+	};
+	char names[BT_MAX_DAX][64], why[160];
+	uint64_t phys, size, start = 0, end = 0;
+	struct beluga_region_info ri;
+	struct beluga_attach a;
+	unsigned int i;
+	int fd, r;
+
+	if (!bt_backend_ok(BELUGA_BACKEND_DAX, 0, 2 * BT_REGION_LEN, why,
+			   sizeof(why)))
+		SKIP(return, "%s", why);
+	if (geteuid())
+		SKIP(return, "needs root: /proc/iomem shows zeros to others");
+	ASSERT_LT(0, bt_env_dax(names));
+	ASSERT_EQ(0, bt_dax_geometry(names[0], &phys, &size));
+	ASSERT_EQ(0, bt_reset_pool());
+	fd = bt_open(O_RDWR);
+	ASSERT_LE(0, fd);
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char entry[128];
+		uint64_t len = cases[i].skip ? BT_REGION_LEN : size;
+
+		snprintf(entry, sizeof(entry), "beluga:%s", cases[i].name);
+		ASSERT_EQ(0, bt_iomem_find(entry, &start, &end));
+		ASSERT_EQ(0, bt_attach_req(&a, BELUGA_BACKEND_DAX, 0,
+					   cases[i].skip, len, BT_BLOCK_SIZE,
+					   cases[i].name));
+		r = bt_attach(fd, &a);
+		ASSERT_EQ(0, r) TH_LOG("ATTACH %s: %s", cases[i].name,
+				       strerror(-r));
+		ASSERT_EQ(0, bt_region_info(fd, a.region_id, &ri));
+		EXPECT_EQ(1, bt_iomem_find(entry, &start, &end))
+			TH_LOG("no single \"%s\" entry in /proc/iomem", entry);
+		EXPECT_EQ(ri.phys_start, start);
+		EXPECT_EQ(ri.phys_start + ri.length - 1, end);
+		EXPECT_EQ(phys + cases[i].skip, ri.phys_start);
+		EXPECT_EQ(0, bt_detach(fd, a.region_id, BELUGA_DETACH_EVICT,
+				       NULL));
+		EXPECT_EQ(0, bt_iomem_find(entry, &start, &end))
+			TH_LOG("\"%s\" is still in /proc/iomem after DETACH",
+			       entry);
+	}
+	close(fd);
+}
+
+/*
  * Opt-in (BELUGA_TEST_KO): reload with pools=2; tenant A fills and
  * publishes a device-dax range in pool 0 and detaches it with EVICT, the
  * admin attaches the range to pool 1, and a read-only opener of pool 1
