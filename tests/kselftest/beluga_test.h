@@ -267,6 +267,25 @@ static inline int bt_iomem_find(const char *name, uint64_t *start,
 	return found;
 }
 
+/*
+ * Does region @slot's "dax" link in sysfs lead to device-dax instance
+ * @dax (/sys/bus/dax/devices/@dax)? 1 yes, 0 elsewhere, -errno when
+ * either path does not resolve.
+ */
+static inline int bt_region_dax_link(uint32_t slot, const char *dax)
+{
+	char link[PATH_MAX], want[PATH_MAX], path[128];
+
+	snprintf(path, sizeof(path), "/sys/class/misc/beluga/region%u/dax",
+		 slot);
+	if (!realpath(path, link))
+		return -errno;
+	snprintf(path, sizeof(path), "/sys/bus/dax/devices/%s", dax);
+	if (!realpath(path, want))
+		return -errno;
+	return !strcmp(link, want);
+}
+
 /* Resolve BT_ANY_BACKEND: node (RAM speed) when available, else dax. */
 static inline int bt_pick_backend(int backend)
 {

@@ -245,10 +245,12 @@ static void sh_stats_view(struct __test_metadata *_metadata, int fd,
 
 /*
  * A shared region shows in /proc/iomem as "beluga:bt-shared" over exactly
- * its range while attached, like a local one (admin_test), and not after.
+ * its range while attached, like a local one (admin_test), links to its
+ * device-dax instance in sysfs, and shows neither after DETACH.
  */
 TEST_F(shared, claim_in_proc_iomem)
 {
+	char names[BT_MAX_DAX][64];
 	struct beluga_region_info ri;
 	struct beluga_attach a;
 	uint64_t start = 0, end = 0;
@@ -268,6 +270,10 @@ TEST_F(shared, claim_in_proc_iomem)
 	EXPECT_EQ(1, bt_iomem_find("beluga:bt-shared", &start, &end));
 	EXPECT_EQ(ri.phys_start, start);
 	EXPECT_EQ(ri.phys_start + ri.length - 1, end);
+	ASSERT_LT(0, bt_env_dax(names));
+	EXPECT_EQ(1, bt_region_dax_link(a.region_id, names[0]))
+		TH_LOG("region%u/dax does not lead to %s", a.region_id,
+		       names[0]);
 	EXPECT_EQ(0, bt_detach(self->c.fd, a.region_id, BELUGA_DETACH_EVICT,
 			       NULL));
 	EXPECT_EQ(0, bt_iomem_find("beluga:bt-shared", &start, &end));
