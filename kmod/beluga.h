@@ -51,6 +51,18 @@ struct beluga_region {
 	u64 data_off;
 	/* DAX: device_dax's page map, referenced while attached. */
 	struct dev_pagemap *pgmap;
+	/*
+	 * DAX: Beluga's entry in /proc/iomem ("<pool>:<name>"), in the tree
+	 * from the claim until the unclaim; @iomem_name is its name.
+	 */
+	struct resource iomem;
+	char iomem_name[16 + 1 + BELUGA_NAME_LEN];
+	/*
+	 * DAX: the device-dax instance the range belongs to, referenced
+	 * from the claim until the unclaim, target of the region's "dax"
+	 * link in sysfs; NULL when it could not be found.
+	 */
+	struct device *dax_dev;
 	/* On beluga_preparing while an ATTACH prepares it (region.c). */
 	struct list_head preparing;
 	/* Bytes cleared or allocated so far while preparing (sysfs). */

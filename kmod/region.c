@@ -12,6 +12,30 @@
  * range is cleared at ATTACH (a shared pool's data area at FORMAT instead),
  * so that no pool sees what an earlier pool or user left in it.
  *
+ * Who else can reach a claimed range: the instance stays bound to
+ * device_dax, so /dev/daxX.Y can still be opened, mapped and written by
+ * whoever may open it (root only by default; udev rules can widen that).
+ * The pool's blocks are immutable only if nobody does, and the module
+ * cannot see a plain mapping of the node (device_dax takes no page
+ * references for it; ATTACH refuses only pinned pages). belugactl guards
+ * the node: it refuses to attach an instance that another process holds
+ * open or mapped (unless --force), and keeps the node mode 0000 while the
+ * range is attached. Beluga's claim is visible, not enforced: from the
+ * claim until the detach, /proc/iomem shows a "<pool>:<region>" entry over
+ * exactly the range (around the outermost entry of the same range when the
+ * range is a whole instance: device_dax's "daxX.Y", or the CXL region
+ * above it; inside "daxX.Y" when it is part of one), and the region's sysfs
+ * directory links to the instance ("dax").
+ *
+ * The upstream shape is a dax bus driver that owns the range's page map,
+ * as device_dax and kmem do (a DAXDRV_BELUGA_TYPE), so that /dev/daxX.Y
+ * goes away while Beluga has the range. An out-of-tree module cannot be
+ * one today: __dax_driver_register() is exported, but struct
+ * dax_device_driver and struct dev_dax are declared in drivers/dax/bus.h
+ * and dax-private.h, which kernel headers packages do not ship (Debian's
+ * for 6.1 and 6.12 have no drivers/dax/), and copying them is not an
+ * option. docs/dax-ownership.md has the details.
+ *
  * NUMA node: order-9 pages (falling back to order 0) are taken from the node
  * with __GFP_THISNODE, zeroed, split into order-0 pages so that each can be
  * mapped and reference counted on its own, and kept until detach.
@@ -23,6 +47,7 @@
 #include <linux/gfp.h>
 #include <linux/io.h>
 #include <linux/ioport.h>
+#include <linux/kobject.h>
 #include <linux/memremap.h>
 #include <linux/mm.h>
 #include <linux/nodemask.h>
@@ -105,11 +130,112 @@ int beluga_region_pages_busy(struct beluga_region *region)
 	return false;
 }
 
+/*
+ * Show the claim in /proc/iomem. device_dax holds a busy "daxX.Y" resource
+ * over its range, so request_mem_region() would conflict; insert_resource()
+ * places the entry around a resource of exactly the same range (the
+ * outermost such one, on 6.1 as on 6.12) or inside one that contains it, and
+ * remove_resource() gives the children back to the parent. The entry is
+ * not IORESOURCE_BUSY, so that release_mem_region() of device_dax's own
+ * entry still finds it beneath Beluga's. Called under beluga_claim_mutex,
+ * which keeps two Beluga entries from overlapping.
+ *
+ * Node regions get no entry: their pages come from the page allocator,
+ * scattered over the node's System RAM, which iomem already shows as such;
+ * there is no range of Beluga's to name.
+ */
+static int beluga_dax_iomem_insert(struct beluga_region *region)
+{
+	struct resource *res = &region->iomem;
+	int ret;
+
+	snprintf(region->iomem_name, sizeof(region->iomem_name), "%s:%s",
+		 region->dev->name, region->name);
+	memset(res, 0, sizeof(*res));
+	res->start = region->phys_start;
+	res->end = region->phys_start + region->length - 1;
+	res->name = region->iomem_name;
+	res->flags = IORESOURCE_MEM;
+	res->desc = IORES_DESC_NONE;
+	ret = insert_resource(&iomem_resource, res);
+	if (ret)
+		pr_warn("%s: cannot enter %pa+%#llx into /proc/iomem: it straddles another entry\n",
+			region->name, &region->phys_start, region->length);
+	return ret;
+}
+
+/*
+ * The name of device_dax's busy resource over the claimed range, which is
+ * the instance's device name (dev_dax_probe() requests each range under
+ * dev_name()): the parent of Beluga's entry when the range is part of an
+ * instance, else the first busy entry below it that holds the range.
+ * Read without the resource lock, which is not exported: nothing in this
+ * part of the tree can change while it is read, since beluga_claim_mutex
+ * keeps other Beluga entries out, and device_dax releases its resource
+ * only after its page map's references are gone, one of them the claim's.
+ */
+static const char *beluga_dax_res_name(const struct beluga_region *region)
+{
+	const struct resource *res = region->iomem.parent;
+
+	if (res && (res->flags & IORESOURCE_BUSY))
+		return res->name;
+	res = region->iomem.child;
+	while (res) {
+		if (region->phys_start < res->start ||
+		    region->phys_start > res->end) {
+			res = res->sibling;
+			continue;
+		}
+		if (res->flags & IORESOURCE_BUSY)
+			return res->name;
+		res = res->child;
+	}
+	return NULL;
+}
+
+/*
+ * The device-dax instance that owns the claimed range, with a reference,
+ * for the region's "dax" link in sysfs; NULL if it cannot be told. The
+ * dax bus type is private to drivers/dax, so bus_find_device() is out of
+ * reach: look for a device of that name on the "dax" bus in the kset that
+ * every struct device belongs to (the misc device's), the way
+ * kset_find_obj() looks, but past devices of other buses that share the
+ * name (libnvdimm's "daxX.Y" on the nd bus, the parent of device-dax's).
+ */
+static struct device *beluga_dax_find_device(struct beluga_region *region)
+{
+	struct device *misc = region->dev->misc.this_device;
+	struct device *found = NULL;
+	struct kobject *k;
+	const char *name;
+	struct kset *all;
+
+	name = beluga_dax_res_name(region);
+	all = misc ? misc->kobj.kset : NULL;
+	if (!name || !all)
+		return NULL;
+	spin_lock(&all->list_lock);
+	list_for_each_entry(k, &all->list, entry) {
+		struct device *dev = kobj_to_dev(k);
+
+		if (!kobject_name(k) || strcmp(kobject_name(k), name) ||
+		    !dev->bus || strcmp(dev->bus->name, "dax"))
+			continue;
+		if (kobject_get_unless_zero(k)) {
+			found = dev;
+			break;
+		}
+	}
+	spin_unlock(&all->list_lock);
+	return found;
+}
+
 static int beluga_dax_claim(struct beluga_region *region)
 {
 	u64 start = region->phys_start, len = region->length;
 	struct dev_pagemap *pgmap;
-	int i;
+	int i, ret;
 
 	if (!IS_ALIGNED(start, BELUGA_DAX_ALIGN) ||
 	    !IS_ALIGNED(len, BELUGA_DAX_ALIGN) || start + len < start)
@@ -137,14 +263,34 @@ static int beluga_dax_claim(struct beluga_region *region)
 	if (beluga_dax_pages_busy(region))
 		goto busy;
 
+	ret = beluga_dax_iomem_insert(region);
+	if (ret)
+		goto out_put;
+	region->dax_dev = beluga_dax_find_device(region);
+	if (!region->dax_dev)
+		pr_notice("%s: no device-dax instance found for %pa+%#llx: the region gets no \"dax\" link in sysfs\n",
+			  region->name, &region->phys_start, region->length);
+
 	region->pgmap = pgmap;
 	region->node = phys_to_target_node(start);
 	if (region->node == NUMA_NO_NODE)
 		region->node = memory_add_physaddr_to_nid(start);
 	return 0;
 busy:
+	ret = -EBUSY;
+out_put:
 	put_dev_pagemap(pgmap);
-	return -EBUSY;
+	return ret;
+}
+
+/* Undo beluga_dax_claim(). */
+static void beluga_dax_unclaim(struct beluga_region *region)
+{
+	put_device(region->dax_dev);
+	region->dax_dev = NULL;
+	remove_resource(&region->iomem);
+	put_dev_pagemap(region->pgmap);
+	region->pgmap = NULL;
 }
 
 /*
@@ -270,7 +416,7 @@ static void beluga_region_unclaim(struct beluga_region *region)
 {
 	beluga_poison_detach(region);
 	if (region->backend == BELUGA_BACKEND_DAX)
-		put_dev_pagemap(region->pgmap);
+		beluga_dax_unclaim(region);
 	else
 		beluga_node_free_pages(region);
 }
@@ -496,7 +642,7 @@ static int beluga_region_prepare(struct beluga_device *dev,
 	beluga_region_prepared(region);
 	mutex_unlock(&beluga_claim_mutex);
 	if (dax)
-		put_dev_pagemap(region->pgmap);
+		beluga_dax_unclaim(region);
 	return ret;
 }
 

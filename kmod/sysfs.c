@@ -324,14 +324,29 @@ void beluga_region_put(struct beluga_region *region)
 	kobject_put(&region->kobj);
 }
 
+/*
+ * regionN/dax links a device-dax region to its instance
+ * (/sys/bus/dax/devices/daxX.Y), so that the driver model shows whose
+ * range the pool uses; the claim holds a reference on the device.
+ */
 int beluga_region_sysfs_add(struct beluga_region *region)
 {
-	return kobject_add(&region->kobj,
-			   &region->dev->misc.this_device->kobj,
-			   "region%u", region->slot);
+	int ret;
+
+	ret = kobject_add(&region->kobj,
+			  &region->dev->misc.this_device->kobj,
+			  "region%u", region->slot);
+	if (ret || !region->dax_dev)
+		return ret;
+	ret = sysfs_create_link(&region->kobj, &region->dax_dev->kobj, "dax");
+	if (ret)
+		kobject_del(&region->kobj);
+	return ret;
 }
 
 void beluga_region_sysfs_del(struct beluga_region *region)
 {
+	if (region->dax_dev)
+		sysfs_remove_link(&region->kobj, "dax");
 	kobject_del(&region->kobj);
 }

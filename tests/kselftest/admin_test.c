@@ -951,6 +951,60 @@ TEST(dax_reattach_shows_no_old_bytes)
 }
 
 /*
+ * While a device-dax range is in a pool, /proc/iomem names it
+ * "<pool>:<region>" over exactly the region's range (here a 2 MiB part of
+ * an instance, nested inside device_dax's "daxX.Y" entry), and the
+ * region's sysfs directory links to the instance; after DETACH both are
+ * gone. Only 2 MiB, because ATTACH clears the range first: a whole
+ * 256 MiB instance of emulated CXL takes 20-30 s under TCG (the guest
+ * smoke attaches whole instances and checks their entries). The fixture's
+ * teardown detaches the region when a check fails midway.
+ */
+TEST_F_TIMEOUT(admin, dax_claim_in_proc_iomem, 120)
+{
+	const char *entry = "beluga:bt-iomem";
+	char names[BT_MAX_DAX][64], why[160], link[128];
+	uint64_t phys, size, start = 0, end = 0;
+	struct beluga_region_info ri;
+	struct beluga_attach a;
+	struct stat st;
+	int r;
+
+	if (!bt_backend_ok(BELUGA_BACKEND_DAX, 0, 2 * BT_REGION_LEN, why,
+			   sizeof(why)))
+		SKIP(return, "%s", why);
+	if (geteuid())
+		SKIP(return, "needs root: /proc/iomem shows zeros to others");
+	ASSERT_LT(0, bt_env_dax(names));
+	ASSERT_EQ(0, bt_dax_geometry(names[0], &phys, &size));
+	ASSERT_EQ(0, bt_iomem_find(entry, &start, &end))
+		TH_LOG("\"%s\" is in /proc/iomem before ATTACH", entry);
+	ASSERT_EQ(0, bt_attach_req(&a, BELUGA_BACKEND_DAX, 0, BT_REGION_LEN,
+				   BT_REGION_LEN, BT_BLOCK_SIZE, "bt-iomem"));
+	r = bt_attach(self->c.fd, &a);
+	ASSERT_EQ(0, r) TH_LOG("ATTACH of 2 MiB of %s: %s", names[0],
+			       strerror(-r));
+	ASSERT_EQ(0, bt_region_info(self->c.fd, a.region_id, &ri));
+	EXPECT_EQ(phys + BT_REGION_LEN, ri.phys_start);
+	EXPECT_EQ(1, bt_iomem_find(entry, &start, &end))
+		TH_LOG("no single \"%s\" entry in /proc/iomem", entry);
+	EXPECT_EQ(ri.phys_start, start);
+	EXPECT_EQ(ri.phys_start + ri.length - 1, end);
+	r = bt_region_dax_link(a.region_id, names[0]);
+	EXPECT_EQ(1, r) TH_LOG("region%u/dax does not lead to %s: %s",
+			       a.region_id, names[0],
+			       r < 0 ? strerror(-r) : "another device");
+
+	ASSERT_EQ(0, bt_detach(self->c.fd, a.region_id, BELUGA_DETACH_EVICT,
+			       NULL));
+	EXPECT_EQ(0, bt_iomem_find(entry, &start, &end))
+		TH_LOG("\"%s\" is still in /proc/iomem after DETACH", entry);
+	snprintf(link, sizeof(link), "/sys/class/misc/beluga/region%u/dax",
+		 a.region_id);
+	EXPECT_NE(0, lstat(link, &st)) TH_LOG("%s outlived DETACH", link);
+}
+
+/*
  * Opt-in (BELUGA_TEST_KO): reload with pools=2; tenant A fills and
  * publishes a device-dax range in pool 0 and detaches it with EVICT, the
  * admin attaches the range to pool 1, and a read-only opener of pool 1
