@@ -412,7 +412,7 @@ interrupted:
 	return -EINTR;
 }
 
-static void beluga_region_unclaim(struct beluga_region *region)
+void beluga_region_unclaim(struct beluga_region *region)
 {
 	beluga_poison_detach(region);
 	if (region->backend == BELUGA_BACKEND_DAX)
@@ -510,76 +510,6 @@ static int beluga_attach_validate(const struct beluga_attach *arg)
 }
 
 /*
- * Shared: map the claimed range, join (or format) the multi-host pool in
- * it and start its heartbeat. Returns the bytes and block size of its data
- * area, which is what the offset space shows.
- */
-static int beluga_shared_join(struct beluga_region *region,
-			      const struct beluga_attach *arg,
-			      struct beluga_mh **mhp, u64 *data_len, u64 *bs)
-{
-	struct bel_mh_config cfg = {};
-	struct beluga_mh *mh;
-	const char *why;
-	s64 id;
-	int ret;
-
-	id = arg->flags & BELUGA_ATTACH_HOST_ID ? (s64)arg->host_id :
-						  (s64)READ_ONCE(beluga_host_id);
-	if (id < 0 || id >= BEL_MH_MAX_HOSTS) {
-		pr_warn("%s: shared attach needs a host id 0-%u (beluga.host_id= or the ATTACH call)\n",
-			region->name, BEL_MH_MAX_HOSTS - 1);
-		return id < 0 ? -EINVAL : -ERANGE;
-	}
-	mh = kzalloc(sizeof(*mh), GFP_KERNEL);
-	if (!mh)
-		return -ENOMEM;
-	mh->dev = region->dev;
-	ret = beluga_mh_map(mh, region->phys_start, region->length);
-	if (ret)
-		goto out_free;
-
-	cfg.host_id = (u32)id;
-	cfg.block_size = arg->block_size;
-	cfg.format = arg->flags & BELUGA_ATTACH_FORMAT;
-	cfg.heartbeat_ms = READ_ONCE(beluga_mh_heartbeat_ms);
-	cfg.lease_ms = READ_ONCE(beluga_mh_lease_ms);
-	cfg.nonce = get_random_u64() | 1;
-	strscpy(cfg.name, utsname()->nodename, sizeof(cfg.name));
-	ret = beluga_mh_start(mh, &cfg, &why);
-	if (ret) {
-		pr_warn("%s: shared attach as host %u refused (%d): %s\n",
-			region->name, cfg.host_id, ret, why ? why : "?");
-		goto out_unmap;
-	}
-	*data_len = (u64)mh->host.geo.nr_blocks * mh->host.geo.block_size;
-	*bs = mh->host.geo.block_size;
-	region->data_off = mh->host.geo.data_off;
-	region->shared = true;
-	*mhp = mh;
-	pr_info("%s: joined shared pool as host %u%s: %u blocks of %llu bytes, metadata %llu bytes\n",
-		region->name, cfg.host_id,
-		mh->host.formatted ? " (formatted it)" : "",
-		mh->host.geo.nr_blocks, mh->host.geo.block_size,
-		mh->host.geo.data_off);
-	return 0;
-
-out_unmap:
-	beluga_mh_unmap(mh);
-out_free:
-	kfree(mh);
-	return ret;
-}
-
-/* Undo beluga_shared_join(): leave the pool (no client holds anything). */
-static void beluga_shared_leave(struct beluga_mh *mh)
-{
-	beluga_mh_stop(mh, true);
-	beluga_mh_unmap(mh);
-	kfree(mh);
-}
-
-/*
  * A local region is claimed and made ready (a device-dax range cleared,
  * node memory allocated) with no lock held, since that takes seconds for a
  * large region: ATTACH and DETACH of every pool, and mmap() of this one, go
@@ -646,24 +576,147 @@ static int beluga_region_prepare(struct beluga_device *dev,
 	return ret;
 }
 
+/*
+ * For the attach ops, under beluga_claim_mutex: a region that is claimed
+ * here, with the pool's locks held, rather than prepared first (a shared
+ * pool's range, whose data a join must keep).
+ */
+int beluga_region_claim_locked(struct beluga_device *dev,
+			       struct beluga_region *region)
+{
+	int ret;
+
+	ret = beluga_check_unique(dev, region);
+	if (!ret && region->backend == BELUGA_BACKEND_DAX)
+		ret = beluga_dax_claim(region);
+	return ret;
+}
+
+/*
+ * Under beluga_claim_mutex and regions_rwsem (write): give the claimed
+ * @region @length bytes of blocks of @block_size (0: the pool's) in the
+ * core. Nothing of it can be reached before beluga_region_commit_locked().
+ */
+int beluga_region_add_locked(struct beluga_device *dev,
+			     struct beluga_region *region, u64 length,
+			     u64 block_size)
+{
+	int ret;
+
+	ret = bel_pool_add_region(&dev->pool, length, block_size,
+				  &region->slot, &region->first_offset,
+				  &region->nr_blocks);
+	if (ret)
+		return ret;
+	beluga_poison_attach(region);
+	return 0;
+}
+
+/* Undo beluga_region_add_locked(). */
+void beluga_region_remove_locked(struct beluga_device *dev,
+				 struct beluga_region *region)
+{
+	bel_pool_remove_region(&dev->pool, region->slot, false, NULL);
+}
+
+/*
+ * Make the added @region the pool's (sysfs, regions[]) and take the
+ * caller's reference: once the locks are dropped, a DETACH may free
+ * @region's own at any time. On failure it is removed from the core again.
+ */
+int beluga_region_commit_locked(struct beluga_device *dev,
+				struct beluga_region *region)
+{
+	int ret;
+
+	ret = beluga_region_sysfs_add(region);
+	if (ret) {
+		beluga_region_remove_locked(dev, region);
+		return ret;
+	}
+	dev->regions[region->slot] = region;
+	dev_info(dev->misc.this_device,
+		 "attached %s as region %u: %llu bytes, %u blocks at offset 0x%llx\n",
+		 region->name, region->slot, region->length, region->nr_blocks,
+		 region->first_offset);
+	beluga_region_get(region);
+	return 0;
+}
+
+/* The attach op of the single-host pool (beluga_local_pool_ops). */
+int beluga_local_attach(struct beluga_device *dev,
+			struct beluga_region *region, struct beluga_attach *arg)
+{
+	int ret;
+
+	ret = beluga_region_prepare(dev, region);
+	if (ret)
+		return ret;
+
+	/*
+	 * dev->ops changes only under beluga_claim_mutex and, for the block
+	 * commands, ops_rwsem: a single-host attach leaves ops_rwsem alone
+	 * and does not hold the block commands up.
+	 */
+	mutex_lock(&beluga_claim_mutex);
+	down_write(&dev->regions_rwsem);
+	/* Prepared: its reservation becomes the region itself below. */
+	beluga_region_prepared(region);
+	/* A pool of another kind (a shared pool) came meanwhile. */
+	if (dev->ops != &beluga_local_pool_ops) {
+		ret = -EBUSY;
+		goto out_unclaim;
+	}
+	ret = beluga_region_add_locked(dev, region, region->length,
+				       arg->block_size);
+	if (ret)
+		goto out_unclaim;
+	ret = beluga_region_commit_locked(dev, region);
+	if (ret)
+		goto out_unclaim;
+	up_write(&dev->regions_rwsem);
+	mutex_unlock(&beluga_claim_mutex);
+	return 0;
+
+out_unclaim:
+	beluga_region_unclaim(region);
+	up_write(&dev->regions_rwsem);
+	mutex_unlock(&beluga_claim_mutex);
+	return ret;
+}
+
+/*
+ * The pool kind an ATTACH asks for: a shared pool with
+ * BELUGA_ATTACH_SHARED, which a module built without shared pools
+ * (BELUGA_SHARED=n) does not have.
+ */
+static const struct beluga_pool_ops *
+beluga_attach_ops(const struct beluga_attach *arg)
+{
+	if (arg->flags & BELUGA_ATTACH_SHARED)
+		return BELUGA_SHARED_POOL_OPS;
+	return &beluga_local_pool_ops;
+}
+
 int beluga_region_attach(struct beluga_device *dev, struct beluga_attach *arg,
 			 struct beluga_region **attached)
 {
-	bool shared = arg->flags & BELUGA_ATTACH_SHARED;
+	const struct beluga_pool_ops *ops;
 	struct beluga_region *region;
-	struct beluga_mh *mh = NULL;
-	u32 slot, nr_blocks;
-	u64 first_offset, length, block_size;
 	int ret;
 
 	ret = beluga_attach_validate(arg);
 	if (ret)
 		return ret;
+	ops = beluga_attach_ops(arg);
+	if (!ops)
+		return -EOPNOTSUPP;
 
 	region = beluga_region_alloc();
 	if (!region)
 		return -ENOMEM;
 	region->dev = dev;
+	region->ops = ops;
 	region->backend = arg->backend;
 	region->node = arg->node;
 	region->phys_start = arg->phys_start;
@@ -677,108 +730,20 @@ int beluga_region_attach(struct beluga_device *dev, struct beluga_attach *arg,
 		snprintf(region->name, sizeof(region->name), "node%d",
 			 arg->node);
 
-	if (!shared) {
-		ret = beluga_region_prepare(dev, region);
-		if (ret) {
-			beluga_region_put(region);
-			return ret;
-		}
+	ret = ops->attach(dev, region, arg);
+	if (ret) {
+		beluga_region_put(region);
+		return ret;
 	}
-
-	mutex_lock(&beluga_claim_mutex);
-	/*
-	 * dev->mh changes only under beluga_claim_mutex and, for the block
-	 * commands, mh_rwsem: a single-host attach leaves it alone and does
-	 * not hold the block commands up.
-	 */
-	if (shared)
-		down_write(&dev->mh_rwsem);
-	down_write(&dev->regions_rwsem);
-	/* Prepared: its reservation becomes the region itself below. */
-	beluga_region_prepared(region);
-	/*
-	 * A shared pool is one region, alone in its pool (one may have come
-	 * while a local region was being prepared).
-	 */
-	if (dev->mh || (shared && READ_ONCE(dev->pool.nr_regions))) {
-		ret = -EBUSY;
-		if (shared)
-			goto out_free;
-		goto out_unclaim;
-	}
-
-	length = region->length;
-	block_size = arg->block_size;
-	if (shared) {
-		/* The pool's own data: cleared at FORMAT, never at a join. */
-		ret = beluga_check_unique(dev, region);
-		if (ret)
-			goto out_free;
-		ret = beluga_dax_claim(region);
-		if (ret)
-			goto out_free;
-		ret = beluga_shared_join(region, arg, &mh, &length,
-					 &block_size);
-		if (ret)
-			goto out_unclaim;
-	}
-
-	ret = bel_pool_add_region(&dev->pool, length, block_size, &slot,
-				  &first_offset, &nr_blocks);
-	if (ret)
-		goto out_leave;
-	if (mh && nr_blocks != mh->host.geo.nr_blocks) {
-		ret = -EINVAL;
-		goto out_remove;
-	}
-	region->slot = slot;
-	region->first_offset = first_offset;
-	region->nr_blocks = nr_blocks;
-	beluga_poison_attach(region);
-
-	ret = beluga_region_sysfs_add(region);
-	if (ret)
-		goto out_remove;
-	dev->regions[slot] = region;
-	if (mh) {
-		mh->first_offset = first_offset;
-		mh->block_size = block_size;
-		mh->nr_blocks = nr_blocks;
-		dev->mh = mh;
-		dev->mh_gen++;
-	}
-	/* Once the locks are dropped, a DETACH may free @region at any time. */
-	dev_info(dev->misc.this_device,
-		 "attached %s as region %u: %llu bytes, %u blocks at offset 0x%llx\n",
-		 region->name, slot, region->length, nr_blocks, first_offset);
-	if (attached) {
-		beluga_region_get(region);
+	/* The reference the attach op took for us keeps these fields. */
+	arg->region_id = region->slot;
+	arg->first_offset = region->first_offset;
+	arg->nr_blocks = region->nr_blocks;
+	if (attached)
 		*attached = region;
-	}
-	up_write(&dev->regions_rwsem);
-	if (shared)
-		up_write(&dev->mh_rwsem);
-	mutex_unlock(&beluga_claim_mutex);
-
-	arg->region_id = slot;
-	arg->first_offset = first_offset;
-	arg->nr_blocks = nr_blocks;
+	else
+		beluga_region_put(region);
 	return 0;
-
-out_remove:
-	bel_pool_remove_region(&dev->pool, slot, false, NULL);
-out_leave:
-	if (mh)
-		beluga_shared_leave(mh);
-out_unclaim:
-	beluga_region_unclaim(region);
-out_free:
-	up_write(&dev->regions_rwsem);
-	if (shared)
-		up_write(&dev->mh_rwsem);
-	mutex_unlock(&beluga_claim_mutex);
-	beluga_region_put(region);
-	return ret;
 }
 
 /*
@@ -808,15 +773,11 @@ static int beluga_detach_locked(struct beluga_device *dev, u32 slot,
 			  region->name);
 	}
 
-	/* Shared: leave the pool first; the core holds nothing in it. */
-	if (dev->mh) {
-		ret = beluga_mh_stop(dev->mh, unloading);
+	/* The pool's kind lets go first (a shared pool is left). */
+	if (dev->ops->detach) {
+		ret = dev->ops->detach(dev, region, unloading);
 		if (ret)
 			return ret;
-		beluga_mh_unmap(dev->mh);
-		kfree(dev->mh);
-		dev->mh = NULL;
-		pr_info("%s: left the shared pool\n", region->name);
 	}
 
 	ret = bel_pool_remove_region(&dev->pool, slot, evict, evicted);
@@ -838,20 +799,24 @@ static int beluga_detach_slot(struct beluga_device *dev, u32 slot,
 			      const struct beluga_region *expect, bool evict,
 			      u64 *evicted)
 {
-	bool shared;
+	bool stop_ops;
 	int ret = -ENOENT;
 
 	mutex_lock(&beluga_claim_mutex);
-	/* Stable under beluga_claim_mutex; see beluga_region_attach(). */
-	shared = dev->mh;
-	if (shared)
-		down_write(&dev->mh_rwsem);
+	/*
+	 * dev->ops is stable under beluga_claim_mutex. A kind with a detach
+	 * step (a shared pool) changes the pool's ops: the block commands
+	 * stop meanwhile; else they go on (beluga_local_attach()).
+	 */
+	stop_ops = dev->ops->detach;
+	if (stop_ops)
+		down_write(&dev->ops_rwsem);
 	down_write(&dev->regions_rwsem);
 	if (!expect || (slot < BELUGA_MAX_REGIONS && dev->regions[slot] == expect))
 		ret = beluga_detach_locked(dev, slot, evict, evicted, false);
 	up_write(&dev->regions_rwsem);
-	if (shared)
-		up_write(&dev->mh_rwsem);
+	if (stop_ops)
+		up_write(&dev->ops_rwsem);
 	mutex_unlock(&beluga_claim_mutex);
 	return ret;
 }
@@ -889,7 +854,7 @@ void beluga_region_detach_all(struct beluga_device *dev)
 	u32 slot;
 
 	mutex_lock(&beluga_claim_mutex);
-	down_write(&dev->mh_rwsem);
+	down_write(&dev->ops_rwsem);
 	down_write(&dev->regions_rwsem);
 	for (slot = 0; slot < BELUGA_MAX_REGIONS; slot++) {
 		if (!dev->regions[slot])
@@ -899,6 +864,6 @@ void beluga_region_detach_all(struct beluga_device *dev)
 				"region %u still in use at unload\n", slot);
 	}
 	up_write(&dev->regions_rwsem);
-	up_write(&dev->mh_rwsem);
+	up_write(&dev->ops_rwsem);
 	mutex_unlock(&beluga_claim_mutex);
 }

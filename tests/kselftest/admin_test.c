@@ -847,6 +847,98 @@ TEST(module_pools_param)
 	EXPECT_NE(0, stat(p1, &sb)) TH_LOG("%s outlived pools=2", p1);
 }
 
+/*
+ * Opt-in (BELUGA_TEST_KO and BELUGA_TEST_SINGLE_KO, the module built with
+ * BELUGA_SHARED=n): the single-host module has no shared pools. A shared
+ * ATTACH fails with -EOPNOTSUPP once its fields passed their checks (a bad
+ * one is still -EINVAL), attaches nothing, and the module has none of the
+ * shared pools' parameters; a local region attaches as ever. Then the
+ * plain module again, where the same ATTACH gets past that check.
+ */
+TEST(module_single_host)
+{
+	const char *ko = getenv("BELUGA_TEST_KO");
+	const char *single = getenv("BELUGA_TEST_SINGLE_KO");
+	int backend = bt_pick_backend(BT_ANY_BACKEND);
+	struct beluga_attach a, shared;
+	struct beluga_info info;
+	char why[160];
+	int fd, r;
+
+	if (!ko || !*ko || !single || !*single)
+		SKIP(return, "BELUGA_TEST_KO or BELUGA_TEST_SINGLE_KO not set");
+	if (access(ko, R_OK) || access(single, R_OK))
+		SKIP(return, "%.200s or %.200s: %s", ko, single, strerror(errno));
+	ASSERT_EQ(0, bt_reset_pool());
+	r = delete_module("beluga", O_NONBLOCK) ? -errno : 0;
+	ASSERT_EQ(0, r) TH_LOG("unload: %s", strerror(-r));
+	r = load_module(single);
+	if (r) {
+		int r2 = load_module(ko);
+
+		ASSERT_EQ(0, r) TH_LOG("finit_module(%s): %s (plain module "
+				       "again: %s)", single, strerror(-r),
+				       strerror(-r2));
+	}
+	fd = wait_for_device();
+	ASSERT_LE(0, fd) TH_LOG("/dev/beluga of the single-host module: %s",
+				strerror(-fd));
+
+	/* No device behind it: only the argument checks and the kind see it. */
+	memset(&shared, 0, sizeof(shared));
+	shared.size = sizeof(shared);
+	shared.flags = BELUGA_ATTACH_SHARED | BELUGA_ATTACH_HOST_ID;
+	shared.backend = BELUGA_BACKEND_DAX;
+	shared.node = -1;
+	shared.phys_start = 1ULL << 40;
+	shared.length = 4 * BT_MIB;
+	snprintf(shared.name, sizeof(shared.name), "bt-single-shared");
+	a = shared;
+	r = bt_attach(fd, &a);
+	EXPECT_EQ(-EOPNOTSUPP, r) TH_LOG("shared ATTACH on the single-host "
+					 "module: %s", strerror(-r));
+	a = shared;
+	a.backend = BELUGA_BACKEND_NODE;
+	a.node = 0;
+	a.phys_start = 0;
+	r = bt_attach(fd, &a);
+	EXPECT_EQ(-EINVAL, r) TH_LOG("shared ATTACH of a node region (fields "
+				     "come first): %s", strerror(-r));
+	ASSERT_EQ(0, bt_info(fd, &info));
+	EXPECT_EQ(0, info.nr_regions) TH_LOG("a refused ATTACH attached");
+	EXPECT_NE(0, access("/sys/module/beluga/parameters/host_id", F_OK))
+		TH_LOG("the single-host module has the host_id parameter");
+	if (bt_backend_ok(backend, 0, BT_REGION_LEN, why, sizeof(why))) {
+		ASSERT_EQ(0, bt_attach_req(&a, backend, 0, 0, BT_REGION_LEN,
+					   BT_BLOCK_SIZE, "bt-single"));
+		r = bt_attach(fd, &a);
+		EXPECT_EQ(0, r) TH_LOG("local ATTACH on the single-host "
+				       "module: %s", strerror(-r));
+		if (!r)
+			EXPECT_EQ(0, bt_detach(fd, a.region_id,
+					       BELUGA_DETACH_EVICT, NULL));
+	} else {
+		TH_LOG("no local region attached: %s", why);
+	}
+	close(fd);
+
+	/* back to the plain module for the rest of the suite */
+	r = delete_module("beluga", O_NONBLOCK) ? -errno : 0;
+	ASSERT_EQ(0, r) TH_LOG("unload: %s", strerror(-r));
+	r = load_module(ko);
+	ASSERT_EQ(0, r) TH_LOG("reload: %s -- the rest of the suite has no "
+			       "module", strerror(-r));
+	fd = wait_for_device();
+	ASSERT_LE(0, fd);
+	a = shared;
+	r = bt_attach(fd, &a);
+	EXPECT_NE(-EOPNOTSUPP, r) TH_LOG("the plain module refuses shared "
+					 "pools");
+	if (!r)
+		bt_detach(fd, a.region_id, BELUGA_DETACH_EVICT, NULL);
+	close(fd);
+}
+
 /* ------------------------------------------------------------------ */
 /* Tenants' bytes: a range moved or attached again shows nothing old.    */
 
