@@ -6,7 +6,7 @@
 # shared library's ABI surface: the soname, and that it exports exactly the
 # functions beluga.h declares.
 #
-# Usage: tests/test_install.sh USERSPACE_DIR   (prints TAP)
+# Usage: tests/userspace/test_install.sh USERSPACE_DIR   (prints TAP)
 set -u
 
 src=$(cd "${1:?usage: test_install.sh USERSPACE_DIR}" && pwd)

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * Minimal TAP output for the host tests: "ok N name" / "not ok N name",
- * the plan at the end. tests/run-tests.sh renumbers the results of all
+ * the plan at the end. tests/userspace/run-tests.sh renumbers the results of all
  * programs into one stream.
  */
 #ifndef BELUGA_TAP_H

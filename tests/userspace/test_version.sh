@@ -6,13 +6,13 @@
 # __version__ and the dkms.conf that scripts/dkms-install.sh installs. (The
 # module's MODULE_VERSION() is checked on a built beluga.ko by scripts/test.sh.)
 #
-# Usage: tests/test_version.sh CHECK_BUILD_DIR   (prints TAP)
+# Usage: tests/userspace/test_version.sh CHECK_BUILD_DIR   (prints TAP)
 set -u
 
 dir=$(cd "${1:?usage: test_version.sh CHECK_BUILD_DIR}" && pwd)
 here=$(cd "$(dirname "$0")" && pwd)
-us=$(cd "$here/.." && pwd)
-top=$(cd "$us/.." && pwd)
+top=$(cd "$here/../.." && pwd)
+us=$top/userspace
 n=0
 ok() { n=$((n + 1)); echo "ok $n $*"; }
 not_ok() { n=$((n + 1)); echo "not ok $n $*"; }

@@ -5,9 +5,9 @@
 # exit codes (0 ok, 1 failed, 2 usage), error messages that name the
 # cause and the fix, JSON and Prometheus output, the boot-time config.
 # Needs no /dev/beluga: the *-fake builds carry an in-process fake kernel
-# (tests/fake_kernel.c), enabled by BELUGA_FAKE_KERNEL.
+# (tests/userspace/fake_kernel.c), enabled by BELUGA_FAKE_KERNEL.
 #
-# Usage: tests/test_cli.sh BUILD_DIR   (prints TAP)
+# Usage: tests/userspace/test_cli.sh BUILD_DIR   (prints TAP)
 set -u
 
 bin=${1:?usage: test_cli.sh BUILD_DIR}
