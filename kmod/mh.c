@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * Multi-host glue: the kernel's implementation of the portable protocol's
- * environment (core/bel_mh.h, docs/multihost.md).
+ * environment (core/bel_mh.h, Documentation/multihost.md).
  *
  * The shared region is mapped write-back with memremap(); every access to
  * shared metadata goes through the accessors below:
@@ -138,7 +138,7 @@ static void beluga_mh_fence(void *priv)
 {
 	/*
 	 * The write-backs above complete before the loads that follow, which
-	 * the store-buffer pattern of docs/multihost.md (rule 5) relies on.
+	 * the store-buffer pattern of Documentation/multihost.md (rule 5) relies on.
 	 */
 	mb();
 }
@@ -195,7 +195,7 @@ void beluga_mh_unmap(struct beluga_mh *mh)
 }
 
 /*
- * A fence cannot revoke pins that devices hold (docs/multihost.md, 10), so
+ * A fence cannot revoke devices' pins (Documentation/multihost.md, 10), so
  * shared-pool mappings refuse get_user_pages() unless the operator, who
  * then provides fencing outside the host, allows it at load.
  */
@@ -466,7 +466,7 @@ u64 beluga_mh_offset(const struct beluga_mh *mh, u32 block)
 /*
  * Write a block's bytes back from this CPU's caches before it is published:
  * a writer that forgot to would otherwise publish stale memory to the other
- * hosts (docs/multihost.md, section 10).
+ * hosts (Documentation/multihost.md, section 10).
  */
 void beluga_mh_flush_block(struct beluga_mh *mh, u32 block)
 {

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * Beluga multi-host: several hosts share one CXL region without cache
- * coherence and without cross-host atomics. See docs/multihost.md.
+ * coherence and without cross-host atomics. See Documentation/multihost.md.
  *
  * This header holds the versioned on-media format (explicit offsets, fixed
  * width little-endian fields, static size checks), the accessor layer that
@@ -490,7 +490,7 @@ static inline void bel_mh_read(struct bel_mh_host *h, u64 off, void *dst,
  * hardware chooses (an eviction, the next invalidate, long after another
  * host has reused the line). Written back now, it reaches the device
  * before the lease ends, as long as the stall between check and flush
- * stays below lease - fence (docs/multihost.md, section 1). False when
+ * stays below lease - fence (Documentation/multihost.md, section 1). False when
  * the store was dropped because the host is fenced.
  */
 static inline bool bel_mh_put(struct bel_mh_host *h, int site, u64 off,
@@ -787,7 +787,7 @@ void bel_mh_stats(struct bel_mh_host *h, struct bel_mh_stats *out);
 /*
  * Payload helpers for CPU access through the accessor layer: write +
  * flush, and invalidate + read. The kernel leaves payloads to userspace
- * (docs/multihost.md, section 10); the simulator uses these.
+ * (Documentation/multihost.md, section 10); the simulator uses these.
  */
 void bel_mh_payload_write(struct bel_mh_host *h, u32 block, u64 off,
 			  const void *src, u32 len);
