@@ -25,7 +25,7 @@
 #include "cudart_stub.h"
 #include "fake_kernel.h"
 #include "internal.h"
-#include "tap.h"
+#include "../lib/tap.h"
 
 #define KiB	(1ULL << 10)
 #define MiB	(1ULL << 20)
