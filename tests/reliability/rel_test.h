@@ -46,6 +46,15 @@ static char why[512] __attribute__((unused));
 /* A check as one harness assertion, its reason in the log. */
 #define REL_ASSERT(check) ASSERT_TRUE(check) TH_LOG("%s", why)
 
+/*
+ * Line-buffered stdout, as the checks print diagnostics and fork: a child
+ * must not inherit (and print again) half a buffer.
+ */
+static void __attribute__((constructor)) rel_stdout_lines(void)
+{
+	setvbuf(stdout, NULL, _IOLBF, 0);
+}
+
 /* An errno result as "-ENAME", a count as itself (4 buffers, for one printf). */
 static inline const char *en(int r)
 {
