@@ -109,7 +109,14 @@ expect "attach: unknown option" 2 "unknown option '--bogus'" "$ctl" attach --bog
 expect "attach: option without its value" 2 "option '--node' needs a value" "$ctl" attach --node
 expect "attach: not a dax path" 2 "not a device-dax path" "$ctl" attach /dev/sda
 expect "detach: nothing to detach" 2 "detach what?" "$ctl" detach
-expect "detach: two regions" 2 "unexpected argument '1'" "$ctl" detach 0 1
+expect "detach: two regions" 2 "unexpected argument '1': detach one region at a time" \
+	"$ctl" detach 0 1
+expect "attach: two devices" 2 "unexpected argument 'dax1.0': attach one region at a time" \
+	"$ctl" attach dax0.0 dax1.0
+expect "apply: two config files" 2 "unexpected argument 'b.conf': give one config file" \
+	"$ctl" apply a.conf b.conf
+expect "evict: stray argument" 2 "unexpected argument 'now'" "$ctl" evict --ns 1 --all now
+expect "detach: --help" 0 "Usage: belugactl detach" "$ctl" detach --help
 expect "evict: --ns is required" 2 "--ns is required" "$ctl" evict --all
 expect "evict: key or all" 2 "exactly one of --key HEX and --all" "$ctl" evict --ns 1
 expect "evict: both key and all" 2 "exactly one of --key HEX and --all" "$ctl" evict --ns 1 --all --key 1
