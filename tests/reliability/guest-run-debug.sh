@@ -73,32 +73,26 @@ step() {
 	echo "# ---- $1 (uptime $(elapsed) s)"
 }
 
-# rel_filter PROG: with beluga_rel=LIST, REL_ARGS becomes "-t NAME" for each
-# listed test that PROG has (the harness's -l prints them, last column), and
-# a program with none of them is not run (false); without a list, all run.
+# rel_filter PROG (run_tap_progs' TAP_FILTER): rel_modload runs last, in its
+# own step. With beluga_rel=LIST, TAP_ARGS becomes "-t NAME" for each listed
+# test that PROG has (the harness's -l prints them, last column), and a
+# program with none of them is not run; without a list, all run.
 rel_filter() {
-	REL_ARGS=
+	[ "${1##*/}" = rel_modload ] && return 1
 	[ -z "$REL_TESTS" ] && return 0
 	_have=$("$1" -l 2>&1 | awk 'NR > 1 && !/^--/ { print $NF }')
 	for _t in $REL_TESTS; do
 		_t=$(echo "$_t" | tr - _)
-		echo "$_have" | grep -qx "$_t" && REL_ARGS="$REL_ARGS -t $_t"
+		echo "$_have" | grep -qx "$_t" && TAP_ARGS="$TAP_ARGS -t $_t"
 	done
-	[ -n "$REL_ARGS" ]
+	[ -n "$TAP_ARGS" ]
 }
 
 if want rel; then
 	step "reliability tests"
-	found=0
-	for t in /tests/reliability/rel_*; do
-		[ -f "$t" ] && [ -x "$t" ] || continue
-		[ "${t##*/}" = rel_modload ] && continue
-		found=1
-		rel_filter "$t" || continue
-		# shellcheck disable=SC2086 # a list of -t NAME options
-		run_tap_prog "${t##*/}" 900 "$t" $REL_ARGS
-	done
-	[ $found -eq 1 ] || tap_fail rel "no reliability programs in /tests/reliability"
+	TAP_FILTER=rel_filter
+	run_tap_progs rel 900 /tests/reliability/rel_*
+	TAP_FILTER=
 fi
 if want fuzz; then
 	step "fuzzer: beluga_fuzz $FUZZ_ARGS"
@@ -115,14 +109,7 @@ if want fuzz; then
 		-p 6 -i 1500 -T 20 -R 1 -W 3 -k
 fi
 if want kselftest; then
-	found=0
-	for t in /tests/kselftest/*; do
-		[ -f "$t" ] && [ -x "$t" ] || continue
-		found=1
-		step "kselftest $(basename "$t")"
-		run_tap_prog "$(basename "$t")" 900 "$t"
-	done
-	[ $found -eq 1 ] || tap_fail kselftest "no kselftest binaries in /tests/kselftest"
+	run_tap_progs kselftest 900 /tests/kselftest/*
 fi
 if want exercise; then
 	step "outside exercisers: stress-ng dev and sysfs, trinity (${EXERCISE_SECS} s each)"
