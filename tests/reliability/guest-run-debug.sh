@@ -90,8 +90,11 @@ rel_filter() {
 
 if want rel; then
 	step "reliability tests"
+	# read by run_tap_progs (/etc/beluga/lib.sh)
+	# shellcheck disable=SC2034
 	TAP_FILTER=rel_filter
 	run_tap_progs rel 900 /tests/reliability/rel_*
+	# shellcheck disable=SC2034
 	TAP_FILTER=
 fi
 if want fuzz; then

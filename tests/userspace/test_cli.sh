@@ -24,10 +24,8 @@ trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$tmp/nosys"
 : >"$tmp/dev"
 
-n=0
-failed=0
-ok() { n=$((n + 1)); echo "ok $n $*"; }
-not_ok() { n=$((n + 1)); failed=$((failed + 1)); echo "not ok $n $*"; }
+# shellcheck source=../lib/tap.sh
+. "$(dirname "$0")/../lib/tap.sh"
 
 have_python=0
 command -v python3 >/dev/null 2>&1 && have_python=1
@@ -70,7 +68,7 @@ stderr_only() {
 json_check() {
 	local name=$1 file=$2 assertion=${3:-True}
 	if [ $have_python -eq 0 ]; then
-		echo "ok $((n += 1)) $name # SKIP python3 not installed"
+		skip "$name" "python3 not installed"
 		return
 	fi
 	if ! python3 -m json.tool "$file" >/dev/null 2>"$tmp/json.err"; then
@@ -372,5 +370,4 @@ expect "beluga-setup --to-devdax on a devdax device" 0 "already in devdax mode" 
 expect "beluga-setup --to-devdax on a missing device" 1 "dax7.0: no such dax device" "$setup" --to-devdax dax7.0
 expect "beluga-setup --to-devdax with a bad name" 2 "not a dax device" "$setup" --to-devdax sda
 
-echo "1..$n"
-[ $failed -eq 0 ]
+tap_done

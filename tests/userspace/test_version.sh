@@ -13,9 +13,8 @@ dir=$(cd "${1:?usage: test_version.sh CHECK_BUILD_DIR}" && pwd)
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
 us=$top/userspace
-n=0
-ok() { n=$((n + 1)); echo "ok $n $*"; }
-not_ok() { n=$((n + 1)); echo "not ok $n $*"; }
+# shellcheck source=../lib/tap.sh
+. "$(dirname "$0")/../lib/tap.sh"
 same() { # same NAME WANT GOT
 	if [ "$2" = "$3" ]; then ok "$1"; else not_ok "$1 (VERSION says '$2', got '$3')"; fi
 }
@@ -41,4 +40,4 @@ same "dkms.conf: PACKAGE_VERSION" "\"$ver\"" \
 	"$("$top/scripts/dkms-install.sh" -n | sed -n 's/^PACKAGE_VERSION=//p')"
 same "kmod/Kbuild: MODULE_VERSION from VERSION" 1 \
 	"$(grep -c 'shell cat \$(src)/\.\./VERSION' "$top/kmod/Kbuild")"
-echo "1..$n"
+tap_done
