@@ -155,6 +155,7 @@ busy:
  */
 static int beluga_dax_clear(struct beluga_region *region)
 {
+	unsigned long skipped = 0;
 	u64 done, len;
 	void *base;
 
@@ -163,7 +164,8 @@ static int beluga_dax_clear(struct beluga_region *region)
 		return -ENOMEM;
 	for (done = 0; done < region->length; done += len) {
 		len = min_t(u64, BELUGA_CLEAR_CHUNK, region->length - done);
-		memset(base + done, 0, len);
+		/* Known-poisoned pages are left alone (poison.c). */
+		skipped += beluga_poison_clear(region, base, done, len);
 		atomic64_set(&region->prepared, done + len);
 		if (fatal_signal_pending(current)) {
 			memunmap(base);
@@ -172,6 +174,9 @@ static int beluga_dax_clear(struct beluga_region *region)
 		cond_resched();
 	}
 	memunmap(base);
+	if (skipped)
+		pr_warn("%s: %lu poisoned pages not cleared; their blocks are retired\n",
+			region->name, skipped);
 	return 0;
 }
 
