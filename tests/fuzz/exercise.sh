@@ -26,7 +26,7 @@
 SECS=${1:-20}
 # trinity's bound (syscalls) and the least it must make in SECS seconds
 TRINITY_N=${TRINITY_N:-20000}
-TRINITY_MIN=${TRINITY_MIN:-200}
+TRINITY_MIN=${TRINITY_MIN:-100}
 DEV=/dev/beluga
 FUZZ=/tests/fuzz/beluga_fuzz
 SCAN=/etc/beluga/dmesg-scan.sh
