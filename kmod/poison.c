@@ -48,23 +48,28 @@
  * stays published and allocatable, and metadata lines are read with
  * copy_mc_to_kernel() (mh.c).
  *
- * memory_failure() against DETACH and rmmod. memory_failure() reads
- * folio->mapping in dax_lock_folio() and then uses that address_space
- * (collect_procs(), unmap_mapping_range()) under its own mf_mutex and a
- * reference on device_dax's dev_pagemap, which pins device_dax's inode but
- * not the pool inode. DETACH clears the stamps, and the pool inode is only
- * freed (iput() at module unload) once every file of the pool is closed, so
- * the one window is a memory_failure() that read a stamp before DETACH
- * cleared it and still runs after the following rmmod freed the inode: a
- * use-after-free of the pool inode for the duration of one
- * memory_failure() call. mm exports no way to wait for memory_failure()
- * calls in flight (mf_mutex is static; unpoison_memory() takes it, but it
- * is a test interface that logs and could unpoison a page), so the window
- * is documented, not closed: an operator should not unload the module
- * while memory errors are being reported on a pool's memory.
+ * memory_failure() against DETACH and rmmod. mf_generic_kill_procs()
+ * checks folio->mapping (dax_lock_folio(), then collect_procs()), reads it
+ * again and walks its mappers under i_mmap_lock_read() (collect_procs_file()),
+ * holding mf_mutex and a reference on device_dax's dev_pagemap, which pins
+ * device_dax's inode but not the pool inode; it unmaps only when it found
+ * mappers, and a region with mappers cannot be detached. DETACH clears the
+ * stamps and then takes the pool inode's i_mmap lock for writing once, so a
+ * call already walking the mappers finishes before DETACH returns, and so
+ * before rmmod can free the inode (iput(), once every file is closed). Two
+ * windows stay open, a few instructions each, reachable only if the call is
+ * preempted there: a stamp cleared between collect_procs()'s check and its
+ * second read (a NULL mapping), and a stamp read before the clear by a call
+ * that takes the i_mmap lock only after DETACH dropped it (the pool inode
+ * used after a following rmmod freed it). mm exports no way to wait for
+ * memory_failure() calls in flight (mf_mutex is static; unpoison_memory()
+ * takes it, but it is a test interface that logs and could unpoison a
+ * page): an operator should not detach or unload while memory errors are
+ * being reported on a pool's memory.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
+#include <linux/fs.h>
 #include <linux/mm.h>
 #include <linux/page-flags.h>
 #include <linux/sched.h>
@@ -194,6 +199,13 @@ void beluga_poison_detach(struct beluga_region *region)
 		if (!((pfn - first) % 4096))
 			cond_resched();
 	}
+	/*
+	 * A memory_failure() that read a stamp before it was cleared and is
+	 * walking the pool's mappers holds this lock for reading: let it
+	 * finish while the inode is certain to exist (see the top).
+	 */
+	i_mmap_lock_write(mapping);
+	i_mmap_unlock_write(mapping);
 }
 
 bool beluga_poison_fault(struct beluga_region *region, u64 region_offset,
