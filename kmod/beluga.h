@@ -8,7 +8,9 @@
  *   ioctl.c   ioctl dispatch and the commands
  *   mmap.c    mapping the pool, page faults
  *   poison.c  memory errors: finding the mappers, retiring blocks
- *   sysfs.c   pool and region attributes
+ *   sysfs.c   pool and region attributes, region uevents
+ *   debugfs.c the host table for humans, the test-only fault attribute
+ *   trace.c   tracepoints of the block lifecycle (beluga_trace.h)
  *   mh.c      multi-host: accessors to shared CXL memory, heartbeat, tick
  *   core/     allocator, index, LRU, client bookkeeping (also userspace)
  */
@@ -126,6 +128,12 @@ struct beluga_device {
 /* The pools, from the pools= module parameter; pool 0 is /dev/beluga. */
 extern struct beluga_device *beluga_pools;
 extern int beluga_nr_pools;
+
+/* The pool's number: N of /dev/belugaN, 0 for /dev/beluga (tracepoints). */
+static inline int beluga_pool_id(const struct beluga_device *dev)
+{
+	return dev - beluga_pools;
+}
 /*
  * Serialises ATTACH and DETACH across all pools, so that a device-dax range
  * is never claimed by two pools. Taken before a pool's regions_rwsem.
@@ -248,7 +256,10 @@ u64 beluga_mh_offset(const struct beluga_mh *mh, u32 block);
 void beluga_mh_flush_block(struct beluga_mh *mh, u32 block);
 struct bel_mh_client *beluga_mh_client(struct beluga_file *bf);
 void beluga_mh_client_close(struct beluga_file *bf);
-ssize_t beluga_mh_hosts_show(struct beluga_device *dev, char *buf);
+int beluga_mh_hosts(struct beluga_device *dev, struct beluga_host *out);
+struct dentry;
+/* The fault attribute of the heartbeat under @root (debugfs.c). */
+void beluga_mh_debugfs_init(struct dentry *root);
 void beluga_stats(struct beluga_device *dev, struct bel_stats *s);
 void beluga_mh_region_stats(struct beluga_device *dev,
 			    struct bel_region_stats *rs);
@@ -277,5 +288,10 @@ void beluga_region_get(struct beluga_region *region);
 void beluga_region_put(struct beluga_region *region);
 int beluga_region_sysfs_add(struct beluga_region *region);
 void beluga_region_sysfs_del(struct beluga_region *region);
+
+/* debugfs.c */
+void beluga_debugfs_init(void);
+void beluga_debugfs_exit(void);
+void beluga_debugfs_add_pool(struct beluga_device *dev);
 
 #endif /* BELUGA_GLUE_H */
