@@ -134,6 +134,7 @@ static inline int beluga_pool_id(const struct beluga_device *dev)
 {
 	return dev - beluga_pools;
 }
+
 /*
  * Serialises ATTACH and DETACH across all pools, so that a device-dax range
  * is never claimed by two pools. Taken before a pool's regions_rwsem.

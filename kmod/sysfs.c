@@ -332,7 +332,7 @@ static void beluga_region_uevent(struct beluga_region *region,
 {
 	struct device *dev = region->dev->misc.this_device;
 	char ev[32], pool[32], slot[32], name[24 + BELUGA_NAME_LEN], be[32];
-	char *envp[] = { ev, pool, slot, name, be, NULL };
+	char *envp[6] = { ev, pool, slot, name, be, NULL };
 	int ret;
 
 	snprintf(ev, sizeof(ev), "BELUGA_EVENT=%s", event);

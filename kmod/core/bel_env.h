@@ -113,8 +113,8 @@ typedef pthread_mutex_t bel_mutex_t;
 #define BEL_ASSERT(cond)	assert(cond)
 
 /* No tracepoints in userspace: the arguments are not even evaluated. */
-#define bel_trace_evict(pool, offset, ns, key_lo, key_hi)	do { } while (0)
-#define bel_trace_mh_evict(h, block, ns, key_lo, key_hi)	do { } while (0)
+#define bel_trace_evict(...)		do { } while (0)
+#define bel_trace_mh_evict(...)		do { } while (0)
 
 #endif /* __KERNEL__ */
 
