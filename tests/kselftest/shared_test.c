@@ -98,9 +98,8 @@ static int sh_stall(bool on, char *why, size_t len)
 		return -ENOENT;
 	}
 	if (access(SH_STALL, F_OK)) {
-		snprintf(why, len, "%s: %s: this kernel has no fault injection "
-			 "(CONFIG_FAULT_INJECTION_DEBUG_FS), the stall hook is a fault "
-			 "attribute", SH_STALL, strerror(errno));
+		snprintf(why, len, "no fault injection in this kernel "
+			 "(CONFIG_FAULT_INJECTION_DEBUG_FS): no %s", SH_STALL);
 		return -ENOENT;
 	}
 	for (i = on ? 0 : 3; i < ARRAY_SIZE(files); i++) {
