@@ -2,7 +2,8 @@
 /*
  * The module's tracepoints (beluga_trace.h), and the hooks through which
  * the portable core reports what only it sees: the blocks an ALLOC or an
- * EVICT evicts (core/bel_env.h; in userspace the hooks compile away).
+ * EVICT evicts (core/bel_env.h; in userspace the hooks compile away). The
+ * shared pool's hook is in mh.c, which knows its host.
  */
 #define CREATE_TRACE_POINTS
 #include "beluga_trace.h"
@@ -17,14 +18,4 @@ void bel_env_trace_evict(struct bel_pool *pool, u64 offset, u64 ns,
 						 pool);
 
 	trace_beluga_evict(beluga_pool_id(dev), offset, ns, key_lo, key_hi);
-}
-
-/* Under the host mutex, from the shared pool's eviction. */
-void bel_env_trace_mh_evict(struct bel_mh_host *h, u32 block, u64 ns,
-			    u64 key_lo, u64 key_hi)
-{
-	struct beluga_mh *mh = container_of(h, struct beluga_mh, host);
-
-	trace_beluga_evict(beluga_pool_id(mh->dev), beluga_mh_offset(mh, block),
-			   ns, key_lo, key_hi);
 }
