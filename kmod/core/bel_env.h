@@ -43,6 +43,23 @@ typedef struct mutex bel_mutex_t;
 
 #define BEL_ASSERT(cond)	WARN_ON_ONCE(!(cond))
 
+/*
+ * Tracepoint hooks: what only the core sees of the block lifecycle, an
+ * eviction inside ALLOC or EVICT. The glue implements them (kmod/trace.c)
+ * with the module's tracepoints; they may be called under the pool lock
+ * or a shared pool's host mutex and never sleep.
+ */
+struct bel_pool;
+struct bel_mh_host;
+void bel_env_trace_evict(struct bel_pool *pool, u64 offset, u64 ns,
+			 u64 key_lo, u64 key_hi);
+void bel_env_trace_mh_evict(struct bel_mh_host *h, u32 block, u64 ns,
+			    u64 key_lo, u64 key_hi);
+#define bel_trace_evict(pool, offset, ns, key_lo, key_hi)		\
+	bel_env_trace_evict(pool, offset, ns, key_lo, key_hi)
+#define bel_trace_mh_evict(h, block, ns, key_lo, key_hi)		\
+	bel_env_trace_mh_evict(h, block, ns, key_lo, key_hi)
+
 #else /* userspace */
 
 #include <stdint.h>
@@ -94,6 +111,10 @@ typedef pthread_mutex_t bel_mutex_t;
 #define bel_cond_resched()	sched_yield()
 
 #define BEL_ASSERT(cond)	assert(cond)
+
+/* No tracepoints in userspace: the arguments are not even evaluated. */
+#define bel_trace_evict(...)		do { } while (0)
+#define bel_trace_mh_evict(...)		do { } while (0)
 
 #endif /* __KERNEL__ */
 

@@ -483,8 +483,11 @@ void bel_put_free_locked(struct bel_pool *pool, u32 id)
 
 void bel_evict_block_locked(struct bel_pool *pool, u32 id)
 {
-	BEL_ASSERT(bel_block_of(pool, id)->state == BEL_BLOCK_PUBLISHED &&
-		   !bel_block_of(pool, id)->pins);
+	struct bel_block *b = bel_block_of(pool, id);
+
+	BEL_ASSERT(b->state == BEL_BLOCK_PUBLISHED && !b->pins);
+	bel_trace_evict(pool, bel_id_to_offset(pool, id), b->ns, b->key.lo,
+			b->key.hi);
 	bel_lru_del_locked(pool, id);
 	bel_index_remove_locked(pool, id);
 	bel_put_free_locked(pool, id);
