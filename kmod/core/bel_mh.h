@@ -19,35 +19,9 @@
 #define BEL_MH_H
 
 #include "bel_env.h"
+#include "bel_hash.h"
 #include "bel_pins.h"
 #include <linux/beluga.h>
-
-#ifdef __KERNEL__
-#include <linux/build_bug.h>
-#include <linux/compiler.h>
-#include <linux/math64.h>
-#include <asm/byteorder.h>
-#define BEL_MH_READ_ONCE(x)		READ_ONCE(x)
-#define BEL_MH_WRITE_ONCE(x, v)		WRITE_ONCE(x, v)
-static inline u64 bel_mh_div64(u64 a, u64 b)
-{
-	return div64_u64(a, b);
-}
-#else
-#include <endian.h>
-#define cpu_to_le16(x)	((__le16)htole16(x))
-#define cpu_to_le32(x)	((__le32)htole32(x))
-#define cpu_to_le64(x)	((__le64)htole64(x))
-#define le16_to_cpu(x)	((u16)le16toh(x))
-#define le32_to_cpu(x)	((u32)le32toh(x))
-#define le64_to_cpu(x)	((u64)le64toh(x))
-#define BEL_MH_READ_ONCE(x)		__atomic_load_n(&(x), __ATOMIC_RELAXED)
-#define BEL_MH_WRITE_ONCE(x, v)		__atomic_store_n(&(x), (v), __ATOMIC_RELAXED)
-static inline u64 bel_mh_div64(u64 a, u64 b)
-{
-	return a / b;
-}
-#endif
 
 /* --- on-media format, version 1 ---------------------------------------- */
 
@@ -56,7 +30,15 @@ static inline u64 bel_mh_div64(u64 a, u64 b)
 #define BEL_MH_DEF_HOSTS	8U
 #define BEL_MH_MAGIC		0x484d4147554c4542ULL	/* "BELUGAMH" */
 #define BEL_MH_VERSION_MAJOR	1U
-#define BEL_MH_VERSION_MINOR	0U
+/*
+ * 1.1 names its bucket hash in the superblock (@hash); a 1.0 pool has 0
+ * there, which is BEL_MH_HASH_MIX64, the only hash 1.0 ever used. A 1.1
+ * module joins both; a 1.0 module joins a 1.1 pool of that hash alike.
+ */
+#define BEL_MH_VERSION_MINOR	1U
+
+/* Bucket hashes of the on-media index (bel_mh_super.hash). */
+#define BEL_MH_HASH_MIX64	0U	/* bel_key_hash() (bel_hash.h) */
 
 /* Version-independent locations: a later format keeps these. */
 #define BEL_MH_SB_OFF		0ULL
@@ -99,7 +81,8 @@ struct bel_mh_super {
 	__le32 heartbeat_ms;
 	__le32 lease_ms;
 	__le32 flags;		/* 0 */
-	__le32 reserved[12];
+	__le32 hash;		/* BEL_MH_HASH_* (since 1.1; 0 before) */
+	__le32 reserved[11];
 	__le32 csum;
 };
 
@@ -465,11 +448,11 @@ static inline bool bel_mh_fenced_now(struct bel_mh_host *h)
 {
 	if (!h->leased)
 		return false;
-	if (BEL_MH_READ_ONCE(h->fenced))
+	if (BEL_READ_ONCE(h->fenced))
 		return true;
-	if (h->ops->now_ns(h->priv) - BEL_MH_READ_ONCE(h->last_hb) >
+	if (h->ops->now_ns(h->priv) - BEL_READ_ONCE(h->last_hb) >
 	    h->fence_ns) {
-		BEL_MH_WRITE_ONCE(h->fenced, true);
+		BEL_WRITE_ONCE(h->fenced, true);
 		return true;
 	}
 	return false;
@@ -578,16 +561,6 @@ static inline u64 bel_mh_now(struct bel_mh_host *h)
 
 /* --- small helpers shared by the mh files ------------------------------- */
 
-static inline u64 bel_mh_mix64(u64 x)
-{
-	x ^= x >> 33;
-	x *= 0xff51afd7ed558ccdULL;
-	x ^= x >> 33;
-	x *= 0xc4ceb9fe1a85ec53ULL;
-	x ^= x >> 33;
-	return x;
-}
-
 u32 bel_mh_csum(const void *buf, u32 len);
 
 static inline u64 bel_mh_rec_off(const struct bel_mh_geo *g, u32 id)
@@ -613,14 +586,11 @@ static inline u64 bel_mh_bucket_off(const struct bel_mh_geo *g, u32 part,
 	       (u64)bucket * 4;
 }
 
-/* Bucket of (ns, key): the same in every partition. */
+/* Bucket of (ns, key): the same in every partition (format: hash). */
 static inline u32 bel_mh_bucket_of(const struct bel_mh_geo *g, u64 ns,
 				   u64 key_lo, u64 key_hi)
 {
-	u64 x = bel_mh_mix64(ns * 0x9e3779b97f4a7c15ULL ^ key_hi);
-
-	x = bel_mh_mix64(x ^ key_lo);
-	return (u32)x & (g->buckets - 1);
+	return (u32)bel_key_hash(ns, key_lo, key_hi) & (g->buckets - 1);
 }
 
 /* Byte offset of block @block in the region. */

@@ -39,7 +39,7 @@ static u32 g_round;
 
 static u64 seed_of(u32 test, u32 round)
 {
-	return bel_mh_mix64(g_seed * 1000003ULL + test * 1009ULL + round);
+	return bel_mix64(g_seed * 1000003ULL + test * 1009ULL + round);
 }
 
 static int rounds(int base)
@@ -209,6 +209,16 @@ static void test_refuse_mismatch(void)
 	CHECK_EQ(r, -EPROTONOSUPPORT);
 	CHECK(w->h[1]->mh.why && strstr(w->h[1]->mh.why, "version"));
 
+	/* An unknown bucket hash, checksum intact: keys would be missed. */
+	bad = sb;
+	bad.hash = cpu_to_le32(BEL_MH_HASH_MIX64 + 1);
+	bad.csum = cpu_to_le32(bel_mh_csum(&bad, offsetof(struct bel_mh_super,
+							  csum)));
+	memcpy(w->s->mem, &bad, sizeof(bad));
+	w_run1(w, 1, s_attach, &r);
+	CHECK_EQ(r, -EPROTONOSUPPORT);
+	CHECK(w->h[1]->mh.why && strstr(w->h[1]->mh.why, "hash"));
+
 	/* A corrupt superblock. */
 	bad = sb;
 	bad.nr_blocks = cpu_to_le64(le64_to_cpu(sb.nr_blocks) ^ 4);
@@ -233,6 +243,63 @@ static void test_refuse_mismatch(void)
 	CHECK_EQ(r, -ERANGE);
 
 	/* The pool is untouched: a correct host still joins. */
+	w_run1(w, 1, s_attach, &r);
+	CHECK_EQ(r, 0);
+	CHECK(!w->h[1]->mh.formatted);
+	w_settle(w, 3 * W_MS);
+	w_final_check(w);
+	W_CHECK_CLEAN(w);
+	w_free(w);
+}
+
+/*
+ * The bucket hash is on-media format: pinned to fixed vectors, so that a
+ * change to bel_key_hash() fails here instead of splitting a pool between
+ * modules that disagree on where a key lives (bel_hash.h).
+ */
+static void test_bucket_hash(void)
+{
+	static const struct {
+		u64 ns, lo, hi, hash;
+	} v[] = {
+		{ 0, 0, 0, 0 },
+		{ 0, 1, 0, 0xb456bcfc34c2cb2cULL },
+		{ 1, 0, 0, 0x6393d51c06c618dcULL },
+		{ 0, 0, 1, 0x7d6e4ac38b2b1be2ULL },
+		{ 7, 0x123456789abcdef0ULL, 0xfedcba9876543210ULL,
+		  0x7e4aff14d40fcaafULL },
+	};
+	struct bel_mh_geo g = { .buckets = 1U << 20 };
+	size_t i;
+
+	for (i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
+		CHECK_EQ(bel_key_hash(v[i].ns, v[i].lo, v[i].hi), v[i].hash);
+		CHECK_EQ(bel_mh_bucket_of(&g, v[i].ns, v[i].lo, v[i].hi),
+			 (u32)v[i].hash & (g.buckets - 1));
+	}
+}
+
+/*
+ * Format 1.1 added the hash field in what 1.0 left reserved (zero): a
+ * pool formatted by a 1.0 module (minor 0, hash 0) still joins.
+ */
+static void test_format_1_0_joins(void)
+{
+	struct world *w = w_new(2, ids3, seed_of(40, 0));
+	struct bel_mh_super sb;
+	int r = -1;
+
+	w_run1(w, 0, s_attach, &r);
+	CHECK_EQ(r, 0);
+	sim_dev_read(w->s, 0, &sb, sizeof(sb));
+	CHECK_EQ(le32_to_cpu(sb.version_major), BEL_MH_VERSION_MAJOR);
+	CHECK_EQ(le32_to_cpu(sb.version_minor), 1);
+	CHECK_EQ(le32_to_cpu(sb.hash), BEL_MH_HASH_MIX64);
+	sb.version_minor = cpu_to_le32(0);
+	sb.hash = 0;
+	sb.csum = cpu_to_le32(bel_mh_csum(&sb, offsetof(struct bel_mh_super,
+							csum)));
+	memcpy(w->s->mem, &sb, sizeof(sb));
 	w_run1(w, 1, s_attach, &r);
 	CHECK_EQ(r, 0);
 	CHECK(!w->h[1]->mh.formatted);
@@ -1962,6 +2029,8 @@ static const struct test tests[] = {
 	T(test_host_names),
 	T(test_concurrent_format),
 	T(test_refuse_mismatch),
+	T(test_bucket_hash),
+	T(test_format_1_0_joins),
 	T(test_reformat_busy),
 	T(test_duplicate_id),
 	T(test_cross_host_rw),

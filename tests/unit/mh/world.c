@@ -55,7 +55,7 @@ struct sim_host *w_add(struct world *w, u32 id)
 	sh->cfg.data_align = 4096;
 	sh->cfg.heartbeat_ms = W_HB_MS;
 	sh->cfg.lease_ms = W_LEASE_MS;
-	sh->cfg.nonce = bel_mh_mix64(w->seed * 131 + (u64)w->n + 7);
+	sh->cfg.nonce = bel_mix64(w->seed * 131 + (u64)w->n + 7);
 	w->h[w->n++] = sh;
 	return sh;
 }
@@ -178,7 +178,7 @@ void w_pattern(u32 k, u32 writer, u8 *buf)
 	u32 i;
 
 	for (i = 0; i < W_BS / 8; i++) {
-		u64 v = bel_mh_mix64((u64)k * 1000003ULL + writer * 7919ULL +
+		u64 v = bel_mix64((u64)k * 1000003ULL + writer * 7919ULL +
 				     i);
 
 		memcpy(buf + i * 8, &v, 8);
