@@ -106,7 +106,7 @@ struct beluga_device {
 	bool mh_down;
 	u32 mh_gen;			/* +1 at every shared attach */
 	/* Counters of shared-pool hosts gone since load (mh_rwsem). */
-	struct bel_mh_opstats mh_past;
+	struct bel_counters mh_past;
 	/*
 	 * Every file of the pool maps through this inode's address_space
 	 * (main.c), so that a fence can zap all mappings at once.

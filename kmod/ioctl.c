@@ -176,24 +176,7 @@ static int beluga_cmd_stats(struct beluga_file *bf, union beluga_ioctl_buf *u)
 	if (out->flags)
 		return -EINVAL;
 	beluga_stats(bf->dev, &s);
-	out->total_blocks = s.total_blocks;
-	out->free_blocks = s.free_blocks;
-	out->allocated_blocks = s.allocated_blocks;
-	out->published_blocks = s.published_blocks;
-	out->pinned_blocks = s.pinned_blocks;
-	out->pins = s.pins;
-	out->clients = s.clients;
-	out->allocs = s.allocs;
-	out->frees = s.frees;
-	out->publishes = s.publishes;
-	out->publish_races = s.publish_races;
-	out->lookups = s.lookups;
-	out->lookup_keys = s.lookup_keys;
-	out->lookup_hits = s.lookup_hits;
-	out->releases = s.releases;
-	out->evictions = s.evictions;
-	out->alloc_failures = s.alloc_failures;
-	out->retired_blocks = s.retired_blocks;
+	bel_stats_to_uapi(&s, out);
 	return 0;
 }
 

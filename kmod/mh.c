@@ -233,38 +233,11 @@ static void beluga_mh_hb_fn(struct work_struct *work)
 				   beluga_mh_period(mh));
 }
 
-static void beluga_mh_add_ops(struct bel_stats *s,
-			      const struct bel_mh_opstats *o)
-{
-	s->allocs += o->allocs;
-	s->frees += o->frees;
-	s->publishes += o->publishes;
-	s->publish_races += o->publish_races;
-	s->lookups += o->lookups;
-	s->lookup_keys += o->lookup_keys;
-	s->lookup_hits += o->lookup_hits;
-	s->releases += o->releases;
-	s->evictions += o->evictions;
-	s->alloc_failures += o->alloc_failures;
-}
-
 /* Count a host's operations in the pool's before it goes (mh_rwsem held). */
 static void beluga_mh_retire_ops(struct beluga_device *dev,
 				 struct bel_mh_host *h)
 {
-	struct bel_mh_opstats *past = &dev->mh_past;
-	const struct bel_mh_opstats *o = &h->opstats;
-
-	past->allocs += o->allocs;
-	past->frees += o->frees;
-	past->publishes += o->publishes;
-	past->publish_races += o->publish_races;
-	past->lookups += o->lookups;
-	past->lookup_keys += o->lookup_keys;
-	past->lookup_hits += o->lookup_hits;
-	past->releases += o->releases;
-	past->evictions += o->evictions;
-	past->alloc_failures += o->alloc_failures;
+	bel_counters_add(&dev->mh_past, &h->opstats);
 }
 
 /*
@@ -574,7 +547,7 @@ void beluga_stats(struct beluga_device *dev, struct bel_stats *s)
 
 	bel_pool_stats(&dev->pool, s);
 	down_read(&dev->mh_rwsem);
-	beluga_mh_add_ops(s, &dev->mh_past);
+	bel_counters_add(&s->counters, &dev->mh_past);
 	if (dev->mh && dev->mh->joined) {
 		bel_mh_stats(&dev->mh->host, &ms);
 		s->free_blocks = ms.free_blocks;
@@ -582,7 +555,7 @@ void beluga_stats(struct beluga_device *dev, struct bel_stats *s)
 		s->published_blocks = ms.published_blocks;
 		s->pinned_blocks = ms.pinned_blocks;
 		s->pins = ms.pins;
-		beluga_mh_add_ops(s, &ms.ops);
+		bel_counters_add(&s->counters, &ms.ops);
 	} else if (dev->mh) {
 		s->free_blocks = 0;
 	}

@@ -29,6 +29,7 @@
 #include "bel_pins.h"
 #include <linux/beluga.h>
 
+#include "bel_stats.h"
 /* Block ids: region slot in the high bits, index inside the region low. */
 #define BEL_SLOT_SHIFT		27
 #define BEL_MAX_REGION_BLOCKS	(1U << BEL_SLOT_SHIFT)
@@ -77,28 +78,6 @@ struct bel_region {
 	u32 nr_retired;			/* RETIRED blocks */
 	u32 free_head;			/* singly linked through bel_block.next */
 	struct bel_block *blocks;
-};
-
-/* Occupancy and counters, the same fields as struct beluga_stats. */
-struct bel_stats {
-	u64 total_blocks;
-	u64 free_blocks;
-	u64 allocated_blocks;
-	u64 published_blocks;
-	u64 pinned_blocks;
-	u64 pins;
-	u64 clients;
-	u64 allocs;
-	u64 frees;
-	u64 publishes;
-	u64 publish_races;
-	u64 lookups;
-	u64 lookup_keys;
-	u64 lookup_hits;
-	u64 releases;
-	u64 evictions;
-	u64 alloc_failures;
-	u64 retired_blocks;
 };
 
 struct bel_region_stats {

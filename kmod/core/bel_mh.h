@@ -21,6 +21,7 @@
 #include "bel_env.h"
 #include "bel_hash.h"
 #include "bel_pins.h"
+#include "bel_stats.h"
 #include <linux/beluga.h>
 
 /* --- on-media format, version 1 ---------------------------------------- */
@@ -332,20 +333,6 @@ enum bel_mh_blk_state {
 	BEL_MH_BLK_PUBLISHED,
 };
 
-/* Operations of one host since it attached (STATS counters). */
-struct bel_mh_opstats {
-	u64 allocs;		/* blocks handed out by ALLOC */
-	u64 frees;		/* by FREE, a lost publish race, close */
-	u64 publishes;		/* blocks that became visible */
-	u64 publish_races;	/* PUBLISH items that found their key */
-	u64 lookups;		/* LOOKUP calls */
-	u64 lookup_keys;
-	u64 lookup_hits;
-	u64 releases;		/* pins dropped by RELEASE or close */
-	u64 evictions;
-	u64 alloc_failures;	/* ALLOC calls that ended in -ENOSPC */
-};
-
 /*
  * This host's view of the pool (bel_mh_stats()): what it knows without
  * reading other hosts' partitions. free + allocated + published is the
@@ -360,7 +347,7 @@ struct bel_mh_stats {
 	u64 pinned_blocks;	/* blocks this host pins, any partition */
 	u64 pins;		/* pins of this host's clients */
 	u32 owned;		/* bitmask of owned partitions */
-	struct bel_mh_opstats ops;
+	struct bel_counters ops;	/* this host's, since it attached */
 };
 
 struct bel_mh_client;
@@ -408,7 +395,7 @@ struct bel_mh_host {
 	u32 nr_allocated;		/* ALLOCATED blocks of all clients */
 	u64 nr_pins;			/* pins of all clients */
 	u32 nr_pinned;			/* blocks with blk_pins != 0 */
-	struct bel_mh_opstats opstats;
+	struct bel_counters opstats;	/* operations since attach */
 	struct bel_mh_counters cnt;
 	const char *why;		/* reason of the last refusal */
 };
