@@ -183,8 +183,8 @@ struct beluga_block_ops {
 	int (*free)(struct beluga_file *bf, u32 count, const u64 *offsets);
 	int (*release)(struct beluga_file *bf, u32 count, const u64 *offsets);
 	int (*publish)(struct beluga_file *bf, u64 ns, u32 count,
-		       const u64 *offsets, const struct beluga_key *keys,
-		       s32 *results);
+		       struct beluga_publish_item *items, u32 *published,
+		       u32 *exists, u32 *failed);
 	int (*lookup)(struct beluga_file *bf, u64 ns, u32 count,
 		      const struct beluga_key *keys, bool pin, u64 *offsets,
 		      u32 *hits);
@@ -219,8 +219,7 @@ struct beluga_mh {
 	bool rejoin_failed;
 	/* Joined: @host is valid (written under the pool's mh_rwsem). */
 	bool joined;
-	/* Where the blocks are in the pool's offset space. */
-	u64 first_offset;
+	/* The pool's geometry, for a rejoin's check (first_offset: cfg). */
 	u64 block_size;
 	u32 nr_blocks;
 };
@@ -243,8 +242,7 @@ static inline bool beluga_mh_down(struct beluga_device *dev)
 }
 
 int beluga_mh_stop(struct beluga_mh *mh, bool force);
-bool beluga_mh_block(const struct beluga_mh *mh, u64 offset, u32 *block);
-u64 beluga_mh_offset(const struct beluga_mh *mh, u32 block);
+void beluga_mh_set_map_base(struct beluga_mh *mh, u64 first_offset);
 void beluga_mh_flush_block(struct beluga_mh *mh, u32 block);
 struct bel_mh_client *beluga_mh_client(struct beluga_file *bf);
 void beluga_mh_client_close(struct beluga_file *bf);

@@ -269,9 +269,6 @@ static int beluga_cmd_publish(struct beluga_file *bf,
 {
 	struct beluga_publish *arg = &u->publish;
 	struct beluga_publish_item *items;
-	struct beluga_key *keys = NULL;
-	u64 *offsets = NULL;
-	s32 *results = NULL;
 	int ret;
 	u32 i;
 
@@ -292,30 +289,13 @@ static int beluga_cmd_publish(struct beluga_file *bf,
 	ret = beluga_pool_ready(bf);
 	if (ret)
 		goto out;
-	ret = -ENOMEM;
-	keys = kvmalloc_array(arg->count, sizeof(*keys), GFP_KERNEL);
-	offsets = kvmalloc_array(arg->count, sizeof(*offsets), GFP_KERNEL);
-	results = kvmalloc_array(arg->count, sizeof(*results), GFP_KERNEL);
-	if (!keys || !offsets || !results)
-		goto out;
-	for (i = 0; i < arg->count; i++) {
-		offsets[i] = items[i].offset;
-		keys[i] = items[i].key;
-	}
-	ret = beluga_ops_begin(bf->dev)->publish(bf, arg->ns, arg->count,
-						 offsets, keys, results);
+	/* Both cores take the uapi's items and write each one's result. */
+	ret = beluga_ops_begin(bf->dev)->publish(bf, arg->ns, arg->count, items,
+						 &arg->published, &arg->exists,
+						 &arg->failed);
 	beluga_ops_end(bf->dev);
 	if (ret)
 		goto out;
-	for (i = 0; i < arg->count; i++) {
-		items[i].result = results[i];
-		if (results[i] == BELUGA_PUBLISH_OK)
-			arg->published++;
-		else if (results[i] == BELUGA_PUBLISH_EXISTS)
-			arg->exists++;
-		else
-			arg->failed++;
-	}
 	/*
 	 * Publishing cannot be undone: the keys are visible already. The
 	 * dispatcher still copies the counters back on -EFAULT.
@@ -324,9 +304,6 @@ static int beluga_cmd_publish(struct beluga_file *bf,
 			 (size_t)arg->count * sizeof(*items)))
 		ret = -EFAULT;
 out:
-	kvfree(results);
-	kvfree(offsets);
-	kvfree(keys);
 	kvfree(items);
 	return ret;
 }

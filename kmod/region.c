@@ -595,7 +595,7 @@ int beluga_region_attach(struct beluga_device *dev, struct beluga_attach *arg,
 		goto out_remove;
 	dev->regions[slot] = region;
 	if (mh) {
-		mh->first_offset = first_offset;
+		beluga_mh_set_map_base(mh, first_offset);
 		mh->block_size = block_size;
 		mh->nr_blocks = nr_blocks;
 		dev->mh = mh;

@@ -2,7 +2,9 @@
 /*
  * The portable core of Beluga: block allocator, key index, LRU and per-client
  * bookkeeping. It knows nothing about memory, files or user pointers: it
- * manages block *numbers* and the offsets that name them. The kernel glue
+ * manages block *numbers* (bel_block_id()) and the offsets that name them:
+ * every call names a block by its offset in the pool's mapping, as the
+ * uapi does, and so does the shared pool's core (bel_mh.h). The kernel glue
  * (and the userspace tests) give it kernel-side arrays and copy to and from
  * userspace around the calls.
  *
@@ -27,9 +29,9 @@
 
 #include "bel_env.h"
 #include "bel_pins.h"
+#include "bel_stats.h"
 #include <linux/beluga.h>
 
-#include "bel_stats.h"
 /* Block ids: region slot in the high bits, index inside the region low. */
 #define BEL_SLOT_SHIFT		27
 #define BEL_MAX_REGION_BLOCKS	(1U << BEL_SLOT_SHIFT)
@@ -192,15 +194,16 @@ int bel_alloc(struct bel_client *client, u32 count, u64 *offsets);
 int bel_free(struct bel_client *client, u32 count, const u64 *offsets);
 
 /*
- * Publish @count (offset, key) pairs under @ns. Per item: results[i] is
- * BELUGA_PUBLISH_OK, BELUGA_PUBLISH_EXISTS (key present: the block is
- * freed) or -EINVAL (not a block offset) / -EPERM (not ALLOCATED by
- * @client), leaving that block unchanged. Counts go to the three out
- * parameters. Always returns 0 for a valid count.
+ * Publish the uapi's @count items (offset, key) under @ns. Per item,
+ * @result is BELUGA_PUBLISH_OK, BELUGA_PUBLISH_EXISTS (key present: the
+ * block is freed), -EIO (a memory error retired the block), or -EINVAL
+ * (not a block offset) / -EPERM (not ALLOCATED by @client), leaving that
+ * block unchanged. Counts go to the three out parameters (each may be
+ * NULL). Always returns 0 for a valid count. @__reserved is not looked at.
  */
 int bel_publish(struct bel_client *client, u64 ns, u32 count,
-		const u64 *offsets, const struct beluga_key *keys,
-		s32 *results, u32 *published, u32 *exists, u32 *failed);
+		struct beluga_publish_item *items, u32 *published, u32 *exists,
+		u32 *failed);
 
 /*
  * Longest leading run of @keys present under @ns. With @pin, each hit is

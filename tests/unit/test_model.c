@@ -285,7 +285,7 @@ static void op_publish(int c)
 		return;
 	for (i = 0; i < n; i++)
 		keys[i] = rkey();
-	ret = bel_publish(m.cl[c], ns, n, offs, keys, res, &ok, &ex, &fail);
+	ret = publish_arrays(m.cl[c], ns, n, offs, keys, res, &ok, &ex, &fail);
 	CHECK_EQ(ret, 0);
 	for (i = 0; i < n; i++) {
 		int mb = mblock_of(offs[i]);

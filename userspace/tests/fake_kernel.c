@@ -227,10 +227,7 @@ static int cmd_publish(int fd, void *arg)
 {
 	struct beluga_publish *p = arg;
 	struct beluga_publish_item *items = (struct beluga_publish_item *)(uintptr_t)p->items;
-	struct beluga_key *keys;
-	s32 *results;
-	u64 *offsets;
-	u32 i, published, exists, failed;
+	u32 i;
 	int ret;
 
 	(void)fd;
@@ -248,30 +245,9 @@ static int cmd_publish(int fd, void *arg)
 	ret = pool_ready();
 	if (ret)
 		return ret;
-	keys = calloc(p->count, sizeof(*keys));
-	offsets = calloc(p->count, sizeof(*offsets));
-	results = calloc(p->count, sizeof(*results));
-	ret = -ENOMEM;
-	if (!keys || !offsets || !results)
-		goto out;
-	for (i = 0; i < p->count; i++) {
-		offsets[i] = items[i].offset;
-		keys[i] = items[i].key;
-	}
-	ret = bel_publish(client, p->ns, p->count, offsets, keys, results,
-			  &published, &exists, &failed);
-	if (ret)
-		goto out;
-	for (i = 0; i < p->count; i++)
-		items[i].result = results[i];
-	p->published = published;
-	p->exists = exists;
-	p->failed = failed;
-out:
-	free(results);
-	free(offsets);
-	free(keys);
-	return ret;
+	/* The core takes the uapi's items, as in the module. */
+	return bel_publish(client, p->ns, p->count, items, &p->published,
+			   &p->exists, &p->failed);
 }
 
 /* BELUGA_FAKE_LOOKUP_SKEW: the block after the right one, as a broken kernel might. */

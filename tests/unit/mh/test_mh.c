@@ -309,6 +309,75 @@ static void test_format_1_0_joins(void)
 	w_free(w);
 }
 
+/*
+ * Both cores name blocks by their offset in the pool's mapping. With the
+ * pool placed at 1 GiB: every offset the core hands out is a block start
+ * at or past the base, and an offset below the base, inside a block or
+ * past the last block names no block (-EINVAL, nothing changes), as in
+ * the single-host core.
+ */
+static void s_map_base(struct sim_host *sh, void *arg)
+{
+	const u64 base = 1ULL << 30;
+	struct bel_mh_client *c = &sh->cl[0];
+	struct bel_mh_host *h = &sh->mh;
+	struct beluga_publish_item it[3];
+	struct beluga_key key = w_key(77);
+	u64 offs[2], got = 0, bad;
+	u32 ok = 9, ex = 9, failed = 9, hits = 0, b;
+
+	(void)arg;
+	bel_mh_set_map_base(h, base);
+	REQUIRE_EQ(bel_mh_alloc(c, 2, offs), 0);
+	CHECK(offs[0] >= base && offs[1] >= base);
+	CHECK_EQ((offs[0] - base) % W_BS, 0);
+	CHECK_EQ(bel_mh_block_at(h, offs[0], &b), 0);
+	CHECK_EQ(bel_mh_offset_of(h, b), offs[0]);
+	CHECK_EQ(h->blk_state[b], BEL_MH_BLK_ALLOCATED);
+
+	/* No block: below the base, inside a block, past the last one. */
+	bad = offs[0] - base;
+	CHECK_EQ(bel_mh_free(c, 1, &bad), -EINVAL);
+	bad = offs[0] + W_BS / 2;
+	CHECK_EQ(bel_mh_free(c, 1, &bad), -EINVAL);
+	bad = base + (u64)h->geo.nr_blocks * W_BS;
+	CHECK_EQ(bel_mh_block_at(h, bad, &b), -EINVAL);
+	CHECK_EQ(c->nr_allocated, 2);
+
+	/* PUBLISH takes the uapi's items: a bad offset fails its item only. */
+	memset(it, 0, sizeof(it));
+	it[0].offset = offs[0];
+	it[0].key = key;
+	it[1].offset = offs[1] + 1;
+	it[1].key = w_key(78);
+	it[2].offset = offs[1];
+	it[2].key = key;
+	REQUIRE_EQ(bel_mh_publish(c, W_NS, 3, it, &ok, &ex, &failed), 0);
+	CHECK_EQ(it[0].result, BELUGA_PUBLISH_OK);
+	CHECK_EQ(it[1].result, -EINVAL);
+	CHECK_EQ(it[2].result, BELUGA_PUBLISH_EXISTS);
+	CHECK(ok == 1 && ex == 1 && failed == 1);
+
+	REQUIRE_EQ(bel_mh_lookup(c, W_NS, 1, &key, true, &got, &hits), 0);
+	CHECK_EQ(hits, 1);
+	CHECK_EQ(got, offs[0]);
+	bad = got - base;
+	CHECK_EQ(bel_mh_release(c, 1, &bad), -EINVAL);
+	CHECK_EQ(bel_mh_release(c, 1, &got), 0);
+	CHECK_EQ(c->nr_pins, 0);
+	CHECK_EQ(c->nr_allocated, 0);
+	bel_mh_set_map_base(h, 0);
+}
+
+static void test_map_base(void)
+{
+	struct world *w = w_up(1, ids3, seed_of(41, 0));
+
+	w_run1(w, 0, s_map_base, NULL);
+	W_CHECK_CLEAN(w);
+	w_free(w);
+}
+
 static void test_reformat_busy(void)
 {
 	struct world *w = w_up(1, ids3, seed_of(4, 0));
@@ -597,7 +666,7 @@ static void s_flood_put(struct sim_host *sh, void *arg)
 static void s_flood_pin(struct sim_host *sh, void *arg)
 {
 	static struct beluga_key keys[BELUGA_MAX_BATCH];
-	static u32 blocks[BELUGA_MAX_BATCH];
+	static u64 offs[BELUGA_MAX_BATCH];
 	struct flood *a = arg;
 	struct bel_mh_client *c = &sh->cl[0];
 	struct bel_mh_host *h = &sh->mh;
@@ -612,7 +681,7 @@ static void s_flood_pin(struct sim_host *sh, void *arg)
 		rescheds = sh->rescheds;
 		hits = 0;
 		ret = bel_mh_lookup(c, W_NS, BELUGA_MAX_BATCH, keys, true,
-				    blocks, &hits);
+				    offs, &hits);
 		REQUIRE_EQ(ret, 0);
 		REQUIRE_EQ(hits, BELUGA_MAX_BATCH);
 		CHECK(sh->rescheds - rescheds >=
@@ -627,10 +696,10 @@ static void s_flood_pin(struct sim_host *sh, void *arg)
 
 	/* RELEASE of a batch: O(batch) probes, whatever is held. */
 	for (i = 0; i < BELUGA_MAX_BATCH; i++)
-		blocks[i] = a->blk;
+		offs[i] = w_off(sh, a->blk);
 	for (r = 0; r < a->rounds; r++) {
 		probes = c->pins.probes;
-		REQUIRE_EQ(bel_mh_release(c, BELUGA_MAX_BATCH, blocks), 0);
+		REQUIRE_EQ(bel_mh_release(c, BELUGA_MAX_BATCH, offs), 0);
 		CHECK(c->pins.probes - probes <= 4 * BELUGA_MAX_BATCH);
 	}
 	CHECK_EQ(c->nr_pins, 0);
@@ -638,7 +707,7 @@ static void s_flood_pin(struct sim_host *sh, void *arg)
 	CHECK_EQ(h->blk_pins[a->blk], 0);
 	/* Listed more often than pinned: -EINVAL, nothing changes. */
 	REQUIRE(w_pin(a->w, sh, 0, 5, &b));
-	CHECK_EQ(bel_mh_release(c, 2, blocks), -EINVAL);
+	CHECK_EQ(bel_mh_release(c, 2, offs), -EINVAL);
 	CHECK_EQ(c->nr_pins, 1);
 	w_release(a->w, sh, 0, b);
 
@@ -648,7 +717,7 @@ static void s_flood_pin(struct sim_host *sh, void *arg)
 	keys[0] = w_key(6);
 	keys[1] = w_key(5);
 	hits = 99;
-	ret = bel_mh_lookup(c, W_NS, 2, keys, true, blocks, &hits);
+	ret = bel_mh_lookup(c, W_NS, 2, keys, true, offs, &hits);
 	CHECK_EQ(ret, -EOVERFLOW);
 	CHECK_EQ(hits, 0);
 	CHECK_EQ(h->blk_pins[a->blk], BEL_MAX_PINS + 1);
@@ -709,15 +778,15 @@ static void s_aon_pin_remote(struct sim_host *sh, void *arg)
 
 static void s_aon_alloc(struct sim_host *sh, void *arg)
 {
-	static u32 blocks[W_MAXB];
+	static u64 offs[W_MAXB];
 	struct aon *a = arg;
 	u32 i, b;
 
 	/* Remote pins only: the LRU looks long enough, eviction finds out. */
-	a->r_remote = bel_mh_alloc(&sh->cl[1], a->cap, blocks);
+	a->r_remote = bel_mh_alloc(&sh->cl[1], a->cap, offs);
 	/* A local pin: refused before evicting. */
 	CHECK_SEED(a->w, w_pin(a->w, sh, 0, 30000 + 7, &a->b0));
-	a->r_local = bel_mh_alloc(&sh->cl[1], a->cap, blocks);
+	a->r_local = bel_mh_alloc(&sh->cl[1], a->cap, offs);
 	w_release(a->w, sh, 0, a->b0);
 	a->found = 0;
 	for (i = 0; i < a->cap; i++) {
@@ -727,9 +796,9 @@ static void s_aon_alloc(struct sim_host *sh, void *arg)
 			a->found++;
 	}
 	/* What can be had still can: all but the two pinned remotely. */
-	CHECK_SEED(a->w, bel_mh_alloc(&sh->cl[1], a->cap - 2, blocks) == 0);
+	CHECK_SEED(a->w, bel_mh_alloc(&sh->cl[1], a->cap - 2, offs) == 0);
 	for (i = 0; i < a->cap - 2; i++)
-		w_free_block(a->w, sh, 1, blocks[i]);
+		w_free_block(a->w, sh, 1, w_blk(sh, offs[i]));
 	(void)b;
 }
 
@@ -1600,7 +1669,7 @@ static void s_pin_fence(struct sim_host *sh, void *arg)
 {
 	struct pin_fence *a = arg;
 	struct beluga_key key = w_key(4545);
-	u32 blk = BEL_MH_NONE;
+	u64 off = ~0ULL;
 
 	bel_mh_heartbeat(&sh->mh);
 	sh->trig_site = BEL_MH_F_PIN;
@@ -1608,7 +1677,7 @@ static void s_pin_fence(struct sim_host *sh, void *arg)
 	sh->trig_hits = 0;
 	sh->trig_stall_ns = W_LEASE / 2 + W_LEASE / 4;
 	a->hits = 99;
-	a->ret = bel_mh_lookup(&sh->cl[0], W_NS, 1, &key, true, &blk,
+	a->ret = bel_mh_lookup(&sh->cl[0], W_NS, 1, &key, true, &off,
 			       &a->hits);
 	sh->trig_site = 0;
 }
@@ -1707,11 +1776,11 @@ static void test_rejoin_reformatted(void)
 static void s_long_close(struct sim_host *sh, void *arg)
 {
 	u64 *rescheds = arg;
-	u32 b;
+	u64 off;
 	int i;
 
 	for (i = 0; i < 8; i++)
-		CHECK_EQ(bel_mh_alloc(&sh->cl[2], 1, &b), 0);
+		CHECK_EQ(bel_mh_alloc(&sh->cl[2], 1, &off), 0);
 	*rescheds = sh->rescheds;
 	bel_mh_client_release(&sh->cl[2]);
 	*rescheds = sh->rescheds - *rescheds;
@@ -2031,6 +2100,7 @@ static const struct test tests[] = {
 	T(test_refuse_mismatch),
 	T(test_bucket_hash),
 	T(test_format_1_0_joins),
+	T(test_map_base),
 	T(test_reformat_busy),
 	T(test_duplicate_id),
 	T(test_cross_host_rw),
