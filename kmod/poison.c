@@ -58,21 +58,9 @@ static unsigned long beluga_region_nr_pages(const struct beluga_region *region)
 static void beluga_poison_retire(struct beluga_region *region,
 				 u64 region_offset, u64 len)
 {
-	struct beluga_device *dev = region->dev;
-	u64 bs = dev->pool.block_size;
-	u64 end = min_t(u64, region_offset + len,
-			(u64)region->nr_blocks * bs);
-	u64 off;
-
 	/* A shared pool's blocks belong to the multi-host protocol. */
-	if (region->shared)
-		return;
-	for (off = round_down(region_offset, bs); off < end; off += bs)
-		if (bel_retire_offset(&dev->pool, region->first_offset + off) > 0)
-			dev_warn_ratelimited(dev->misc.this_device,
-					     "%s: memory error: block at offset 0x%llx retired\n",
-					     region->name,
-					     region->first_offset + off);
+	if (region->ops->retire)
+		region->ops->retire(region, region_offset, len);
 }
 
 static bool beluga_page_poisoned(struct page *page)

@@ -12,7 +12,7 @@
  * that has not changed for a lease is stale (its host died while
  * formatting) and is ignored.
  */
-#include "bel_mh.h"
+#include "bel_mh_internal.h"
 
 const struct bel_mh_site_info bel_mh_sites[BEL_MH_NR_SITES] = {
 	[BEL_MH_SITE_NONE] = { "NONE", "no site" },

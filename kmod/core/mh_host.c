@@ -14,7 +14,7 @@
  * after invalidating; if another host that is alive in its view has the
  * bit too, it withdraws. Two racing claimants cannot both miss each other.
  */
-#include "bel_mh.h"
+#include "bel_mh_internal.h"
 
 void bel_mh_view_update(struct bel_mh_host *h, u32 x,
 			const struct bel_mh_host_rec *r, u64 now)

@@ -12,7 +12,7 @@
  *
  * Every function here runs with h->lock held.
  */
-#include "bel_mh.h"
+#include "bel_mh_internal.h"
 
 enum bel_mh_race {
 	BEL_MH_PROCEED = 0,

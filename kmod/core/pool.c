@@ -366,6 +366,14 @@ void bel_pool_stats(struct bel_pool *pool, struct bel_stats *out)
 	bel_spin_unlock(&pool->lock);
 }
 
+void bel_pool_add_counters(struct bel_pool *pool,
+			   const struct bel_counters *c)
+{
+	bel_spin_lock(&pool->lock);
+	bel_counters_add(&pool->stats.counters, c);
+	bel_spin_unlock(&pool->lock);
+}
+
 int bel_region_stats(struct bel_pool *pool, u32 slot,
 		     struct bel_region_stats *out)
 {

@@ -847,6 +847,98 @@ TEST(module_pools_param)
 	EXPECT_NE(0, stat(p1, &sb)) TH_LOG("%s outlived pools=2", p1);
 }
 
+/*
+ * Opt-in (BELUGA_TEST_KO and BELUGA_TEST_SINGLE_KO, the module built with
+ * BELUGA_SHARED=n): the single-host module has no shared pools. A shared
+ * ATTACH fails with -EOPNOTSUPP once its fields passed their checks (a bad
+ * one is still -EINVAL), attaches nothing, and the module has none of the
+ * shared pools' parameters; a local region attaches as ever. Then the
+ * plain module again, where the same ATTACH gets past that check.
+ */
+TEST(module_single_host)
+{
+	const char *ko = getenv("BELUGA_TEST_KO");
+	const char *single = getenv("BELUGA_TEST_SINGLE_KO");
+	int backend = bt_pick_backend(BT_ANY_BACKEND);
+	struct beluga_attach a, shared;
+	struct beluga_info info;
+	char why[160];
+	int fd, r;
+
+	if (!ko || !*ko || !single || !*single)
+		SKIP(return, "BELUGA_TEST_KO or BELUGA_TEST_SINGLE_KO not set");
+	if (access(ko, R_OK) || access(single, R_OK))
+		SKIP(return, "%.200s or %.200s: %s", ko, single, strerror(errno));
+	ASSERT_EQ(0, bt_reset_pool());
+	r = delete_module("beluga", O_NONBLOCK) ? -errno : 0;
+	ASSERT_EQ(0, r) TH_LOG("unload: %s", strerror(-r));
+	r = load_module(single);
+	if (r) {
+		int r2 = load_module(ko);
+
+		ASSERT_EQ(0, r) TH_LOG("finit_module(%s): %s (plain module "
+				       "again: %s)", single, strerror(-r),
+				       strerror(-r2));
+	}
+	fd = wait_for_device();
+	ASSERT_LE(0, fd) TH_LOG("/dev/beluga of the single-host module: %s",
+				strerror(-fd));
+
+	/* No device behind it: only the argument checks and the kind see it. */
+	memset(&shared, 0, sizeof(shared));
+	shared.size = sizeof(shared);
+	shared.flags = BELUGA_ATTACH_SHARED | BELUGA_ATTACH_HOST_ID;
+	shared.backend = BELUGA_BACKEND_DAX;
+	shared.node = -1;
+	shared.phys_start = 1ULL << 40;
+	shared.length = 4 * BT_MIB;
+	snprintf(shared.name, sizeof(shared.name), "bt-single-shared");
+	a = shared;
+	r = bt_attach(fd, &a);
+	EXPECT_EQ(-EOPNOTSUPP, r) TH_LOG("shared ATTACH on the single-host "
+					 "module: %s", strerror(-r));
+	a = shared;
+	a.backend = BELUGA_BACKEND_NODE;
+	a.node = 0;
+	a.phys_start = 0;
+	r = bt_attach(fd, &a);
+	EXPECT_EQ(-EINVAL, r) TH_LOG("shared ATTACH of a node region (fields "
+				     "come first): %s", strerror(-r));
+	ASSERT_EQ(0, bt_info(fd, &info));
+	EXPECT_EQ(0, info.nr_regions) TH_LOG("a refused ATTACH attached");
+	EXPECT_NE(0, access("/sys/module/beluga/parameters/host_id", F_OK))
+		TH_LOG("the single-host module has the host_id parameter");
+	if (bt_backend_ok(backend, 0, BT_REGION_LEN, why, sizeof(why))) {
+		ASSERT_EQ(0, bt_attach_req(&a, backend, 0, 0, BT_REGION_LEN,
+					   BT_BLOCK_SIZE, "bt-single"));
+		r = bt_attach(fd, &a);
+		EXPECT_EQ(0, r) TH_LOG("local ATTACH on the single-host "
+				       "module: %s", strerror(-r));
+		if (!r)
+			EXPECT_EQ(0, bt_detach(fd, a.region_id,
+					       BELUGA_DETACH_EVICT, NULL));
+	} else {
+		TH_LOG("no local region attached: %s", why);
+	}
+	close(fd);
+
+	/* back to the plain module for the rest of the suite */
+	r = delete_module("beluga", O_NONBLOCK) ? -errno : 0;
+	ASSERT_EQ(0, r) TH_LOG("unload: %s", strerror(-r));
+	r = load_module(ko);
+	ASSERT_EQ(0, r) TH_LOG("reload: %s -- the rest of the suite has no "
+			       "module", strerror(-r));
+	fd = wait_for_device();
+	ASSERT_LE(0, fd);
+	a = shared;
+	r = bt_attach(fd, &a);
+	EXPECT_NE(-EOPNOTSUPP, r) TH_LOG("the plain module refuses shared "
+					 "pools");
+	if (!r)
+		bt_detach(fd, a.region_id, BELUGA_DETACH_EVICT, NULL);
+	close(fd);
+}
+
 /* ------------------------------------------------------------------ */
 /* Tenants' bytes: a range moved or attached again shows nothing old.    */
 
@@ -948,6 +1040,60 @@ TEST(dax_reattach_shows_no_old_bytes)
 				 "not zero: the last user's data", at);
 	EXPECT_EQ(0, bt_detach(fd, a.region_id, BELUGA_DETACH_EVICT, NULL));
 	close(fd);
+}
+
+/*
+ * While a device-dax range is in a pool, /proc/iomem names it
+ * "<pool>:<region>" over exactly the region's range (here a 2 MiB part of
+ * an instance, nested inside device_dax's "daxX.Y" entry), and the
+ * region's sysfs directory links to the instance; after DETACH both are
+ * gone. Only 2 MiB, because ATTACH clears the range first: a whole
+ * 256 MiB instance of emulated CXL takes 20-30 s under TCG (the guest
+ * smoke attaches whole instances and checks their entries). The fixture's
+ * teardown detaches the region when a check fails midway.
+ */
+TEST_F_TIMEOUT(admin, dax_claim_in_proc_iomem, 120)
+{
+	const char *entry = "beluga:bt-iomem";
+	char names[BT_MAX_DAX][64], why[160], link[128];
+	uint64_t phys, size, start = 0, end = 0;
+	struct beluga_region_info ri;
+	struct beluga_attach a;
+	struct stat st;
+	int r;
+
+	if (!bt_backend_ok(BELUGA_BACKEND_DAX, 0, 2 * BT_REGION_LEN, why,
+			   sizeof(why)))
+		SKIP(return, "%s", why);
+	if (geteuid())
+		SKIP(return, "needs root: /proc/iomem shows zeros to others");
+	ASSERT_LT(0, bt_env_dax(names));
+	ASSERT_EQ(0, bt_dax_geometry(names[0], &phys, &size));
+	ASSERT_EQ(0, bt_iomem_find(entry, &start, &end))
+		TH_LOG("\"%s\" is in /proc/iomem before ATTACH", entry);
+	ASSERT_EQ(0, bt_attach_req(&a, BELUGA_BACKEND_DAX, 0, BT_REGION_LEN,
+				   BT_REGION_LEN, BT_BLOCK_SIZE, "bt-iomem"));
+	r = bt_attach(self->c.fd, &a);
+	ASSERT_EQ(0, r) TH_LOG("ATTACH of 2 MiB of %s: %s", names[0],
+			       strerror(-r));
+	ASSERT_EQ(0, bt_region_info(self->c.fd, a.region_id, &ri));
+	EXPECT_EQ(phys + BT_REGION_LEN, ri.phys_start);
+	EXPECT_EQ(1, bt_iomem_find(entry, &start, &end))
+		TH_LOG("no single \"%s\" entry in /proc/iomem", entry);
+	EXPECT_EQ(ri.phys_start, start);
+	EXPECT_EQ(ri.phys_start + ri.length - 1, end);
+	r = bt_region_dax_link(a.region_id, names[0]);
+	EXPECT_EQ(1, r) TH_LOG("region%u/dax does not lead to %s: %s",
+			       a.region_id, names[0],
+			       r < 0 ? strerror(-r) : "another device");
+
+	ASSERT_EQ(0, bt_detach(self->c.fd, a.region_id, BELUGA_DETACH_EVICT,
+			       NULL));
+	EXPECT_EQ(0, bt_iomem_find(entry, &start, &end))
+		TH_LOG("\"%s\" is still in /proc/iomem after DETACH", entry);
+	snprintf(link, sizeof(link), "/sys/class/misc/beluga/region%u/dax",
+		 a.region_id);
+	EXPECT_NE(0, lstat(link, &st)) TH_LOG("%s outlived DETACH", link);
 }
 
 /*

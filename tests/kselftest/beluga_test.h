@@ -240,6 +240,52 @@ static inline bool bt_backend_ok(int backend, int index, uint64_t length,
 	return true;
 }
 
+/*
+ * How many /proc/iomem entries are named @name; the last one's range goes
+ * to @start and @end. -errno when the file cannot be read.
+ */
+static inline int bt_iomem_find(const char *name, uint64_t *start,
+				uint64_t *end)
+{
+	char line[256], entry[128];
+	unsigned long long s, e;
+	int found = 0;
+	FILE *f;
+
+	f = fopen("/proc/iomem", "re");
+	if (!f)
+		return -errno;
+	while (fgets(line, sizeof(line), f)) {
+		if (sscanf(line, " %llx-%llx : %127[^\n]", &s, &e, entry) != 3 ||
+		    strcmp(entry, name))
+			continue;
+		*start = s;
+		*end = e;
+		found++;
+	}
+	fclose(f);
+	return found;
+}
+
+/*
+ * Does region @slot's "dax" link in sysfs lead to device-dax instance
+ * @dax (/sys/bus/dax/devices/@dax)? 1 yes, 0 elsewhere, -errno when
+ * either path does not resolve.
+ */
+static inline int bt_region_dax_link(uint32_t slot, const char *dax)
+{
+	char link[PATH_MAX], want[PATH_MAX], path[128];
+
+	snprintf(path, sizeof(path), "/sys/class/misc/beluga/region%u/dax",
+		 slot);
+	if (!realpath(path, link))
+		return -errno;
+	snprintf(path, sizeof(path), "/sys/bus/dax/devices/%s", dax);
+	if (!realpath(path, want))
+		return -errno;
+	return !strcmp(link, want);
+}
+
 /* Resolve BT_ANY_BACKEND: node (RAM speed) when available, else dax. */
 static inline int bt_pick_backend(int backend)
 {

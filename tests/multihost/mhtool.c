@@ -57,7 +57,7 @@
 
 #include <linux/beluga.h>
 
-#include "bel_mh.h"
+#include "bel_mh_format.h"
 
 #define KEY_HI	0x4d554c5449484f53ULL	/* "MULTIHOS" */
 

@@ -589,7 +589,10 @@ enum beluga_backend {
  * -EUCLEAN corrupt pool, -EPROTONOSUPPORT unknown on-media version,
  * -EINVAL geometry or block size mismatch, -ERANGE host id too large for
  * the pool, -EADDRINUSE another live host uses this id, -EBUSY a pool is
- * attached already (or FORMAT while hosts are alive).
+ * attached already (or FORMAT while hosts are alive). -EOPNOTSUPP: the
+ * module was built without shared pools (BELUGA_SHARED=n in kmod/Kbuild);
+ * the struct's fields are checked first, as for any ATTACH, and nothing is
+ * claimed.
  *
  * Pins of a shared pool: a fence zaps mappings, but it cannot revoke pins
  * that devices hold (RDMA memory regions, io_uring fixed buffers,

@@ -2,7 +2,7 @@
 /*
  * belugactl: the operator's tool for the Beluga KV-cache pool.
  *
- *   belugactl attach /dev/dax0.0 [--block-size 2M]
+ *   belugactl attach /dev/dax0.0 [--block-size 2M] [--force]
  *   belugactl attach --node 1 --size 192M [--block-size 2M]
  *   belugactl attach --shared [--host-id N] [--format] /dev/dax0.0
  *   belugactl detach REGION_ID|NAME [--evict]
@@ -122,7 +122,7 @@ int parse_block_size(const char *s, uint64_t *out)
 
 static const struct command commands[] = {
 	{ "attach", cmd_attach,
-	  "DAX_DEVICE [--block-size SIZE]\n"
+	  "DAX_DEVICE [--block-size SIZE] [--force]\n"
 	  "       belugactl attach --node N --size SIZE [--block-size SIZE]\n"
 	  "       belugactl attach --shared [--host-id N] [--format] DAX_DEVICE",
 	  "Add a memory region to the pool (needs root).\n\n"
@@ -139,7 +139,12 @@ static const struct command commands[] = {
 	  "  --host-id N        this host's id in a shared pool, 0-15, unique among its\n"
 	  "                     hosts; default: the module's beluga.host_id\n"
 	  "  --format           with --shared: start the shared pool over (refused while\n"
-	  "                     other hosts are alive)\n\n"
+	  "                     other hosts are alive)\n"
+	  "  --force            attach DAX_DEVICE even though another process has its\n"
+	  "                     node open or mapped (it could write the pool's blocks)\n\n"
+	  "While a dax device is attached its node (/dev/daxX.Y) is mode 0000; detach\n"
+	  "restores the mode it had (kept in /run/beluga). Without --force, attach refuses\n"
+	  "a device that another process has open or mapped and names the process.\n"
 	  "Sizes take K, M, G, T suffixes (powers of 1024).\n" },
 	{ "detach", cmd_detach, "REGION_ID|NAME [--evict]",
 	  "Remove a region from the pool (needs root). Refused while a process maps the\n"
