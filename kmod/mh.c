@@ -4,7 +4,7 @@
  * shares with others (beluga_shared_pool_ops: attach and leave, STATS,
  * the fence's checks at mmap and fault, the block commands), and the
  * kernel's implementation of the portable protocol's environment
- * (core/bel_mh.h, docs/multihost.md). Built only with BELUGA_SHARED=y
+ * (core/bel_mh.h, Documentation/multihost.md). Built only with BELUGA_SHARED=y
  * (Kbuild); nothing else in the glue knows a shared pool's state.
  *
  * The shared region is mapped write-back with memremap(); every access to
@@ -204,7 +204,7 @@ static void beluga_mh_fence(void *priv)
 {
 	/*
 	 * The write-backs above complete before the loads that follow, which
-	 * the store-buffer pattern of docs/multihost.md (rule 5) relies on.
+	 * the store-buffer pattern of Documentation/multihost.md (rule 5) relies on.
 	 */
 	mb();
 }
@@ -261,9 +261,9 @@ static void beluga_mh_unmap(struct beluga_mh *mh)
 }
 
 /*
- * A fence cannot revoke pins that devices hold (docs/multihost.md, 10), so
- * shared-pool mappings refuse get_user_pages() unless the operator, who
- * then provides fencing outside the host, allows it at load.
+ * A fence cannot revoke pins that devices hold (Documentation/multihost.md,
+ * section 10), so shared-pool mappings refuse get_user_pages() unless the
+ * operator, who then provides fencing outside the host, allows it at load.
  */
 static bool beluga_mh_allow_gup;
 module_param_named(mh_allow_gup, beluga_mh_allow_gup, bool, 0444);
@@ -494,7 +494,7 @@ static void beluga_mh_set_map_base(struct beluga_mh *mh, u64 first_offset)
 /*
  * Write a block's bytes back from this CPU's caches before it is published:
  * a writer that forgot to would otherwise publish stale memory to the other
- * hosts (docs/multihost.md, section 10).
+ * hosts (Documentation/multihost.md, section 10).
  */
 static void beluga_mh_flush_block(struct beluga_mh *mh, u32 block)
 {
@@ -676,11 +676,11 @@ static int beluga_mh_region_stats(struct beluga_region *region,
 /*
  * --- mapping a shared pool -----------------------------------------------
  *
- * A fence cannot revoke pins that devices hold (docs/multihost.md, 10), so
- * shared-pool mappings refuse get_user_pages() (VM_IO) unless the operator,
- * who then provides fencing outside the host, allows it at load. A file
- * opened before a fence of the host is stale: mmap() fails, and its faults
- * raise SIGBUS. mmap() runs under regions_rwsem, which keeps the pool's
+ * A fence cannot revoke pins that devices hold (Documentation/multihost.md,
+ * section 10), so shared-pool mappings refuse get_user_pages() (VM_IO) unless
+ * the operator, who then provides fencing outside the host, allows it at load.
+ * A file opened before a fence of the host is stale: mmap() fails, and its
+ * faults raise SIGBUS. mmap() runs under regions_rwsem, which keeps the pool's
  * ops and host.
  */
 static int beluga_mh_mmap(struct beluga_file *bf, struct vm_area_struct *vma)

@@ -34,7 +34,7 @@
  * dax_device_driver and struct dev_dax are declared in drivers/dax/bus.h
  * and dax-private.h, which kernel headers packages do not ship (Debian's
  * for 6.1 and 6.12 have no drivers/dax/), and copying them is not an
- * option. docs/dax-ownership.md has the details.
+ * option. Documentation/dax-ownership.md has the details.
  *
  * NUMA node: order-9 pages (falling back to order 0) are taken from the node
  * with __GFP_THISNODE, zeroed, split into order-0 pages so that each can be

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * Beluga multi-host: several hosts share one CXL region without cache
- * coherence and without cross-host atomics. See docs/multihost.md.
+ * coherence and without cross-host atomics. See Documentation/multihost.md.
  *
  * This header is the API of the portable protocol, as the kernel glue
  * (kmod/mh.c) and the userspace simulator (tests/unit/mh) use it: the
@@ -432,7 +432,7 @@ void bel_mh_stats(struct bel_mh_host *h, struct bel_mh_stats *out);
 /*
  * Payload helpers for CPU access through the accessor layer: write +
  * flush, and invalidate + read. The kernel leaves payloads to userspace
- * (docs/multihost.md, section 10); the simulator uses these.
+ * (Documentation/multihost.md, section 10); the simulator uses these.
  */
 void bel_mh_payload_write(struct bel_mh_host *h, u32 block, u64 off,
 			  const void *src, u32 len);

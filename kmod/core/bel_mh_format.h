@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * Beluga multi-host: the versioned on-media format of a shared pool
- * (docs/multihost.md). Explicit offsets, fixed-width little-endian fields,
- * static size checks: what another implementation or a tool that reads a
- * pool image needs (tests/multihost/mhtool.c). The protocol's API is in
+ * (Documentation/multihost.md). Explicit offsets, fixed-width little-endian
+ * fields, static size checks: what another implementation or a tool that reads
+ * a pool image needs (tests/multihost/mhtool.c). The protocol's API is in
  * bel_mh.h, what only its files share in bel_mh_internal.h.
  */
 #ifndef BEL_MH_FORMAT_H

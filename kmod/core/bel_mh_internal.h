@@ -52,7 +52,7 @@ static inline void bel_mh_read(struct bel_mh_host *h, u64 off, void *dst,
  * hardware chooses (an eviction, the next invalidate, long after another
  * host has reused the line). Written back now, it reaches the device
  * before the lease ends, as long as the stall between check and flush
- * stays below lease - fence (docs/multihost.md, section 1). False when
+ * stays below lease - fence (Documentation/multihost.md, section 1). False when
  * the store was dropped because the host is fenced.
  */
 static inline bool bel_mh_put(struct bel_mh_host *h, int site, u64 off,

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * Multi-host: the on-media layout, superblock checks, format, and the
- * attach (format or join) and leave of one host. See docs/multihost.md,
+ * attach (format or join) and leave of a host. See Documentation/multihost.md,
  * sections 4 and 6.
  *
  * Format without compare-and-swap: a host that finds no valid superblock

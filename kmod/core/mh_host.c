@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * Multi-host: heartbeat, liveness, and the ownership of partitions (claim,
- * release, rebuild at takeover). See docs/multihost.md, section 6.
+ * release, rebuild at takeover). See Documentation/multihost.md, section 6.
  *
  * Liveness is judged by each host on its own clock: another host is dead
  * when its heartbeat counter has not moved for a lease; that is sticky for

@@ -674,6 +674,59 @@ static int wait_for_device(void)
 	return wait_for_device_path(BELUGA_DEVICE_PATH);
 }
 
+/* The module tests are opt-in: BELUGA_TEST_KO names the module file. */
+#define SKIP_WITHOUT_TEST_KO(ko) do {					\
+	if (!(ko) || !*(ko))						\
+		SKIP(return, "BELUGA_TEST_KO not set");			\
+	if (access((ko), R_OK))						\
+		SKIP(return, "BELUGA_TEST_KO=%.200s: %s", (ko), strerror(errno)); \
+} while (0)
+
+/*
+ * Unload the module (no file may be open) and load @ko with @params. When
+ * that load fails, the module is loaded again without parameters, so that
+ * the rest of the suite has one. 0 or -errno, and @step names what failed.
+ */
+static int reload_with(const char *ko, const char *params, const char **step)
+{
+	int r;
+
+	*step = "unload with no open file";
+	if (delete_module("beluga", O_NONBLOCK))
+		return -errno;
+	r = load_module_params(ko, params);
+	if (r) {
+		*step = load_module_params(ko, "") ? "finit_module with the parameters "
+			"(and the reload without them failed too)" :
+			"finit_module with the parameters";
+	}
+	return r;
+}
+
+/*
+ * Back to the module without parameters for the rest of the suite: unload
+ * it if it is loaded, load it plain, wait for /dev/beluga. 0 or -errno, and
+ * @step names what failed.
+ */
+static int reload_plain(const char *ko, const char **step)
+{
+	int r, fd;
+
+	*step = "unload";
+	if (!access("/sys/module/beluga", F_OK) && delete_module("beluga", O_NONBLOCK))
+		return -errno;
+	*step = "reload without parameters";
+	r = load_module_params(ko, "");
+	if (r)
+		return r;
+	*step = "open " BELUGA_DEVICE_PATH " after the reload";
+	fd = wait_for_device();
+	if (fd < 0)
+		return fd;
+	close(fd);
+	return 0;
+}
+
 TEST_F(admin, rmmod_refused_while_open)
 {
 	const char *ko = getenv("BELUGA_TEST_KO");
@@ -712,10 +765,7 @@ TEST(module_unload_reload)
 	int32_t res;
 	int fd, r;
 
-	if (!ko || !*ko)
-		SKIP(return, "BELUGA_TEST_KO not set");
-	if (access(ko, R_OK))
-		SKIP(return, "BELUGA_TEST_KO=%.200s: %s", ko, strerror(errno));
+	SKIP_WITHOUT_TEST_KO(ko);
 	if (!bt_backend_ok(backend, 0, BT_REGION_LEN, why, sizeof(why)))
 		SKIP(return, "%s", why);
 	ASSERT_EQ(0, bt_reset_pool());
@@ -754,6 +804,7 @@ TEST(module_unload_reload)
 TEST(module_pools_param)
 {
 	const char *ko = getenv("BELUGA_TEST_KO");
+	const char *step;
 	const char *p1 = BELUGA_DEVICE_PATH "1";
 	struct beluga_info i0, i1;
 	struct beluga_attach a;
@@ -766,26 +817,15 @@ TEST(module_pools_param)
 	uint64_t o;
 	int32_t res;
 
-	if (!ko || !*ko)
-		SKIP(return, "BELUGA_TEST_KO not set");
-	if (access(ko, R_OK))
-		SKIP(return, "BELUGA_TEST_KO=%.200s: %s", ko, strerror(errno));
+	SKIP_WITHOUT_TEST_KO(ko);
 	ASSERT_EQ(0, bt_reset_pool());
 	if (have_node)
 		snprintf(params, sizeof(params),
 			 "pools=2 block_size=64K node=%d:2M", node);
 	else
 		snprintf(params, sizeof(params), "pools=2");
-	r = delete_module("beluga", O_NONBLOCK) ? -errno : 0;
-	ASSERT_EQ(0, r) TH_LOG("unload with no open file: %s", strerror(-r));
-	r = load_module_params(ko, params);
-	if (r) {
-		int r2 = load_module_params(ko, "");
-
-		ASSERT_EQ(0, r) TH_LOG("finit_module(%s, \"%s\"): %s (reload "
-				       "without parameters: %s)", ko, params,
-				       strerror(-r), strerror(-r2));
-	}
+	r = reload_with(ko, params, &step);
+	ASSERT_EQ(0, r) TH_LOG("%s (%s, \"%s\"): %s", step, ko, params, strerror(-r));
 	fd0 = wait_for_device();
 	ASSERT_LE(0, fd0);
 	fd1 = wait_for_device_path(p1);
@@ -835,15 +875,9 @@ TEST(module_pools_param)
 	close(fd0);
 	EXPECT_EQ(0, bt_reset_pool());
 
-	/* back to the plain module for the rest of the suite */
-	r = delete_module("beluga", O_NONBLOCK) ? -errno : 0;
-	ASSERT_EQ(0, r) TH_LOG("unload: %s", strerror(-r));
-	r = load_module_params(ko, "");
-	ASSERT_EQ(0, r) TH_LOG("reload without parameters: %s -- the rest of "
-			       "the suite has no module", strerror(-r));
-	fd0 = wait_for_device();
-	ASSERT_LE(0, fd0);
-	close(fd0);
+	r = reload_plain(ko, &step);
+	ASSERT_EQ(0, r) TH_LOG("%s: %s -- the rest of the suite has no module",
+			       step, strerror(-r));
 	EXPECT_NE(0, stat(p1, &sb)) TH_LOG("%s outlived pools=2", p1);
 }
 
@@ -1105,27 +1139,20 @@ TEST_F_TIMEOUT(admin, dax_claim_in_proc_iomem, 120)
 TEST(module_pools_moved_range_is_clear)
 {
 	const char *ko = getenv("BELUGA_TEST_KO");
+	const char *step;
 	const char *p1 = BELUGA_DEVICE_PATH "1";
 	struct beluga_attach a;
 	char why[160];
 	long long at;
 	int fd0, fd1, r;
 
-	if (!ko || !*ko)
-		SKIP(return, "BELUGA_TEST_KO not set");
-	if (access(ko, R_OK))
-		SKIP(return, "BELUGA_TEST_KO=%.200s: %s", ko, strerror(errno));
+	SKIP_WITHOUT_TEST_KO(ko);
 	if (!bt_backend_ok(BELUGA_BACKEND_DAX, 0, BT_REGION_LEN, why,
 			   sizeof(why)))
 		SKIP(return, "%s", why);
 	ASSERT_EQ(0, bt_reset_pool());
-	r = delete_module("beluga", O_NONBLOCK) ? -errno : 0;
-	ASSERT_EQ(0, r) TH_LOG("unload with no open file: %s", strerror(-r));
-	r = load_module_params(ko, "pools=2");
-	if (r)
-		load_module_params(ko, "");
-	ASSERT_EQ(0, r) TH_LOG("finit_module(%s, pools=2): %s", ko,
-			       strerror(-r));
+	r = reload_with(ko, "pools=2", &step);
+	ASSERT_EQ(0, r) TH_LOG("%s (%s, pools=2): %s", step, ko, strerror(-r));
 	fd0 = wait_for_device();
 	ASSERT_LE(0, fd0);
 	fd1 = wait_for_device_path(p1);
@@ -1149,14 +1176,9 @@ TEST(module_pools_moved_range_is_clear)
 	}
 	close(fd0);
 	EXPECT_EQ(0, bt_reset_pool());
-	r = delete_module("beluga", O_NONBLOCK) ? -errno : 0;
-	ASSERT_EQ(0, r) TH_LOG("unload: %s", strerror(-r));
-	r = load_module_params(ko, "");
-	ASSERT_EQ(0, r) TH_LOG("reload without parameters: %s -- the rest of "
-			       "the suite has no module", strerror(-r));
-	fd0 = wait_for_device();
-	ASSERT_LE(0, fd0);
-	close(fd0);
+	r = reload_plain(ko, &step);
+	ASSERT_EQ(0, r) TH_LOG("%s: %s -- the rest of the suite has no module",
+			       step, strerror(-r));
 }
 
 /*
@@ -1279,17 +1301,15 @@ static void opener_loop(struct opener_state *st)
 TEST(module_init_failure_with_opener)
 {
 	const char *ko = getenv("BELUGA_TEST_KO");
+	const char *step;
 	struct opener_state *st;
 	char params[160], why[160];
 	uint64_t phys, size;
 	char names[BT_MAX_DAX][64];
 	pid_t pid;
-	int node, r, status, fd;
+	int node, r, status;
 
-	if (!ko || !*ko)
-		SKIP(return, "BELUGA_TEST_KO not set");
-	if (access(ko, R_OK))
-		SKIP(return, "BELUGA_TEST_KO=%.200s: %s", ko, strerror(errno));
+	SKIP_WITHOUT_TEST_KO(ko);
 	if (bt_env_node(&node) == 0) {
 		/* 16 MiB to allocate and zero first: a window of some length */
 		snprintf(params, sizeof(params), "node=%d:16M:bt-a,%d:1T:bt-b", node,
@@ -1334,14 +1354,9 @@ TEST(module_init_failure_with_opener)
 				       st->opens, st->maps);
 	munmap(st, sizeof(*st));
 
-	if (r == 0)
-		delete_module("beluga", O_NONBLOCK);
-	r = load_module_params(ko, "");
-	ASSERT_EQ(0, r) TH_LOG("reload without parameters: %s -- the rest of "
-			       "the suite has no module", strerror(-r));
-	fd = wait_for_device();
-	ASSERT_LE(0, fd);
-	close(fd);
+	r = reload_plain(ko, &step);
+	ASSERT_EQ(0, r) TH_LOG("%s: %s -- the rest of the suite has no module",
+			       step, strerror(-r));
 }
 
 TEST_HARNESS_MAIN

@@ -53,23 +53,8 @@
 
 #include "../lib/beluga_abi.h"
 
-/*
- * The harness is not -Wextra clean: its functions and TEST() wrappers have
- * unused parameters, and EXPECT_EQ(0, u64) compares an int literal with an
- * unsigned field (-Wsign-compare; the harness prints both sides with their
- * own signedness, so the comparison is what we mean).
- */
-#pragma GCC diagnostic ignored "-Wunused-parameter"
-#pragma GCC diagnostic ignored "-Wsign-compare"
-/*
- * -Wclobbered: TEST_F()'s wrapper keeps the fork() result in a local across
- * setjmp(). If it is clobbered, a failed ASSERT skips the fixture teardown
- * (the failure is still reported). Every fixture here therefore starts by
- * emptying the pool itself (bt_reset_pool()) instead of trusting the last
- * teardown.
- */
-#pragma GCC diagnostic ignored "-Wclobbered"
-#include "kselftest_harness.h"
+/* kselftest_harness.h, with the warnings it needs silenced (why: there). */
+#include "../lib/harness.h"
 
 /* ------------------------------------------------------------------ */
 /* The ABI's struct layouts, checked at compile time.                  */

@@ -193,17 +193,13 @@ int cmd_attach(int argc, char **argv)
 						   "among the hosts sharing the pool", optarg);
 			have_host_id = 1;
 			break;
-		case 'h':
-			return print_help();
 		default:
-			return bad_option(argv, opt);
+			return other_option(argv, opt);
 		}
 	}
-	if (optind < argc)
-		dax = argv[optind++];
-	if (optind < argc)
-		return usage_error("unexpected argument '%s': attach one region at a time",
-				   argv[optind]);
+	ret = last_argument(argc, argv, &dax, "attach one region at a time");
+	if (ret)
+		return ret;
 	if (dax && have_node)
 		return usage_error("give either a dax device or --node, not both");
 	if (!dax && !have_node)
@@ -270,7 +266,7 @@ int cmd_detach(int argc, char **argv)
 	struct beluga_region_info ri;
 	uint64_t id, evicted = 0;
 	int evict = 0, opt, ret, slot;
-	const char *which;
+	const char *which = NULL;
 	struct beluga *b;
 
 	while ((opt = getopt_long(argc, argv, ":eh", opts, NULL)) != -1) {
@@ -278,18 +274,15 @@ int cmd_detach(int argc, char **argv)
 		case 'e':
 			evict = 1;
 			break;
-		case 'h':
-			return print_help();
 		default:
-			return bad_option(argv, opt);
+			return other_option(argv, opt);
 		}
 	}
 	if (optind >= argc)
 		return usage_error("detach what? give a region id or name (see `belugactl status`)");
-	which = argv[optind++];
-	if (optind < argc)
-		return usage_error("unexpected argument '%s': detach one region at a time",
-				   argv[optind]);
+	ret = last_argument(argc, argv, &which, "detach one region at a time");
+	if (ret)
+		return ret;
 
 	ret = open_device(O_RDWR, &b);
 	if (ret)
@@ -370,16 +363,13 @@ int cmd_apply(int argc, char **argv)
 		case 'c':
 			check = 1;
 			break;
-		case 'h':
-			return print_help();
 		default:
-			return bad_option(argv, opt);
+			return other_option(argv, opt);
 		}
 	}
-	if (optind < argc)
-		path = argv[optind++];
-	if (optind < argc)
-		return usage_error("unexpected argument '%s': give one config file", argv[optind]);
+	ret = last_argument(argc, argv, &path, "give one config file");
+	if (ret)
+		return ret;
 
 	ret = config_read(path, &cfg, err, sizeof(err));
 	if (ret) {

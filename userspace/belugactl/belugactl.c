@@ -98,6 +98,27 @@ int bad_option(char **argv, int opt)
 	return usage_error("unknown option '%s'", arg);
 }
 
+/* The end of every command's option switch: --help, or a bad option. */
+int other_option(char **argv, int opt)
+{
+	return opt == 'h' ? print_help() : bad_option(argv, opt);
+}
+
+/*
+ * The arguments after the options: at most one, into *@arg (left as it is
+ * when there is none), or none at all when @arg is NULL. A usage error
+ * names the first one too many, with @hint (what to give instead) if any.
+ */
+int last_argument(int argc, char **argv, const char **arg, const char *hint)
+{
+	if (arg && optind < argc)
+		*arg = argv[optind++];
+	if (optind >= argc)
+		return EXIT_OK;
+	return usage_error("unexpected argument '%s'%s%s", argv[optind],
+			   hint ? ": " : "", hint ? hint : "");
+}
+
 int print_help(void)
 {
 	const struct command *c = find_command(cmd_name);

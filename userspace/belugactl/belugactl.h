@@ -52,6 +52,10 @@ int open_device(int flags, struct beluga **b);
 int bad_option(char **argv, int opt);
 /* The running command's --help. */
 int print_help(void);
+/* --help ('h') or bad_option(): the default of every option switch. */
+int other_option(char **argv, int opt);
+/* At most one argument after the options (none if @arg is NULL). */
+int last_argument(int argc, char **argv, const char **arg, const char *hint);
 /* --block-size, validated so that a typo never reaches the module. */
 int parse_block_size(const char *s, uint64_t *out);
 

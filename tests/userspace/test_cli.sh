@@ -5,9 +5,9 @@
 # exit codes (0 ok, 1 failed, 2 usage), error messages that name the
 # cause and the fix, JSON and Prometheus output, the boot-time config.
 # Needs no /dev/beluga: the *-fake builds carry an in-process fake kernel
-# (tests/fake_kernel.c), enabled by BELUGA_FAKE_KERNEL.
+# (tests/userspace/fake_kernel.c), enabled by BELUGA_FAKE_KERNEL.
 #
-# Usage: tests/test_cli.sh BUILD_DIR   (prints TAP)
+# Usage: tests/userspace/test_cli.sh BUILD_DIR   (prints TAP)
 set -u
 
 bin=${1:?usage: test_cli.sh BUILD_DIR}
@@ -24,10 +24,8 @@ trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$tmp/nosys"
 : >"$tmp/dev"
 
-n=0
-failed=0
-ok() { n=$((n + 1)); echo "ok $n $*"; }
-not_ok() { n=$((n + 1)); failed=$((failed + 1)); echo "not ok $n $*"; }
+# shellcheck source=../lib/tap.sh
+. "$(dirname "$0")/../lib/tap.sh"
 
 have_python=0
 command -v python3 >/dev/null 2>&1 && have_python=1
@@ -70,7 +68,7 @@ stderr_only() {
 json_check() {
 	local name=$1 file=$2 assertion=${3:-True}
 	if [ $have_python -eq 0 ]; then
-		echo "ok $((n += 1)) $name # SKIP python3 not installed"
+		skip "$name" "python3 not installed"
 		return
 	fi
 	if ! python3 -m json.tool "$file" >/dev/null 2>"$tmp/json.err"; then
@@ -112,7 +110,14 @@ expect "attach: unknown option" 2 "unknown option '--bogus'" "$ctl" attach --bog
 expect "attach: option without its value" 2 "option '--node' needs a value" "$ctl" attach --node
 expect "attach: not a dax path" 2 "not a device-dax path" "$ctl" attach /dev/sda
 expect "detach: nothing to detach" 2 "detach what?" "$ctl" detach
-expect "detach: two regions" 2 "unexpected argument '1'" "$ctl" detach 0 1
+expect "detach: two regions" 2 "unexpected argument '1': detach one region at a time" \
+	"$ctl" detach 0 1
+expect "attach: two devices" 2 "unexpected argument 'dax1.0': attach one region at a time" \
+	"$ctl" attach dax0.0 dax1.0
+expect "apply: two config files" 2 "unexpected argument 'b.conf': give one config file" \
+	"$ctl" apply a.conf b.conf
+expect "evict: stray argument" 2 "unexpected argument 'now'" "$ctl" evict --ns 1 --all now
+expect "detach: --help" 0 "Usage: belugactl detach" "$ctl" detach --help
 expect "evict: --ns is required" 2 "--ns is required" "$ctl" evict --all
 expect "evict: key or all" 2 "exactly one of --key HEX and --all" "$ctl" evict --ns 1
 expect "evict: both key and all" 2 "exactly one of --key HEX and --all" "$ctl" evict --ns 1 --all --key 1
@@ -435,5 +440,4 @@ expect "beluga-setup --to-devdax on a devdax device" 0 "already in devdax mode" 
 expect "beluga-setup --to-devdax on a missing device" 1 "dax7.0: no such dax device" "$setup" --to-devdax dax7.0
 expect "beluga-setup --to-devdax with a bad name" 2 "not a dax device" "$setup" --to-devdax sda
 
-echo "1..$n"
-[ $failed -eq 0 ]
+tap_done
