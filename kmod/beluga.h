@@ -310,6 +310,9 @@ static inline ssize_t beluga_mh_hosts_show(struct beluga_device *dev,
 /* After the region joined the pool; before any fault can reach it. */
 void beluga_poison_attach(struct beluga_region *region);
 void beluga_poison_detach(struct beluga_region *region);
+/* Zero a dax range at ATTACH but its poisoned pages; returns those. */
+unsigned long beluga_poison_clear(const struct beluga_region *region,
+				  void *base, u64 off, u64 len);
 /* Fault on @page at @region_offset: poisoned? Then its block is retired. */
 bool beluga_poison_fault(struct beluga_region *region, u64 region_offset,
 			 struct page *page);

@@ -301,6 +301,7 @@ static void beluga_dax_unclaim(struct beluga_region *region)
  */
 static int beluga_dax_clear(struct beluga_region *region)
 {
+	unsigned long skipped = 0;
 	u64 done, len;
 	void *base;
 
@@ -309,7 +310,8 @@ static int beluga_dax_clear(struct beluga_region *region)
 		return -ENOMEM;
 	for (done = 0; done < region->length; done += len) {
 		len = min_t(u64, BELUGA_CLEAR_CHUNK, region->length - done);
-		memset(base + done, 0, len);
+		/* Known-poisoned pages are left alone (poison.c). */
+		skipped += beluga_poison_clear(region, base, done, len);
 		atomic64_set(&region->prepared, done + len);
 		if (fatal_signal_pending(current)) {
 			memunmap(base);
@@ -318,6 +320,9 @@ static int beluga_dax_clear(struct beluga_region *region)
 		cond_resched();
 	}
 	memunmap(base);
+	if (skipped)
+		pr_warn("%s: %lu poisoned pages not cleared; their blocks are retired\n",
+			region->name, skipped);
 	return 0;
 }
 
