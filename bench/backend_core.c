@@ -11,6 +11,7 @@
 
 #include "bench.h"
 #include "bel_core.h"
+#include "core_publish.h"
 
 struct bel_pool *core_pool_new(u64 nr_blocks, u64 bs)
 {
@@ -59,7 +60,7 @@ static int c_publish(struct bk *b, u64 ns, u32 n, const u64 *offsets,
 		     const struct beluga_key *keys, u32 *ok, u32 *exists)
 {
 	u32 failed = 0;
-	int ret = bel_publish(cl(b), ns, n, offsets, keys, b->scratch, ok,
+	int ret = bench_core_publish(cl(b), ns, n, offsets, keys, b->scratch, ok,
 			      exists, &failed);
 
 	return ret ? ret : failed ? -EPROTO : 0;
@@ -118,7 +119,8 @@ struct bk *core_open(struct bel_pool *p, u8 *arena)
 	b->free = c_free;
 	b->get = c_get;
 	b->close = c_close;
-	b->scratch = xcalloc(BELUGA_MAX_BATCH, sizeof(s32));
+	b->scratch = xcalloc(BELUGA_MAX_BATCH,
+			     sizeof(struct beluga_publish_item));
 	b->offs = xcalloc(BELUGA_MAX_BATCH, sizeof(u64));
 	return b;
 }

@@ -29,6 +29,7 @@
 
 #include "bench.h"
 #include "bel_core.h"
+#include "core_publish.h"
 
 /* ---- the timing wrappers -------------------------------------------- */
 
@@ -103,7 +104,7 @@ static void lock_holds(u32 len, int calls)
 	struct beluga_key *keys = xcalloc(len, sizeof(*keys));
 	struct beluga_key *fresh = xcalloc(len, sizeof(*fresh));
 	u64 *offs = xcalloc(len, sizeof(u64)), *aoffs = xcalloc(len, sizeof(u64));
-	s32 *res = xcalloc(len, sizeof(s32));
+	struct beluga_publish_item *res = xcalloc(len, sizeof(*res));
 	double vp[NR_P][64], vc[NR_P][64];
 	u64 i, ctr = 0, filled = 0;
 	u32 ok, ex, fail, hits;
@@ -119,8 +120,8 @@ static void lock_holds(u32 len, int calls)
 			die("probe: ALLOC while filling");
 		for (i = 0; i < n; i++)
 			fresh[i] = mkkey(PROBE_TAG, filled + i);
-		if (bel_publish(c, PROBE_NS, n, aoffs, fresh, res, &ok, &ex,
-				&fail) || ok != n)
+		if (bench_core_publish(c, PROBE_NS, n, aoffs, fresh, res, &ok,
+				       &ex, &fail) || ok != n)
 			die("probe: PUBLISH while filling");
 		filled += n;
 	}
@@ -150,9 +151,9 @@ static void lock_holds(u32 len, int calls)
 				for (i = 0; !ret && i < len; i++)
 					fresh[i] = mkkey(PROBE_TAG, ctr++);
 				if (!ret)
-					ret = bel_publish(c, PROBE_NS, len, aoffs,
-							  fresh, res, &ok, &ex,
-							  &fail);
+					ret = bench_core_publish(c, PROBE_NS,
+							len, aoffs, fresh, res,
+							&ok, &ex, &fail);
 				break;
 			}
 			if (ret || ((p == P_COUNT || p == P_PIN) && hits != len))

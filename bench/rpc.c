@@ -44,6 +44,7 @@
 
 #include "bench.h"
 #include "bel_core.h"
+#include "core_publish.h"
 
 enum {
 	RPC_PING = 1,
@@ -152,7 +153,7 @@ static void *serve_conn(void *arg)
 	struct beluga_key *keys = xcalloc(BELUGA_MAX_BATCH, sizeof(*keys));
 	struct rpc_item *items = xcalloc(BELUGA_MAX_BATCH, sizeof(*items));
 	u64 *offs = xcalloc(BELUGA_MAX_BATCH, sizeof(*offs));
-	s32 *res = xcalloc(BELUGA_MAX_BATCH, sizeof(*res));
+	struct beluga_publish_item *res = xcalloc(BELUGA_MAX_BATCH, sizeof(*res));
 	struct iovec *iov = xcalloc(BELUGA_MAX_BATCH + 1, sizeof(*iov));
 	struct rpc_req rq;
 	u32 i;
@@ -219,8 +220,9 @@ static void *serve_conn(void *arg)
 				offs[i] = items[i].offset;
 				keys[i] = items[i].key;
 			}
-			rp.ret = bel_publish(cl, rq.ns, rq.count, offs, keys,
-					     res, &rp.a, &rp.b, &failed);
+			rp.ret = bench_core_publish(cl, rq.ns, rq.count, offs,
+						    keys, res, &rp.a, &rp.b,
+						    &failed);
 			if (!rp.ret && failed)
 				rp.ret = -EPROTO;
 			break;

@@ -32,6 +32,7 @@
 
 #include "bench.h"
 #include "bel_core.h"
+#include "core_publish.h"
 
 enum {
 	SHM_PING = 1,
@@ -89,7 +90,7 @@ static void pin_self(int cpu)
 /* ---- the server ------------------------------------------------------ */
 
 static void shm_serve(struct shm_slot *s, struct bel_client **cl,
-		      struct bel_pool *pool, s32 *res)
+		      struct bel_pool *pool, struct beluga_publish_item *res)
 {
 	u32 failed = 0;
 
@@ -120,8 +121,8 @@ static void shm_serve(struct shm_slot *s, struct bel_client **cl,
 		s->ret = bel_alloc(*cl, s->count, s->offs);
 		break;
 	case SHM_PUBLISH:
-		s->ret = bel_publish(*cl, s->ns, s->count, s->offs, s->keys,
-				     res, &s->a, &s->b, &failed);
+		s->ret = bench_core_publish(*cl, s->ns, s->count, s->offs,
+					    s->keys, res, &s->a, &s->b, &failed);
 		if (!s->ret && failed)
 			s->ret = -EPROTO;
 		break;
@@ -147,7 +148,7 @@ int shm_server_main(int argc, char **argv)
 	u64 bs = 4096, blocks = 1024;
 	struct shm_area *a;
 	struct bel_pool *pool;
-	s32 *res = xcalloc(BELUGA_MAX_BATCH, sizeof(*res));
+	struct beluga_publish_item *res = xcalloc(BELUGA_MAX_BATCH, sizeof(*res));
 	int fd = -1, cpu = -1, i;
 
 	for (i = 1; i + 1 < argc; i += 2) {

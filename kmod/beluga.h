@@ -247,8 +247,8 @@ struct beluga_pool_ops {
 	int (*free)(struct beluga_file *bf, u32 count, const u64 *offsets);
 	int (*release)(struct beluga_file *bf, u32 count, const u64 *offsets);
 	int (*publish)(struct beluga_file *bf, u64 ns, u32 count,
-		       const u64 *offsets, const struct beluga_key *keys,
-		       s32 *results);
+		       struct beluga_publish_item *items, u32 *published,
+		       u32 *exists, u32 *failed);
 	int (*lookup)(struct beluga_file *bf, u64 ns, u32 count,
 		      const struct beluga_key *keys, bool pin, u64 *offsets,
 		      u32 *hits);

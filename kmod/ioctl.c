@@ -162,24 +162,7 @@ static int beluga_cmd_stats(struct beluga_file *bf, union beluga_ioctl_buf *u)
 	if (out->flags)
 		return -EINVAL;
 	beluga_pool_stats(bf->dev, &s);
-	out->total_blocks = s.total_blocks;
-	out->free_blocks = s.free_blocks;
-	out->allocated_blocks = s.allocated_blocks;
-	out->published_blocks = s.published_blocks;
-	out->pinned_blocks = s.pinned_blocks;
-	out->pins = s.pins;
-	out->clients = s.clients;
-	out->allocs = s.allocs;
-	out->frees = s.frees;
-	out->publishes = s.publishes;
-	out->publish_races = s.publish_races;
-	out->lookups = s.lookups;
-	out->lookup_keys = s.lookup_keys;
-	out->lookup_hits = s.lookup_hits;
-	out->releases = s.releases;
-	out->evictions = s.evictions;
-	out->alloc_failures = s.alloc_failures;
-	out->retired_blocks = s.retired_blocks;
+	bel_stats_to_uapi(&s, out);
 	return 0;
 }
 
@@ -280,9 +263,6 @@ static int beluga_cmd_publish(struct beluga_file *bf,
 {
 	struct beluga_publish *arg = &u->publish;
 	struct beluga_publish_item *items;
-	struct beluga_key *keys = NULL;
-	u64 *offsets = NULL;
-	s32 *results = NULL;
 	int ret;
 	u32 i;
 
@@ -303,31 +283,14 @@ static int beluga_cmd_publish(struct beluga_file *bf,
 	ret = beluga_pool_ready(bf);
 	if (ret)
 		goto out;
-	ret = -ENOMEM;
-	keys = kvmalloc_array(arg->count, sizeof(*keys), GFP_KERNEL);
-	offsets = kvmalloc_array(arg->count, sizeof(*offsets), GFP_KERNEL);
-	results = kvmalloc_array(arg->count, sizeof(*results), GFP_KERNEL);
-	if (!keys || !offsets || !results)
-		goto out;
-	for (i = 0; i < arg->count; i++) {
-		offsets[i] = items[i].offset;
-		keys[i] = items[i].key;
-	}
-	ret = beluga_pool_ops_begin(bf->dev)->publish(bf, arg->ns,
-						      arg->count, offsets,
-						      keys, results);
+	/* Both cores take the uapi's items and write each one's result. */
+	ret = beluga_pool_ops_begin(bf->dev)->publish(bf, arg->ns, arg->count,
+						      items, &arg->published,
+						      &arg->exists,
+						      &arg->failed);
 	beluga_pool_ops_end(bf->dev);
 	if (ret)
 		goto out;
-	for (i = 0; i < arg->count; i++) {
-		items[i].result = results[i];
-		if (results[i] == BELUGA_PUBLISH_OK)
-			arg->published++;
-		else if (results[i] == BELUGA_PUBLISH_EXISTS)
-			arg->exists++;
-		else
-			arg->failed++;
-	}
 	trace_beluga_publish(beluga_pool_id(bf->dev), arg->ns, arg->count,
 			     arg->published, arg->exists, arg->failed, ret);
 	/*
@@ -338,9 +301,6 @@ static int beluga_cmd_publish(struct beluga_file *bf,
 			 (size_t)arg->count * sizeof(*items)))
 		ret = -EFAULT;
 out:
-	kvfree(results);
-	kvfree(offsets);
-	kvfree(keys);
 	kvfree(items);
 	return ret;
 }

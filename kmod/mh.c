@@ -62,8 +62,7 @@ struct beluga_mh {
 	bool rejoin_failed;
 	/* Joined: @host is valid (written under the pool's ops_rwsem). */
 	bool joined;
-	/* Where the blocks are in the pool's offset space. */
-	u64 first_offset;
+	/* The pool's geometry, for a rejoin's check (first_offset: cfg). */
 	u64 block_size;
 	u32 nr_blocks;
 };
@@ -324,21 +323,6 @@ static void beluga_mh_hb_fn(struct work_struct *work)
 				   beluga_mh_period(mh));
 }
 
-static void beluga_mh_add_ops(struct bel_stats *s,
-			      const struct bel_mh_opstats *o)
-{
-	s->allocs += o->allocs;
-	s->frees += o->frees;
-	s->publishes += o->publishes;
-	s->publish_races += o->publish_races;
-	s->lookups += o->lookups;
-	s->lookup_keys += o->lookup_keys;
-	s->lookup_hits += o->lookup_hits;
-	s->releases += o->releases;
-	s->evictions += o->evictions;
-	s->alloc_failures += o->alloc_failures;
-}
-
 /*
  * A host goes (leave, rejoin): its counters become the pool's, which run
  * since load whatever kind the pool is later (ops_rwsem held for writing).
@@ -346,10 +330,7 @@ static void beluga_mh_add_ops(struct bel_stats *s,
 static void beluga_mh_retire_ops(struct beluga_device *dev,
 				 struct bel_mh_host *h)
 {
-	struct bel_stats past = {};
-
-	beluga_mh_add_ops(&past, &h->opstats);
-	bel_pool_add_counters(&dev->pool, &past);
+	bel_pool_add_counters(&dev->pool, &h->opstats);
 }
 
 /*
@@ -532,25 +513,14 @@ static int beluga_mh_stop(struct beluga_mh *mh, bool force)
 	return 0;
 }
 
-/* Block behind @offset of the pool's offset space, if it is one. */
-static bool beluga_mh_block(const struct beluga_mh *mh, u64 offset,
-			    u32 *block)
+/*
+ * The pool's blocks start at @first_offset of the mapping: the core names
+ * them by offset from then on, in this attach and in any rejoin.
+ */
+static void beluga_mh_set_map_base(struct beluga_mh *mh, u64 first_offset)
 {
-	u64 rel, n, rem;
-
-	if (offset < mh->first_offset)
-		return false;
-	rel = offset - mh->first_offset;
-	n = div64_u64_rem(rel, mh->block_size, &rem);
-	if (rem || n >= mh->nr_blocks)
-		return false;
-	*block = (u32)n;
-	return true;
-}
-
-static u64 beluga_mh_offset(const struct beluga_mh *mh, u32 block)
-{
-	return mh->first_offset + (u64)block * mh->block_size;
+	mh->cfg.map_base = first_offset;
+	bel_mh_set_map_base(&mh->host, first_offset);
 }
 
 /*
@@ -653,7 +623,7 @@ void bel_env_trace_mh_evict(struct bel_mh_host *h, u32 block, u64 ns,
 {
 	struct beluga_mh *mh = container_of(h, struct beluga_mh, host);
 
-	trace_beluga_evict(beluga_pool_id(mh->dev), beluga_mh_offset(mh, block),
+	trace_beluga_evict(beluga_pool_id(mh->dev), bel_mh_offset_of(h, block),
 			   ns, key_lo, key_hi);
 }
 
@@ -732,7 +702,7 @@ static void beluga_mh_stats(struct beluga_device *dev, struct bel_stats *s)
 	s->published_blocks = ms.published_blocks;
 	s->pinned_blocks = ms.pinned_blocks;
 	s->pins = ms.pins;
-	beluga_mh_add_ops(s, &ms.ops);
+	bel_counters_add(&s->counters, &ms.ops);
 }
 
 /* REGION_INFO and sysfs of the shared region: the occupancy of STATS. */
@@ -905,7 +875,7 @@ static int beluga_mh_attach(struct beluga_device *dev,
 		ret = -EINVAL;
 		goto out_remove;
 	}
-	mh->first_offset = region->first_offset;
+	beluga_mh_set_map_base(mh, region->first_offset);
 	mh->block_size = mh->host.geo.block_size;
 	mh->nr_blocks = region->nr_blocks;
 	ret = beluga_region_commit_locked(dev, region);
@@ -950,168 +920,96 @@ static int beluga_mh_detach(struct beluga_device *dev,
 
 /*
  * --- block commands of a shared pool ----------------------------------------
- * Called with ops_rwsem held for reading, the pool shared. Offsets are turned
- * into block numbers of the shared pool and back; an offset that is no
- * block fails the call like an offset the single-host core rejects.
+ * Called with ops_rwsem held for reading, the pool shared. The core takes
+ * the mapping's offsets and the uapi's publish items, like the single-host
+ * core.
  */
-
-static int beluga_mh_blocks_of(struct beluga_mh *mh, u32 count,
-			       const u64 *offsets, u32 *blocks)
-{
-	u32 i;
-
-	for (i = 0; i < count; i++)
-		if (!beluga_mh_block(mh, offsets[i], &blocks[i]))
-			return -EINVAL;
-	return 0;
-}
-
-static void beluga_mh_offsets_of(struct beluga_mh *mh, u32 count,
-				 const u32 *blocks, u64 *offsets)
-{
-	u32 i;
-
-	for (i = 0; i < count; i++)
-		offsets[i] = beluga_mh_offset(mh, blocks[i]);
-}
-
-/* One block command: the file's client of the pool, a block array. */
-struct beluga_mh_call {
-	struct beluga_mh *mh;
-	struct bel_mh_client *client;
-	u32 *blocks;
-};
-
-static int beluga_mh_call_begin(struct beluga_file *bf, u32 count,
-				struct beluga_mh_call *call)
-{
-	call->mh = bf->dev->mh->cur;
-	call->client = beluga_mh_client(bf);
-	if (IS_ERR(call->client))
-		return PTR_ERR(call->client);
-	call->blocks = kvmalloc_array(count, sizeof(*call->blocks), GFP_KERNEL);
-	return call->blocks ? 0 : -ENOMEM;
-}
 
 static int beluga_mh_alloc(struct beluga_file *bf, u32 count, u64 *offsets)
 {
-	struct beluga_mh_call call;
-	int ret;
+	struct bel_mh_client *c = beluga_mh_client(bf);
 
-	ret = beluga_mh_call_begin(bf, count, &call);
-	if (ret)
-		return ret;
-	ret = bel_mh_alloc(call.client, count, call.blocks);
-	if (!ret)
-		beluga_mh_offsets_of(call.mh, count, call.blocks, offsets);
-	kvfree(call.blocks);
-	return ret;
+	return IS_ERR(c) ? PTR_ERR(c) : bel_mh_alloc(c, count, offsets);
 }
 
-/* FREE and RELEASE of a shared pool. */
-static int beluga_mh_block_list(struct beluga_file *bf, u32 count,
-				const u64 *offsets, bool release)
+static int beluga_mh_free(struct beluga_file *bf, u32 count,
+			  const u64 *offsets)
 {
-	struct beluga_mh_call call;
-	int ret;
+	struct bel_mh_client *c = beluga_mh_client(bf);
 
-	ret = beluga_mh_call_begin(bf, count, &call);
-	if (ret)
-		return ret;
-	ret = beluga_mh_blocks_of(call.mh, count, offsets, call.blocks);
-	if (!ret)
-		ret = release ? bel_mh_release(call.client, count, call.blocks) :
-				bel_mh_free(call.client, count, call.blocks);
-	kvfree(call.blocks);
-	return ret;
+	return IS_ERR(c) ? PTR_ERR(c) : bel_mh_free(c, count, offsets);
 }
 
-static int beluga_mh_cmp_block(const void *a, const void *b)
+static int beluga_mh_release(struct beluga_file *bf, u32 count,
+			     const u64 *offsets)
 {
-	u32 x = *(const u32 *)a, y = *(const u32 *)b;
+	struct bel_mh_client *c = beluga_mh_client(bf);
+
+	return IS_ERR(c) ? PTR_ERR(c) : bel_mh_release(c, count, offsets);
+}
+
+static int beluga_mh_cmp_offset(const void *a, const void *b)
+{
+	u64 x = *(const u64 *)a, y = *(const u64 *)b;
 
 	return x < y ? -1 : x > y;
 }
 
 /*
- * Write back the payload of each distinct block of @blocks that the file
+ * Write back the payload of each distinct block of @items that the file
  * has allocated, once: the others fail their PUBLISH item, and a list of
  * 4096 copies of one offset must not cost 4096 block flushes.
  */
-static int beluga_mh_flush_owned(struct beluga_mh_call *call, u32 count)
+static int beluga_mh_flush_owned(struct beluga_mh *mh, struct bel_mh_client *c,
+				 u32 count,
+				 const struct beluga_publish_item *items)
 {
-	u32 *sorted, i, n = 0;
+	u64 *sorted;
+	u32 i, b;
 
 	sorted = kvmalloc_array(count, sizeof(*sorted), GFP_KERNEL);
 	if (!sorted)
 		return -ENOMEM;
 	for (i = 0; i < count; i++)
-		if (call->blocks[i] != BEL_MH_NONE)
-			sorted[n++] = call->blocks[i];
-	sort(sorted, n, sizeof(*sorted), beluga_mh_cmp_block, NULL);
-	for (i = 0; i < n; i++) {
+		sorted[i] = items[i].offset;
+	sort(sorted, count, sizeof(*sorted), beluga_mh_cmp_offset, NULL);
+	for (i = 0; i < count; i++) {
 		if (i && sorted[i] == sorted[i - 1])
 			continue;
-		if (bel_mh_client_owns(call->client, sorted[i]))
-			beluga_mh_flush_block(call->mh, sorted[i]);
+		if (bel_mh_client_owns(c, sorted[i]) &&
+		    !bel_mh_block_at(&mh->host, sorted[i], &b))
+			beluga_mh_flush_block(mh, b);
 	}
 	kvfree(sorted);
 	return 0;
 }
 
 static int beluga_mh_publish(struct beluga_file *bf, u64 ns, u32 count,
-			     const u64 *offsets,
-			     const struct beluga_key *keys, s32 *results)
+			     struct beluga_publish_item *items,
+			     u32 *published, u32 *exists, u32 *failed)
 {
-	struct beluga_mh_call call;
+	struct bel_mh_client *c = beluga_mh_client(bf);
 	int ret;
-	u32 i;
 
-	ret = beluga_mh_call_begin(bf, count, &call);
+	if (IS_ERR(c))
+		return PTR_ERR(c);
+	ret = beluga_mh_flush_owned(bf->dev->mh->cur, c, count, items);
 	if (ret)
 		return ret;
-	/* Not a block: the core answers -EINVAL for that item. */
-	for (i = 0; i < count; i++)
-		if (!beluga_mh_block(call.mh, offsets[i], &call.blocks[i]))
-			call.blocks[i] = BEL_MH_NONE;
-	ret = beluga_mh_flush_owned(&call, count);
 	/* The payload is in the device before any index entry names it. */
 	mb();
-	if (!ret)
-		ret = bel_mh_publish(call.client, ns, count, call.blocks, keys,
-				     results);
-	kvfree(call.blocks);
-	return ret;
+	return bel_mh_publish(c, ns, count, items, published, exists, failed);
 }
 
 static int beluga_mh_lookup(struct beluga_file *bf, u64 ns, u32 count,
 			    const struct beluga_key *keys, bool pin,
 			    u64 *offsets, u32 *hits)
 {
-	struct beluga_mh_call call;
-	int ret;
+	struct bel_mh_client *c = beluga_mh_client(bf);
 
-	ret = beluga_mh_call_begin(bf, count, &call);
-	if (ret)
-		return ret;
-	ret = bel_mh_lookup(call.client, ns, count, keys, pin, call.blocks,
-			    hits);
-	if (!ret && offsets)
-		beluga_mh_offsets_of(call.mh, *hits, call.blocks, offsets);
-	kvfree(call.blocks);
-	return ret;
-}
-
-static int beluga_mh_free(struct beluga_file *bf, u32 count,
-			  const u64 *offsets)
-{
-	return beluga_mh_block_list(bf, count, offsets, false);
-}
-
-static int beluga_mh_release(struct beluga_file *bf, u32 count,
-			     const u64 *offsets)
-{
-	return beluga_mh_block_list(bf, count, offsets, true);
+	if (IS_ERR(c))
+		return PTR_ERR(c);
+	return bel_mh_lookup(c, ns, count, keys, pin, offsets, hits);
 }
 
 /*

@@ -90,11 +90,11 @@ static int beluga_local_release(struct beluga_file *bf, u32 count,
 }
 
 static int beluga_local_publish(struct beluga_file *bf, u64 ns, u32 count,
-				const u64 *offsets,
-				const struct beluga_key *keys, s32 *results)
+				struct beluga_publish_item *items,
+				u32 *published, u32 *exists, u32 *failed)
 {
-	return bel_publish(bf->client, ns, count, offsets, keys, results,
-			   NULL, NULL, NULL);
+	return bel_publish(bf->client, ns, count, items, published, exists,
+			   failed);
 }
 
 static int beluga_local_lookup(struct beluga_file *bf, u64 ns, u32 count,

@@ -38,36 +38,63 @@ static struct beluga_device *to_beluga(struct device *dev)
 			    struct beluga_device, misc);
 }
 
-/* _kind: RO (0444) for geometry, ADMIN_RO (0400) for what use moves. */
-#define BELUGA_STAT_ATTR(_field, _kind)					\
-static ssize_t _field##_show(struct device *dev,			\
-			     struct device_attribute *attr, char *buf)	\
-{									\
-	struct bel_stats s;						\
-									\
-	beluga_pool_stats(to_beluga(dev), &s);				\
-	return sysfs_emit(buf, "%llu\n", s._field);			\
-}									\
-static DEVICE_ATTR_##_kind(_field)
+/*
+ * One file per field of STATS (BELUGA_STATS_FIELDS): geometry and
+ * occupancy in the pool's directory, counters in stats/. Each attribute
+ * knows its field's offset in struct bel_stats and its kind, and is listed
+ * in both groups below; each group's is_visible shows it only where it
+ * belongs, world-readable (0444) for geometry, root-only (0400) otherwise.
+ */
+struct beluga_stat_attr {
+	struct device_attribute dattr;
+	size_t offset;			/* of the field in struct bel_stats */
+	int kind;			/* BELUGA_STAT_* */
+};
 
-BELUGA_STAT_ATTR(total_blocks, RO);
-BELUGA_STAT_ATTR(free_blocks, ADMIN_RO);
-BELUGA_STAT_ATTR(allocated_blocks, ADMIN_RO);
-BELUGA_STAT_ATTR(published_blocks, ADMIN_RO);
-BELUGA_STAT_ATTR(retired_blocks, ADMIN_RO);
-BELUGA_STAT_ATTR(pinned_blocks, ADMIN_RO);
-BELUGA_STAT_ATTR(pins, ADMIN_RO);
-BELUGA_STAT_ATTR(clients, ADMIN_RO);
-BELUGA_STAT_ATTR(allocs, ADMIN_RO);
-BELUGA_STAT_ATTR(frees, ADMIN_RO);
-BELUGA_STAT_ATTR(publishes, ADMIN_RO);
-BELUGA_STAT_ATTR(publish_races, ADMIN_RO);
-BELUGA_STAT_ATTR(lookups, ADMIN_RO);
-BELUGA_STAT_ATTR(lookup_keys, ADMIN_RO);
-BELUGA_STAT_ATTR(lookup_hits, ADMIN_RO);
-BELUGA_STAT_ATTR(releases, ADMIN_RO);
-BELUGA_STAT_ATTR(evictions, ADMIN_RO);
-BELUGA_STAT_ATTR(alloc_failures, ADMIN_RO);
+static ssize_t beluga_stat_show(struct device *dev,
+				struct device_attribute *attr, char *buf)
+{
+	const struct beluga_stat_attr *sa =
+		container_of(attr, struct beluga_stat_attr, dattr);
+	struct bel_stats s;
+	u64 v;
+
+	beluga_pool_stats(to_beluga(dev), &s);
+	memcpy(&v, (const char *)&s + sa->offset, sizeof(v));
+	return sysfs_emit(buf, "%llu\n", v);
+}
+
+#define BELUGA_STAT_ATTR(_name, _kind, _help)				\
+static struct beluga_stat_attr beluga_stat_attr_##_name = {		\
+	.dattr = __ATTR(_name, 0400, beluga_stat_show, NULL),		\
+	.offset = offsetof(struct bel_stats, _name),			\
+	.kind = BELUGA_STAT_##_kind,					\
+};
+BELUGA_STATS_FIELDS(BELUGA_STAT_ATTR)
+
+#undef BELUGA_STAT_ATTR
+
+#define BELUGA_STAT_ATTR_PTR(_name, _kind, _help)			\
+	&beluga_stat_attr_##_name.dattr.attr,
+#define BELUGA_STAT_INDEX(_name, _kind, _help)	BELUGA_STAT_INDEX_##_name,
+enum { BELUGA_STATS_FIELDS(BELUGA_STAT_INDEX) BELUGA_NR_STAT_ATTRS };
+#undef BELUGA_STAT_INDEX
+
+/* The STATS files of the pool's directory (@counters false) or stats/. */
+static umode_t beluga_stat_visible(struct attribute *attr, int n,
+				   bool counters)
+{
+	const struct beluga_stat_attr *sa;
+	bool counter;
+
+	if (n >= BELUGA_NR_STAT_ATTRS)
+		return counters ? attr->mode : 0;
+	sa = container_of(attr, struct beluga_stat_attr, dattr.attr);
+	counter = sa->kind == BELUGA_STAT_COUNTER;
+	if (counter != counters)
+		return 0;
+	return sa->kind == BELUGA_STAT_GEOMETRY ? 0444 : 0400;
+}
 
 static ssize_t block_size_show(struct device *dev,
 			       struct device_attribute *attr, char *buf)
@@ -123,14 +150,6 @@ static struct attribute *beluga_pool_attrs[] = {
 	&dev_attr_block_size.attr,
 	&dev_attr_nr_regions.attr,
 	&dev_attr_map_size.attr,
-	&dev_attr_total_blocks.attr,
-	&dev_attr_free_blocks.attr,
-	&dev_attr_allocated_blocks.attr,
-	&dev_attr_published_blocks.attr,
-	&dev_attr_retired_blocks.attr,
-	&dev_attr_pinned_blocks.attr,
-	&dev_attr_pins.attr,
-	&dev_attr_clients.attr,
 	&dev_attr_attaching.attr,
 	NULL,
 };
@@ -139,29 +158,45 @@ static const struct attribute_group beluga_pool_group = {
 	.attrs = beluga_pool_attrs,
 };
 
+static struct attribute *beluga_pool_stat_attrs[] = {
+	BELUGA_STATS_FIELDS(BELUGA_STAT_ATTR_PTR)
+	NULL,
+};
+
+static umode_t beluga_pool_stat_visible(struct kobject *kobj,
+					struct attribute *attr, int n)
+{
+	return beluga_stat_visible(attr, n, false);
+}
+
+static const struct attribute_group beluga_pool_stats_group = {
+	.attrs = beluga_pool_stat_attrs,
+	.is_visible = beluga_pool_stat_visible,
+};
+
+/* The counters, then the fault counters that STATS does not carry. */
 static struct attribute *beluga_stats_attrs[] = {
-	&dev_attr_allocs.attr,
-	&dev_attr_frees.attr,
-	&dev_attr_publishes.attr,
-	&dev_attr_publish_races.attr,
-	&dev_attr_lookups.attr,
-	&dev_attr_lookup_keys.attr,
-	&dev_attr_lookup_hits.attr,
-	&dev_attr_releases.attr,
-	&dev_attr_evictions.attr,
-	&dev_attr_alloc_failures.attr,
+	BELUGA_STATS_FIELDS(BELUGA_STAT_ATTR_PTR)
 	&dev_attr_pte_faults.attr,
 	&dev_attr_pmd_faults.attr,
 	NULL,
 };
 
+static umode_t beluga_stats_visible(struct kobject *kobj,
+				    struct attribute *attr, int n)
+{
+	return beluga_stat_visible(attr, n, true);
+}
+
 static const struct attribute_group beluga_stats_group = {
 	.name = "stats",
 	.attrs = beluga_stats_attrs,
+	.is_visible = beluga_stats_visible,
 };
 
 const struct attribute_group *beluga_dev_groups[] = {
 	&beluga_pool_group,
+	&beluga_pool_stats_group,
 	&beluga_stats_group,
 	NULL,
 };

@@ -2,7 +2,9 @@
 /*
  * The portable core of Beluga: block allocator, key index, LRU and per-client
  * bookkeeping. It knows nothing about memory, files or user pointers: it
- * manages block *numbers* and the offsets that name them. The kernel glue
+ * manages block *numbers* (bel_block_id()) and the offsets that name them:
+ * every call names a block by its offset in the pool's mapping, as the
+ * uapi does, and so does the shared pool's core (bel_mh.h). The kernel glue
  * (and the userspace tests) give it kernel-side arrays and copy to and from
  * userspace around the calls.
  *
@@ -27,6 +29,7 @@
 
 #include "bel_env.h"
 #include "bel_pins.h"
+#include "bel_stats.h"
 #include <linux/beluga.h>
 
 /* Block ids: region slot in the high bits, index inside the region low. */
@@ -77,28 +80,6 @@ struct bel_region {
 	u32 nr_retired;			/* RETIRED blocks */
 	u32 free_head;			/* singly linked through bel_block.next */
 	struct bel_block *blocks;
-};
-
-/* Occupancy and counters, the same fields as struct beluga_stats. */
-struct bel_stats {
-	u64 total_blocks;
-	u64 free_blocks;
-	u64 allocated_blocks;
-	u64 published_blocks;
-	u64 pinned_blocks;
-	u64 pins;
-	u64 clients;
-	u64 allocs;
-	u64 frees;
-	u64 publishes;
-	u64 publish_races;
-	u64 lookups;
-	u64 lookup_keys;
-	u64 lookup_hits;
-	u64 releases;
-	u64 evictions;
-	u64 alloc_failures;
-	u64 retired_blocks;
 };
 
 struct bel_region_stats {
@@ -187,7 +168,8 @@ void bel_pool_stats(struct bel_pool *pool, struct bel_stats *out);
  * the pool's: work done on the pool elsewhere, by a shared pool's host that
  * left (kmod/mh.c), so that the pool's counters still run since load.
  */
-void bel_pool_add_counters(struct bel_pool *pool, const struct bel_stats *c);
+void bel_pool_add_counters(struct bel_pool *pool,
+			   const struct bel_counters *c);
 int bel_region_stats(struct bel_pool *pool, u32 slot,
 		     struct bel_region_stats *out);
 
@@ -219,15 +201,16 @@ int bel_alloc(struct bel_client *client, u32 count, u64 *offsets);
 int bel_free(struct bel_client *client, u32 count, const u64 *offsets);
 
 /*
- * Publish @count (offset, key) pairs under @ns. Per item: results[i] is
- * BELUGA_PUBLISH_OK, BELUGA_PUBLISH_EXISTS (key present: the block is
- * freed) or -EINVAL (not a block offset) / -EPERM (not ALLOCATED by
- * @client), leaving that block unchanged. Counts go to the three out
- * parameters. Always returns 0 for a valid count.
+ * Publish the uapi's @count items (offset, key) under @ns. Per item,
+ * @result is BELUGA_PUBLISH_OK, BELUGA_PUBLISH_EXISTS (key present: the
+ * block is freed), -EIO (a memory error retired the block), or -EINVAL
+ * (not a block offset) / -EPERM (not ALLOCATED by @client), leaving that
+ * block unchanged. Counts go to the three out parameters (each may be
+ * NULL). Always returns 0 for a valid count. @__reserved is not looked at.
  */
 int bel_publish(struct bel_client *client, u64 ns, u32 count,
-		const u64 *offsets, const struct beluga_key *keys,
-		s32 *results, u32 *published, u32 *exists, u32 *failed);
+		struct beluga_publish_item *items, u32 *published, u32 *exists,
+		u32 *failed);
 
 /*
  * Longest leading run of @keys present under @ns. With @pin, each hit is

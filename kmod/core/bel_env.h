@@ -1,9 +1,12 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * The portable core's whole view of its environment. The allocator, index,
- * LRU and client bookkeeping use nothing but what is defined here, so the
- * same files compile into the kernel module and into userspace unit tests,
- * fuzzers and benchmarks.
+ * The portable core's whole view of its environment, for both cores: the
+ * allocator, index, LRU and client bookkeeping of a single-host pool, and
+ * the shared pool's protocol (bel_mh.h, which adds the little-endian and
+ * once-access helpers of its on-media format from here) use nothing but
+ * what is defined here, so the same files compile into the kernel module
+ * and into userspace unit tests, the multi-host simulator, fuzzers and
+ * benchmarks.
  */
 #ifndef BEL_ENV_H
 #define BEL_ENV_H
@@ -19,6 +22,21 @@
 #include <linux/mutex.h>
 #include <linux/overflow.h>
 #include <linux/sched.h>
+#include <linux/stddef.h>
+#include <linux/build_bug.h>
+#include <linux/compiler.h>
+#include <linux/math64.h>
+#include <asm/byteorder.h>
+
+/* A word another context reads or writes without the lock: no tearing. */
+#define BEL_READ_ONCE(x)	READ_ONCE(x)
+#define BEL_WRITE_ONCE(x, v)	WRITE_ONCE(x, v)
+
+/* 64-bit division; 32-bit kernels have no native one. */
+static inline u64 bel_div64(u64 a, u64 b)
+{
+	return div64_u64(a, b);
+}
 
 /* Short critical sections, never sleeps inside: a spinlock. */
 typedef spinlock_t bel_spinlock_t;
@@ -71,6 +89,13 @@ void bel_env_trace_mh_evict(struct bel_mh_host *h, u32 block, u64 ns,
 #include <assert.h>
 #include <pthread.h>
 #include <sched.h>
+#include <endian.h>
+#include <linux/types.h>
+#include <linux/stddef.h>
+
+/* <linux/stddef.h>'s, as the kernel defines it on the uapi's helper. */
+#define struct_group_tagged(TAG, NAME, MEMBERS...) \
+	__struct_group(TAG, NAME, /* no attrs */, MEMBERS)
 
 typedef uint8_t u8;
 typedef uint16_t u16;
@@ -78,6 +103,22 @@ typedef uint32_t u32;
 typedef uint64_t u64;
 typedef int32_t s32;
 typedef int64_t s64;
+
+/* The kernel's byte-order helpers, for the shared pool's on-media fields. */
+#define cpu_to_le16(x)	((__le16)htole16(x))
+#define cpu_to_le32(x)	((__le32)htole32(x))
+#define cpu_to_le64(x)	((__le64)htole64(x))
+#define le16_to_cpu(x)	((u16)le16toh(x))
+#define le32_to_cpu(x)	((u32)le32toh(x))
+#define le64_to_cpu(x)	((u64)le64toh(x))
+
+#define BEL_READ_ONCE(x)	__atomic_load_n(&(x), __ATOMIC_RELAXED)
+#define BEL_WRITE_ONCE(x, v)	__atomic_store_n(&(x), (v), __ATOMIC_RELAXED)
+
+static inline u64 bel_div64(u64 a, u64 b)
+{
+	return a / b;
+}
 
 typedef pthread_mutex_t bel_spinlock_t;
 #define bel_spin_init(l)	pthread_mutex_init((l), NULL)

@@ -8,19 +8,7 @@
 #define BEL_INTERNAL_H
 
 #include "bel_core.h"
-
-#ifdef __KERNEL__
-#include <linux/math64.h>
-static inline u64 bel_div64(u64 a, u64 b)
-{
-	return div64_u64(a, b);
-}
-#else
-static inline u64 bel_div64(u64 a, u64 b)
-{
-	return a / b;
-}
-#endif
+#include "bel_hash.h"
 
 /*
  * kvcalloc() refuses (and warns about) anything above INT_MAX bytes; stay
@@ -48,17 +36,6 @@ static inline u64 bel_roundup_pow2(u64 x)
 	while (r < x)
 		r <<= 1;
 	return r;
-}
-
-/* MurmurHash3's 64-bit finaliser: each input bit reaches every output bit. */
-static inline u64 bel_mix64(u64 h)
-{
-	h ^= h >> 33;
-	h *= 0xff51afd7ed558ccdULL;
-	h ^= h >> 33;
-	h *= 0xc4ceb9fe1a85ec53ULL;
-	h ^= h >> 33;
-	return h;
 }
 
 /* --- pool.c ----------------------------------------------------------- */

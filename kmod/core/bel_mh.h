@@ -21,18 +21,11 @@
 #define BEL_MH_H
 
 #include "bel_env.h"
+#include "bel_hash.h"
 #include "bel_pins.h"
+#include "bel_stats.h"
 #include "bel_mh_format.h"
 #include <linux/beluga.h>
-
-#ifdef __KERNEL__
-#include <linux/compiler.h>
-#define BEL_MH_READ_ONCE(x)		READ_ONCE(x)
-#define BEL_MH_WRITE_ONCE(x, v)		WRITE_ONCE(x, v)
-#else
-#define BEL_MH_READ_ONCE(x)		__atomic_load_n(&(x), __ATOMIC_RELAXED)
-#define BEL_MH_WRITE_ONCE(x, v)		__atomic_store_n(&(x), (v), __ATOMIC_RELAXED)
-#endif
 
 /* --- flush and invalidate sites ----------------------------------------- */
 
@@ -134,6 +127,13 @@ struct bel_mh_config {
 	bool expect_identity;
 	u8 expect_uuid[16];
 	u32 expect_nr_blocks;
+	/*
+	 * Offset of block 0 in the pool's mapping (/dev/beluga): the block
+	 * commands name blocks by offset, as the uapi and the single-host
+	 * core do, and block b is at map_base + b * block_size. Set with
+	 * bel_mh_set_map_base() once the mapping has a place for the pool.
+	 */
+	u64 map_base;
 	/* Used only when this host formats: */
 	u32 max_hosts;		/* 0 = BEL_MH_DEF_HOSTS */
 	u64 data_align;		/* 0 = BEL_MH_DEF_DATA_ALIGN */
@@ -201,20 +201,6 @@ enum bel_mh_blk_state {
 	BEL_MH_BLK_PUBLISHED,
 };
 
-/* Operations of one host since it attached (STATS counters). */
-struct bel_mh_opstats {
-	u64 allocs;		/* blocks handed out by ALLOC */
-	u64 frees;		/* by FREE, a lost publish race, close */
-	u64 publishes;		/* blocks that became visible */
-	u64 publish_races;	/* PUBLISH items that found their key */
-	u64 lookups;		/* LOOKUP calls */
-	u64 lookup_keys;
-	u64 lookup_hits;
-	u64 releases;		/* pins dropped by RELEASE or close */
-	u64 evictions;
-	u64 alloc_failures;	/* ALLOC calls that ended in -ENOSPC */
-};
-
 /*
  * This host's view of the pool (bel_mh_stats()): what it knows without
  * reading other hosts' partitions. free + allocated + published is the
@@ -229,7 +215,7 @@ struct bel_mh_stats {
 	u64 pinned_blocks;	/* blocks this host pins, any partition */
 	u64 pins;		/* pins of this host's clients */
 	u32 owned;		/* bitmask of owned partitions */
-	struct bel_mh_opstats ops;
+	struct bel_counters ops;	/* this host's, since it attached */
 };
 
 struct bel_mh_client;
@@ -277,7 +263,7 @@ struct bel_mh_host {
 	u32 nr_allocated;		/* ALLOCATED blocks of all clients */
 	u64 nr_pins;			/* pins of all clients */
 	u32 nr_pinned;			/* blocks with blk_pins != 0 */
-	struct bel_mh_opstats opstats;
+	struct bel_counters opstats;	/* operations since attach */
 	struct bel_mh_counters cnt;
 	const char *why;		/* reason of the last refusal */
 };
@@ -308,11 +294,11 @@ static inline bool bel_mh_fenced_now(struct bel_mh_host *h)
 {
 	if (!h->leased)
 		return false;
-	if (BEL_MH_READ_ONCE(h->fenced))
+	if (BEL_READ_ONCE(h->fenced))
 		return true;
-	if (h->ops->now_ns(h->priv) - BEL_MH_READ_ONCE(h->last_hb) >
+	if (h->ops->now_ns(h->priv) - BEL_READ_ONCE(h->last_hb) >
 	    h->fence_ns) {
-		BEL_MH_WRITE_ONCE(h->fenced, true);
+		BEL_WRITE_ONCE(h->fenced, true);
 		return true;
 	}
 	return false;
@@ -405,30 +391,40 @@ void bel_mh_client_release(struct bel_mh_client *c);
 void bel_mh_client_forget(struct bel_mh_client *c);
 
 /*
- * The block operations. Block numbers, 0 .. nr_blocks-1; the glue turns
- * them into mapping offsets. Besides the errors of the single-host core:
- * -ESTALE when the host is fenced (it must rejoin), -ENODEV before attach.
+ * The block operations, with the single-host core's signatures: blocks are
+ * named by their offset in the pool's mapping (cfg.map_base), which each
+ * call turns into a block number of the pool (block_at below); an offset
+ * that names no block fails like one the single-host core rejects. Besides
+ * the errors of the single-host core: -ESTALE when the host is fenced (it
+ * must rejoin), -ENODEV before attach.
  */
-int bel_mh_alloc(struct bel_mh_client *c, u32 count, u32 *blocks);
-int bel_mh_free(struct bel_mh_client *c, u32 count, const u32 *blocks);
-/* Has @c block @b ALLOCATED (a PUBLISH of it may succeed)? */
-bool bel_mh_client_owns(struct bel_mh_client *c, u32 b);
+int bel_mh_alloc(struct bel_mh_client *c, u32 count, u64 *offsets);
+int bel_mh_free(struct bel_mh_client *c, u32 count, const u64 *offsets);
+/* Block @b of the pool, if it has offset @off: 0, else -EINVAL. */
+int bel_mh_block_at(const struct bel_mh_host *h, u64 off, u32 *b);
+u64 bel_mh_offset_of(const struct bel_mh_host *h, u32 b);
+/* Where the pool's blocks start in the mapping (before any block command). */
+void bel_mh_set_map_base(struct bel_mh_host *h, u64 map_base);
+/* Has @c the block at @off ALLOCATED (a PUBLISH of it may succeed)? */
+bool bel_mh_client_owns(struct bel_mh_client *c, u64 off);
 /*
- * Per item: BELUGA_PUBLISH_OK, BELUGA_PUBLISH_EXISTS (the block is
- * freed), -EINVAL / -EPERM (block unchanged), -EAGAIN (a racing publish of
- * another host did not resolve within two leases; block unchanged).
+ * The uapi's item array, like bel_publish(). Per item, in @result:
+ * BELUGA_PUBLISH_OK, BELUGA_PUBLISH_EXISTS (the block is freed), -EINVAL /
+ * -EPERM (block unchanged), -EAGAIN (a racing publish of another host did
+ * not resolve within two leases; block unchanged). Counts go to the three
+ * out parameters (each may be NULL) when the call returns 0.
  */
 int bel_mh_publish(struct bel_mh_client *c, u64 ns, u32 count,
-		   const u32 *blocks, const struct beluga_key *keys,
-		   s32 *results);
+		   struct beluga_publish_item *items, u32 *published,
+		   u32 *exists, u32 *failed);
 /*
- * With @pin, @blocks is required, and -EOVERFLOW (nothing pinned) when a
+ * With @pin, @offsets is required, and -EOVERFLOW (nothing pinned) when a
  * block's pin count on this host would pass BEL_MAX_PINS.
  */
 int bel_mh_lookup(struct bel_mh_client *c, u64 ns, u32 count,
-		  const struct beluga_key *keys, bool pin, u32 *blocks,
+		  const struct beluga_key *keys, bool pin, u64 *offsets,
 		  u32 *hits);
-int bel_mh_release(struct bel_mh_client *c, u32 count, const u32 *blocks);
+int bel_mh_release(struct bel_mh_client *c, u32 count, const u64 *offsets);
 
 /* This host's view of the pool, one snapshot under the host mutex. */
 void bel_mh_stats(struct bel_mh_host *h, struct bel_mh_stats *out);

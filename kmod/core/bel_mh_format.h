@@ -9,20 +9,8 @@
 #ifndef BEL_MH_FORMAT_H
 #define BEL_MH_FORMAT_H
 
+/* bel_env.h: byte order (cpu_to_le32() ...) and static_assert(). */
 #include "bel_env.h"
-
-#ifdef __KERNEL__
-#include <linux/build_bug.h>
-#include <asm/byteorder.h>
-#else
-#include <endian.h>
-#define cpu_to_le16(x)	((__le16)htole16(x))
-#define cpu_to_le32(x)	((__le32)htole32(x))
-#define cpu_to_le64(x)	((__le64)htole64(x))
-#define le16_to_cpu(x)	((u16)le16toh(x))
-#define le32_to_cpu(x)	((u32)le32toh(x))
-#define le64_to_cpu(x)	((u64)le64toh(x))
-#endif
 
 /* --- on-media format, version 1 ---------------------------------------- */
 
@@ -31,7 +19,15 @@
 #define BEL_MH_DEF_HOSTS	8U
 #define BEL_MH_MAGIC		0x484d4147554c4542ULL	/* "BELUGAMH" */
 #define BEL_MH_VERSION_MAJOR	1U
-#define BEL_MH_VERSION_MINOR	0U
+/*
+ * 1.1 names its bucket hash in the superblock (@hash); a 1.0 pool has 0
+ * there, which is BEL_MH_HASH_MIX64, the only hash 1.0 ever used. A 1.1
+ * module joins both; a 1.0 module joins a 1.1 pool of that hash alike.
+ */
+#define BEL_MH_VERSION_MINOR	1U
+
+/* Bucket hashes of the on-media index (bel_mh_super.hash). */
+#define BEL_MH_HASH_MIX64	0U	/* bel_key_hash() (bel_hash.h) */
 
 /* Version-independent locations: a later format keeps these. */
 #define BEL_MH_SB_OFF		0ULL
@@ -74,7 +70,8 @@ struct bel_mh_super {
 	__le32 heartbeat_ms;
 	__le32 lease_ms;
 	__le32 flags;		/* 0 */
-	__le32 reserved[12];
+	__le32 hash;		/* BEL_MH_HASH_* (since 1.1; 0 before) */
+	__le32 reserved[11];
 	__le32 csum;
 };
 

@@ -11,19 +11,6 @@
 
 #include "bel_mh.h"
 
-#ifdef __KERNEL__
-#include <linux/math64.h>
-static inline u64 bel_mh_div64(u64 a, u64 b)
-{
-	return div64_u64(a, b);
-}
-#else
-static inline u64 bel_mh_div64(u64 a, u64 b)
-{
-	return a / b;
-}
-#endif
-
 /* --- flush and invalidate sites (bel_mh_sites[]) ------------------------- */
 
 #ifdef BEL_MH_TESTING
@@ -153,16 +140,6 @@ static inline u64 bel_mh_now(struct bel_mh_host *h)
 
 /* --- small helpers shared by the mh files ------------------------------- */
 
-static inline u64 bel_mh_mix64(u64 x)
-{
-	x ^= x >> 33;
-	x *= 0xff51afd7ed558ccdULL;
-	x ^= x >> 33;
-	x *= 0xc4ceb9fe1a85ec53ULL;
-	x ^= x >> 33;
-	return x;
-}
-
 static inline u64 bel_mh_rec_off(const struct bel_mh_geo *g, u32 id)
 {
 	return g->host_off + (u64)id * BEL_MH_LINE;
@@ -186,14 +163,11 @@ static inline u64 bel_mh_bucket_off(const struct bel_mh_geo *g, u32 part,
 	       (u64)bucket * 4;
 }
 
-/* Bucket of (ns, key): the same in every partition. */
+/* Bucket of (ns, key): the same in every partition (format: hash). */
 static inline u32 bel_mh_bucket_of(const struct bel_mh_geo *g, u64 ns,
 				   u64 key_lo, u64 key_hi)
 {
-	u64 x = bel_mh_mix64(ns * 0x9e3779b97f4a7c15ULL ^ key_hi);
-
-	x = bel_mh_mix64(x ^ key_lo);
-	return (u32)x & (g->buckets - 1);
+	return (u32)bel_key_hash(ns, key_lo, key_hi) & (g->buckets - 1);
 }
 
 /* The partition holding @block. */

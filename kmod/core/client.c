@@ -272,30 +272,30 @@ int bel_free(struct bel_client *c, u32 count, const u64 *offsets)
 }
 
 int bel_publish(struct bel_client *c, u64 ns, u32 count,
-		const u64 *offsets, const struct beluga_key *keys,
-		s32 *results, u32 *published, u32 *exists, u32 *failed)
+		struct beluga_publish_item *items, u32 *published, u32 *exists,
+		u32 *failed)
 {
 	struct bel_pool *pool = c->pool;
 	u32 n_ok = 0, n_exists = 0, n_failed = 0;
 	u32 i;
 
-	if (!bel_count_ok(count) || !offsets || !keys || !results)
+	if (!bel_count_ok(count) || !items)
 		return -EINVAL;
 	bel_mutex_lock(&c->mutex);
 	bel_spin_lock(&pool->lock);
 	for (i = 0; i < count; i++) {
 		struct bel_region *r;
 		struct bel_block *b;
-		u32 id = bel_offset_to_id_locked(pool, offsets[i]);
+		u32 id = bel_offset_to_id_locked(pool, items[i].offset);
 
 		if (id == BEL_NONE) {
-			results[i] = -EINVAL;
+			items[i].result = -EINVAL;
 			n_failed++;
 			continue;
 		}
 		b = bel_block_of(pool, id);
 		if (b->state != BEL_BLOCK_ALLOCATED || b->owner != c) {
-			results[i] = -EPERM;
+			items[i].result = -EPERM;
 			n_failed++;
 			continue;
 		}
@@ -304,16 +304,16 @@ int bel_publish(struct bel_client *c, u64 ns, u32 count,
 			/* A memory error hit it: gone, never published. */
 			bel_put_free_locked(pool, id);
 			pool->stats.frees++;
-			results[i] = -EIO;
+			items[i].result = -EIO;
 			n_failed++;
 			continue;
 		}
-		if (bel_index_find_locked(pool, ns, &keys[i]) != BEL_NONE) {
+		if (bel_index_find_locked(pool, ns, &items[i].key) != BEL_NONE) {
 			/* Lost the race (or an earlier item won it): dedup. */
 			bel_put_free_locked(pool, id);
 			pool->stats.frees++;
 			pool->stats.publish_races++;
-			results[i] = BELUGA_PUBLISH_EXISTS;
+			items[i].result = BELUGA_PUBLISH_EXISTS;
 			n_exists++;
 			continue;
 		}
@@ -323,13 +323,13 @@ int bel_publish(struct bel_client *c, u64 ns, u32 count,
 		b->state = BEL_BLOCK_PUBLISHED;
 		b->owner = NULL;
 		b->ns = ns;
-		b->key = keys[i];
+		b->key = items[i].key;
 		b->pins = 0;
 		bel_index_insert_locked(pool, id);
 		/* Publishing counts as use: newest end of the LRU. */
 		bel_lru_add_locked(pool, id);
 		pool->stats.publishes++;
-		results[i] = BELUGA_PUBLISH_OK;
+		items[i].result = BELUGA_PUBLISH_OK;
 		n_ok++;
 	}
 	bel_spin_unlock(&pool->lock);

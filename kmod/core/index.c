@@ -9,21 +9,11 @@
  */
 #include "bel_internal.h"
 
-/*
- * Keys are meant to be uniform hashes, but traces and tests use small
- * integers (hash ids 0, 1, 2 ... in key.lo, hi = 0), and two tenants may
- * store the same keys under different namespaces. Mix all three words
- * through a full 64-bit finaliser so that the low bits used as the bucket
- * number depend on every input bit.
- */
+/* The bucket of (@ns, @key): bel_hash.h says why the hash mixes. */
 static u32 bel_hash(const struct bel_pool *pool, u64 ns,
 		    const struct beluga_key *key)
 {
-	u64 h;
-
-	h = bel_mix64(ns * 0x9e3779b97f4a7c15ULL ^ key->hi);
-	h = bel_mix64(h ^ key->lo);
-	return (u32)h & (pool->nr_buckets - 1);
+	return (u32)bel_key_hash(ns, key->lo, key->hi) & (pool->nr_buckets - 1);
 }
 
 static bool bel_key_eq(const struct bel_block *b, u64 ns,

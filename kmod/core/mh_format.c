@@ -60,10 +60,10 @@ u32 bel_mh_csum(const void *buf, u32 len)
 		u64 w;
 
 		memcpy(&w, p + i, 8);
-		h = bel_mh_mix64(h ^ w) + 0x9e3779b97f4a7c15ULL;
+		h = bel_mix64(h ^ w) + 0x9e3779b97f4a7c15ULL;
 	}
 	for (; i < len; i++)
-		h = bel_mh_mix64(h ^ p[i]);
+		h = bel_mix64(h ^ p[i]);
 	return (u32)(h ^ (h >> 32));
 }
 
@@ -124,14 +124,14 @@ int bel_mh_layout(u64 region_size, const struct bel_mh_config *cfg,
 	 * round: start from the upper bound and shrink until it fits. Each
 	 * round only lowers n, and a smaller n never needs more metadata.
 	 */
-	n = bel_mh_div64(region_size, bs);
+	n = bel_div64(region_size, bs);
 	if (n > 0xfffffff0ULL)
 		n = 0xfffffff0ULL;
 	for (rounds = 0; rounds < 64; rounds++) {
 		u64 fit, nb;
 
 		g->pin_stride = bel_mh_roundup(n * 4, 4096);
-		per = bel_mh_div64(n + hosts - 1, hosts);
+		per = bel_div64(n + hosts - 1, hosts);
 		/* Chains of 1/2 an entry on average. */
 		nb = bel_mh_pow2_at_least(per * 2 < 16 ? 16 : per * 2);
 		g->buckets = (u32)nb;
@@ -142,7 +142,7 @@ int bel_mh_layout(u64 region_size, const struct bel_mh_config *cfg,
 		end = g->bucket_off + hosts * g->bucket_stride;
 		g->data_off = bel_mh_roundup(end, align);
 		fit = g->data_off >= region_size ? 0 :
-		      bel_mh_div64(region_size - g->data_off, bs);
+		      bel_div64(region_size - g->data_off, bs);
 		if (fit >= n)
 			break;
 		n = fit;
@@ -188,8 +188,8 @@ static int bel_mh_wait(struct bel_mh_host *h, u64 ns)
 static void bel_mh_encode_super(const struct bel_mh_geo *g, u64 nonce,
 				struct bel_mh_super *sb)
 {
-	u64 u0 = bel_mh_mix64(nonce ^ 0x5555aaaa5555aaaaULL);
-	u64 u1 = bel_mh_mix64(u0 ^ g->region_size);
+	u64 u0 = bel_mix64(nonce ^ 0x5555aaaa5555aaaaULL);
+	u64 u1 = bel_mix64(u0 ^ g->region_size);
 
 	memset(sb, 0, sizeof(*sb));
 	sb->magic = cpu_to_le64(BEL_MH_MAGIC);
@@ -210,9 +210,10 @@ static void bel_mh_encode_super(const struct bel_mh_geo *g, u64 nonce,
 	sb->bucket_off = cpu_to_le64(g->bucket_off);
 	sb->bucket_stride = cpu_to_le64(g->bucket_stride);
 	sb->heartbeat_ms =
-		cpu_to_le32((u32)bel_mh_div64(g->heartbeat_ns, 1000000));
-	sb->lease_ms = cpu_to_le32((u32)bel_mh_div64(g->lease_ns, 1000000));
+		cpu_to_le32((u32)bel_div64(g->heartbeat_ns, 1000000));
+	sb->lease_ms = cpu_to_le32((u32)bel_div64(g->lease_ns, 1000000));
 	sb->data_align = cpu_to_le64(g->data_align);
+	sb->hash = cpu_to_le32(BEL_MH_HASH_MIX64);
 	sb->csum = cpu_to_le32(bel_mh_csum(sb,
 					   offsetof(struct bel_mh_super, csum)));
 }
@@ -232,6 +233,11 @@ static int bel_mh_check_super(struct bel_mh_host *h,
 	}
 	if (le32_to_cpu(sb->version_major) != BEL_MH_VERSION_MAJOR) {
 		h->why = "unsupported on-media format version";
+		return -EPROTONOSUPPORT;
+	}
+	/* Every host must find a key in the bucket its publisher chose. */
+	if (le32_to_cpu(sb->hash) != BEL_MH_HASH_MIX64) {
+		h->why = "unsupported on-media bucket hash";
 		return -EPROTONOSUPPORT;
 	}
 	memset(g, 0, sizeof(*g));
@@ -573,8 +579,8 @@ static int bel_mh_alloc_dram(struct bel_mh_host *h)
 		struct bel_mh_part *pt = &h->part[p];
 
 		memset(pt, 0, sizeof(*pt));
-		pt->first = (u32)bel_mh_div64((u64)p * n, h->geo.max_hosts);
-		pt->nr = (u32)bel_mh_div64((u64)(p + 1) * n,
+		pt->first = (u32)bel_div64((u64)p * n, h->geo.max_hosts);
+		pt->nr = (u32)bel_div64((u64)(p + 1) * n,
 					    h->geo.max_hosts) - pt->first;
 		pt->free_head = BEL_MH_NONE;
 		pt->lru_head = BEL_MH_NONE;

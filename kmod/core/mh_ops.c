@@ -275,9 +275,10 @@ static u32 bel_mh_lru_oldest(struct bel_mh_host *h, u32 *part)
  * Evict @need blocks, least recently used first, or none (all or
  * nothing): claim them all, then free them all, or roll every claim back
  * when remote pins keep too many (BEL_MH_EVICT_TRIES misses) or the host
- * fences itself. @victims holds @need entries of scratch space.
+ * fences itself. @victims holds @need entries of scratch space (ALLOC's
+ * offset array, which it fills afterwards).
  */
-static int bel_mh_evict_n(struct bel_mh_host *h, u32 need, u32 *victims)
+static int bel_mh_evict_n(struct bel_mh_host *h, u32 need, u64 *victims)
 {
 	u32 n = 0, misses = 0, i, p = 0, b;
 	int ret = 0;
@@ -296,11 +297,11 @@ static int bel_mh_evict_n(struct bel_mh_host *h, u32 need, u32 *victims)
 	}
 	if (n < need) {
 		for (i = 0; i < n; i++)
-			bel_mh_evict_undo(h, victims[i]);
+			bel_mh_evict_undo(h, (u32)victims[i]);
 		return ret ? ret : -ENOSPC;
 	}
 	for (i = 0; i < n; i++)
-		bel_mh_evict_finish(h, victims[i]);
+		bel_mh_evict_finish(h, (u32)victims[i]);
 	return 0;
 }
 
@@ -316,7 +317,45 @@ static void bel_mh_free_block(struct bel_mh_host *h, struct bel_mh_client *c,
 	bel_mh_free_push(h, p, b);
 }
 
-int bel_mh_alloc(struct bel_mh_client *c, u32 count, u32 *blocks)
+/* --- block naming: the mapping's offsets, as in the uapi ---------------- */
+
+void bel_mh_set_map_base(struct bel_mh_host *h, u64 map_base)
+{
+	bel_mutex_lock(&h->lock);
+	h->cfg.map_base = map_base;
+	bel_mutex_unlock(&h->lock);
+}
+
+int bel_mh_block_at(const struct bel_mh_host *h, u64 off, u32 *b)
+{
+	u64 n;
+
+	if (off < h->cfg.map_base || !h->geo.block_size)
+		return -EINVAL;
+	n = bel_div64(off - h->cfg.map_base, h->geo.block_size);
+	if (n >= h->geo.nr_blocks ||
+	    off - h->cfg.map_base != n * h->geo.block_size)
+		return -EINVAL;
+	*b = (u32)n;
+	return 0;
+}
+
+u64 bel_mh_offset_of(const struct bel_mh_host *h, u32 b)
+{
+	return h->cfg.map_base + (u64)b * h->geo.block_size;
+}
+
+/* Block at @off, or BEL_MH_NONE, which every check below refuses. */
+static u32 bel_mh_block_or_none(const struct bel_mh_host *h, u64 off)
+{
+	u32 b;
+
+	return bel_mh_block_at(h, off, &b) ? BEL_MH_NONE : b;
+}
+
+/* --- alloc, free ----------------------------------------------------------- */
+
+int bel_mh_alloc(struct bel_mh_client *c, u32 count, u64 *offsets)
 {
 	struct bel_mh_host *h = c->host;
 	u32 i;
@@ -339,7 +378,7 @@ int bel_mh_alloc(struct bel_mh_client *c, u32 count, u32 *blocks)
 		if (nr_free + nr_lru < count)
 			ret = -ENOSPC;
 		else if (nr_free < count)
-			ret = bel_mh_evict_n(h, count - (u32)nr_free, blocks);
+			ret = bel_mh_evict_n(h, count - (u32)nr_free, offsets);
 	}
 	for (i = 0; !ret && i < count; i++) {
 		u32 b = bel_mh_take_free(h);
@@ -354,11 +393,12 @@ int bel_mh_alloc(struct bel_mh_client *c, u32 count, u32 *blocks)
 		h->part[bel_mh_part_of(h, b)].nr_allocated++;
 		h->nr_allocated++;
 		c->nr_allocated++;
-		blocks[i] = b;
+		offsets[i] = bel_mh_offset_of(h, b);
 	}
 	if (ret)
 		while (i--)
-			bel_mh_free_block(h, c, blocks[i]);
+			bel_mh_free_block(h, c,
+					  bel_mh_block_or_none(h, offsets[i]));
 	if (!ret)
 		h->opstats.allocs += count;
 	else if (ret == -ENOSPC)
@@ -374,18 +414,19 @@ static bool bel_mh_owns_alloc(struct bel_mh_host *h, struct bel_mh_client *c,
 	       h->blk_state[b] == BEL_MH_BLK_ALLOCATED && h->blk_owner[b] == c;
 }
 
-bool bel_mh_client_owns(struct bel_mh_client *c, u32 b)
+bool bel_mh_client_owns(struct bel_mh_client *c, u64 off)
 {
 	struct bel_mh_host *h = c->host;
 	bool owns;
 
 	bel_mutex_lock(&h->lock);
-	owns = h->joined && h->blk_state && bel_mh_owns_alloc(h, c, b);
+	owns = h->joined && h->blk_state &&
+	       bel_mh_owns_alloc(h, c, bel_mh_block_or_none(h, off));
 	bel_mutex_unlock(&h->lock);
 	return owns;
 }
 
-int bel_mh_free(struct bel_mh_client *c, u32 count, const u32 *blocks)
+int bel_mh_free(struct bel_mh_client *c, u32 count, const u64 *offsets)
 {
 	struct bel_mh_host *h = c->host;
 	u32 i, j;
@@ -396,14 +437,14 @@ int bel_mh_free(struct bel_mh_client *c, u32 count, const u32 *blocks)
 	bel_mutex_lock(&h->lock);
 	ret = bel_mh_usable(h);
 	for (i = 0; !ret && i < count; i++) {
-		if (!bel_mh_owns_alloc(h, c, blocks[i]))
+		if (!bel_mh_owns_alloc(h, c, bel_mh_block_or_none(h, offsets[i])))
 			ret = -EINVAL;
 		for (j = 0; !ret && j < i; j++)
-			if (blocks[j] == blocks[i])
+			if (offsets[j] == offsets[i])
 				ret = -EINVAL;
 	}
 	for (i = 0; !ret && i < count; i++)
-		bel_mh_free_block(h, c, blocks[i]);
+		bel_mh_free_block(h, c, bel_mh_block_or_none(h, offsets[i]));
 	if (!ret)
 		h->opstats.frees += count;
 	bel_mutex_unlock(&h->lock);
@@ -581,21 +622,35 @@ restart:
 }
 
 int bel_mh_publish(struct bel_mh_client *c, u64 ns, u32 count,
-		   const u32 *blocks, const struct beluga_key *keys,
-		   s32 *results)
+		   struct beluga_publish_item *items, u32 *published,
+		   u32 *exists, u32 *failed)
 {
 	struct bel_mh_host *h = c->host;
-	u32 i;
+	u32 i, n_ok = 0, n_exists = 0;
 	int ret;
 
 	if (!count || count > BELUGA_MAX_BATCH)
 		return -EINVAL;
 	bel_mutex_lock(&h->lock);
 	ret = bel_mh_usable(h);
-	for (i = 0; !ret && i < count; i++)
-		results[i] = bel_mh_publish_one(h, c, ns, &keys[i], blocks[i]);
+	for (i = 0; !ret && i < count; i++) {
+		s32 r = bel_mh_publish_one(h, c, ns, &items[i].key,
+					   bel_mh_block_or_none(h, items[i].offset));
+
+		items[i].result = r;
+		n_ok += r == BELUGA_PUBLISH_OK;
+		n_exists += r == BELUGA_PUBLISH_EXISTS;
+	}
 	bel_mutex_unlock(&h->lock);
-	return ret;
+	if (ret)
+		return ret;
+	if (published)
+		*published = n_ok;
+	if (exists)
+		*exists = n_exists;
+	if (failed)
+		*failed = count - n_ok - n_exists;
+	return 0;
 }
 
 /* --- lookup, pins ------------------------------------------------------- */
@@ -741,7 +796,7 @@ static void bel_mh_client_unpin(struct bel_mh_host *h,
 }
 
 int bel_mh_lookup(struct bel_mh_client *c, u64 ns, u32 count,
-		  const struct beluga_key *keys, bool pin, u32 *blocks,
+		  const struct beluga_key *keys, bool pin, u64 *offsets,
 		  u32 *hits)
 {
 	struct bel_mh_host *h = c->host;
@@ -749,7 +804,7 @@ int bel_mh_lookup(struct bel_mh_client *c, u64 ns, u32 count,
 	u32 i;
 	int ret;
 
-	if (!count || count > BELUGA_MAX_BATCH || (pin && !blocks))
+	if (!count || count > BELUGA_MAX_BATCH || (pin && !offsets))
 		return -EINVAL;
 	bel_mutex_lock(&h->lock);
 	ret = bel_mh_usable(h);
@@ -773,14 +828,15 @@ int bel_mh_lookup(struct bel_mh_client *c, u64 ns, u32 count,
 			if (ret)
 				break;
 		}
-		if (blocks)
-			blocks[i] = b;
+		if (offsets)
+			offsets[i] = bel_mh_offset_of(h, b);
 		hint = p;
 	}
 	if (ret && pin)
 		/* All or nothing: drop the pins this call took. */
 		while (i--)
-			bel_mh_client_unpin(h, c, blocks[i]);
+			bel_mh_client_unpin(h, c,
+					    bel_mh_block_or_none(h, offsets[i]));
 	*hits = ret ? 0 : i;
 	if (!ret) {
 		h->opstats.lookups++;
@@ -791,7 +847,7 @@ int bel_mh_lookup(struct bel_mh_client *c, u64 ns, u32 count,
 	return ret;
 }
 
-int bel_mh_release(struct bel_mh_client *c, u32 count, const u32 *blocks)
+int bel_mh_release(struct bel_mh_client *c, u32 count, const u64 *offsets)
 {
 	struct bel_mh_host *h = c->host;
 	u32 i, j, pos;
@@ -807,20 +863,27 @@ int bel_mh_release(struct bel_mh_client *c, u32 count, const u32 *blocks)
 	 * back what was taken.
 	 */
 	for (i = 0; i < count; i++) {
-		pos = bel_pins_find(&c->pins, blocks[i]);
+		u32 b;
+
+		if (bel_mh_block_at(h, offsets[i], &b))
+			pos = BEL_PINS_EMPTY;
+		else
+			pos = bel_pins_find(&c->pins, b);
 		if (pos == BEL_PINS_EMPTY || !c->pins.counts[pos]) {
 			for (j = 0; j < i; j++)
 				c->pins.counts[bel_pins_find(&c->pins,
-							     blocks[j])]++;
+					bel_mh_block_or_none(h, offsets[j]))]++;
 			ret = -EINVAL;
 			goto out;
 		}
 		c->pins.counts[pos]--;
 	}
 	for (i = 0; i < count; i++) {
-		bel_mh_unpin(h, blocks[i], 1);
+		u32 b = bel_mh_block_or_none(h, offsets[i]);
+
+		bel_mh_unpin(h, b, 1);
 		c->nr_pins--;
-		pos = bel_pins_find(&c->pins, blocks[i]);
+		pos = bel_pins_find(&c->pins, b);
 		if (pos != BEL_PINS_EMPTY && !c->pins.counts[pos])
 			bel_pins_del_at(&c->pins, pos);
 	}

@@ -219,24 +219,26 @@ static void step(struct prog *pr)
 		break;
 	}
 	case 5: {	/* PUBLISH */
-		struct beluga_key keys[16];
-		s32 res[16];
+		struct beluga_publish_item items[16];
 		u32 okc, ex, fl;
 		u64 ns = byte(pr) % 3;
 
 		n = 1 + byte(pr) % 8;
+		memset(items, 0, sizeof(items));
 		for (u32 i = 0; i < n; i++) {
-			offs[i] = any_offset(pr, c);
-			keys[i] = key_of(ns, byte(pr) % 32);
+			items[i].offset = any_offset(pr, c);
+			items[i].key = key_of(ns, byte(pr) % 32);
 		}
-		r = bel_publish(cl[c], ns, n, offs, keys, res, &okc, &ex, &fl);
+		r = bel_publish(cl[c], ns, n, items, &okc, &ex, &fl);
 		if (r || okc + ex + fl != n)
 			FAIL("publish: %d, %u+%u+%u != %u", r, okc, ex, fl, n);
 		for (u32 i = 0; i < n; i++) {
-			if (res[i] == BELUGA_PUBLISH_OK || res[i] == BELUGA_PUBLISH_EXISTS)
-				drop_owned(c, offs[i]);
-			else if (res[i] != -EINVAL && res[i] != -EPERM)
-				FAIL("publish item result %d", res[i]);
+			s32 res = items[i].result;
+
+			if (res == BELUGA_PUBLISH_OK || res == BELUGA_PUBLISH_EXISTS)
+				drop_owned(c, items[i].offset);
+			else if (res != -EINVAL && res != -EPERM)
+				FAIL("publish item result %d", res);
 		}
 		break;
 	}

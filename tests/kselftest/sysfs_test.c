@@ -19,14 +19,22 @@ static const char *const load_params[] = {
 	"host_id", "mh_heartbeat_ms", "mh_lease_ms",
 };
 
-/* Pool attributes that use moves, or that hold physical addresses. */
+/*
+ * Every STATS field has a file (BELUGA_STATS_FIELDS): the counters in
+ * stats/, the rest in the pool's directory; only geometry is for anyone.
+ */
+#define STAT_PATH_COUNTER(name)		"stats/" #name
+#define STAT_PATH_OCCUPANCY(name)	#name
+#define STAT_PATH_GEOMETRY(name)	#name
+#define STAT_PATH(name, kind, help)	STAT_PATH_##kind(name),
+#define STAT_ROOT_ONLY(name, kind, help) \
+	(BELUGA_STAT_##kind != BELUGA_STAT_GEOMETRY),
+static const char *const stat_files[] = { BELUGA_STATS_FIELDS(STAT_PATH) };
+static const bool stat_root_only[] = { BELUGA_STATS_FIELDS(STAT_ROOT_ONLY) };
+
+/* Other pool attributes that use moves, or that hold physical addresses. */
 static const char *const root_only[] = {
-	"free_blocks", "allocated_blocks", "published_blocks",
-	"pinned_blocks", "pins", "clients",
-	"stats/allocs", "stats/frees", "stats/publishes",
-	"stats/publish_races", "stats/lookups", "stats/lookup_keys",
-	"stats/lookup_hits", "stats/releases", "stats/evictions",
-	"stats/alloc_failures", "stats/pte_faults", "stats/pmd_faults",
+	"stats/pte_faults", "stats/pmd_faults",
 	"region%u/free_blocks", "region%u/allocated_blocks",
 	"region%u/published_blocks", "region%u/mappings",
 	"region%u/phys_start",
@@ -35,7 +43,6 @@ static const char *const root_only[] = {
 /* Geometry: anyone may read it. */
 static const char *const world_readable[] = {
 	"abi_version", "block_size", "nr_regions", "map_size",
-	"total_blocks",
 	"region%u/name", "region%u/backend", "region%u/node",
 	"region%u/length", "region%u/first_offset", "region%u/nr_blocks",
 };
@@ -145,6 +152,21 @@ TEST_F(sysfs, counters_root_only)
 		EXPECT_EQ(0444, sb.st_mode & 07777)
 			TH_LOG("%s has mode %o", path, sb.st_mode & 07777);
 	}
+	for (i = 0; i < ARRAY_SIZE(stat_files); i++) {
+		struct stat sb;
+
+		attr_path(path, sizeof(path), stat_files[i], slot);
+		ASSERT_EQ(0, stat(path, &sb)) TH_LOG("%s: %s", path,
+						     strerror(errno));
+		EXPECT_EQ(stat_root_only[i] ? 0400 : 0444, sb.st_mode & 07777)
+			TH_LOG("%s has mode %o", path, sb.st_mode & 07777);
+		/* and only there: not in the other directory as well */
+		if (!strncmp(stat_files[i], "stats/", 6))
+			snprintf(path, sizeof(path), POOL "%s", stat_files[i] + 6);
+		else
+			snprintf(path, sizeof(path), POOL "stats/%s", stat_files[i]);
+		EXPECT_NE(0, stat(path, &sb)) TH_LOG("%s exists too", path);
+	}
 	ASSERT_EQ(0, bt_stats(self->c.fd, &st));
 	ASSERT_EQ(0, bt_read_sysfs_u64(POOL "allocated_blocks", &v));
 	EXPECT_EQ(st.allocated_blocks, v);
@@ -173,6 +195,14 @@ TEST_F(sysfs, counters_root_only)
 				fprintf(stderr, "# child: %s: %s\n", path,
 					strerror(-r));
 			CHILD_CHECK(r == 0);
+		}
+		for (i = 0; i < ARRAY_SIZE(stat_files); i++) {
+			attr_path(path, sizeof(path), stat_files[i], slot);
+			r = read_text(path, text, sizeof(text));
+			if (r != (stat_root_only[i] ? -EACCES : 0))
+				fprintf(stderr, "# child: %s: %s\n", path,
+					r ? strerror(-r) : "readable");
+			CHILD_CHECK(r == (stat_root_only[i] ? -EACCES : 0));
 		}
 		_exit(0);
 	}

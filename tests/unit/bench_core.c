@@ -37,8 +37,7 @@ static void die(const char *what, int err)
 static void fill(struct bel_client *c, u32 nblocks)
 {
 	static u64 offs[BELUGA_MAX_BATCH];
-	static struct beluga_key keys[BELUGA_MAX_BATCH];
-	static s32 res[BELUGA_MAX_BATCH];
+	static struct beluga_publish_item items[BELUGA_MAX_BATCH];
 	u32 i, j, n, ok, ex, fail;
 	int err;
 
@@ -49,10 +48,11 @@ static void fill(struct bel_client *c, u32 nblocks)
 		if (err)
 			die("alloc", err);
 		for (j = 0; j < n; j++) {
-			keys[j].lo = i + j;
-			keys[j].hi = 0;
+			items[j].offset = offs[j];
+			items[j].key.lo = i + j;
+			items[j].key.hi = 0;
 		}
-		err = bel_publish(c, 1, n, offs, keys, res, &ok, &ex, &fail);
+		err = bel_publish(c, 1, n, items, &ok, &ex, &fail);
 		if (err || ok != n)
 			die("publish", err ? err : -1);
 	}

@@ -181,7 +181,7 @@ static void pin_table_growth(void)
 		keys[i] = K2(i, 0xabcdef);
 	for (i = 0; i < 7000; i += n) {
 		n = 7000 - i < BELUGA_MAX_BATCH ? 7000 - i : BELUGA_MAX_BATCH;
-		REQUIRE_EQ(bel_publish(w, 1, n, offs + i, keys + i, res, &ok,
+		REQUIRE_EQ(publish_arrays(w, 1, n, offs + i, keys + i, res, &ok,
 				       &ex, &fail), 0);
 		CHECK_EQ(ok, n);
 	}
@@ -280,7 +280,7 @@ static void foreign_blocks(void)
 
 	CHECK_EQ(bel_alloc(a, 1, &off), 0);
 	CHECK_EQ(bel_free(b, 1, &off), -EINVAL);
-	CHECK_EQ(bel_publish(b, 0, 1, &off, &k, &res, NULL, NULL, NULL), 0);
+	CHECK_EQ(publish_arrays(b, 0, 1, &off, &k, &res, NULL, NULL, NULL), 0);
 	CHECK_EQ(res, -EPERM);
 	CHECK_EQ(bel_release(b, 1, &off), -EINVAL);
 	CHECK_EQ(blk(p, off)->owner, a);

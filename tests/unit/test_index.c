@@ -15,7 +15,7 @@ static void publish_lookup(void)
 	struct bel_stats s;
 
 	CHECK_EQ(bel_alloc(c, 4, offs), 0);
-	CHECK_EQ(bel_publish(c, 7, 4, offs, keys, res, &ok, &ex, &fail), 0);
+	CHECK_EQ(publish_arrays(c, 7, 4, offs, keys, res, &ok, &ex, &fail), 0);
 	CHECK_EQ(ok, 4);
 	CHECK_EQ(ex, 0);
 	CHECK_EQ(fail, 0);
@@ -49,9 +49,9 @@ static void publish_lookup(void)
 	CHECK_EQ(bel_lookup(c, 7, BELUGA_MAX_BATCH + 1, keys, false, NULL,
 			    &hits), -EINVAL);
 	CHECK_EQ(bel_lookup(c, 7, 1, keys, true, NULL, &hits), -EINVAL);
-	CHECK_EQ(bel_publish(c, 7, 0, offs, keys, res, &ok, &ex, &fail),
+	CHECK_EQ(publish_arrays(c, 7, 0, offs, keys, res, &ok, &ex, &fail),
 		 -EINVAL);
-	CHECK_EQ(bel_publish(c, 7, BELUGA_MAX_BATCH + 1, offs, keys, res, &ok,
+	CHECK_EQ(publish_arrays(c, 7, BELUGA_MAX_BATCH + 1, offs, keys, res, &ok,
 			     &ex, &fail), -EINVAL);
 
 	s = stats_of(p);
@@ -79,7 +79,7 @@ static void dedup(void)
 	mine = put_key(a, 0, K(11));
 	/* b loses on 11 (published by a) and on the second 10 (own item 0). */
 	CHECK_EQ(bel_alloc(b, 4, offs), 0);
-	CHECK_EQ(bel_publish(b, 0, 4, offs, keys, res, &ok, &ex, &fail), 0);
+	CHECK_EQ(publish_arrays(b, 0, 4, offs, keys, res, &ok, &ex, &fail), 0);
 	CHECK_EQ(res[0], BELUGA_PUBLISH_OK);
 	CHECK_EQ(res[1], BELUGA_PUBLISH_EXISTS);
 	CHECK_EQ(res[2], BELUGA_PUBLISH_EXISTS);
@@ -102,7 +102,7 @@ static void dedup(void)
 	CHECK_EQ(s.published_blocks, 3);
 	CHECK_EQ(s.free_blocks, 13);
 	/* Freed blocks cannot be published or freed again. */
-	CHECK_EQ(bel_publish(b, 0, 1, &offs[1], &keys[3], res, &ok, &ex,
+	CHECK_EQ(publish_arrays(b, 0, 1, &offs[1], &keys[3], res, &ok, &ex,
 			     &fail), 0);
 	CHECK_EQ(res[0], -EPERM);
 	CHECK_EQ(fail, 1);
@@ -167,7 +167,7 @@ static void publish_errors(void)
 	CHECK_EQ(bel_alloc(b, 1, &offs[2]), 0);
 	offs[3] = offs[0] + 512;	/* misaligned */
 	offs[4] = pub;			/* already published */
-	CHECK_EQ(bel_publish(a, 0, 5, offs, keys, res, &ok, &ex, &fail), 0);
+	CHECK_EQ(publish_arrays(a, 0, 5, offs, keys, res, &ok, &ex, &fail), 0);
 	CHECK_EQ(res[0], BELUGA_PUBLISH_OK);
 	CHECK_EQ(res[1], BELUGA_PUBLISH_OK);
 	CHECK_EQ(res[2], -EPERM);	/* b's block */
@@ -185,7 +185,7 @@ static void publish_errors(void)
 	/* The same block twice in one call: the second is -EPERM. */
 	CHECK_EQ(bel_alloc(a, 1, offs), 0);
 	offs[1] = offs[0];
-	CHECK_EQ(bel_publish(a, 0, 2, offs, &keys[2], res, &ok, &ex, &fail),
+	CHECK_EQ(publish_arrays(a, 0, 2, offs, &keys[2], res, &ok, &ex, &fail),
 		 0);
 	CHECK_EQ(res[0], BELUGA_PUBLISH_OK);
 	CHECK_EQ(res[1], -EPERM);
@@ -218,7 +218,7 @@ static void hash_spread(void)
 			keys[j] = n < 16384 ? K(n) :
 				  n < 24576 ? K2(0, n) : K(n & 0xff);
 		}
-		REQUIRE_EQ(bel_publish(c, i >= 6 ? i : 0, BELUGA_MAX_BATCH,
+		REQUIRE_EQ(publish_arrays(c, i >= 6 ? i : 0, BELUGA_MAX_BATCH,
 				       offs, keys, res, &ok, &ex, &fail), 0);
 		if (i < 6)
 			CHECK_EQ(ok, BELUGA_MAX_BATCH);

@@ -314,7 +314,7 @@ static void remove_region_rules(void)
 		if (slot_of(p, off[i]) != 0)
 			continue;
 		k = K(i);
-		CHECK_EQ(bel_publish(c, 5, 1, &off[i], &k, &res, NULL, NULL,
+		CHECK_EQ(publish_arrays(c, 5, 1, &off[i], &k, &res, NULL, NULL,
 				     NULL), 0);
 		CHECK_EQ(res, BELUGA_PUBLISH_OK);
 		n0++;
@@ -435,7 +435,7 @@ static void region_stats_and_invariant(void)
 	struct bel_stats s;
 
 	CHECK_EQ(bel_alloc(c, 6, offs), 0);
-	CHECK_EQ(bel_publish(c, 0, 4, offs, keys, res, &ok, &ex, &fail), 0);
+	CHECK_EQ(publish_arrays(c, 0, 4, offs, keys, res, &ok, &ex, &fail), 0);
 	CHECK_EQ(ok, 4);
 	CHECK_EQ(bel_region_stats(p, 0, &r0), 0);
 	CHECK_EQ(bel_region_stats(p, 1, &r1), 0);
@@ -504,7 +504,7 @@ static void retire_blocks(void)
 	CHECK_EQ(blk(p, held)->state, BEL_BLOCK_ALLOCATED);
 	CHECK_EQ(stats_of(p).retired_blocks, 3);
 	check_pool(p);
-	CHECK_EQ(bel_publish(c, 0, 1, &held, &k3, &res, &a, &b, &f), 0);
+	CHECK_EQ(publish_arrays(c, 0, 1, &held, &k3, &res, &a, &b, &f), 0);
 	CHECK_EQ(res, -EIO);
 	CHECK_EQ(f, 1);
 	CHECK_EQ(has_key(c, 0, k3), 0);
@@ -553,8 +553,8 @@ static void add_counters(void)
 	u64 off;
 
 	CHECK_EQ(bel_alloc(c, 1, &off), 0);
-	bel_pool_add_counters(p, &add);
-	bel_pool_add_counters(p, &add);
+	bel_pool_add_counters(p, &add.counters);
+	bel_pool_add_counters(p, &add.counters);
 	s = stats_of(p);
 	/* Occupancy stays the pool's own. */
 	CHECK_EQ(s.total_blocks, 4);

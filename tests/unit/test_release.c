@@ -92,7 +92,7 @@ static void big_client_release_chunked(void)
 	for (i = 0; i < NR_PUB; i += step) {
 		step = NR_PUB - i < BELUGA_MAX_BATCH ? NR_PUB - i :
 						       BELUGA_MAX_BATCH;
-		REQUIRE(bel_publish(o, 0, step, offs + i, keys + i,
+		REQUIRE(publish_arrays(o, 0, step, offs + i, keys + i,
 				    results + i, NULL, NULL, NULL) == 0);
 		CHECK_EQ(bel_lookup(c, 0, step, keys + i, true, offs,
 				    &hits), 0);

@@ -164,7 +164,7 @@ static void do_publish(struct worker *w, struct cl *c)
 	}
 	if (!n)
 		return;
-	if (bel_publish(c->c, ns, n, offs, keys, res, &ok, &ex, &fail) ||
+	if (publish_arrays(c->c, ns, n, offs, keys, res, &ok, &ex, &fail) ||
 	    fail || ok + ex != n)
 		violation("publish of owned blocks failed", w->t, offs[0]);
 }

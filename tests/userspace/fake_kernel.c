@@ -170,24 +170,7 @@ static int cmd_stats(int fd, void *arg)
 	if (out->flags)
 		return -EINVAL;
 	bel_pool_stats(&pool, &s);
-	out->total_blocks = s.total_blocks;
-	out->free_blocks = s.free_blocks;
-	out->allocated_blocks = s.allocated_blocks;
-	out->published_blocks = s.published_blocks;
-	out->retired_blocks = s.retired_blocks;
-	out->pinned_blocks = s.pinned_blocks;
-	out->pins = s.pins;
-	out->clients = s.clients;
-	out->allocs = s.allocs;
-	out->frees = s.frees;
-	out->publishes = s.publishes;
-	out->publish_races = s.publish_races;
-	out->lookups = s.lookups;
-	out->lookup_keys = s.lookup_keys;
-	out->lookup_hits = s.lookup_hits;
-	out->releases = s.releases;
-	out->evictions = s.evictions;
-	out->alloc_failures = s.alloc_failures;
+	bel_stats_to_uapi(&s, out);
 	return 0;
 }
 
@@ -244,10 +227,7 @@ static int cmd_publish(int fd, void *arg)
 {
 	struct beluga_publish *p = arg;
 	struct beluga_publish_item *items = (struct beluga_publish_item *)(uintptr_t)p->items;
-	struct beluga_key *keys;
-	s32 *results;
-	u64 *offsets;
-	u32 i, published, exists, failed;
+	u32 i;
 	int ret;
 
 	(void)fd;
@@ -265,30 +245,9 @@ static int cmd_publish(int fd, void *arg)
 	ret = pool_ready();
 	if (ret)
 		return ret;
-	keys = calloc(p->count, sizeof(*keys));
-	offsets = calloc(p->count, sizeof(*offsets));
-	results = calloc(p->count, sizeof(*results));
-	ret = -ENOMEM;
-	if (!keys || !offsets || !results)
-		goto out;
-	for (i = 0; i < p->count; i++) {
-		offsets[i] = items[i].offset;
-		keys[i] = items[i].key;
-	}
-	ret = bel_publish(client, p->ns, p->count, offsets, keys, results,
-			  &published, &exists, &failed);
-	if (ret)
-		goto out;
-	for (i = 0; i < p->count; i++)
-		items[i].result = results[i];
-	p->published = published;
-	p->exists = exists;
-	p->failed = failed;
-out:
-	free(results);
-	free(offsets);
-	free(keys);
-	return ret;
+	/* The core takes the uapi's items, as in the module. */
+	return bel_publish(client, p->ns, p->count, items, &p->published,
+			   &p->exists, &p->failed);
 }
 
 /* BELUGA_FAKE_LOOKUP_SKEW: the block after the right one, as a broken kernel might. */

@@ -77,6 +77,7 @@ run cuda-mapped "$dir/test_cuda" --mapped "$dir"
 run kvcopy "$dir/test_kvcopy"
 run cli "$here/test_cli.sh" "$dir"
 run version "$here/test_version.sh" "$dir"
+run docs "$here/test_docs.sh" "$here/../.."
 run install "$here/test_install.sh" "$us"
 run python "$here/test_python.sh" "$us"
 

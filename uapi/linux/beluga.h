@@ -291,6 +291,54 @@ struct beluga_stats {
 
 #define BELUGA_STATS_SIZE_V1	144
 #define BELUGA_STATS_SIZE_V2	152
+
+/*
+ * BELUGA_STATS_FIELDS(F) - the fields of struct beluga_stats after @flags,
+ * for code that treats them all alike (the module's STATS and sysfs files,
+ * belugactl's outputs, the Python binding): F(name, kind, help) for each,
+ * in the order tools show them (the struct's order is the ABI's: fields
+ * are appended). @kind is BELUGA_STAT_GEOMETRY (the pool's size),
+ * BELUGA_STAT_OCCUPANCY (a snapshot) or BELUGA_STAT_COUNTER (events since
+ * load, never decreasing); @help is one sentence. Like __BPF_FUNC_MAPPER
+ * in <linux/bpf.h>. The struct stays written out, as the ABI; the module
+ * checks at build time that this list names each of its fields once.
+ * A new field goes into the struct (at its end), here, and into the
+ * sysfs ABI document (Documentation/ABI/testing/sysfs-class-misc-beluga).
+ */
+#define BELUGA_STAT_GEOMETRY	0
+#define BELUGA_STAT_OCCUPANCY	1
+#define BELUGA_STAT_COUNTER	2
+
+#define BELUGA_STATS_OCCUPANCY_FIELDS(F)				\
+	F(total_blocks, GEOMETRY, "Blocks in the pool.")		\
+	F(free_blocks, OCCUPANCY, "Free blocks.")			\
+	F(allocated_blocks, OCCUPANCY,					\
+	  "Blocks allocated by a client, not yet published.")		\
+	F(published_blocks, OCCUPANCY, "Published blocks.")		\
+	F(retired_blocks, OCCUPANCY,					\
+	  "Blocks a memory error took out of service.")		\
+	F(pinned_blocks, OCCUPANCY,					\
+	  "Published blocks with at least one pin.")			\
+	F(pins, OCCUPANCY, "Pins held by all clients.")			\
+	F(clients, OCCUPANCY, "Open files of /dev/beluga.")
+
+#define BELUGA_STATS_COUNTER_FIELDS(F)					\
+	F(allocs, COUNTER, "Blocks handed out by ALLOC.")		\
+	F(frees, COUNTER,						\
+	  "Blocks returned by FREE, a lost publish race, or close.")	\
+	F(publishes, COUNTER, "Blocks that became visible.")		\
+	F(publish_races, COUNTER,					\
+	  "PUBLISH items that found their key present.")		\
+	F(lookups, COUNTER, "LOOKUP calls.")				\
+	F(lookup_keys, COUNTER, "Keys asked for by LOOKUP.")		\
+	F(lookup_hits, COUNTER, "Keys found by LOOKUP (leading run).")	\
+	F(releases, COUNTER, "Pins dropped by RELEASE or close.")	\
+	F(evictions, COUNTER, "Published blocks evicted.")		\
+	F(alloc_failures, COUNTER, "ALLOC calls that failed with ENOSPC.")
+
+#define BELUGA_STATS_FIELDS(F)						\
+	BELUGA_STATS_OCCUPANCY_FIELDS(F)				\
+	BELUGA_STATS_COUNTER_FIELDS(F)
 #define BELUGA_IOC_STATS	_IO(BELUGA_TYPE, BELUGA_CMD_STATS)
 
 /**

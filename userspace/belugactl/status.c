@@ -415,32 +415,19 @@ int cmd_status(int argc, char **argv)
 
 /* ---- stats ---- */
 
-/* Field names are the JSON keys; the table keeps the three outputs in step. */
+/*
+ * Field names are the JSON keys; the table keeps the three outputs in step.
+ * Generated from the uapi's field list, with its help texts.
+ */
 static const struct stat_field {
 	const char *name;
 	size_t offset;
 	int counter;		/* monotonic since load (Prometheus counter) */
 	const char *help;
 } stat_fields[] = {
-#define SF(f, c, h) { #f, offsetof(struct beluga_stats, f), c, h }
-	SF(total_blocks, 0, "Blocks in the pool."),
-	SF(free_blocks, 0, "Free blocks."),
-	SF(allocated_blocks, 0, "Blocks allocated by a client, not yet published."),
-	SF(published_blocks, 0, "Published blocks."),
-	SF(retired_blocks, 0, "Blocks a memory error took out of service."),
-	SF(pinned_blocks, 0, "Published blocks with at least one pin."),
-	SF(pins, 0, "Pins held by all clients."),
-	SF(clients, 0, "Open files of /dev/beluga."),
-	SF(allocs, 1, "Blocks handed out by ALLOC."),
-	SF(frees, 1, "Blocks returned by FREE, a lost publish race, or close."),
-	SF(publishes, 1, "Blocks that became visible."),
-	SF(publish_races, 1, "PUBLISH items that found their key present."),
-	SF(lookups, 1, "LOOKUP calls."),
-	SF(lookup_keys, 1, "Keys asked for by LOOKUP."),
-	SF(lookup_hits, 1, "Keys found by LOOKUP (leading run)."),
-	SF(releases, 1, "Pins dropped by RELEASE or close."),
-	SF(evictions, 1, "Published blocks evicted."),
-	SF(alloc_failures, 1, "ALLOC calls that failed with ENOSPC."),
+#define SF(f, kind, help) \
+	{ #f, offsetof(struct beluga_stats, f), BELUGA_STAT_##kind == BELUGA_STAT_COUNTER, help },
+	BELUGA_STATS_FIELDS(SF)
 #undef SF
 };
 
@@ -503,7 +490,8 @@ int cmd_stats(int argc, char **argv)
 		break;
 	default:
 		for (i = 0; i < NR_STAT_FIELDS; i++) {
-			if (i == 7)
+			/* A blank line between the occupancy and the counters. */
+			if (i && stat_fields[i].counter && !stat_fields[i - 1].counter)
 				printf("\n");
 			printf("%-18s %" PRIu64 "\n", stat_fields[i].name,
 			       stat_value(&st, &stat_fields[i]));

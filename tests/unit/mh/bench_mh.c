@@ -84,7 +84,8 @@ static void s_fill(struct sim_host *sh, void *p)
 static void s_measure(struct sim_host *sh, void *p)
 {
 	struct arg *a = p;
-	u32 blocks[CHAIN], i, n = CHAIN, hits;
+	u64 offs[CHAIN];
+	u32 i, n = CHAIN, hits;
 	struct beluga_key keys[CHAIN];
 	struct snap s0;
 
@@ -108,14 +109,14 @@ static void s_measure(struct sim_host *sh, void *p)
 		break;
 	case OP_PIN:
 	case OP_RELEASE:
-		bel_mh_lookup(&sh->cl[0], W_NS, CHAIN, keys, true, blocks,
+		bel_mh_lookup(&sh->cl[0], W_NS, CHAIN, keys, true, offs,
 			      &hits);
 		if (a->op == OP_RELEASE) {
 			take(sh, &s0);
-			bel_mh_release(&sh->cl[0], hits, blocks);
+			bel_mh_release(&sh->cl[0], hits, offs);
 		} else {
 			diff(sh, &s0, n, &a->cost);
-			bel_mh_release(&sh->cl[0], hits, blocks);
+			bel_mh_release(&sh->cl[0], hits, offs);
 			return;
 		}
 		break;
@@ -145,13 +146,13 @@ static void s_measure(struct sim_host *sh, void *p)
 	}
 	case OP_ALLOC:
 		for (i = 0; i < CHAIN; i++) {
-			bel_mh_alloc(&sh->cl[2], 1, &blocks[0]);
-			bel_mh_free(&sh->cl[2], 1, &blocks[0]);
+			bel_mh_alloc(&sh->cl[2], 1, &offs[0]);
+			bel_mh_free(&sh->cl[2], 1, &offs[0]);
 		}
 		break;
 	case OP_EVICT: {
 		u32 have = 0, j;
-		u32 *got = calloc(W_MAXB, sizeof(*got));
+		u64 *got = calloc(W_MAXB, sizeof(*got));
 
 		/* Publish until nothing is free, then measure evictions. */
 		for (j = 0; j < W_MAXB; j++) {

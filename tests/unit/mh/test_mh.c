@@ -39,7 +39,7 @@ static u32 g_round;
 
 static u64 seed_of(u32 test, u32 round)
 {
-	return bel_mh_mix64(g_seed * 1000003ULL + test * 1009ULL + round);
+	return bel_mix64(g_seed * 1000003ULL + test * 1009ULL + round);
 }
 
 static int rounds(int base)
@@ -209,6 +209,16 @@ static void test_refuse_mismatch(void)
 	CHECK_EQ(r, -EPROTONOSUPPORT);
 	CHECK(w->h[1]->mh.why && strstr(w->h[1]->mh.why, "version"));
 
+	/* An unknown bucket hash, checksum intact: keys would be missed. */
+	bad = sb;
+	bad.hash = cpu_to_le32(BEL_MH_HASH_MIX64 + 1);
+	bad.csum = cpu_to_le32(bel_mh_csum(&bad, offsetof(struct bel_mh_super,
+							  csum)));
+	memcpy(w->s->mem, &bad, sizeof(bad));
+	w_run1(w, 1, s_attach, &r);
+	CHECK_EQ(r, -EPROTONOSUPPORT);
+	CHECK(w->h[1]->mh.why && strstr(w->h[1]->mh.why, "hash"));
+
 	/* A corrupt superblock. */
 	bad = sb;
 	bad.nr_blocks = cpu_to_le64(le64_to_cpu(sb.nr_blocks) ^ 4);
@@ -238,6 +248,132 @@ static void test_refuse_mismatch(void)
 	CHECK(!w->h[1]->mh.formatted);
 	w_settle(w, 3 * W_MS);
 	w_final_check(w);
+	W_CHECK_CLEAN(w);
+	w_free(w);
+}
+
+/*
+ * The bucket hash is on-media format: pinned to fixed vectors, so that a
+ * change to bel_key_hash() fails here instead of splitting a pool between
+ * modules that disagree on where a key lives (bel_hash.h).
+ */
+static void test_bucket_hash(void)
+{
+	static const struct {
+		u64 ns, lo, hi, hash;
+	} v[] = {
+		{ 0, 0, 0, 0 },
+		{ 0, 1, 0, 0xb456bcfc34c2cb2cULL },
+		{ 1, 0, 0, 0x6393d51c06c618dcULL },
+		{ 0, 0, 1, 0x7d6e4ac38b2b1be2ULL },
+		{ 7, 0x123456789abcdef0ULL, 0xfedcba9876543210ULL,
+		  0x7e4aff14d40fcaafULL },
+	};
+	struct bel_mh_geo g = { .buckets = 1U << 20 };
+	size_t i;
+
+	for (i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
+		CHECK_EQ(bel_key_hash(v[i].ns, v[i].lo, v[i].hi), v[i].hash);
+		CHECK_EQ(bel_mh_bucket_of(&g, v[i].ns, v[i].lo, v[i].hi),
+			 (u32)v[i].hash & (g.buckets - 1));
+	}
+}
+
+/*
+ * Format 1.1 added the hash field in what 1.0 left reserved (zero): a
+ * pool formatted by a 1.0 module (minor 0, hash 0) still joins.
+ */
+static void test_format_1_0_joins(void)
+{
+	struct world *w = w_new(2, ids3, seed_of(40, 0));
+	struct bel_mh_super sb;
+	int r = -1;
+
+	w_run1(w, 0, s_attach, &r);
+	CHECK_EQ(r, 0);
+	sim_dev_read(w->s, 0, &sb, sizeof(sb));
+	CHECK_EQ(le32_to_cpu(sb.version_major), BEL_MH_VERSION_MAJOR);
+	CHECK_EQ(le32_to_cpu(sb.version_minor), 1);
+	CHECK_EQ(le32_to_cpu(sb.hash), BEL_MH_HASH_MIX64);
+	sb.version_minor = cpu_to_le32(0);
+	sb.hash = 0;
+	sb.csum = cpu_to_le32(bel_mh_csum(&sb, offsetof(struct bel_mh_super,
+							csum)));
+	memcpy(w->s->mem, &sb, sizeof(sb));
+	w_run1(w, 1, s_attach, &r);
+	CHECK_EQ(r, 0);
+	CHECK(!w->h[1]->mh.formatted);
+	w_settle(w, 3 * W_MS);
+	w_final_check(w);
+	W_CHECK_CLEAN(w);
+	w_free(w);
+}
+
+/*
+ * Both cores name blocks by their offset in the pool's mapping. With the
+ * pool placed at 1 GiB: every offset the core hands out is a block start
+ * at or past the base, and an offset below the base, inside a block or
+ * past the last block names no block (-EINVAL, nothing changes), as in
+ * the single-host core.
+ */
+static void s_map_base(struct sim_host *sh, void *arg)
+{
+	const u64 base = 1ULL << 30;
+	struct bel_mh_client *c = &sh->cl[0];
+	struct bel_mh_host *h = &sh->mh;
+	struct beluga_publish_item it[3];
+	struct beluga_key key = w_key(77);
+	u64 offs[2], got = 0, bad;
+	u32 ok = 9, ex = 9, failed = 9, hits = 0, b;
+
+	(void)arg;
+	bel_mh_set_map_base(h, base);
+	REQUIRE_EQ(bel_mh_alloc(c, 2, offs), 0);
+	CHECK(offs[0] >= base && offs[1] >= base);
+	CHECK_EQ((offs[0] - base) % W_BS, 0);
+	CHECK_EQ(bel_mh_block_at(h, offs[0], &b), 0);
+	CHECK_EQ(bel_mh_offset_of(h, b), offs[0]);
+	CHECK_EQ(h->blk_state[b], BEL_MH_BLK_ALLOCATED);
+
+	/* No block: below the base, inside a block, past the last one. */
+	bad = offs[0] - base;
+	CHECK_EQ(bel_mh_free(c, 1, &bad), -EINVAL);
+	bad = offs[0] + W_BS / 2;
+	CHECK_EQ(bel_mh_free(c, 1, &bad), -EINVAL);
+	bad = base + (u64)h->geo.nr_blocks * W_BS;
+	CHECK_EQ(bel_mh_block_at(h, bad, &b), -EINVAL);
+	CHECK_EQ(c->nr_allocated, 2);
+
+	/* PUBLISH takes the uapi's items: a bad offset fails its item only. */
+	memset(it, 0, sizeof(it));
+	it[0].offset = offs[0];
+	it[0].key = key;
+	it[1].offset = offs[1] + 1;
+	it[1].key = w_key(78);
+	it[2].offset = offs[1];
+	it[2].key = key;
+	REQUIRE_EQ(bel_mh_publish(c, W_NS, 3, it, &ok, &ex, &failed), 0);
+	CHECK_EQ(it[0].result, BELUGA_PUBLISH_OK);
+	CHECK_EQ(it[1].result, -EINVAL);
+	CHECK_EQ(it[2].result, BELUGA_PUBLISH_EXISTS);
+	CHECK(ok == 1 && ex == 1 && failed == 1);
+
+	REQUIRE_EQ(bel_mh_lookup(c, W_NS, 1, &key, true, &got, &hits), 0);
+	CHECK_EQ(hits, 1);
+	CHECK_EQ(got, offs[0]);
+	bad = got - base;
+	CHECK_EQ(bel_mh_release(c, 1, &bad), -EINVAL);
+	CHECK_EQ(bel_mh_release(c, 1, &got), 0);
+	CHECK_EQ(c->nr_pins, 0);
+	CHECK_EQ(c->nr_allocated, 0);
+	bel_mh_set_map_base(h, 0);
+}
+
+static void test_map_base(void)
+{
+	struct world *w = w_up(1, ids3, seed_of(41, 0));
+
+	w_run1(w, 0, s_map_base, NULL);
 	W_CHECK_CLEAN(w);
 	w_free(w);
 }
@@ -530,7 +666,7 @@ static void s_flood_put(struct sim_host *sh, void *arg)
 static void s_flood_pin(struct sim_host *sh, void *arg)
 {
 	static struct beluga_key keys[BELUGA_MAX_BATCH];
-	static u32 blocks[BELUGA_MAX_BATCH];
+	static u64 offs[BELUGA_MAX_BATCH];
 	struct flood *a = arg;
 	struct bel_mh_client *c = &sh->cl[0];
 	struct bel_mh_host *h = &sh->mh;
@@ -545,7 +681,7 @@ static void s_flood_pin(struct sim_host *sh, void *arg)
 		rescheds = sh->rescheds;
 		hits = 0;
 		ret = bel_mh_lookup(c, W_NS, BELUGA_MAX_BATCH, keys, true,
-				    blocks, &hits);
+				    offs, &hits);
 		REQUIRE_EQ(ret, 0);
 		REQUIRE_EQ(hits, BELUGA_MAX_BATCH);
 		CHECK(sh->rescheds - rescheds >=
@@ -560,10 +696,10 @@ static void s_flood_pin(struct sim_host *sh, void *arg)
 
 	/* RELEASE of a batch: O(batch) probes, whatever is held. */
 	for (i = 0; i < BELUGA_MAX_BATCH; i++)
-		blocks[i] = a->blk;
+		offs[i] = w_off(sh, a->blk);
 	for (r = 0; r < a->rounds; r++) {
 		probes = c->pins.probes;
-		REQUIRE_EQ(bel_mh_release(c, BELUGA_MAX_BATCH, blocks), 0);
+		REQUIRE_EQ(bel_mh_release(c, BELUGA_MAX_BATCH, offs), 0);
 		CHECK(c->pins.probes - probes <= 4 * BELUGA_MAX_BATCH);
 	}
 	CHECK_EQ(c->nr_pins, 0);
@@ -571,7 +707,7 @@ static void s_flood_pin(struct sim_host *sh, void *arg)
 	CHECK_EQ(h->blk_pins[a->blk], 0);
 	/* Listed more often than pinned: -EINVAL, nothing changes. */
 	REQUIRE(w_pin(a->w, sh, 0, 5, &b));
-	CHECK_EQ(bel_mh_release(c, 2, blocks), -EINVAL);
+	CHECK_EQ(bel_mh_release(c, 2, offs), -EINVAL);
 	CHECK_EQ(c->nr_pins, 1);
 	w_release(a->w, sh, 0, b);
 
@@ -581,7 +717,7 @@ static void s_flood_pin(struct sim_host *sh, void *arg)
 	keys[0] = w_key(6);
 	keys[1] = w_key(5);
 	hits = 99;
-	ret = bel_mh_lookup(c, W_NS, 2, keys, true, blocks, &hits);
+	ret = bel_mh_lookup(c, W_NS, 2, keys, true, offs, &hits);
 	CHECK_EQ(ret, -EOVERFLOW);
 	CHECK_EQ(hits, 0);
 	CHECK_EQ(h->blk_pins[a->blk], BEL_MAX_PINS + 1);
@@ -642,15 +778,15 @@ static void s_aon_pin_remote(struct sim_host *sh, void *arg)
 
 static void s_aon_alloc(struct sim_host *sh, void *arg)
 {
-	static u32 blocks[W_MAXB];
+	static u64 offs[W_MAXB];
 	struct aon *a = arg;
 	u32 i, b;
 
 	/* Remote pins only: the LRU looks long enough, eviction finds out. */
-	a->r_remote = bel_mh_alloc(&sh->cl[1], a->cap, blocks);
+	a->r_remote = bel_mh_alloc(&sh->cl[1], a->cap, offs);
 	/* A local pin: refused before evicting. */
 	CHECK_SEED(a->w, w_pin(a->w, sh, 0, 30000 + 7, &a->b0));
-	a->r_local = bel_mh_alloc(&sh->cl[1], a->cap, blocks);
+	a->r_local = bel_mh_alloc(&sh->cl[1], a->cap, offs);
 	w_release(a->w, sh, 0, a->b0);
 	a->found = 0;
 	for (i = 0; i < a->cap; i++) {
@@ -660,9 +796,9 @@ static void s_aon_alloc(struct sim_host *sh, void *arg)
 			a->found++;
 	}
 	/* What can be had still can: all but the two pinned remotely. */
-	CHECK_SEED(a->w, bel_mh_alloc(&sh->cl[1], a->cap - 2, blocks) == 0);
+	CHECK_SEED(a->w, bel_mh_alloc(&sh->cl[1], a->cap - 2, offs) == 0);
 	for (i = 0; i < a->cap - 2; i++)
-		w_free_block(a->w, sh, 1, blocks[i]);
+		w_free_block(a->w, sh, 1, w_blk(sh, offs[i]));
 	(void)b;
 }
 
@@ -1533,7 +1669,7 @@ static void s_pin_fence(struct sim_host *sh, void *arg)
 {
 	struct pin_fence *a = arg;
 	struct beluga_key key = w_key(4545);
-	u32 blk = BEL_MH_NONE;
+	u64 off = ~0ULL;
 
 	bel_mh_heartbeat(&sh->mh);
 	sh->trig_site = BEL_MH_F_PIN;
@@ -1541,7 +1677,7 @@ static void s_pin_fence(struct sim_host *sh, void *arg)
 	sh->trig_hits = 0;
 	sh->trig_stall_ns = W_LEASE / 2 + W_LEASE / 4;
 	a->hits = 99;
-	a->ret = bel_mh_lookup(&sh->cl[0], W_NS, 1, &key, true, &blk,
+	a->ret = bel_mh_lookup(&sh->cl[0], W_NS, 1, &key, true, &off,
 			       &a->hits);
 	sh->trig_site = 0;
 }
@@ -1640,11 +1776,11 @@ static void test_rejoin_reformatted(void)
 static void s_long_close(struct sim_host *sh, void *arg)
 {
 	u64 *rescheds = arg;
-	u32 b;
+	u64 off;
 	int i;
 
 	for (i = 0; i < 8; i++)
-		CHECK_EQ(bel_mh_alloc(&sh->cl[2], 1, &b), 0);
+		CHECK_EQ(bel_mh_alloc(&sh->cl[2], 1, &off), 0);
 	*rescheds = sh->rescheds;
 	bel_mh_client_release(&sh->cl[2]);
 	*rescheds = sh->rescheds - *rescheds;
@@ -1962,6 +2098,9 @@ static const struct test tests[] = {
 	T(test_host_names),
 	T(test_concurrent_format),
 	T(test_refuse_mismatch),
+	T(test_bucket_hash),
+	T(test_format_1_0_joins),
+	T(test_map_base),
 	T(test_reformat_busy),
 	T(test_duplicate_id),
 	T(test_cross_host_rw),

@@ -55,7 +55,7 @@ struct sim_host *w_add(struct world *w, u32 id)
 	sh->cfg.data_align = 4096;
 	sh->cfg.heartbeat_ms = W_HB_MS;
 	sh->cfg.lease_ms = W_LEASE_MS;
-	sh->cfg.nonce = bel_mh_mix64(w->seed * 131 + (u64)w->n + 7);
+	sh->cfg.nonce = bel_mix64(w->seed * 131 + (u64)w->n + 7);
 	w->h[w->n++] = sh;
 	return sh;
 }
@@ -178,7 +178,7 @@ void w_pattern(u32 k, u32 writer, u8 *buf)
 	u32 i;
 
 	for (i = 0; i < W_BS / 8; i++) {
-		u64 v = bel_mh_mix64((u64)k * 1000003ULL + writer * 7919ULL +
+		u64 v = bel_mix64((u64)k * 1000003ULL + writer * 7919ULL +
 				     i);
 
 		memcpy(buf + i * 8, &v, 8);
@@ -358,10 +358,13 @@ static void w_oracle_alloc(struct world *w, struct sim_host *sh, u32 b)
 
 int w_alloc1(struct world *w, struct sim_host *sh, int ci, u32 *b)
 {
-	int ret = bel_mh_alloc(&sh->cl[ci], 1, b);
+	u64 off;
+	int ret = bel_mh_alloc(&sh->cl[ci], 1, &off);
 
-	if (!ret)
+	if (!ret) {
+		*b = w_blk(sh, off);
 		w_oracle_alloc(w, sh, *b);
+	}
 	return ret;
 }
 
@@ -376,13 +379,15 @@ void w_write(struct world *w, struct sim_host *sh, u32 b, u32 k)
 
 s32 w_publish(struct world *w, struct sim_host *sh, int ci, u32 k, u32 b)
 {
-	struct beluga_key key = w_key(k);
-	s32 r = -1000;
+	struct beluga_publish_item it = { .offset = w_off(sh, b), .key = w_key(k),
+					  .result = -1000 };
+	s32 r;
 	int ret;
 
-	ret = bel_mh_publish(&sh->cl[ci], W_NS, 1, &b, &key, &r);
+	ret = bel_mh_publish(&sh->cl[ci], W_NS, 1, &it, NULL, NULL, NULL);
 	if (ret)
 		return ret;
+	r = it.result;
 	if (b >= W_MAXB || k >= W_MAXK) {
 		sim_violation(w->s, "publish of block %u key %u", b, k);
 		return r;
@@ -454,14 +459,16 @@ static void w_check_hit(struct world *w, struct sim_host *sh, u32 k, u32 b)
 bool w_pin(struct world *w, struct sim_host *sh, int ci, u32 k, u32 *b)
 {
 	struct beluga_key key = w_key(k);
-	u32 hits = 0, blk = BEL_MH_NONE;
+	u32 hits = 0, blk;
+	u64 off = ~0ULL;
 	int ret;
 
 	if (b)
 		*b = BEL_MH_NONE;
-	ret = bel_mh_lookup(&sh->cl[ci], W_NS, 1, &key, true, &blk, &hits);
+	ret = bel_mh_lookup(&sh->cl[ci], W_NS, 1, &key, true, &off, &hits);
 	if (ret || !hits)
 		return false;
+	blk = w_blk(sh, off);
 	if (blk >= W_MAXB || k >= W_MAXK) {
 		sim_violation(w->s, "pinned block %u key %u", blk, k);
 		return false;
@@ -486,6 +493,8 @@ void w_reverify(struct world *w, struct sim_host *sh, u32 k, u32 b)
 
 void w_release(struct world *w, struct sim_host *sh, int ci, u32 b)
 {
+	u64 off;
+
 	if (b == BEL_MH_NONE)
 		return;		/* after a failed pin, already reported */
 	if (b >= W_MAXB) {
@@ -495,7 +504,8 @@ void w_release(struct world *w, struct sim_host *sh, int ci, u32 b)
 	/* The caller stops relying on the pin when it asks to drop it. */
 	if (w->pins[sh->idx][b])
 		w->pins[sh->idx][b]--;
-	if (bel_mh_release(&sh->cl[ci], 1, &b))
+	off = w_off(sh, b);
+	if (bel_mh_release(&sh->cl[ci], 1, &off))
 		w->pins[sh->idx][b]++;
 }
 
@@ -514,7 +524,9 @@ u32 w_probe(struct world *w, struct sim_host *sh, const u32 *ks, u32 n)
 
 void w_free_block(struct world *w, struct sim_host *sh, int ci, u32 b)
 {
-	if (bel_mh_free(&sh->cl[ci], 1, &b) == 0 && b < W_MAXB)
+	u64 off = w_off(sh, b);
+
+	if (bel_mh_free(&sh->cl[ci], 1, &off) == 0 && b < W_MAXB)
 		w->bstate[b] = 0;
 }
 

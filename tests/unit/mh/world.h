@@ -62,6 +62,22 @@ void w_settle(struct world *w, u64 ns);
 void s_attach(struct sim_host *sh, void *arg);	/* arg: int *ret */
 void s_leave(struct sim_host *sh, void *arg);	/* arg: int *ret */
 
+/*
+ * The core names blocks by their offset in the pool's mapping (map_base 0
+ * here), the oracle by block number: the core's own conversions.
+ */
+static inline u64 w_off(struct sim_host *sh, u32 b)
+{
+	return bel_mh_offset_of(&sh->mh, b);
+}
+
+static inline u32 w_blk(struct sim_host *sh, u64 off)
+{
+	u32 b;
+
+	return bel_mh_block_at(&sh->mh, off, &b) ? BEL_MH_NONE : b;
+}
+
 /* Operations with oracle checks (inside scripts). */
 struct beluga_key w_key(u32 k);
 void w_pattern(u32 k, u32 writer, u8 *buf);

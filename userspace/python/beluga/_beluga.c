@@ -825,24 +825,9 @@ static PyObject *Pool_stats(Pool *p, PyObject *Py_UNUSED(ignored))
 	d = PyDict_New();
 	if (!d)
 		return NULL;
-	SET_U64(d, &s, total_blocks);
-	SET_U64(d, &s, free_blocks);
-	SET_U64(d, &s, allocated_blocks);
-	SET_U64(d, &s, published_blocks);
-	SET_U64(d, &s, retired_blocks);
-	SET_U64(d, &s, pinned_blocks);
-	SET_U64(d, &s, pins);
-	SET_U64(d, &s, clients);
-	SET_U64(d, &s, allocs);
-	SET_U64(d, &s, frees);
-	SET_U64(d, &s, publishes);
-	SET_U64(d, &s, publish_races);
-	SET_U64(d, &s, lookups);
-	SET_U64(d, &s, lookup_keys);
-	SET_U64(d, &s, lookup_hits);
-	SET_U64(d, &s, releases);
-	SET_U64(d, &s, evictions);
-	SET_U64(d, &s, alloc_failures);
+#define STAT_FIELD(name, kind, help)	SET_U64(d, &s, name);
+	BELUGA_STATS_FIELDS(STAT_FIELD)
+#undef STAT_FIELD
 	return d;
 }
 
