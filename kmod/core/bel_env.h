@@ -19,6 +19,10 @@
 #include <linux/mutex.h>
 #include <linux/overflow.h>
 #include <linux/sched.h>
+#include <linux/rcupdate.h>
+#include <linux/prefetch.h>
+#include <linux/timekeeping.h>
+#include <asm/barrier.h>
 
 /* Short critical sections, never sleeps inside: a spinlock. */
 typedef spinlock_t bel_spinlock_t;
@@ -42,6 +46,30 @@ typedef struct mutex bel_mutex_t;
 #define bel_cond_resched()	cond_resched()
 
 #define BEL_ASSERT(cond)	WARN_ON_ONCE(!(cond))
+
+/*
+ * The lock-free read path (index.c, client.c): RCU read sections, marked
+ * accesses, barriers and a 32-bit compare-and-exchange on plain u32
+ * fields, a monotonic clock for LRU stamps, and a prefetch hint.
+ */
+#define bel_rcu_read_lock()	rcu_read_lock()
+#define bel_rcu_read_unlock()	rcu_read_unlock()
+/* Waits for every RCU read section begun before it; may sleep. */
+#define bel_synchronize_rcu()	synchronize_rcu()
+#define BEL_READ(x)		READ_ONCE(x)
+#define BEL_WRITE(x, v)		WRITE_ONCE(x, v)
+#define bel_load_acquire(p)	smp_load_acquire(p)
+#define bel_store_release(p, v)	smp_store_release(p, v)
+#define bel_smp_mb()		smp_mb()
+#define bel_smp_rmb()		smp_rmb()
+#define bel_smp_wmb()		smp_wmb()
+/* Full barrier; returns the value found at @p. */
+#define bel_cmpxchg32(p, o, n)	cmpxchg((p), (o), (n))
+#define bel_prefetch(p)		prefetch(p)
+/* Nanoseconds, monotonic across CPUs. */
+#define bel_now_ns()		ktime_get_ns()
+/* Whole cache lines: kvmalloc memory is at least cache-line aligned here. */
+#define bel_calloc_lines(n, size)	bel_calloc((n), (size))
 
 #else /* userspace */
 
@@ -94,6 +122,54 @@ typedef pthread_mutex_t bel_mutex_t;
 #define bel_cond_resched()	sched_yield()
 
 #define BEL_ASSERT(cond)	assert(cond)
+
+/*
+ * RCU in userspace: Debian's liburcu, "bulletproof" flavour (urcu-bp),
+ * which needs no per-thread registration, so that any thread of a test,
+ * benchmark or Python binding may call the core. Link with -lurcu-bp.
+ * Marked accesses are relaxed atomics, so that ThreadSanitizer sees the
+ * lock-free reads as the intended races they are.
+ */
+#include <time.h>
+#include <urcu-bp.h>
+#define bel_rcu_read_lock()	urcu_bp_read_lock()
+#define bel_rcu_read_unlock()	urcu_bp_read_unlock()
+#define bel_synchronize_rcu()	urcu_bp_synchronize_rcu()
+#define BEL_READ(x)		__atomic_load_n(&(x), __ATOMIC_RELAXED)
+#define BEL_WRITE(x, v)		__atomic_store_n(&(x), (v), __ATOMIC_RELAXED)
+#define bel_load_acquire(p)	__atomic_load_n((p), __ATOMIC_ACQUIRE)
+#define bel_store_release(p, v)	__atomic_store_n((p), (v), __ATOMIC_RELEASE)
+#define bel_smp_mb()		__atomic_thread_fence(__ATOMIC_SEQ_CST)
+#define bel_smp_rmb()		__atomic_thread_fence(__ATOMIC_ACQUIRE)
+#define bel_smp_wmb()		__atomic_thread_fence(__ATOMIC_RELEASE)
+static inline u32 bel_cmpxchg32(u32 *p, u32 o, u32 n)
+{
+	__atomic_compare_exchange_n(p, &o, n, false, __ATOMIC_SEQ_CST,
+				    __ATOMIC_SEQ_CST);
+	return o;
+}
+#define bel_prefetch(p)		__builtin_prefetch(p)
+static inline u64 bel_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (u64)ts.tv_sec * 1000000000ULL + (u64)ts.tv_nsec;
+}
+/* Zeroed, 64-byte aligned: one struct of 64 bytes per cache line. */
+static inline void *bel_calloc_lines(size_t n, size_t size)
+{
+	size_t bytes;
+	void *p;
+
+	if (size && n > SIZE_MAX / size)
+		return NULL;
+	bytes = n * size;
+	if (posix_memalign(&p, 64, bytes > 0 ? bytes : 64))
+		return NULL;
+	memset(p, 0, bytes);
+	return p;
+}
 
 #endif /* __KERNEL__ */
 
