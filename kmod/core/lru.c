@@ -64,10 +64,41 @@ void bel_lru_del_locked(struct bel_pool *pool, u32 id)
 
 /* --- the clients' logs -------------------------------------------------- */
 
+/* The dedup map is 4-way set associative: an id may sit in 4 slots. */
+#define BEL_LRU_WAYS	4U
+
 static u32 bel_lru_map_slot(u32 id)
 {
 	return (u32)(((u64)id * 0x9e3779b97f4a7c15ULL) >> 40) &
-	       (BEL_LRU_MAP - 1);
+	       (BEL_LRU_MAP - BEL_LRU_WAYS);
+}
+
+/* Index of @id's entry in @l->e, or BEL_NONE. */
+static u32 bel_lru_map_find(const struct bel_lru_log *l, u32 id)
+{
+	u32 set = bel_lru_map_slot(id), w;
+
+	for (w = 0; w < BEL_LRU_WAYS; w++) {
+		u32 j = l->map[set + w];
+
+		if (j < l->n && l->e[j].id == id)
+			return j;
+	}
+	return BEL_NONE;
+}
+
+/* Point a slot of @id's set at entry @j, preferring one that is stale. */
+static void bel_lru_map_set(struct bel_lru_log *l, u32 id, u32 j)
+{
+	u32 set = bel_lru_map_slot(id), w;
+
+	for (w = 0; w < BEL_LRU_WAYS; w++) {
+		u32 k = l->map[set + w];
+
+		if (k >= l->n || l->e[k].id == BEL_NONE || k == j)
+			break;
+	}
+	l->map[set + (w < BEL_LRU_WAYS ? w : 0)] = j;
 }
 
 int bel_lru_log_init(struct bel_client *c)
@@ -108,19 +139,22 @@ static void bel_lru_log_compact(struct bel_lru_log *l)
 		if (l->e[i].id == BEL_NONE)
 			continue;
 		l->e[k] = l->e[i];
-		l->map[bel_lru_map_slot(l->e[k].id)] = k;
 		k++;
 	}
 	l->n = k;
+	/* Every slot is stale now but for what is set again here. */
+	for (i = 0; i < BEL_LRU_MAP; i++)
+		l->map[i] = BEL_NONE;
+	for (i = 0; i < l->n; i++)
+		bel_lru_map_set(l, l->e[i].id, i);
 }
 
 /* Append one entry, the log's lock held; false when it is full. */
 static bool bel_lru_log_one(struct bel_lru_log *l, u32 id, u64 t)
 {
-	u32 slot = bel_lru_map_slot(id);
-	u32 j = l->map[slot];
+	u32 j = bel_lru_map_find(l, id);
 
-	if (j < l->n && l->e[j].id == id) {
+	if (j != BEL_NONE) {
 		if (!t)
 			return true;	/* a real entry moves it anyway */
 		l->e[j].id = BEL_NONE;
@@ -131,8 +165,8 @@ static bool bel_lru_log_one(struct bel_lru_log *l, u32 id, u64 t)
 		return false;
 	l->e[l->n].t = t;
 	l->e[l->n].id = id;
-	l->map[slot] = l->n;
 	l->n++;
+	bel_lru_map_set(l, id, l->n - 1);
 	return true;
 }
 
