@@ -212,8 +212,8 @@ struct bel_read_counts {
  * (lru.c), so that eviction order is exact LRU for every sequence of
  * calls that do not overlap in time.
  */
-#define BEL_LRU_LOG		256U	/* entries per buffer */
-#define BEL_LRU_MAP		512U	/* dedup slots, a power of two */
+#define BEL_LRU_LOG		1024U	/* entries per buffer */
+#define BEL_LRU_MAP		2048U	/* dedup slots, a power of two */
 
 struct bel_lru_entry {
 	u64 t;				/* bel_now_ns(); 0: only if off it */
