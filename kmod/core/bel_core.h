@@ -229,6 +229,7 @@ struct bel_lru_log {
 	 */
 	bel_spinlock_t lock;
 	u32 n;
+	u32 dead;			/* entries superseded since */
 	struct bel_lru_entry *e;
 	u32 *map;			/* id hash -> index in e, for dedup */
 	/* The merge's: a buffer taken from e, its length and cursor. */

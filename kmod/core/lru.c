@@ -142,6 +142,7 @@ static void bel_lru_log_compact(struct bel_lru_log *l)
 		k++;
 	}
 	l->n = k;
+	l->dead = 0;
 	/* Every slot is stale now but for what is set again here. */
 	for (i = 0; i < BEL_LRU_MAP; i++)
 		l->map[i] = BEL_NONE;
@@ -158,8 +159,10 @@ static bool bel_lru_log_one(struct bel_lru_log *l, u32 id, u64 t)
 		if (!t)
 			return true;	/* a real entry moves it anyway */
 		l->e[j].id = BEL_NONE;
+		l->dead++;
 	}
-	if (l->n == BEL_LRU_LOG)
+	/* Compact only when that frees a good part; else merge. */
+	if (l->n == BEL_LRU_LOG && l->dead >= BEL_LRU_LOG / 4)
 		bel_lru_log_compact(l);
 	if (l->n == BEL_LRU_LOG)
 		return false;
@@ -224,6 +227,7 @@ void bel_lru_merge_locked(struct bel_pool *pool)
 			l->spare_n = l->n;
 			l->spare_pos = 0;
 			l->n = 0;
+			l->dead = 0;
 			l->merge_next = list;
 			list = c;
 		}
