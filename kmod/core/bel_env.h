@@ -58,11 +58,16 @@ typedef struct mutex bel_mutex_t;
 #define bel_synchronize_rcu()	synchronize_rcu()
 #define BEL_READ(x)		READ_ONCE(x)
 #define BEL_WRITE(x, v)		WRITE_ONCE(x, v)
-#define bel_load_acquire(p)	smp_load_acquire(p)
-#define bel_store_release(p, v)	smp_store_release(p, v)
-#define bel_smp_mb()		smp_mb()
-#define bel_smp_rmb()		smp_rmb()
-#define bel_smp_wmb()		smp_wmb()
+/*
+ * The barriers' pairings are documented where they are used: index.c
+ * (block sequence, rehash), pool.c (region publication), client.c and
+ * pool.c (a retired block's last pin).
+ */
+#define bel_load_acquire(p)	smp_load_acquire(p)	/* pairs: see above */
+#define bel_store_release(p, v)	smp_store_release(p, v)	/* pairs: see above */
+#define bel_smp_mb()		smp_mb()	/* pairs: see above */
+#define bel_smp_rmb()		smp_rmb()	/* pairs: see above */
+#define bel_smp_wmb()		smp_wmb()	/* pairs: see above */
 /* Full barrier; returns the value found at @p. */
 #define bel_cmpxchg32(p, o, n)	cmpxchg((p), (o), (n))
 #define bel_prefetch(p)		prefetch(p)
@@ -151,6 +156,7 @@ static inline void bel_tsan_fence(void)
 
 	__atomic_fetch_add(&dummy, 0, __ATOMIC_SEQ_CST);
 }
+
 #define bel_smp_mb()		bel_tsan_fence()
 #define bel_smp_rmb()		bel_tsan_fence()
 #define bel_smp_wmb()		bel_tsan_fence()
@@ -165,7 +171,9 @@ static inline u32 bel_cmpxchg32(u32 *p, u32 o, u32 n)
 				    __ATOMIC_SEQ_CST);
 	return o;
 }
+
 #define bel_prefetch(p)		__builtin_prefetch(p)
+
 static inline u64 bel_now_ns(void)
 {
 	struct timespec ts;
@@ -173,6 +181,7 @@ static inline u64 bel_now_ns(void)
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (u64)ts.tv_sec * 1000000000ULL + (u64)ts.tv_nsec;
 }
+
 /* Zeroed, 64-byte aligned: one struct of 64 bytes per cache line. */
 static inline void *bel_calloc_lines(size_t n, size_t size)
 {

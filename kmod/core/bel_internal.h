@@ -79,11 +79,13 @@ static inline bool bel_claim_locked(struct bel_block *b)
 {
 	return bel_cmpxchg32(&b->pins, 0, BEL_PINS_DEAD) == 0;
 }
+
 /* Undo a claim that an all-or-nothing caller does not use. */
 static inline void bel_unclaim_locked(struct bel_block *b)
 {
 	bel_store_release(&b->pins, 0);
 }
+
 /* Claimed PUBLISHED block -> FREE: out of the index and the LRU. */
 void bel_evict_block_locked(struct bel_pool *pool, u32 id);
 /* Any not-yet-FREE block, already off every list but the index -> FREE. */
@@ -135,6 +137,7 @@ static inline u32 bel_lru_oldest_locked(struct bel_pool *pool)
 {
 	return pool->lru_head;
 }
+
 /*
  * Merge every client's LRU log into the LRU, in time order. Callers that
  * use the LRU's order (eviction) or append to it (PUBLISH, close) do this

@@ -73,8 +73,10 @@ static int bel_pin_reserve(struct bel_client *c, u32 more)
 }
 
 /* Single writer (the client's calls): a plain add, marked for readers. */
-#define bel_count_add(c, field, n) \
-	BEL_WRITE((c)->counts.field, (c)->counts.field + (u64)(n))
+static void bel_count(u64 *counter, s64 n)
+{
+	BEL_WRITE(*counter, *counter + (u64)n);
+}
 
 /* Drop @n pins of @b without any lock; the count left. */
 static u32 bel_pins_sub(struct bel_block *b, u32 n)
@@ -125,7 +127,7 @@ static void bel_unpin(struct bel_client *c, const u32 *ids, u32 n, u64 t)
 
 		if (bel_pins_sub(b, 1))
 			continue;
-		bel_count_add(c, pinned_blocks, -1);
+		bel_count(&c->counts.pinned_blocks, -1);
 		/* After the cmpxchg's barrier: see bel_retire_offset(). */
 		if (BEL_READ(b->retired)) {
 			bel_retired_unpinned(pool, ids[i]);
@@ -154,11 +156,11 @@ static void bel_unpin_block_locked(struct bel_client *c, u32 id, u32 n,
 	BEL_ASSERT(b->state == BEL_BLOCK_PUBLISHED);
 	if (!n)
 		return;
-	bel_count_add(c, pins, -(s64)n);
-	bel_count_add(c, releases, n);
+	bel_count(&c->counts.pins, -(s64)n);
+	bel_count(&c->counts.releases, n);
 	if (bel_pins_sub(b, n))
 		return;
-	bel_count_add(c, pinned_blocks, -1);
+	bel_count(&c->counts.pinned_blocks, -1);
 	if (BEL_READ(b->retired)) {
 		if (bel_claim_locked(b))
 			bel_put_free_locked(pool, id);	/* -> RETIRED */
@@ -531,7 +533,7 @@ int bel_lookup(struct bel_client *c, u64 ns, u32 count,
 			id = bel_index_get(pool, ns, &keys[n], pin, &first,
 					   &err);
 			if (first)
-				bel_count_add(c, pinned_blocks, 1);
+				bel_count(&c->counts.pinned_blocks, 1);
 			/* Pinned a block that changed: no use of it. */
 			if (err == -EAGAIN)
 				bel_unpin(c, &id, 1, 0);
@@ -562,11 +564,11 @@ int bel_lookup(struct bel_client *c, u64 ns, u32 count,
 			offsets[i] = bel_id_to_offset(pool, id);
 		}
 		c->nr_pins += n;
-		bel_count_add(c, pins, n);
+		bel_count(&c->counts.pins, n);
 	}
-	bel_count_add(c, lookups, 1);
-	bel_count_add(c, lookup_keys, count);
-	bel_count_add(c, lookup_hits, n);
+	bel_count(&c->counts.lookups, 1);
+	bel_count(&c->counts.lookup_keys, count);
+	bel_count(&c->counts.lookup_hits, n);
 	bel_rcu_read_unlock();
 	bel_mutex_unlock(&c->mutex);
 	if (hits)
@@ -619,8 +621,8 @@ int bel_release(struct bel_client *c, u32 count, const u64 *offsets)
 		}
 	}
 	c->nr_pins -= count;
-	bel_count_add(c, pins, -(s64)count);
-	bel_count_add(c, releases, count);
+	bel_count(&c->counts.pins, -(s64)count);
+	bel_count(&c->counts.releases, count);
 	bel_rcu_read_unlock();
 	bel_mutex_unlock(&c->mutex);
 	return 0;
