@@ -502,6 +502,7 @@ int bel_lookup(struct bel_client *c, u64 ns, u32 count,
 	       u32 *hits)
 {
 	struct bel_pool *pool = c->pool;
+	u64 hash[BEL_PREFETCH_AHEAD];
 	int err = 0;
 	u32 i, n;
 	int ret;
@@ -518,19 +519,35 @@ int bel_lookup(struct bel_client *c, u64 ns, u32 count,
 		}
 	}
 	bel_rcu_read_lock();
-	for (i = 0; i < count && i < BEL_PREFETCH_AHEAD; i++)
-		bel_index_prefetch(pool, ns, &keys[i]);
+	/* Each key's hash once: for its prefetch, then for its walk. */
+	for (i = 0; i < count && i < BEL_PREFETCH_AHEAD; i++) {
+		hash[i] = bel_key_hash(ns, &keys[i]);
+		bel_index_prefetch(pool, hash[i]);
+	}
 	for (n = 0; n < count; n++) {
+		u32 ahead = n + BEL_PREFETCH_AHEAD;
+		u64 h = hash[n % BEL_PREFETCH_AHEAD];
 		bool first;
 		u32 id;
 
-		if (n + BEL_PREFETCH_AHEAD < count)
-			bel_index_prefetch(pool, ns,
-					   &keys[n + BEL_PREFETCH_AHEAD]);
+		/*
+		 * Two stages: the bucket of the key 8 ahead, and the head
+		 * block of the key 4 ahead, whose bucket arrived meanwhile.
+		 */
+		if (ahead < count) {
+			hash[ahead % BEL_PREFETCH_AHEAD] =
+				bel_key_hash(ns, &keys[ahead]);
+			bel_index_prefetch(pool,
+					   hash[ahead % BEL_PREFETCH_AHEAD]);
+		}
+		if (n + BEL_PREFETCH_AHEAD / 2 < count)
+			bel_index_prefetch_head(pool,
+				hash[(n + BEL_PREFETCH_AHEAD / 2) %
+				     BEL_PREFETCH_AHEAD]);
 		do {
 			first = false;
 			err = 0;
-			id = bel_index_get(pool, ns, &keys[n], pin, &first,
+			id = bel_index_get(pool, ns, &keys[n], h, pin, &first,
 					   &err);
 			if (first)
 				bel_count(&c->counts.pinned_blocks, 1);

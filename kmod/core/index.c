@@ -43,13 +43,15 @@
  * through a full 64-bit finaliser so that the low bits used as the bucket
  * number depend on every input bit.
  */
+u64 bel_key_hash(u64 ns, const struct beluga_key *key)
+{
+	return bel_mix64(bel_mix64(ns * 0x9e3779b97f4a7c15ULL ^ key->hi) ^
+			 key->lo);
+}
+
 static u32 bel_hash_of(u32 nr_buckets, u64 ns, const struct beluga_key *key)
 {
-	u64 h;
-
-	h = bel_mix64(ns * 0x9e3779b97f4a7c15ULL ^ key->hi);
-	h = bel_mix64(h ^ key->lo);
-	return (u32)h & (nr_buckets - 1);
+	return (u32)bel_key_hash(ns, key) & (nr_buckets - 1);
 }
 
 static u32 bel_hash(const struct bel_pool *pool, u64 ns,
@@ -94,16 +96,6 @@ static u32 *bel_buckets_read(struct bel_pool *pool, u32 *nr)
 	return BEL_READ(pool->buckets);
 }
 
-void bel_index_prefetch(struct bel_pool *pool, u64 ns,
-			const struct beluga_key *key)
-{
-	u32 nr;
-	u32 *buckets = bel_buckets_read(pool, &nr);
-
-	if (nr)
-		bel_prefetch(&buckets[bel_hash_of(nr, ns, key)]);
-}
-
 /* A block reached through a link, for a lock-free reader. */
 static struct bel_block *bel_block_rcu(struct bel_pool *pool, u32 id)
 {
@@ -112,6 +104,28 @@ static struct bel_block *bel_block_rcu(struct bel_pool *pool, u32 id)
 	blocks = BEL_READ(pool->regions[bel_id_slot(id)].blocks);
 	return &blocks[bel_id_index(id)];
 }
+
+void bel_index_prefetch(struct bel_pool *pool, u64 hash)
+{
+	u32 nr;
+	u32 *buckets = bel_buckets_read(pool, &nr);
+
+	if (nr)
+		bel_prefetch(&buckets[(u32)hash & (nr - 1)]);
+}
+
+void bel_index_prefetch_head(struct bel_pool *pool, u64 hash)
+{
+	u32 nr, id;
+	u32 *buckets = bel_buckets_read(pool, &nr);
+
+	if (!nr)
+		return;
+	id = bel_load_acquire(&buckets[(u32)hash & (nr - 1)]);
+	if (id != BEL_NONE)
+		bel_prefetch(bel_block_rcu(pool, id));
+}
+
 
 /* Pin once unless the block is being evicted; the old count, or < 0. */
 static s64 bel_pin_try(struct bel_block *b)
@@ -156,7 +170,7 @@ static u32 bel_index_get_locked(struct bel_pool *pool, u64 ns,
 }
 
 u32 bel_index_get(struct bel_pool *pool, u64 ns, const struct beluga_key *key,
-		  bool pin, bool *first, int *err)
+		  u64 hash, bool pin, bool *first, int *err)
 {
 	unsigned int tries;
 
@@ -170,7 +184,7 @@ u32 bel_index_get(struct bel_pool *pool, u64 ns, const struct beluga_key *key,
 		buckets = bel_buckets_read(pool, &nr);
 		if (!nr)
 			return BEL_NONE;
-		id = bel_load_acquire(&buckets[bel_hash_of(nr, ns, key)]);
+		id = bel_load_acquire(&buckets[(u32)hash & (nr - 1)]);
 		while (id != BEL_NONE) {
 			struct bel_block *b = bel_block_rcu(pool, id);
 			u32 seq = bel_load_acquire(&b->seq);
