@@ -540,10 +540,10 @@ int bel_lookup(struct bel_client *c, u64 ns, u32 count,
 			bel_index_prefetch(pool,
 					   hash[ahead % BEL_PREFETCH_AHEAD]);
 		}
-		if (n + BEL_PREFETCH_AHEAD / 2 < count)
+		ahead = n + BEL_PREFETCH_AHEAD / 2;
+		if (ahead < count)
 			bel_index_prefetch_head(pool,
-				hash[(n + BEL_PREFETCH_AHEAD / 2) %
-				     BEL_PREFETCH_AHEAD]);
+						hash[ahead % BEL_PREFETCH_AHEAD]);
 		do {
 			first = false;
 			err = 0;

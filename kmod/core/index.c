@@ -126,7 +126,6 @@ void bel_index_prefetch_head(struct bel_pool *pool, u64 hash)
 		bel_prefetch(bel_block_rcu(pool, id));
 }
 
-
 /* Pin once unless the block is being evicted; the old count, or < 0. */
 static s64 bel_pin_try(struct bel_block *b)
 {
