@@ -106,8 +106,9 @@ u32 bel_index_find_locked(struct bel_pool *pool, u64 ns,
 /*
  * Without the pool lock, inside bel_rcu_read_lock(): the block of (ns,
  * key), whose bel_key_hash() is @hash, or BEL_NONE. Every block it
- * returns was in the index under (ns, key) at some moment during the call. With @pin it is pinned once, and
- * *@first says whether that pin was its first. *@err (0 on entry) becomes
+ * returns was in the index under (ns, key) at some moment during the
+ * call. With @pin it is pinned once, and *@first says whether that pin was
+ * its first. *@err (0 on entry) becomes
  * -EOVERFLOW when the pin count is full (BEL_NONE returned), or -EAGAIN
  * when the block was pinned but had left the index meanwhile: the caller
  * drops that pin and asks again.
