@@ -205,6 +205,19 @@ static int writer(FIXTURE_DATA(readpath) *self)
 				self->sh->republished++;
 			}
 		}
+		/* Fillers nobody reads fill the pool, so ALLOC evicts. */
+		for (j = 0; j < 8; j++) {
+			r = publish_key(fd, self->map, self->map_len, self->ns,
+					bt_key(self->ns, 1000000 + gen), gen);
+			gen++;
+			if (r == -ENOSPC) {
+				self->sh->enospc++;
+			} else if (r) {
+				snprintf(err, 200, "publish filler: %s",
+					 strerror(-r));
+				return 1;
+			}
+		}
 		/* Pressure: these evict the oldest unpinned keys. */
 		r = bt_alloc(fd, 8, extra);
 		if (r == -ENOSPC) {
@@ -263,9 +276,12 @@ TEST_F_TIMEOUT(readpath, pins_hold_against_alloc_evict_detach, 600)
 	self->sh->stop = 1;
 	status = bt_wait(&self->c, kids[READERS]);
 	EXPECT_EQ(0, status) TH_LOG("writer: %s", self->sh->err[READERS]);
-	TH_LOG("chain hits %ld, republished %ld, ENOSPC %ld, detached %ld, busy %ld",
-	       hits, self->sh->republished, self->sh->enospc, detached, busy);
+	ASSERT_EQ(0, bt_stats(self->c.fd, &st));
+	TH_LOG("chain hits %ld, republished %ld, ENOSPC %ld, detached %ld, busy %ld, evictions %llu",
+	       hits, self->sh->republished, self->sh->enospc, detached, busy,
+	       (unsigned long long)st.evictions);
 	EXPECT_LT(0, hits);
+	EXPECT_LT(0, st.evictions);
 
 	/* Every pin was released: nothing is pinned, the pool is whole. */
 	ASSERT_EQ(0, bt_stats(self->c.fd, &st));
