@@ -6,9 +6,9 @@
  * struct back up to the smaller of the two sizes. Batch arrays are copied
  * into kernel buffers before the core runs, and results are copied out
  * after; when a copy-out fails, state changes are undone, or, where the uapi
- * says the call took effect, reported. Block commands run through the
- * pool's struct beluga_block_ops: the single-host core or a shared pool.
- * No user memory is touched while mh_rwsem or a global mutex is held: a
+ * says the call took effect, reported. Pool commands run through the
+ * pool's struct beluga_pool_ops: the single-host core or a shared pool.
+ * No user memory is touched while ops_rwsem or a global mutex is held: a
  * user buffer that stalls (userfaultfd, a FUSE mapping) holds up nothing
  * but its own caller.
  */
@@ -79,11 +79,11 @@ static int beluga_pool_ready(struct beluga_file *bf)
 	if (!READ_ONCE(bf->dev->pool.nr_regions))
 		return -ENODEV;
 	/*
-	 * A fenced or rejoining shared pool: fail before mh_rwsem, which the
-	 * rejoin takes for writing with a trylock that busy callers would
-	 * otherwise starve.
+	 * A pool that is down (a fenced shared pool, rejoining): fail before
+	 * ops_rwsem, which the rejoin takes for writing with a trylock that
+	 * busy callers would otherwise starve.
 	 */
-	if (beluga_mh_down(bf->dev))
+	if (READ_ONCE(bf->dev->down))
 		return -ESTALE;
 	return 0;
 }
@@ -108,22 +108,6 @@ static void *beluga_copy_array_in(u64 uptr, u32 count, size_t elem)
 }
 
 /*
- * The pool's block operations, with mh_rwsem held for reading so that a
- * shared pool cannot come or go while one runs. Only the operation runs
- * under the lock: its arrays are copied in before and out after.
- */
-static const struct beluga_block_ops *beluga_ops_begin(struct beluga_device *dev)
-{
-	down_read(&dev->mh_rwsem);
-	return beluga_block_ops(dev);
-}
-
-static void beluga_ops_end(struct beluga_device *dev)
-{
-	up_read(&dev->mh_rwsem);
-}
-
-/*
  * The caller never learnt the result of an ALLOC (@release false: free the
  * blocks) or a LOOKUP+PIN (@release true: drop the pins). One item at a
  * time: another thread of the same file may have freed or released some
@@ -132,13 +116,13 @@ static void beluga_ops_end(struct beluga_device *dev)
  * shared pool left), its allocations and pins went with it.
  */
 static void beluga_undo(struct beluga_file *bf,
-			const struct beluga_block_ops *ran, u32 count,
+			const struct beluga_pool_ops *ran, u32 count,
 			const u64 *offsets, bool release)
 {
-	const struct beluga_block_ops *ops;
+	const struct beluga_pool_ops *ops;
 	u32 i;
 
-	ops = beluga_ops_begin(bf->dev);
+	ops = beluga_pool_ops_begin(bf->dev);
 	for (i = 0; ops == ran && i < count; i++) {
 		if (release)
 			ops->release(bf, 1, &offsets[i]);
@@ -147,7 +131,7 @@ static void beluga_undo(struct beluga_file *bf,
 		if (!((i + 1) % 256))
 			cond_resched();
 	}
-	beluga_ops_end(bf->dev);
+	beluga_pool_ops_end(bf->dev);
 }
 
 static int beluga_cmd_info(struct beluga_file *bf, union beluga_ioctl_buf *u)
@@ -175,7 +159,7 @@ static int beluga_cmd_stats(struct beluga_file *bf, union beluga_ioctl_buf *u)
 
 	if (out->flags)
 		return -EINVAL;
-	beluga_stats(bf->dev, &s);
+	beluga_pool_stats(bf->dev, &s);
 	out->total_blocks = s.total_blocks;
 	out->free_blocks = s.free_blocks;
 	out->allocated_blocks = s.allocated_blocks;
@@ -199,7 +183,7 @@ static int beluga_cmd_stats(struct beluga_file *bf, union beluga_ioctl_buf *u)
 
 static int beluga_cmd_alloc(struct beluga_file *bf, union beluga_ioctl_buf *u)
 {
-	const struct beluga_block_ops *ops;
+	const struct beluga_pool_ops *ops;
 	struct beluga_alloc *arg = &u->alloc;
 	size_t bytes;
 	u64 *offsets;
@@ -226,9 +210,9 @@ static int beluga_cmd_alloc(struct beluga_file *bf, union beluga_ioctl_buf *u)
 	ret = beluga_pool_ready(bf);
 	if (ret)
 		goto out;
-	ops = beluga_ops_begin(bf->dev);
+	ops = beluga_pool_ops_begin(bf->dev);
 	ret = ops->alloc(bf, arg->count, offsets);
-	beluga_ops_end(bf->dev);
+	beluga_pool_ops_end(bf->dev);
 	if (ret)
 		goto out;
 	if (copy_to_user(u64_to_user_ptr(arg->offsets), offsets, bytes)) {
@@ -245,7 +229,7 @@ out:
 static int beluga_cmd_block_list(struct beluga_file *bf,
 				 union beluga_ioctl_buf *u, bool release)
 {
-	const struct beluga_block_ops *ops;
+	const struct beluga_pool_ops *ops;
 	struct beluga_blocks *arg = &u->blocks;
 	u64 *offsets;
 	int ret;
@@ -259,12 +243,12 @@ static int beluga_cmd_block_list(struct beluga_file *bf,
 	ret = beluga_pool_ready(bf);
 	if (ret)
 		goto out;
-	ops = beluga_ops_begin(bf->dev);
+	ops = beluga_pool_ops_begin(bf->dev);
 	if (release)
 		ret = ops->release(bf, arg->count, offsets);
 	else
 		ret = ops->free(bf, arg->count, offsets);
-	beluga_ops_end(bf->dev);
+	beluga_pool_ops_end(bf->dev);
 out:
 	kvfree(offsets);
 	return ret;
@@ -319,9 +303,10 @@ static int beluga_cmd_publish(struct beluga_file *bf,
 		offsets[i] = items[i].offset;
 		keys[i] = items[i].key;
 	}
-	ret = beluga_ops_begin(bf->dev)->publish(bf, arg->ns, arg->count,
-						 offsets, keys, results);
-	beluga_ops_end(bf->dev);
+	ret = beluga_pool_ops_begin(bf->dev)->publish(bf, arg->ns,
+						      arg->count, offsets,
+						      keys, results);
+	beluga_pool_ops_end(bf->dev);
 	if (ret)
 		goto out;
 	for (i = 0; i < arg->count; i++) {
@@ -350,7 +335,7 @@ out:
 
 static int beluga_cmd_lookup(struct beluga_file *bf, union beluga_ioctl_buf *u)
 {
-	const struct beluga_block_ops *ops;
+	const struct beluga_pool_ops *ops;
 	struct beluga_lookup *arg = &u->lookup;
 	bool pin = arg->flags & BELUGA_LOOKUP_PIN;
 	struct beluga_key *keys;
@@ -381,9 +366,9 @@ static int beluga_cmd_lookup(struct beluga_file *bf, union beluga_ioctl_buf *u)
 			goto out;
 		}
 	}
-	ops = beluga_ops_begin(bf->dev);
+	ops = beluga_pool_ops_begin(bf->dev);
 	ret = ops->lookup(bf, arg->ns, arg->count, keys, pin, offsets, &hits);
-	beluga_ops_end(bf->dev);
+	beluga_pool_ops_end(bf->dev);
 	if (ret)
 		goto out;
 	if (offsets && hits &&
@@ -436,8 +421,9 @@ static int beluga_cmd_detach(struct beluga_file *bf, union beluga_ioctl_buf *u)
 			     &arg->evicted);
 }
 
-static int beluga_evict_locked(struct beluga_file *bf, union beluga_ioctl_buf *u)
+static int beluga_cmd_evict(struct beluga_file *bf, union beluga_ioctl_buf *u)
 {
+	const struct beluga_pool_ops *ops;
 	struct beluga_evict *arg = &u->evict;
 	int ret;
 
@@ -446,27 +432,9 @@ static int beluga_evict_locked(struct beluga_file *bf, union beluga_ioctl_buf *u
 	if ((arg->flags & BELUGA_EVICT_NAMESPACE) && (arg->key.lo || arg->key.hi))
 		return -EINVAL;
 	/* The pool's kind is state: it comes after the arguments. */
-	if (bf->dev->mh)
-		return -EOPNOTSUPP;
-	if (arg->flags & BELUGA_EVICT_NAMESPACE) {
-		arg->evicted = bel_evict_ns(&bf->dev->pool, arg->ns,
-					    &arg->busy);
-		return 0;
-	}
-	ret = bel_evict_key(&bf->dev->pool, arg->ns, &arg->key);
-	arg->evicted = ret ? 0 : 1;
-	arg->busy = ret == -EBUSY ? 1 : 0;
-	return ret;
-}
-
-/* mh_rwsem: a shared pool cannot come while the local core evicts. */
-static int beluga_cmd_evict(struct beluga_file *bf, union beluga_ioctl_buf *u)
-{
-	int ret;
-
-	down_read(&bf->dev->mh_rwsem);
-	ret = beluga_evict_locked(bf, u);
-	up_read(&bf->dev->mh_rwsem);
+	ops = beluga_pool_ops_begin(bf->dev);
+	ret = ops->evict ? ops->evict(bf->dev, arg) : -EOPNOTSUPP;
+	beluga_pool_ops_end(bf->dev);
 	return ret;
 }
 
@@ -484,14 +452,12 @@ static int beluga_cmd_region_info(struct beluga_file *bf,
 	if (slot >= BELUGA_MAX_REGIONS)
 		return -ENOENT;
 
-	/* mh_rwsem: a shared region's counts come from its host. */
-	down_read(&bf->dev->mh_rwsem);
+	/* ops_rwsem: a shared region's counts come from its host. */
+	beluga_pool_ops_begin(bf->dev);
 	down_read(&bf->dev->regions_rwsem);
 	region = bf->dev->regions[slot];
-	if (!region || bel_region_stats(&bf->dev->pool, slot, &rs))
+	if (!region || region->ops->region_stats(region, &rs))
 		goto out;
-	if (region->shared && bf->dev->mh)
-		beluga_mh_region_stats(bf->dev, &rs);
 	arg->backend = region->backend;
 	arg->node = region->node;
 	arg->mappings = atomic_read(&region->mappings);
@@ -506,7 +472,7 @@ static int beluga_cmd_region_info(struct beluga_file *bf,
 	ret = 0;
 out:
 	up_read(&bf->dev->regions_rwsem);
-	up_read(&bf->dev->mh_rwsem);
+	beluga_pool_ops_end(bf->dev);
 	return ret;
 }
 
