@@ -8,7 +8,9 @@
  *   ioctl.c   ioctl dispatch and the commands
  *   mmap.c    mapping the pool, page faults
  *   poison.c  memory errors: finding the mappers, retiring blocks
- *   sysfs.c   pool and region attributes
+ *   sysfs.c   pool and region attributes, region uevents
+ *   debugfs.c the host table for humans, the test-only fault attribute
+ *   trace.c   tracepoints of the block lifecycle (beluga_trace.h)
  *   pool_ops.c  the pool ops table: how the glue reaches a pool's kind;
  *             the single-host pool's table (the portable core)
  *   mh.c      the shared (multi-host) pool's table: attach and leave,
@@ -141,6 +143,13 @@ struct beluga_device {
 /* The pools, from the pools= module parameter; pool 0 is /dev/beluga. */
 extern struct beluga_device *beluga_pools;
 extern int beluga_nr_pools;
+
+/* The pool's number: N of /dev/belugaN, 0 for /dev/beluga (tracepoints). */
+static inline int beluga_pool_id(const struct beluga_device *dev)
+{
+	return dev - beluga_pools;
+}
+
 /*
  * Serialises ATTACH and DETACH across all pools, so that a device-dax range
  * is never claimed by two pools. Taken before a pool's regions_rwsem.
@@ -275,7 +284,11 @@ int beluga_mh_pool_init(struct beluga_device *dev);
 void beluga_mh_pool_exit(struct beluga_device *dev);
 int beluga_mh_file_open(struct beluga_file *bf);
 void beluga_mh_file_release(struct beluga_file *bf);
-ssize_t beluga_mh_hosts_show(struct beluga_device *dev, char *buf);
+/* BELUGA_IOC_HOSTS, debugfs "hosts": room for BELUGA_MAX_HOSTS records. */
+int beluga_mh_hosts(struct beluga_device *dev, struct beluga_host *out);
+struct dentry;
+/* The fault attribute that stalls the heartbeat, under @root (debugfs.c). */
+void beluga_mh_debugfs_init(struct dentry *root);
 #define BELUGA_SHARED_POOL_OPS	(&beluga_shared_pool_ops)
 #else
 static inline int beluga_mh_pool_init(struct beluga_device *dev)
@@ -296,11 +309,16 @@ static inline void beluga_mh_file_release(struct beluga_file *bf)
 {
 }
 
-/* No shared pool can be attached: the list of hosts is empty. */
-static inline ssize_t beluga_mh_hosts_show(struct beluga_device *dev,
-					   char *buf)
+/* No shared pool can be attached: it has no host records. */
+static inline int beluga_mh_hosts(struct beluga_device *dev,
+				  struct beluga_host *out)
 {
 	return 0;
+}
+
+struct dentry;
+static inline void beluga_mh_debugfs_init(struct dentry *root)
+{
 }
 
 #define BELUGA_SHARED_POOL_OPS	NULL
@@ -326,5 +344,10 @@ void beluga_region_get(struct beluga_region *region);
 void beluga_region_put(struct beluga_region *region);
 int beluga_region_sysfs_add(struct beluga_region *region);
 void beluga_region_sysfs_del(struct beluga_region *region);
+
+/* debugfs.c */
+void beluga_debugfs_init(void);
+void beluga_debugfs_exit(void);
+void beluga_debugfs_add_pool(struct beluga_device *dev);
 
 #endif /* BELUGA_GLUE_H */

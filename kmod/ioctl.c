@@ -20,6 +20,7 @@
 #include <linux/uaccess.h>
 
 #include "beluga.h"
+#include "beluga_trace.h"
 
 union beluga_ioctl_buf {
 	struct beluga_info info;
@@ -32,6 +33,7 @@ union beluga_ioctl_buf {
 	struct beluga_detach detach;
 	struct beluga_evict evict;
 	struct beluga_region_info region_info;
+	struct beluga_hosts hosts;
 };
 
 /* One call: the user's struct as copied in, and where it goes back. */
@@ -213,6 +215,8 @@ static int beluga_cmd_alloc(struct beluga_file *bf, union beluga_ioctl_buf *u)
 	ops = beluga_pool_ops_begin(bf->dev);
 	ret = ops->alloc(bf, arg->count, offsets);
 	beluga_pool_ops_end(bf->dev);
+	trace_beluga_alloc(beluga_pool_id(bf->dev), arg->count,
+			   ret ? 0 : offsets[0], ret);
 	if (ret)
 		goto out;
 	if (copy_to_user(u64_to_user_ptr(arg->offsets), offsets, bytes)) {
@@ -249,6 +253,12 @@ static int beluga_cmd_block_list(struct beluga_file *bf,
 	else
 		ret = ops->free(bf, arg->count, offsets);
 	beluga_pool_ops_end(bf->dev);
+	if (release)
+		trace_beluga_release(beluga_pool_id(bf->dev), arg->count,
+				     offsets[0], ret);
+	else
+		trace_beluga_free(beluga_pool_id(bf->dev), arg->count,
+				  offsets[0], ret);
 out:
 	kvfree(offsets);
 	return ret;
@@ -318,6 +328,8 @@ static int beluga_cmd_publish(struct beluga_file *bf,
 		else
 			arg->failed++;
 	}
+	trace_beluga_publish(beluga_pool_id(bf->dev), arg->ns, arg->count,
+			     arg->published, arg->exists, arg->failed, ret);
 	/*
 	 * Publishing cannot be undone: the keys are visible already. The
 	 * dispatcher still copies the counters back on -EFAULT.
@@ -369,6 +381,8 @@ static int beluga_cmd_lookup(struct beluga_file *bf, union beluga_ioctl_buf *u)
 	ops = beluga_pool_ops_begin(bf->dev);
 	ret = ops->lookup(bf, arg->ns, arg->count, keys, pin, offsets, &hits);
 	beluga_pool_ops_end(bf->dev);
+	trace_beluga_lookup(beluga_pool_id(bf->dev), arg->ns, arg->count,
+			    ret ? 0 : hits, pin, ret);
 	if (ret)
 		goto out;
 	if (offsets && hits &&
@@ -476,6 +490,43 @@ out:
 	return ret;
 }
 
+/*
+ * The records are gathered under mh_rwsem into a kernel buffer and copied
+ * out after it is dropped. -EMSGSIZE answers the struct too: its @count
+ * says how many records there are.
+ */
+static int beluga_cmd_hosts(struct beluga_file *bf, union beluga_ioctl_buf *u)
+{
+	struct beluga_hosts *arg = &u->hosts;
+	struct beluga_host *hosts;
+	u32 nr_out;
+	int n, ret;
+
+	if (arg->flags || arg->__reserved)
+		return -EINVAL;
+	hosts = kcalloc(BELUGA_MAX_HOSTS, sizeof(*hosts), GFP_KERNEL);
+	if (!hosts)
+		return -ENOMEM;
+	n = beluga_mh_hosts(bf->dev, hosts);
+	if (n < 0) {
+		ret = n;
+		goto out;
+	}
+	nr_out = min_t(u32, n, arg->count);
+	if (nr_out && copy_to_user(u64_to_user_ptr(arg->hosts), hosts,
+				   (size_t)nr_out * sizeof(*hosts))) {
+		ret = -EFAULT;
+		goto out;
+	}
+	ret = (u32)n > arg->count ? -EMSGSIZE : 0;
+	arg->count = n;
+	if (beluga_respond(u))
+		ret = -EFAULT;
+out:
+	kfree(hosts);
+	return ret;
+}
+
 /* What a command needs before it runs. */
 #define BELUGA_OP_ADMIN		BIT(0)	/* CAP_SYS_ADMIN */
 #define BELUGA_OP_WRITE		BIT(1)	/* a file opened for writing */
@@ -525,6 +576,7 @@ static const struct beluga_ioctl_op beluga_ops[] = {
 	BELUGA_OP(EVICT, beluga_cmd_evict, beluga_evict,
 		  BELUGA_OP_ADMIN | BELUGA_OP_EFFECTIVE),
 	BELUGA_OP(REGION_INFO, beluga_cmd_region_info, beluga_region_info, 0),
+	BELUGA_OP(HOSTS, beluga_cmd_hosts, beluga_hosts, 0),
 };
 
 long beluga_ioctl(struct file *file, unsigned int cmd, unsigned long arg)

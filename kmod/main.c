@@ -285,11 +285,13 @@ static int __init beluga_init(void)
 		goto err_fs;
 	}
 
+	beluga_debugfs_init();
 	for (beluga_nr_pools = 0; beluga_nr_pools < pools; beluga_nr_pools++) {
 		ret = beluga_pool_register(&beluga_pools[beluga_nr_pools],
 					   beluga_nr_pools);
 		if (ret)
 			goto err_pools;
+		beluga_debugfs_add_pool(&beluga_pools[beluga_nr_pools]);
 	}
 
 	ret = beluga_attach_params(&beluga_pools[0]);
@@ -302,6 +304,8 @@ static int __init beluga_init(void)
 	return 0;
 
 err_pools:
+	/* First: its files point into the pools. */
+	beluga_debugfs_exit();
 	while (beluga_nr_pools--)
 		beluga_pool_unregister(&beluga_pools[beluga_nr_pools]);
 	kfree(beluga_pools);
@@ -312,6 +316,7 @@ err_fs:
 
 static void __exit beluga_exit(void)
 {
+	beluga_debugfs_exit();
 	while (beluga_nr_pools--)
 		beluga_pool_unregister(&beluga_pools[beluga_nr_pools]);
 	kfree(beluga_pools);

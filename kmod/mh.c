@@ -24,6 +24,7 @@
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
 #include <linux/delay.h>
+#include <linux/fault-inject.h>
 #include <linux/io.h>
 #include <linux/mm.h>
 #include <linux/random.h>
@@ -35,13 +36,13 @@
 #include <linux/moduleparam.h>
 #include <linux/sizes.h>
 #include <linux/sort.h>
-#include <linux/sysfs.h>
 #include <linux/timekeeping.h>
 #include <linux/uaccess.h>
 #include <linux/workqueue.h>
 #include <asm/cacheflush.h>
 
 #include "beluga.h"
+#include "beluga_trace.h"
 #include "core/bel_mh.h"
 
 /* One host's membership in a pool shared by several hosts. */
@@ -270,9 +271,37 @@ static bool beluga_mh_allow_gup;
 module_param_named(mh_allow_gup, beluga_mh_allow_gup, bool, 0444);
 MODULE_PARM_DESC(mh_allow_gup, "Let get_user_pages() pin shared-pool mappings (RDMA, io_uring fixed buffers, cudaHostRegister, O_DIRECT); only where the host's devices are fenced from the pool when it loses its lease (default N: -EFAULT)");
 
-static bool beluga_mh_stall_heartbeat;
-module_param_named(mh_stall_heartbeat, beluga_mh_stall_heartbeat, bool, 0600);
-MODULE_PARM_DESC(mh_stall_heartbeat, "Testing only: skip this host's heartbeats in shared pools, so that it fences itself (default N)");
+#ifdef CONFIG_FAULT_INJECTION_DEBUG_FS
+/*
+ * Testing only: a heartbeat or maintenance tick that this fault attribute
+ * fails is skipped, as if the host had stalled; a host whose heartbeats
+ * all fail for half a lease fences itself. debugfs:
+ * beluga/mh_stall_heartbeat/ (Documentation/fault-injection): for
+ * example probability 100, times -1, verbose 0 to stall, then
+ * probability 0 to let the host rejoin.
+ */
+static DECLARE_FAULT_ATTR(beluga_mh_stall_attr);
+
+static bool beluga_mh_stalled(void)
+{
+	return should_fail(&beluga_mh_stall_attr, 1);
+}
+
+void beluga_mh_debugfs_init(struct dentry *root)
+{
+	fault_create_debugfs_attr("mh_stall_heartbeat", root,
+				  &beluga_mh_stall_attr);
+}
+#else
+static bool beluga_mh_stalled(void)
+{
+	return false;
+}
+
+void beluga_mh_debugfs_init(struct dentry *root)
+{
+}
+#endif
 
 /* The heartbeat period of the pool, fixed at attach. */
 static unsigned long beluga_mh_period(struct beluga_mh *mh)
@@ -285,7 +314,7 @@ static void beluga_mh_hb_fn(struct work_struct *work)
 	struct beluga_mh *mh = container_of(to_delayed_work(work),
 					    struct beluga_mh, hb_work);
 
-	if (!READ_ONCE(beluga_mh_stall_heartbeat))
+	if (!beluga_mh_stalled())
 		bel_mh_heartbeat(&mh->host);
 	/* Fenced: let the tick zap and rejoin now, not a period later. */
 	if (bel_mh_fenced_now(&mh->host) && READ_ONCE(mh->running))
@@ -393,13 +422,14 @@ static void beluga_mh_tick_fn(struct work_struct *work)
 {
 	struct beluga_mh *mh = container_of(to_delayed_work(work),
 					    struct beluga_mh, tick_work);
+	/* The stall test hook stops the tick too: it heartbeats. */
+	bool stalled = beluga_mh_stalled();
 	int ret;
 
 	if (mh->rejoin_failed)
 		return;
 	if (!mh->fenced) {
-		/* The stall test hook stops the tick too: it heartbeats. */
-		if (!READ_ONCE(beluga_mh_stall_heartbeat))
+		if (!stalled)
 			bel_mh_tick(&mh->host);
 		if (bel_mh_fenced_now(&mh->host)) {
 			pr_warn("host %u lost its lease: fenced; mappings zapped, files opened so far are stale; rejoining\n",
@@ -407,9 +437,11 @@ static void beluga_mh_tick_fn(struct work_struct *work)
 			mh->fenced = true;
 			WRITE_ONCE(mh->dev->down, true);
 			beluga_mh_zap(mh);
+			trace_beluga_fence(beluga_pool_id(mh->dev), mh->host.id,
+					   READ_ONCE(mh->dev->mh->fence_epoch));
 		}
 	}
-	if (mh->fenced && !READ_ONCE(beluga_mh_stall_heartbeat)) {
+	if (mh->fenced && !stalled) {
 		ret = beluga_mh_rejoin(mh);
 		if (!ret) {
 			mh->fenced = false;
@@ -612,47 +644,65 @@ void beluga_mh_pool_exit(struct beluga_device *dev)
 	dev->mh = NULL;
 }
 
-static const char *const beluga_mh_state_names[] = {
-	[BEL_MH_HOST_NONE] = "none",
-	[BEL_MH_HOST_ACTIVE] = "active",
-	[BEL_MH_HOST_LEFT] = "left",
-};
+/*
+ * The tracepoint hook of the shared pool's core (core/bel_env.h): one
+ * evicted block, under the host mutex.
+ */
+void bel_env_trace_mh_evict(struct bel_mh_host *h, u32 block, u64 ns,
+			    u64 key_lo, u64 key_hi)
+{
+	struct beluga_mh *mh = container_of(h, struct beluga_mh, host);
+
+	trace_beluga_evict(beluga_pool_id(mh->dev), beluga_mh_offset(mh, block),
+			   ns, key_lo, key_hi);
+}
+
+/* The uapi's host records mirror the core's. */
+static_assert((int)BELUGA_HOST_NONE == (int)BEL_MH_HOST_NONE &&
+	      (int)BELUGA_HOST_ACTIVE == (int)BEL_MH_HOST_ACTIVE &&
+	      (int)BELUGA_HOST_LEFT == (int)BEL_MH_HOST_LEFT);
+static_assert(BELUGA_MAX_HOSTS == BEL_MH_MAX_HOSTS);
+static_assert(sizeof_field(struct bel_mh_host_info, name) <
+	      sizeof_field(struct beluga_host, name));
 
 /*
- * sysfs "hosts": one line per host id of the attached shared pool, as this
- * host sees it; empty without one:
- *   ID STATE INCARNATION HEARTBEAT OWNED(hex) alive|dead SILENT_MS self|- NAME
+ * BELUGA_IOC_HOSTS and the debugfs "hosts" table: the records of the
+ * attached shared pool as this host sees it, into @out (room for
+ * BELUGA_MAX_HOSTS). Their number, 0 without a joined shared pool, or
+ * -ENOMEM. No user memory is touched here: ops_rwsem is held.
  */
-ssize_t beluga_mh_hosts_show(struct beluga_device *dev, char *buf)
+int beluga_mh_hosts(struct beluga_device *dev, struct beluga_host *out)
 {
 	struct bel_mh_host_info *info;
 	struct beluga_mh *mh;
-	ssize_t len = 0;
-	int n, i;
+	int n = 0, i;
 
 	info = kcalloc(BEL_MH_MAX_HOSTS, sizeof(*info), GFP_KERNEL);
 	if (!info)
 		return -ENOMEM;
 	down_read(&dev->ops_rwsem);
 	mh = dev->mh->cur;
-	n = mh && mh->joined ?
-	    bel_mh_hosts(&mh->host, info, BEL_MH_MAX_HOSTS) : 0;
+	if (mh && mh->joined)
+		n = bel_mh_hosts(&mh->host, info, BEL_MH_MAX_HOSTS);
+	up_read(&dev->ops_rwsem);
 	for (i = 0; i < n; i++) {
 		const struct bel_mh_host_info *x = &info[i];
-		const char *state = x->state < ARRAY_SIZE(beluga_mh_state_names) ?
-				    beluga_mh_state_names[x->state] : "?";
+		struct beluga_host *h = &out[i];
 
-		len += sysfs_emit_at(buf, len, "%d %s %u %llu %x %s %llu %s %.*s\n",
-				     i, state, x->incarnation, x->heartbeat,
-				     x->owned, x->alive ? "alive" : "dead",
-				     div_u64(x->silent_ns, NSEC_PER_MSEC),
-				     x->self ? "self" : "-",
-				     (int)sizeof(x->name),
-				     x->name[0] ? x->name : "-");
+		memset(h, 0, sizeof(*h));
+		h->host_id = i;
+		h->state = x->state;
+		h->flags = (x->alive ? BELUGA_HOST_ALIVE : 0) |
+			   (x->self ? BELUGA_HOST_SELF : 0);
+		h->incarnation = x->incarnation;
+		h->heartbeat = x->heartbeat;
+		h->silent_ns = x->silent_ns;
+		h->owned = x->owned;
+		memcpy(h->name, x->name, sizeof(x->name));
 	}
-	up_read(&dev->ops_rwsem);
 	kfree(info);
-	return len;
+	/* Not joined (-ENODEV from the core): no records. */
+	return max(n, 0);
 }
 
 /*

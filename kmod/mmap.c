@@ -22,6 +22,7 @@
 #include <linux/sched/mm.h>
 
 #include "beluga.h"
+#include "beluga_trace.h"
 
 /* vm_private_data: the bitmask of region slots the mapping counts in. */
 static unsigned long beluga_vma_slots(struct vm_area_struct *vma)
@@ -97,7 +98,7 @@ static void beluga_fault_end(struct vm_area_struct *vma,
 		region->ops->fault_end(vma->vm_file->private_data, region);
 }
 
-static vm_fault_t beluga_fault(struct vm_fault *vmf)
+static vm_fault_t beluga_pte_fault(struct vm_fault *vmf)
 {
 	struct beluga_region *region;
 	struct page *page;
@@ -173,11 +174,32 @@ static vm_fault_t beluga_pmd_fault(struct vm_fault *vmf)
 	return ret;
 }
 
+static void beluga_trace_fault(struct vm_fault *vmf, u64 offset,
+			       unsigned int order, vm_fault_t ret)
+{
+	trace_beluga_fault(beluga_pool_id(beluga_file_dev(vmf->vma->vm_file)),
+			   offset, vmf->address, order,
+			   vmf->flags & FAULT_FLAG_WRITE, (__force unsigned int)ret);
+}
+
+static vm_fault_t beluga_fault(struct vm_fault *vmf)
+{
+	vm_fault_t ret = beluga_pte_fault(vmf);
+
+	beluga_trace_fault(vmf, (u64)vmf->pgoff << PAGE_SHIFT, 0, ret);
+	return ret;
+}
+
 static vm_fault_t beluga_huge_fault(BELUGA_HUGE_FAULT_ARGS)
 {
+	vm_fault_t ret;
+
 	if (!BELUGA_HUGE_FAULT_IS_PMD)
 		return VM_FAULT_FALLBACK;
-	return beluga_pmd_fault(vmf);
+	ret = beluga_pmd_fault(vmf);
+	beluga_trace_fault(vmf, ((u64)vmf->pgoff << PAGE_SHIFT) & PMD_MASK,
+			   PMD_SHIFT - PAGE_SHIFT, ret);
+	return ret;
 }
 
 static const struct vm_operations_struct beluga_vm_ops = {

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * sysfs: /sys/class/misc/beluga/ shows the pool, stats/ its counters and
- * regionN/ each attached region. Documented in
+ * regionN/ each attached region, one value per file; the pool's device
+ * sends a uevent when a region is attached or detached. Documented in
  * Documentation/ABI/testing/sysfs-class-misc-beluga.
  *
  * The show functions never take regions_rwsem: DETACH removes a region's
@@ -110,13 +111,6 @@ static ssize_t pmd_faults_show(struct device *dev,
 }
 static DEVICE_ATTR_ADMIN_RO(pmd_faults);
 
-static ssize_t hosts_show(struct device *dev, struct device_attribute *attr,
-			  char *buf)
-{
-	return beluga_mh_hosts_show(to_beluga(dev), buf);
-}
-static DEVICE_ATTR_RO(hosts);
-
 static ssize_t attaching_show(struct device *dev,
 			      struct device_attribute *attr, char *buf)
 {
@@ -137,7 +131,6 @@ static struct attribute *beluga_pool_attrs[] = {
 	&dev_attr_pinned_blocks.attr,
 	&dev_attr_pins.attr,
 	&dev_attr_clients.attr,
-	&dev_attr_hosts.attr,
 	&dev_attr_attaching.attr,
 	NULL,
 };
@@ -335,6 +328,36 @@ void beluga_region_put(struct beluga_region *region)
 }
 
 /*
+ * A KOBJ_CHANGE uevent of the pool's device when a region comes or goes,
+ * so that udev rules and monitors see attach and detach:
+ *   BELUGA_EVENT=attach|detach BELUGA_POOL=beluga BELUGA_REGION=N
+ *   BELUGA_REGION_NAME=dax0.0 BELUGA_BACKEND=dax|node
+ * On the device, not on regionN: the region is a bare kobject, and the
+ * device kset's uevent filter drops the events of anything but a device.
+ * A failure to send is only logged: the region's state does not depend
+ * on whether anyone listens.
+ */
+static void beluga_region_uevent(struct beluga_region *region,
+				 const char *event)
+{
+	struct device *dev = region->dev->misc.this_device;
+	char ev[32], pool[32], slot[32], name[24 + BELUGA_NAME_LEN], be[32];
+	char *envp[6] = { ev, pool, slot, name, be, NULL };
+	int ret;
+
+	snprintf(ev, sizeof(ev), "BELUGA_EVENT=%s", event);
+	snprintf(pool, sizeof(pool), "BELUGA_POOL=%s", region->dev->name);
+	snprintf(slot, sizeof(slot), "BELUGA_REGION=%u", region->slot);
+	snprintf(name, sizeof(name), "BELUGA_REGION_NAME=%s", region->name);
+	snprintf(be, sizeof(be), "BELUGA_BACKEND=%s",
+		 region->backend == BELUGA_BACKEND_DAX ? "dax" : "node");
+	ret = kobject_uevent_env(&dev->kobj, KOBJ_CHANGE, envp);
+	if (ret)
+		dev_dbg(dev, "uevent %s of region %u: %d\n", event,
+			region->slot, ret);
+}
+
+/*
  * regionN/dax links a device-dax region to its instance
  * (/sys/bus/dax/devices/daxX.Y), so that the driver model shows whose
  * range the pool uses; the claim holds a reference on the device.
@@ -346,12 +369,18 @@ int beluga_region_sysfs_add(struct beluga_region *region)
 	ret = kobject_add(&region->kobj,
 			  &region->dev->misc.this_device->kobj,
 			  "region%u", region->slot);
-	if (ret || !region->dax_dev)
-		return ret;
-	ret = sysfs_create_link(&region->kobj, &region->dax_dev->kobj, "dax");
 	if (ret)
-		kobject_del(&region->kobj);
-	return ret;
+		return ret;
+	if (region->dax_dev) {
+		ret = sysfs_create_link(&region->kobj, &region->dax_dev->kobj,
+					"dax");
+		if (ret) {
+			kobject_del(&region->kobj);
+			return ret;
+		}
+	}
+	beluga_region_uevent(region, "attach");
+	return 0;
 }
 
 void beluga_region_sysfs_del(struct beluga_region *region)
@@ -359,4 +388,5 @@ void beluga_region_sysfs_del(struct beluga_region *region)
 	if (region->dax_dev)
 		sysfs_remove_link(&region->kobj, "dax");
 	kobject_del(&region->kobj);
+	beluga_region_uevent(region, "detach");
 }

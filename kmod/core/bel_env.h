@@ -76,6 +76,23 @@ typedef struct mutex bel_mutex_t;
 /* Whole cache lines: kvmalloc memory is at least cache-line aligned here. */
 #define bel_calloc_lines(n, size)	bel_calloc((n), (size))
 
+/*
+ * Tracepoint hooks: what only the core sees of the block lifecycle, an
+ * eviction inside ALLOC or EVICT. The glue implements them (kmod/trace.c)
+ * with the module's tracepoints; they may be called under the pool lock
+ * or a shared pool's host mutex and never sleep.
+ */
+struct bel_pool;
+struct bel_mh_host;
+void bel_env_trace_evict(struct bel_pool *pool, u64 offset, u64 ns,
+			 u64 key_lo, u64 key_hi);
+void bel_env_trace_mh_evict(struct bel_mh_host *h, u32 block, u64 ns,
+			    u64 key_lo, u64 key_hi);
+#define bel_trace_evict(pool, offset, ns, key_lo, key_hi)		\
+	bel_env_trace_evict(pool, offset, ns, key_lo, key_hi)
+#define bel_trace_mh_evict(h, block, ns, key_lo, key_hi)		\
+	bel_env_trace_mh_evict(h, block, ns, key_lo, key_hi)
+
 #else /* userspace */
 
 #include <stdint.h>
@@ -196,6 +213,10 @@ static inline void *bel_calloc_lines(size_t n, size_t size)
 	memset(p, 0, bytes);
 	return p;
 }
+
+/* No tracepoints in userspace: the arguments are not even evaluated. */
+#define bel_trace_evict(...)		do { } while (0)
+#define bel_trace_mh_evict(...)		do { } while (0)
 
 #endif /* __KERNEL__ */
 

@@ -244,6 +244,8 @@ static void bel_mh_evict_finish(struct bel_mh_host *h, u32 b)
 	struct bel_mh_entry e;
 
 	bel_mh_read(h, bel_mh_ent_off(&h->geo, b), &e, sizeof(e));
+	bel_trace_mh_evict(h, b, le64_to_cpu(e.ns), le64_to_cpu(e.key_lo),
+			   le64_to_cpu(e.key_hi));
 	bel_mh_unlink(h, p, b, &e, BEL_MH_F_ENT_UNLINK);
 	h->part[p].nr_published--;
 	bel_mh_free_push(h, p, b);

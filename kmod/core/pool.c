@@ -590,6 +590,8 @@ void bel_evict_block_locked(struct bel_pool *pool, u32 id)
 
 	BEL_ASSERT(b->state == BEL_BLOCK_PUBLISHED &&
 		   b->pins == BEL_PINS_DEAD);
+	bel_trace_evict(pool, bel_id_to_offset(pool, id), b->ns, b->key.lo,
+			b->key.hi);
 	if (b->in_lru)
 		bel_lru_del_locked(pool, id);
 	bel_index_remove_locked(pool, id);

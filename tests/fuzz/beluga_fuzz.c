@@ -189,6 +189,7 @@ static bool allowed_err(int r)
 	case ENOTTY: case EFAULT: case EINVAL: case E2BIG: case EPERM:
 	case EBADF: case ENODEV: case ENOSPC: case ENOENT: case EBUSY:
 	case EEXIST: case ENOMEM: case EOVERFLOW: case EINTR:
+	case EMSGSIZE:	/* HOSTS into an array shorter than the pool's records */
 		return true;
 	}
 	return false;
@@ -977,6 +978,7 @@ static const struct cmdinfo cmds[] = {
 	{ "DETACH", sizeof(struct beluga_detach), BELUGA_DETACH_SIZE_V1 },
 	{ "EVICT", sizeof(struct beluga_evict), BELUGA_EVICT_SIZE_V1 },
 	{ "REGION_INFO", sizeof(struct beluga_region_info), BELUGA_REGION_INFO_SIZE_V1 },
+	{ "HOSTS", sizeof(struct beluga_hosts), BELUGA_HOSTS_SIZE_V1 },
 };
 #define NR_CMDS (sizeof(cmds) / sizeof(cmds[0]))
 
@@ -1158,6 +1160,19 @@ static void op_garbage(struct worker *w)
 				((struct beluga_region_info *)arg)->region_id =
 					(uint32_t)rel_below(&w->rng, 20);
 				break;
+			case BELUGA_CMD_HOSTS: {
+				struct beluga_hosts *h = (void *)arg;
+
+				h->count = rel_one_in(&w->rng, 5) ? (uint32_t)rel_next(&w->rng) :
+					   (uint32_t)rel_below(&w->rng, 20);
+				if (rel_below(&w->rng, 3))
+					h->__reserved = 0;
+				need = (size_t)(h->count < 20 ? h->count : 20) *
+				       sizeof(struct beluga_host);
+				h->hosts = rel_below(&w->rng, 2) ? hostile_ptr(w, &kind, need) :
+					   (uintptr_t)(w->rw + BT_PAGE);
+				break;
+			}
 			}
 		}
 	} else {

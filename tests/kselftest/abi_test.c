@@ -10,7 +10,7 @@
 
 enum {
 	C_INFO, C_STATS, C_ALLOC, C_FREE, C_PUBLISH, C_LOOKUP, C_RELEASE,
-	C_ATTACH, C_DETACH, C_EVICT, C_REGION_INFO, C_NR
+	C_ATTACH, C_DETACH, C_EVICT, C_REGION_INFO, C_HOSTS, C_NR
 };
 
 static const struct {
@@ -55,6 +55,9 @@ static const struct {
 			    BELUGA_CMD_REGION_INFO, BELUGA_REGION_INFO_SIZE_V1,
 			    sizeof(struct beluga_region_info),
 			    1U << 0 },
+	[C_HOSTS]	= { "HOSTS", BELUGA_IOC_HOSTS, BELUGA_CMD_HOSTS,
+			    BELUGA_HOSTS_SIZE_V1, sizeof(struct beluga_hosts),
+			    1U << 0 },
 };
 
 TEST(struct_sizes)
@@ -71,6 +74,8 @@ TEST(struct_sizes)
 	EXPECT_EQ(BELUGA_DETACH_SIZE_V1, sizeof(struct beluga_detach));
 	EXPECT_EQ(BELUGA_EVICT_SIZE_V1, sizeof(struct beluga_evict));
 	EXPECT_EQ(BELUGA_REGION_INFO_SIZE_V1, sizeof(struct beluga_region_info));
+	EXPECT_EQ(BELUGA_HOSTS_SIZE_V1, sizeof(struct beluga_hosts));
+	EXPECT_EQ(72, sizeof(struct beluga_host));
 	/* every command is _IO(): no size, no direction */
 	EXPECT_EQ(0, _IOC_SIZE(BELUGA_IOC_INFO));
 	EXPECT_EQ(_IOC_NONE, _IOC_DIR(BELUGA_IOC_REGION_INFO));
@@ -217,6 +222,9 @@ static uint32_t build_arg(FIXTURE_DATA(abi) *self, int c, union bt_argbuf *buf)
 	case C_REGION_INFO:
 		buf->region_info.region_id = self->c.att[0].region_id;
 		break;
+	case C_HOSTS:
+		/* room for none: asks for the number (0, no shared pool) */
+		break;
 	}
 	buf->w[0] = cmds[c].size_v1;
 	return cmds[c].size_v1;
@@ -266,7 +274,7 @@ TEST_F(abi, admin_through_readonly_file)
 TEST_F(abi, unknown_command_enotty)
 {
 	static const unsigned long bad[] = {
-		_IO(BELUGA_TYPE, BELUGA_CMD_REGION_INFO + 1),
+		_IO(BELUGA_TYPE, BELUGA_CMD_HOSTS + 1),
 		_IO(BELUGA_TYPE, 0x40),
 		_IO(BELUGA_TYPE, 0xff),
 		_IO(BELUGA_TYPE - 1, BELUGA_CMD_INFO),
@@ -439,6 +447,9 @@ TEST_F(abi, size_above_zero_tail_accepted)
 		case C_REGION_INFO:
 			EXPECT_EQ(self->c.att[0].nr_blocks,
 				  buf.region_info.nr_blocks);
+			break;
+		case C_HOSTS:
+			EXPECT_EQ(0, buf.hosts.count);
 			break;
 		}
 	}
@@ -928,15 +939,20 @@ static const struct order_row {
 	ROW(IN_ONLY_CMDS, V_ARG_RO | V_FLAGS, -EINVAL,
 	    "an in-only struct may be read-only; flags"),
 	ROW(CMD(C_INFO) | CMD(C_STATS) | CMD(C_LOOKUP) | CMD(C_RELEASE) |
-	    CMD(C_REGION_INFO), V_UNPRIV | V_TAIL, -E2BIG,
+	    CMD(C_REGION_INFO) | CMD(C_HOSTS), V_UNPRIV | V_TAIL, -E2BIG,
 	    "no capability needed; the size"),
 	/* 5. fields: flags and reserved, then the count, then the rest */
 	ROW(BATCH_CMDS, V_TAIL | V_COUNT0, -E2BIG, "trailing bytes before the count"),
 	ROW(BATCH_CMDS, V_FLAGS | V_COUNT_BIG, -EINVAL, "flags before the count"),
 	ROW(CMD(C_ALLOC) | CMD(C_FREE) | CMD(C_RELEASE), V_RESERVED | V_COUNT_BIG,
 	    -EINVAL, "reserved before the count"),
-	ROW(CMD(C_ATTACH) | CMD(C_DETACH), V_RESERVED | V_TAIL, -E2BIG,
-	    "trailing bytes before reserved"),
+	ROW(CMD(C_ATTACH) | CMD(C_DETACH) | CMD(C_HOSTS), V_RESERVED | V_TAIL,
+	    -E2BIG, "trailing bytes before reserved"),
+	ROW(CMD(C_HOSTS), V_ARG_RO | V_RESERVED, -EFAULT,
+	    "HOSTS: the write-back check before reserved"),
+	ROW(CMD(C_HOSTS), V_UNPRIV | V_RDONLY | V_RESERVED, -EINVAL,
+	    "HOSTS: any file, any caller; reserved"),
+	ROW(CMD(C_HOSTS), V_FLAGS, -EINVAL, "HOSTS: flags, on any pool"),
 	ROW(CMD(C_LOOKUP), V_FIELD | V_COUNT_BIG, -E2BIG,
 	    "the count before PIN without offsets"),
 	ROW(CMD(C_EVICT), V_FIELD | V_TAIL, -E2BIG,
@@ -1012,6 +1028,8 @@ static unsigned long order_break(FIXTURE_DATA(abi) *a, int c, unsigned int rules
 			buf->attach.__reserved = 1;
 		else if (c == C_DETACH)
 			buf->detach.__reserved = 1;
+		else if (c == C_HOSTS)
+			buf->hosts.__reserved = 1;
 	}
 	if ((rules & V_COUNT0) && count)
 		*count = 0;
@@ -1280,6 +1298,28 @@ TEST_F(noregion, region_info_and_detach_enoent)
 		EXPECT_TRUE(r == -ENOENT || r == -EINVAL)
 			TH_LOG("DETACH 0xffffffff: %s", strerror(-r));
 	}
+}
+
+/*
+ * HOSTS on a pool that is not shared: no records, and @hosts is neither
+ * written nor checked when nothing is written to it.
+ */
+TEST_F(noregion, hosts_none)
+{
+	struct beluga_hosts h = { .size = sizeof(h), .count = BELUGA_MAX_HOSTS };
+	void *hole = bt_unmapped_page();
+	int r;
+
+	ASSERT_NE(NULL, hole);
+	h.hosts = (uintptr_t)hole;
+	r = bt_ioctl(self->fd, BELUGA_IOC_HOSTS, &h);
+	EXPECT_EQ(0, r) TH_LOG("HOSTS: %s", strerror(-r));
+	EXPECT_EQ(0, h.count);
+	h.count = 0;
+	h.hosts = 0;
+	r = bt_ioctl(self->fd, BELUGA_IOC_HOSTS, &h);
+	EXPECT_EQ(0, r) TH_LOG("HOSTS, room for none: %s", strerror(-r));
+	EXPECT_EQ(0, h.count);
 }
 
 TEST_F(noregion, mmap_enodev)

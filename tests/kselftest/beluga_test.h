@@ -72,6 +72,8 @@ _Static_assert(sizeof(struct beluga_detach) == BELUGA_DETACH_SIZE_V1, "detach");
 _Static_assert(sizeof(struct beluga_evict) == BELUGA_EVICT_SIZE_V1, "evict");
 _Static_assert(sizeof(struct beluga_region_info) == BELUGA_REGION_INFO_SIZE_V1,
 	       "region_info");
+_Static_assert(sizeof(struct beluga_hosts) == BELUGA_HOSTS_SIZE_V1, "hosts");
+_Static_assert(sizeof(struct beluga_host) == 72, "host");
 
 /* ------------------------------------------------------------------ */
 /* Small utilities (the ABI wrappers are in ../lib/beluga_abi.h).       */
@@ -128,6 +130,7 @@ union bt_argbuf {
 	struct beluga_detach detach;
 	struct beluga_evict evict;
 	struct beluga_region_info region_info;
+	struct beluga_hosts hosts;
 };
 
 /* ------------------------------------------------------------------ */

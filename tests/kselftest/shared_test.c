@@ -4,14 +4,16 @@
  * and HOST_ID and their refusals, a single-host round trip on a device-dax
  * range (format, STATS and REGION_INFO as this host's view, publish,
  * lookup, pin, byte-exact read, detach, join again with the keys still
- * there), and a fence: the host stops heartbeating (the mh_stall_heartbeat
- * module parameter), fences itself, zaps the mappings (SIGBUS), makes the
- * files opened before stale (-ESTALE), and rejoins with a new incarnation.
+ * there, HOSTS), and a fence: the host stops heartbeating (the debugfs
+ * fault attribute mh_stall_heartbeat), fences itself, zaps the mappings
+ * (SIGBUS), makes the files opened before stale (-ESTALE), and rejoins with
+ * a new incarnation.
  * Two hosts on one pool are tests/multihost's.
  */
 #include "beluga_test.h"
 
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -19,10 +21,11 @@
 #define SH_LEN		(4 * BT_MIB)	/* 2 MiB of metadata, 2 MiB of blocks */
 #define SH_BS		(64 * BT_KIB)
 #define SH_HOSTS	8		/* the default max_hosts of a format */
-#define SH_STALL	"/sys/module/beluga/parameters/mh_stall_heartbeat"
+/* The module's fault attribute (kernels with CONFIG_FAULT_INJECTION_DEBUG_FS). */
+#define SH_DEBUGFS	"/sys/kernel/debug"
+#define SH_STALL	SH_DEBUGFS "/beluga/mh_stall_heartbeat"
 /* Processes retrying LOOKUP while the host rejoins. */
 #define SH_RETRIERS	4
-#define SH_HOSTS_ATTR	"/sys/class/misc/beluga/hosts"
 
 /* An attach request for a shared pool on the first BELUGA_TEST_DAX device. */
 static int sh_req(struct beluga_attach *a, uint32_t flags, uint32_t host_id)
@@ -48,28 +51,67 @@ static void sh_fake_req(struct beluga_attach *a, int backend)
 	snprintf(a->name, sizeof(a->name), "bt-shared-fake");
 }
 
-/* The "hosts" line of host @id: its state and incarnation. */
+static const char *sh_state_name(uint32_t state)
+{
+	return state == BELUGA_HOST_ACTIVE ? "active" :
+	       state == BELUGA_HOST_LEFT ? "left" :
+	       state == BELUGA_HOST_NONE ? "none" : "?";
+}
+
+/* Host @id's record from HOSTS: its state and incarnation. */
 static int sh_host(int id, char *state, size_t len, unsigned int *inc)
 {
-	char buf[2048], st[16], *line, *save = NULL;
-	int fd = open(SH_HOSTS_ATTR, O_RDONLY | O_CLOEXEC), x;
-	ssize_t n;
+	struct beluga_host h[BELUGA_MAX_HOSTS];
+	int fd = bt_open(O_RDONLY), n;
 
 	if (fd < 0)
 		return -errno;
-	n = read(fd, buf, sizeof(buf) - 1);
+	n = bt_hosts(fd, h, BELUGA_MAX_HOSTS);
 	close(fd);
 	if (n < 0)
-		return -EIO;
-	buf[n] = 0;
-	for (line = strtok_r(buf, "\n", &save); line;
-	     line = strtok_r(NULL, "\n", &save)) {
-		if (sscanf(line, "%d %15s %u", &x, st, inc) == 3 && x == id) {
-			snprintf(state, len, "%s", st);
-			return 0;
+		return n;
+	if (id >= n || id >= BELUGA_MAX_HOSTS || h[id].host_id != (uint32_t)id)
+		return -ENOENT;
+	snprintf(state, len, "%s", sh_state_name(h[id].state));
+	*inc = h[id].incarnation;
+	return 0;
+}
+
+/*
+ * Stall this host's heartbeats (every one fails the fault attribute) or
+ * let them run again. 0, or why not in @why.
+ */
+static int sh_stall(bool on, char *why, size_t len)
+{
+	static const char *const files[] = { "verbose", "times", "interval",
+					     "probability" };
+	const char *on_vals[] = { "0", "-1", "1", "100" };
+	char path[256];
+	unsigned int i;
+	int r;
+
+	if (access(SH_DEBUGFS "/beluga", F_OK))
+		mount("debugfs", SH_DEBUGFS, "debugfs", 0, NULL);
+	if (access(SH_DEBUGFS "/beluga", F_OK)) {
+		snprintf(why, len, "debugfs is not mounted at %s and could not be (%s)",
+			 SH_DEBUGFS, strerror(errno));
+		return -ENOENT;
+	}
+	if (access(SH_STALL, F_OK)) {
+		snprintf(why, len, "no fault injection in this kernel "
+			 "(CONFIG_FAULT_INJECTION_DEBUG_FS): no %s", SH_STALL);
+		return -ENOENT;
+	}
+	for (i = on ? 0 : 3; i < ARRAY_SIZE(files); i++) {
+		snprintf(path, sizeof(path), "%s/%s", SH_STALL, files[i]);
+		r = bt_write_str(path, on ? on_vals[i] : "0");
+		if (r) {
+			snprintf(why, len, "%s/%s: %s", SH_STALL, files[i],
+				 strerror(-r));
+			return r;
 		}
 	}
-	return -ENOENT;
+	return 0;
 }
 
 /* Read one byte of @p in a child: 0 when it could, 128 + signal else. */
@@ -100,8 +142,11 @@ FIXTURE_SETUP(shared)
 
 FIXTURE_TEARDOWN(shared)
 {
+	char why[160];
+
 	/* A failed fence test must not leave the heartbeat stalled. */
-	bt_write_str(SH_STALL, "N");
+	if (!access(SH_STALL, F_OK))
+		sh_stall(false, why, sizeof(why));
 	bt_teardown(&self->c);
 }
 
@@ -451,6 +496,78 @@ TEST_F_TIMEOUT(shared, no_pins_of_shared_mappings, 120)
 	EXPECT_EQ(0, r) TH_LOG("DETACH: %s", strerror(-r));
 }
 
+/*
+ * HOSTS on a shared pool: every record of the pool (its max_hosts), this
+ * host's alive and marked SELF, the others unused; -EMSGSIZE with the
+ * number when the array is short, -EFAULT when it cannot be written.
+ */
+TEST_F_TIMEOUT(shared, hosts_ioctl, 120)
+{
+	struct beluga_host h[BELUGA_MAX_HOSTS + 1];
+	struct beluga_hosts q;
+	struct beluga_attach a;
+	char why[160];
+	void *hole;
+	int r, i;
+
+	if (!bt_backend_ok(BELUGA_BACKEND_DAX, 0, SH_LEN, why, sizeof(why)))
+		SKIP(return, "%s", why);
+	ASSERT_EQ(0, sh_req(&a, BELUGA_ATTACH_SHARED | BELUGA_ATTACH_HOST_ID |
+			    BELUGA_ATTACH_FORMAT, 2));
+	r = bt_attach(self->c.fd, &a);
+	ASSERT_EQ(0, r) TH_LOG("shared attach: %s", strerror(-r));
+
+	memset(h, 0xa5, sizeof(h));
+	r = bt_hosts(self->c.fd, h, BELUGA_MAX_HOSTS + 1);
+	ASSERT_EQ(SH_HOSTS, r) TH_LOG("HOSTS: %s", r < 0 ? strerror(-r) : "");
+	for (i = 0; i < SH_HOSTS; i++) {
+		EXPECT_EQ(i, h[i].host_id);
+		if (i == 2) {
+			EXPECT_EQ(BELUGA_HOST_ACTIVE, h[i].state);
+			EXPECT_EQ(BELUGA_HOST_ALIVE | BELUGA_HOST_SELF, h[i].flags);
+			EXPECT_LE(1, h[i].incarnation);
+			EXPECT_NE(0, h[i].owned) TH_LOG("the only host owns partitions");
+		} else {
+			EXPECT_EQ(BELUGA_HOST_NONE, h[i].state) TH_LOG("record %d", i);
+			EXPECT_EQ(0, h[i].flags & BELUGA_HOST_SELF);
+		}
+		EXPECT_EQ(0, h[i].name[BELUGA_NAME_LEN - 1]);
+	}
+	EXPECT_EQ(0xa5a5a5a5U, h[SH_HOSTS].host_id) TH_LOG("written past the records");
+
+	/* room for 3 of 8: 3 written, -EMSGSIZE, the count says 8 */
+	memset(h, 0xa5, sizeof(h));
+	q = (struct beluga_hosts){ .size = sizeof(q), .count = 3,
+				   .hosts = (uintptr_t)h };
+	r = bt_ioctl(self->c.fd, BELUGA_IOC_HOSTS, &q);
+	EXPECT_EQ(-EMSGSIZE, r) TH_LOG("HOSTS with room for 3: %s", strerror(-r));
+	EXPECT_EQ(SH_HOSTS, q.count);
+	EXPECT_EQ(2, h[2].host_id);
+	EXPECT_EQ(0xa5a5a5a5U, h[3].host_id) TH_LOG("written past the room");
+	/* room for none: the number only */
+	q = (struct beluga_hosts){ .size = sizeof(q) };
+	r = bt_ioctl(self->c.fd, BELUGA_IOC_HOSTS, &q);
+	EXPECT_EQ(-EMSGSIZE, r);
+	EXPECT_EQ(SH_HOSTS, q.count);
+
+	/* an array that cannot be written: -EFAULT, the struct unchanged */
+	hole = bt_unmapped_page();
+	ASSERT_NE(NULL, hole);
+	q = (struct beluga_hosts){ .size = sizeof(q), .count = BELUGA_MAX_HOSTS,
+				   .hosts = (uintptr_t)hole };
+	r = bt_ioctl(self->c.fd, BELUGA_IOC_HOSTS, &q);
+	EXPECT_EQ(-EFAULT, r) TH_LOG("HOSTS into a hole: %s", strerror(-r));
+	EXPECT_EQ(BELUGA_MAX_HOSTS, q.count);
+
+	/* sysfs holds one value per file: the old table is gone */
+	EXPECT_NE(0, access("/sys/class/misc/beluga/hosts", F_OK));
+
+	r = bt_detach(self->c.fd, a.region_id, 0, NULL);
+	EXPECT_EQ(0, r) TH_LOG("DETACH: %s", strerror(-r));
+	EXPECT_EQ(0, bt_hosts(self->c.fd, h, BELUGA_MAX_HOSTS))
+		TH_LOG("no records once the shared pool is detached");
+}
+
 TEST_F_TIMEOUT(shared, fence_zaps_and_rejoins, 240)
 {
 	struct beluga_attach a;
@@ -467,9 +584,8 @@ TEST_F_TIMEOUT(shared, fence_zaps_and_rejoins, 240)
 
 	if (!bt_backend_ok(BELUGA_BACKEND_DAX, 0, SH_LEN, why, sizeof(why)))
 		SKIP(return, "%s", why);
-	if (access(SH_STALL, W_OK))
-		SKIP(return, "%s: %s (module without the test hook)", SH_STALL,
-		     strerror(errno));
+	if (sh_stall(false, why, sizeof(why)))
+		SKIP(return, "%s", why);
 	ASSERT_EQ(0, sh_req(&a, BELUGA_ATTACH_SHARED | BELUGA_ATTACH_HOST_ID |
 			    BELUGA_ATTACH_FORMAT, 0));
 	r = bt_attach(self->c.fd, &a);
@@ -486,7 +602,7 @@ TEST_F_TIMEOUT(shared, fence_zaps_and_rejoins, 240)
 	EXPECT_EQ(0, sh_child_read(&self->c, map + got));
 
 	/* stop the heartbeat: the host fences itself after half a lease */
-	ASSERT_EQ(0, bt_write_str(SH_STALL, "Y"));
+	ASSERT_EQ(0, sh_stall(true, why, sizeof(why))) TH_LOG("%s", why);
 	for (i = 0; i < 300; i++) {	/* 30 s */
 		r = bt_lookup(self->c.fd, ns, &k, 1, NULL, 0, &hits);
 		if (r)
@@ -499,7 +615,7 @@ TEST_F_TIMEOUT(shared, fence_zaps_and_rejoins, 240)
 		nanosleep(&ts, NULL);
 	EXPECT_EQ(128 + SIGBUS, sh_child_read(&self->c, map + got))
 		TH_LOG("a mapping of a fenced pool must raise SIGBUS");
-	ASSERT_EQ(0, bt_write_str(SH_STALL, "N"));
+	ASSERT_EQ(0, sh_stall(false, why, sizeof(why))) TH_LOG("%s", why);
 
 	/*
 	 * Callers retrying without a pause on new files must not starve the

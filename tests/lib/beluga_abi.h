@@ -202,6 +202,22 @@ static inline int bt_region_info(int fd, uint32_t id,
 	return bt_ioctl(fd, BELUGA_IOC_REGION_INFO, ri);
 }
 
+/*
+ * HOSTS into @hosts[@max]: the number of records the pool has (which may
+ * exceed @max: -EMSGSIZE is folded in), or -errno.
+ */
+static inline int bt_hosts(int fd, struct beluga_host *hosts, uint32_t max)
+{
+	struct beluga_hosts h = {
+		.size = sizeof(h),
+		.count = max,
+		.hosts = (uintptr_t)hosts,
+	};
+	int r = bt_ioctl(fd, BELUGA_IOC_HOSTS, &h);
+
+	return r && r != -EMSGSIZE ? r : (int)h.count;
+}
+
 static inline int bt_detach(int fd, uint32_t id, uint32_t flags,
 			    uint64_t *evicted)
 {

@@ -64,7 +64,7 @@ echo "# TAG $role $out"
 	{ tap_fail belugactl-status-hosts; rc=1; }
 case "$out" in "tag 1" | "tag 2") tap_ok race-read ;; *) tap_fail race-read "$out"; rc=1 ;; esac
 echo "# hosts:"
-sed 's/^/#   /' /sys/class/misc/beluga/hosts
+$T hosts | sed 's/^/#   /'
 if [ "$role" = A ]; then
 	check publish-done $T publish $NS 9003 1 $tag
 	# let B read before A leaves (not needed for correctness: keys stay)
@@ -81,21 +81,21 @@ if [ "$role" = A ]; then
 	# partitions.
 	check dead-host-keys $T wait $NS 2000 4 0
 	i=0
-	until grep -q '^0 active .* ff alive .* self' /sys/class/misc/beluga/hosts; do
+	until $T hosts | grep -q '^0 active .* ff alive .* self'; do
 		i=$((i + 1))
 		[ $i -gt 60 ] && break
 		sleep 1
 	done
-	if grep -q '^1 active .* dead ' /sys/class/misc/beluga/hosts &&
-	   grep -q '^0 active .* ff alive .* self' /sys/class/misc/beluga/hosts; then
+	if $T hosts | grep -q '^1 active .* dead ' &&
+	   $T hosts | grep -q '^0 active .* ff alive .* self'; then
 		tap_ok takeover
 	else
-		tap_fail takeover "$(cat /sys/class/misc/beluga/hosts | head -n 2)"
+		tap_fail takeover "$($T hosts | head -n 2)"
 		rc=1
 	fi
 	check dead-host-keys-after $T wait $NS 2000 4 0
 	echo "# hosts:"
-	sed 's/^/#   /' /sys/class/misc/beluga/hosts
+	$T hosts | sed 's/^/#   /'
 	check detach-again $T detach
 else
 	check publish-dying $T publish $NS 2000 4 $tag

@@ -31,7 +31,8 @@ T=/mh/mhtool
 L="env MH_FILL=65536 $T"
 NS=77
 DAX=dax0.0
-HOSTS=/sys/class/misc/beluga/hosts
+# the pool's host records, one a line (BELUGA_IOC_HOSTS; mhtool.c)
+hosts_table() { $T hosts; }
 role=$(cat /mh/role)
 rejoin=0
 [ -f /mh/rejoin ] && rejoin=1
@@ -42,9 +43,9 @@ tag=$((id + 1))
 rc=0
 check() { tap_check "$@" || rc=1; }
 up() { cut -d' ' -f1 /proc/uptime; }
-hosts() { echo "# hosts ($1, uptime $(up)):"; sed 's/^/#   /' $HOSTS; }
-# field N of host ID's line in $HOSTS (1 id, 2 state, 3 inc, 5 owned, 6 alive)
-hfield() { awk -v id="$1" -v f="$2" '$1 == id { print $f }' $HOSTS; }
+hosts() { echo "# hosts ($1, uptime $(up)):"; hosts_table | sed 's/^/#   /'; }
+# field N of host ID's record (1 id, 2 state, 3 inc, 5 owned, 6 alive)
+hfield() { hosts_table | awk -v id="$1" -v f="$2" '$1 == id { print $f }'; }
 # settled IDS...: the listed hosts are alive and own disjoint partition sets
 # that cover every partition (the others may keep stale bits in their records)
 settled() {
@@ -195,7 +196,7 @@ B) check publish-cost-keys $L publish $NS 1500 16 $tag ;;
 A)
 	check publish-cost-keys $L publish $NS 1400 16 $tag
 	check wait-b-cost-keys $L wait $NS 1500 16 300
-	out=$($T cost $NS 1400 1500 16 20 "$(wc -l <$HOSTS)" 2>&1)
+	out=$($T cost $NS 1400 1500 16 20 "$(hosts_table | wc -l)" 2>&1)
 	echo "$out" | sed 's/^/# /'
 	own=$((0x$(hfield 0 5)))
 	pm=$(echo "$out" | sed -n 's/.*owner keys in partitions \(0x[0-9a-f]*\|0\), non-owner keys in partitions \(0x[0-9a-f]*\|0\).*/\1 \2/p')
@@ -228,14 +229,14 @@ until [ "$(hfield 2 6)" = dead ]; do
 	[ $i -gt 1200 ] && break
 	sleep 0.5
 done
-echo "# C-DEAD $role at uptime $(up): $(awk '$1 == 2' $HOSTS)"
+echo "# C-DEAD $role at uptime $(up): $(hosts_table | awk '$1 == 2')"
 if wait_settled 60 0 1; then tap_ok partitions-survivors; else tap_fail partitions-survivors; rc=1; fi
 hosts after-death
 echo "# OWNED-AFTER-DEATH $role $(hfield 0 5) $(hfield 1 5) $(hfield 2 5)"
 if [ "$(hfield 2 2)" = active ] && [ "$(hfield 2 6)" = dead ]; then
-	tap_ok c-dead-in-sysfs
+	tap_ok c-dead-in-hosts
 else
-	tap_fail c-dead-in-sysfs "$(awk '$1 == 2' $HOSTS)"
+	tap_fail c-dead-in-hosts "$(hosts_table | awk '$1 == 2')"
 	rc=1
 fi
 # keep watching through the window after the takeover
@@ -269,9 +270,9 @@ if wait_settled 60 0 1 2; then tap_ok partitions-three-again; else tap_fail part
 hosts after-rejoin
 echo "# OWNED-AFTER-REJOIN $role $(hfield 0 5) $(hfield 1 5) $(hfield 2 5)"
 if [ "$(hfield 2 6)" = alive ] && [ "$(hfield 2 3)" -ge 2 ] && [ $(((0x$(hfield 2 5) >> 2) & 1)) = 1 ]; then
-	tap_ok c-rejoined-in-sysfs
+	tap_ok c-rejoined-in-hosts
 else
-	tap_fail c-rejoined-in-sysfs "$(awk '$1 == 2' $HOSTS)"
+	tap_fail c-rejoined-in-hosts "$(hosts_table | awk '$1 == 2')"
 	rc=1
 fi
 sleep 20

@@ -38,6 +38,10 @@
  *                                   keys OWN..+N (this host's partitions) and
  *                                   OTHER..+N (another host's), interleaved;
  *                                   medians and non-owner/owner ratios
+ *   mhtool hosts                    the pool's host records (BELUGA_IOC_HOSTS),
+ *                                   one a line, in the format of the debugfs
+ *                                   table: ID STATE INCARNATION HEARTBEAT
+ *                                   OWNED(hex) alive|dead SILENT_MS self|- NAME|-
  *
  * A block for key k written by tag t holds fill(k, t, j) at byte j. With
  * MH_FILL=BYTES in the environment only the first BYTES of each block are
@@ -754,6 +758,34 @@ static int do_find_pool(int argc, char **argv)
 	return 1;
 }
 
+static int do_hosts(void)
+{
+	static const char *const states[] = { "none", "active", "left" };
+	struct beluga_host h[BELUGA_MAX_HOSTS];
+	struct beluga_hosts q = {
+		.size = sizeof(q),
+		.count = BELUGA_MAX_HOSTS,
+		.hosts = (uintptr_t)h,
+	};
+	uint32_t i;
+
+	dev_open();
+	if (ioctl(fd, BELUGA_IOC_HOSTS, &q)) {
+		printf("hosts: %s\n", strerror(errno));
+		return 1;
+	}
+	for (i = 0; i < q.count && i < BELUGA_MAX_HOSTS; i++)
+		printf("%u %s %u %llu %llx %s %llu %s %s\n", h[i].host_id,
+		       h[i].state < 3 ? states[h[i].state] : "?", h[i].incarnation,
+		       (unsigned long long)h[i].heartbeat,
+		       (unsigned long long)h[i].owned,
+		       h[i].flags & BELUGA_HOST_ALIVE ? "alive" : "dead",
+		       (unsigned long long)(h[i].silent_ns / 1000000),
+		       h[i].flags & BELUGA_HOST_SELF ? "self" : "-",
+		       h[i].name[0] ? h[i].name : "-");
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *cmd = argc > 1 ? argv[1] : "";
@@ -825,6 +857,8 @@ int main(int argc, char **argv)
 			       strtoul(argv[5], NULL, 0),
 			       strtoul(argv[6], NULL, 0),
 			       strtoul(argv[7], NULL, 0));
+	if (!strcmp(cmd, "hosts") && argc == 2)
+		return do_hosts();
 	if (!strcmp(cmd, "set-version") && argc == 4)
 		return do_set_version(argv[2], strtoul(argv[3], NULL, 0));
 	fprintf(stderr, "usage: see the comment at the top of mhtool.c\n");

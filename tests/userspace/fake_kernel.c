@@ -473,6 +473,25 @@ static int cmd_region_info(int fd, void *arg)
 	return 0;
 }
 
+/* A shared pool's host records, as the test set them (fake.hosts). */
+static int cmd_hosts(int fd, void *arg)
+{
+	struct beluga_hosts *h = arg;
+	uint32_t nr_out;
+
+	(void)fd;
+	if (h->flags || h->__reserved)
+		return -EINVAL;
+	nr_out = fake.nr_hosts < h->count ? fake.nr_hosts : h->count;
+	if (nr_out && !h->hosts)
+		return -EFAULT;
+	if (nr_out)
+		memcpy((void *)(uintptr_t)h->hosts, fake.hosts, nr_out * sizeof(fake.hosts[0]));
+	nr_out = h->count;
+	h->count = fake.nr_hosts;
+	return fake.nr_hosts > nr_out ? -EMSGSIZE : 0;
+}
+
 /* kmod/ioctl.c's command table, less what the fake does not model. */
 #define OP_WRITE	1u	/* a file opened for writing */
 #define OP_EFFECTIVE	2u	/* the struct is written back on error too */
@@ -502,6 +521,8 @@ static const struct fake_op fake_ops[] = {
 	FAKE_OP(EVICT, cmd_evict, beluga_evict, BELUGA_EVICT_SIZE_V1, OP_EFFECTIVE),
 	FAKE_OP(REGION_INFO, cmd_region_info, beluga_region_info,
 		BELUGA_REGION_INFO_SIZE_V1, 0),
+	/* Effective: -EMSGSIZE answers the struct too. */
+	FAKE_OP(HOSTS, cmd_hosts, beluga_hosts, BELUGA_HOSTS_SIZE_V1, OP_EFFECTIVE),
 };
 
 /* The count of a command's argument, for the call log. */
@@ -545,6 +566,7 @@ static int fake_dispatch(int fd, unsigned long request, void *uarg)
 		struct beluga_detach detach;
 		struct beluga_evict evict;
 		struct beluga_region_info region_info;
+		struct beluga_hosts hosts;
 	} buf;
 	unsigned int nr = (unsigned int)(request & 0xff);
 	const struct fake_op *op;
@@ -601,6 +623,43 @@ static int fake_ioctl(int fd, unsigned long request, void *arg)
 }
 
 /*
+ * BELUGA_FAKE_HOSTS: a file of host records, one a line, in the debugfs
+ * "hosts" table's format (kmod/debugfs.c):
+ *   ID STATE INCARNATION HEARTBEAT OWNED_HEX alive|dead SILENT_MS self|- NAME|-
+ */
+static void fake_hosts_from_file(const char *path)
+{
+	char line[256], state[16], alive[16], self[16], name[64];
+	unsigned long long hb, silent, owned;
+	unsigned int id, inc;
+	FILE *f;
+
+	if (!path || !(f = fopen(path, "r")))
+		return;
+	while (fake.nr_hosts < BELUGA_MAX_HOSTS && fgets(line, sizeof(line), f)) {
+		struct beluga_host *h = &fake.hosts[fake.nr_hosts];
+
+		if (sscanf(line, "%u %15s %u %llu %llx %15s %llu %15s %63s", &id, state, &inc,
+			   &hb, &owned, alive, &silent, self, name) != 9)
+			continue;
+		memset(h, 0, sizeof(*h));
+		h->host_id = id;
+		h->state = !strcmp(state, "active") ? BELUGA_HOST_ACTIVE :
+			   !strcmp(state, "left") ? BELUGA_HOST_LEFT : BELUGA_HOST_NONE;
+		h->incarnation = inc;
+		h->heartbeat = hb;
+		h->owned = owned;
+		h->silent_ns = silent * 1000000ULL;
+		h->flags = (!strcmp(alive, "alive") ? BELUGA_HOST_ALIVE : 0) |
+			   (!strcmp(self, "self") ? BELUGA_HOST_SELF : 0);
+		if (strcmp(name, "-"))
+			snprintf(h->name, sizeof(h->name), "%.*s", (int)sizeof(h->name) - 1, name);
+		fake.nr_hosts++;
+	}
+	fclose(f);
+}
+
+/*
  * Tools linked with this file (the check build's belugactl-fake and
  * beluga-demo-fake) switch to the fake when BELUGA_FAKE_KERNEL is set.
  */
@@ -617,6 +676,7 @@ __attribute__((constructor)) static void fake_kernel_from_env(void)
 	fake_kernel_reset(bs ? strtoull(bs, NULL, 0) : 65536,
 			  mb ? (uint32_t)strtoul(mb, NULL, 0) : BELUGA_MAX_BATCH);
 	fake.lookup_skew = getenv("BELUGA_FAKE_LOOKUP_SKEW") != NULL;
+	fake_hosts_from_file(getenv("BELUGA_FAKE_HOSTS"));
 	if (!regions_env)
 		return;
 	snprintf(list, sizeof(list), "%s", regions_env);

@@ -16,6 +16,8 @@
  *   BELUGA_FAKE_BLOCK_SIZE=65536               default 64 KiB
  *   BELUGA_FAKE_MAX_BATCH=4096
  *   BELUGA_FAKE_LOOKUP_SKEW=1                  LOOKUP returns wrong offsets
+ *   BELUGA_FAKE_HOSTS=FILE                     host records for HOSTS, one a
+ *                                              line (fake_kernel.c)
  */
 #ifndef BELUGA_FAKE_KERNEL_H
 #define BELUGA_FAKE_KERNEL_H
@@ -47,6 +49,9 @@ struct fake_kernel {
 	int lookup_skew;
 	/* Pins held by the one client, after the last call. */
 	uint64_t nr_pins;
+	/* HOSTS answers these records (a shared pool); none by default. */
+	uint32_t nr_hosts;
+	struct beluga_host hosts[BELUGA_MAX_HOSTS];
 };
 
 extern struct fake_kernel fake;

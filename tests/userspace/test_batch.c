@@ -499,6 +499,39 @@ static void test_fake_abi_order(void)
 	close(fd);
 }
 
+/* beluga_hosts(): the records, snprintf() style when there is less room. */
+static void test_hosts(void)
+{
+	struct beluga_host out[BELUGA_MAX_HOSTS];
+	struct beluga *b = setup(BELUGA_MAX_BATCH, 4);
+	unsigned int i;
+	int ret;
+
+	tap_result(beluga_hosts(b, out, BELUGA_MAX_HOSTS) == 0,
+		   "hosts: a pool that is not shared has no records");
+	fake.nr_hosts = 3;
+	for (i = 0; i < 3; i++) {
+		memset(&fake.hosts[i], 0, sizeof(fake.hosts[i]));
+		fake.hosts[i].host_id = i;
+		fake.hosts[i].state = BELUGA_HOST_ACTIVE;
+		fake.hosts[i].incarnation = 10 + i;
+		snprintf(fake.hosts[i].name, sizeof(fake.hosts[i].name), "h%u", i);
+	}
+	fake.hosts[1].flags = BELUGA_HOST_SELF | BELUGA_HOST_ALIVE;
+	memset(out, 0xa5, sizeof(out));
+	ret = beluga_hosts(b, out, BELUGA_MAX_HOSTS);
+	tap_result(ret == 3 && out[2].incarnation == 12 && !strcmp(out[2].name, "h2") &&
+		   out[1].flags == (BELUGA_HOST_SELF | BELUGA_HOST_ALIVE) &&
+		   out[3].incarnation == 0xa5a5a5a5u,
+		   "hosts: every record, nothing past them written");
+	memset(out, 0xa5, sizeof(out));
+	ret = beluga_hosts(b, out, 2);
+	tap_result(ret == 3 && out[1].incarnation == 11 && out[2].incarnation == 0xa5a5a5a5u,
+		   "hosts: room for 2 of 3 records gets 2 and the number 3");
+	tap_result(beluga_hosts(b, NULL, 0) == 3, "hosts: room for none asks for the number");
+	beluga_close(b);
+}
+
 int main(void)
 {
 	int fd;
@@ -520,6 +553,7 @@ int main(void)
 	test_admin_messages();
 	test_map();
 	test_fake_abi_order();
+	test_hosts();
 	unlink(dev_path);
 	return tap_done();
 }

@@ -200,22 +200,23 @@ if grep -h '^# TYPE' "$tmp/status.prom" "$tmp/stats.prom" | awk '{print $3}' | s
 else
 	ok "status and stats metric names do not collide (one textfile each)"
 fi
-# ---- a shared pool's hosts (sysfs class/misc/POOL/hosts) in status ----
-json_check "status --json: no hosts file, empty hosts" "$tmp/status.json" "d['hosts'] == []"
+# ---- a shared pool's hosts (BELUGA_IOC_HOSTS, beluga_hosts()) in status ----
+json_check "status --json: a pool without hosts, empty hosts" "$tmp/status.json" "d['hosts'] == []"
 if grep -q beluga_pool_host "$tmp/status.prom"; then
 	not_ok "status --prometheus: no host series without a shared pool"
 else
 	ok "status --prometheus: no host series without a shared pool"
 fi
-mkdir -p "$tmp/sys/class/misc/dev"
-cat >"$tmp/sys/class/misc/dev/hosts" <<'HOSTS'
+# The fake kernel answers HOSTS with these records (fake_kernel.c).
+cat >"$tmp/hosts" <<'HOSTS'
 0 active 2 3514 d1 alive 9 self node-a
 1 active 1 3438 2e alive 0 - node-b
 2 active 1 120 0 dead 61234 - -
 3 none 0 0 0 dead 185218 - -
-garbage line
 4 left 3 77 0 dead 5 - node-"q"
 HOSTS
+fake_env_nohosts=("${fake_env[@]}")
+fake_env+=(BELUGA_FAKE_HOSTS="$tmp/hosts")
 "${fake_env[@]}" "$fctl" status --json >"$tmp/hosts.json"
 json_check "status --json: hosts of the shared pool" "$tmp/hosts.json" \
 	"[h['id'] for h in d['hosts']] == [0, 1, 2, 3, 4] and d['hosts'][0] == {'id': 0, 'state': 'active', 'incarnation': 2, 'heartbeat': 3514, 'alive': True, 'silent_ms': 9, 'self': True, 'name': 'node-a', 'owned_mask': 0xd1, 'owned_partitions': [0, 4, 6, 7]}"
@@ -236,12 +237,12 @@ else
 fi
 expect "status: human table lists the hosts" 0 "0    active  alive      2        3514          9      0xd1  node-a (this host)" \
 	"${fake_env[@]}" "$fctl" status
-if env BELUGA_FAKE_KERNEL=1 BELUGA_DEVICE="$tmp/dev" BELUGA_FAKE_REGIONS="dax0.0:4M" "$fctl" -d "$tmp/dev" status | grep -q "shared pool hosts"; then
-	ok "status: -d DEVICE reads class/misc/DEVICE/hosts"
+if env BELUGA_FAKE_KERNEL=1 BELUGA_DEVICE="$tmp/dev" BELUGA_FAKE_REGIONS="dax0.0:4M" BELUGA_FAKE_HOSTS="$tmp/hosts" "$fctl" -d "$tmp/dev" status | grep -q "shared pool hosts"; then
+	ok "status: -d DEVICE asks DEVICE for its hosts"
 else
-	not_ok "status: -d DEVICE reads class/misc/DEVICE/hosts"
+	not_ok "status: -d DEVICE asks DEVICE for its hosts"
 fi
-rm -rf "$tmp/sys/class/misc/dev"
+fake_env=("${fake_env_nohosts[@]}")
 expect "detach by name through the fake" 0 "detached region 1 (node1)" "${fake_env[@]}" "$fctl" detach node1
 expect "detach: unknown name" 1 "no attached region named 'dax7.0'" "${fake_env[@]}" "$fctl" detach dax7.0
 expect "detach: id out of range" 1 "region ids are 0..15" "${fake_env[@]}" "$fctl" detach 99

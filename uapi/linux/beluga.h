@@ -92,8 +92,9 @@
  *      struct; -EFAULT when the rest of the struct cannot be read or, for
  *      a command that writes results into it, written back.
  *   5. The struct's fields: -EINVAL unknown flags or a nonzero reserved
- *      field; then the count, -EINVAL for 0 and -E2BIG above
- *      BELUGA_MAX_BATCH; then the command's own rules on its fields
+ *      field; then the count of a batch, -EINVAL for 0 and -E2BIG above
+ *      BELUGA_MAX_BATCH (HOSTS' count is a capacity: any value is
+ *      valid); then the command's own rules on its fields
  *      (-EINVAL, e.g. LOOKUP with BELUGA_LOOKUP_PIN and no offsets array).
  *   6. The arrays the struct points to (only once the count that sizes
  *      them is valid): -EFAULT when an input array (the offsets of FREE
@@ -102,12 +103,12 @@
  *      (checked by writing its own bytes back); then what they hold
  *      (-EINVAL for a nonzero __reserved in a PUBLISH item).
  *   7. -ENODEV  ALLOC, FREE, PUBLISH, LOOKUP or RELEASE while no region is
- *               attached (INFO, STATS and REGION_INFO work on an empty
- *               pool).
+ *               attached (INFO, STATS, REGION_INFO and HOSTS work on an
+ *               empty pool).
  *   8. The command's own errors (its description below). Last, results
  *      written to arrays the kernel only writes, and only when there is a
- *      result: LOOKUP's offsets array, PUBLISH's item results (-EFAULT,
- *      described with each command).
+ *      result: LOOKUP's offsets array, PUBLISH's item results, HOSTS'
+ *      records (-EFAULT, described with each command).
  * Why this order: each step needs the one before it, as in iommufd, whose
  * conventions this ABI follows. The struct is copied in whole with
  * copy_struct_from_user() before any field is looked at, so nonzero
@@ -171,6 +172,7 @@ enum {
 	BELUGA_CMD_DETACH,
 	BELUGA_CMD_EVICT,
 	BELUGA_CMD_REGION_INFO,
+	BELUGA_CMD_HOSTS,
 };
 
 /**
@@ -534,8 +536,8 @@ enum beluga_backend {
  * protocol; the offset space holds the range's data blocks
  * only (its metadata is not mappable); PUBLISH writes the blocks' CPU
  * caches back first; EVICT is -EOPNOTSUPP; STATS and REGION_INFO report
- * this host's view of the pool (see struct beluga_stats; the pool's
- * "hosts" sysfs attribute lists the hosts). DETACH leaves
+ * this host's view of the pool (see struct beluga_stats; BELUGA_IOC_HOSTS
+ * lists the hosts). DETACH leaves
  * the pool cleanly, refused with -EBUSY while this host's files hold
  * allocations or pins. More errors, with the reason in the kernel log:
  * -EUCLEAN corrupt pool, -EPROTONOSUPPORT unknown on-media version,
@@ -709,5 +711,80 @@ struct beluga_region_info {
 
 #define BELUGA_REGION_INFO_SIZE_V1	112
 #define BELUGA_IOC_REGION_INFO	_IO(BELUGA_TYPE, BELUGA_CMD_REGION_INFO)
+
+/* The most host records a shared pool has (its max_hosts is at most this). */
+#define BELUGA_MAX_HOSTS	16
+
+/* A host record's state in the shared pool. */
+enum beluga_host_state {
+	BELUGA_HOST_NONE = 0,	/* unused: no host joined with this id */
+	BELUGA_HOST_ACTIVE = 1,	/* joined (alive or not: see the flags) */
+	BELUGA_HOST_LEFT = 2,	/* detached cleanly */
+};
+
+/* struct beluga_host flags */
+#define BELUGA_HOST_ALIVE	_BITUL(0)	/* heartbeat moved within the lease */
+#define BELUGA_HOST_SELF	_BITUL(1)	/* the host that answers */
+
+/**
+ * struct beluga_host - one host record of a shared pool (BELUGA_IOC_HOSTS)
+ * @host_id: out: the record's host id, its index in the array
+ * @state: out: enum beluga_host_state, as the record says
+ * @flags: out: BELUGA_HOST_ALIVE, BELUGA_HOST_SELF
+ * @incarnation: out: +1 at each join of this host id
+ * @heartbeat: out: the record's heartbeat counter
+ * @silent_ns: out: nanoseconds since this host last saw @heartbeat move
+ *	(its own: since its last heartbeat)
+ * @owned: out: bit p set: the host owns partition p (docs/multihost.md,
+ *	section 3)
+ * @name: out: the host's name (its utsname when it joined), NUL
+ *	terminated, printable, no spaces; empty when it has none
+ */
+struct beluga_host {
+	__u32 host_id;
+	__u32 state;
+	__u32 flags;
+	__u32 incarnation;
+	__aligned_u64 heartbeat;
+	__aligned_u64 silent_ns;
+	__aligned_u64 owned;
+	char name[BELUGA_NAME_LEN];
+};
+
+/**
+ * struct beluga_hosts - BELUGA_IOC_HOSTS: the hosts of a shared pool
+ * @size: sizeof(struct beluga_hosts)
+ * @flags: must be 0
+ * @count: in: entries @hosts has room for; 0 asks for the number only.
+ *	out: host records the pool has (its max_hosts, at most
+ *	BELUGA_MAX_HOSTS), 0 when no shared pool is attached or this host is
+ *	not joined (it is rejoining after a fence). A capacity, not a batch:
+ *	any value is valid, 0 included.
+ * @__reserved: must be 0
+ * @hosts: in: user pointer to struct beluga_host[@count]; out there: the
+ *	first min(@count in, @count out) records, in host id order. Not
+ *	touched, nor checked, when nothing is written to it.
+ *
+ * Any file may call it; it changes nothing. The records are this host's
+ * view, each read from the pool at the call (liveness is judged against
+ * the pool's lease, as the host's own tick judges it).
+ *
+ * Errors, after the common errors (steps 1-5: -EINVAL for nonzero @flags
+ * or @__reserved): -EMSGSIZE when the pool has more records than @count
+ * in: the first @count records are written to @hosts and @count is set
+ * to the number of records, so a second call with that count gets them
+ * all; -EFAULT when @hosts cannot be written (the struct is left as it
+ * was). -ENOMEM.
+ */
+struct beluga_hosts {
+	__u32 size;
+	__u32 flags;
+	__u32 count;
+	__u32 __reserved;
+	__aligned_u64 hosts;
+};
+
+#define BELUGA_HOSTS_SIZE_V1	24
+#define BELUGA_IOC_HOSTS	_IO(BELUGA_TYPE, BELUGA_CMD_HOSTS)
 
 #endif /* _UAPI_LINUX_BELUGA_H */

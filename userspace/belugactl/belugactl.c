@@ -174,7 +174,7 @@ static const struct command commands[] = {
 	  "  --evict         evict the region's unpinned published blocks first\n" },
 	{ "status", cmd_status, "[--json | --prometheus]",
 	  "Show pool geometry, occupancy, one line per region, and the hosts of a\n"
-	  "shared pool (from /sys/class/misc/POOL/hosts).\n\n"
+	  "shared pool.\n\n"
 	  "  --json        JSON: abi_version, nr_regions, block_size, nr_blocks, map_size,\n"
 	  "                max_batch, max_regions, free_blocks, allocated_blocks,\n"
 	  "                published_blocks, pinned_blocks, pins, clients, regions[] with\n"

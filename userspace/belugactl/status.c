@@ -61,78 +61,64 @@ static void region_labels(char *buf, size_t len, const struct beluga_region_info
 		 backend_name(ri->backend), ri->node);
 }
 
-/*
- * A shared pool's hosts: one line per host record in the pool's sysfs
- * "hosts" (Documentation/ABI/testing/sysfs-class-misc-beluga), empty for a
- * pool that is not shared:
- *   ID STATE INCARNATION HEARTBEAT OWNED_HEX alive|dead SILENT_MS self|- NAME|-
- */
-#define MAX_POOL_HOSTS	64
-
+/* A shared pool's hosts, from libbeluga's beluga_hosts() (BELUGA_IOC_HOSTS). */
 struct pool_host {
-	unsigned int id, incarnation, owned;
+	unsigned int id, incarnation;
+	uint64_t owned;
 	unsigned long long heartbeat, silent_ms;
 	int alive, self;
-	char state[16], name[64];	/* name "" for "-" */
+	char state[16], name[BELUGA_NAME_LEN];	/* name "" for none */
 };
 
 struct host_list {
-	int shared;		/* the hosts file exists */
+	int shared;		/* the pool has host records */
 	unsigned int nr;
-	struct pool_host h[MAX_POOL_HOSTS];
+	struct pool_host h[BELUGA_MAX_HOSTS];
 };
 
-/* Parse one line of "hosts"; 0, or -EINVAL for a line of another shape. */
-static int parse_host_line(const char *line, struct pool_host *h)
+static const char *host_state_name(uint32_t state)
 {
-	char alive[16], self[16];
-	int end = 0;
-
-	memset(h, 0, sizeof(*h));
-	if (sscanf(line, "%u %15s %u %llu %x %15s %llu %15s %63s %n", &h->id, h->state,
-		   &h->incarnation, &h->heartbeat, &h->owned, alive, &h->silent_ms, self,
-		   h->name, &end) != 9 || line[end] != '\0')
-		return -EINVAL;
-	if (strcmp(alive, "alive") && strcmp(alive, "dead"))
-		return -EINVAL;
-	if (strcmp(self, "self") && strcmp(self, "-"))
-		return -EINVAL;
-	h->alive = !strcmp(alive, "alive");
-	h->self = !strcmp(self, "self");
-	if (!strcmp(h->name, "-"))
-		h->name[0] = '\0';
-	return 0;
+	switch (state) {
+	case BELUGA_HOST_NONE: return "none";
+	case BELUGA_HOST_ACTIVE: return "active";
+	case BELUGA_HOST_LEFT: return "left";
+	default: return "?";
+	}
 }
 
-/* The hosts of the pool behind the device belugactl talks to. */
-static void read_hosts(struct host_list *hl)
+/*
+ * The hosts of the pool behind @b; none when it is not shared, or when the
+ * module is older than the command (status still shows the rest).
+ */
+static void read_hosts(struct beluga *b, struct host_list *hl)
 {
-	const char *dev = device_path ? device_path : getenv("BELUGA_DEVICE");
-	const char *root = getenv("BELUGA_SYSFS_ROOT");
-	const char *base;
-	char path[512], line[256];
-	FILE *f;
+	struct beluga_host hosts[BELUGA_MAX_HOSTS];
+	int n, i;
 
 	hl->shared = 0;
 	hl->nr = 0;
-	if (!dev || !*dev)
-		dev = BELUGA_DEVICE_PATH;
-	base = strrchr(dev, '/');
-	snprintf(path, sizeof(path), "%s/class/misc/%s/hosts", root && *root ? root : "/sys",
-		 base ? base + 1 : dev);
-	f = fopen(path, "r");
-	if (!f)
+	n = beluga_hosts(b, hosts, BELUGA_MAX_HOSTS);
+	if (n <= 0)
 		return;
 	hl->shared = 1;
-	while (hl->nr < MAX_POOL_HOSTS && fgets(line, sizeof(line), f)) {
-		line[strcspn(line, "\n")] = '\0';
-		if (!parse_host_line(line, &hl->h[hl->nr]))
-			hl->nr++;
+	hl->nr = n < BELUGA_MAX_HOSTS ? (unsigned int)n : BELUGA_MAX_HOSTS;
+	for (i = 0; i < (int)hl->nr; i++) {
+		struct pool_host *h = &hl->h[i];
+
+		memset(h, 0, sizeof(*h));
+		h->id = hosts[i].host_id;
+		snprintf(h->state, sizeof(h->state), "%s", host_state_name(hosts[i].state));
+		h->incarnation = hosts[i].incarnation;
+		h->heartbeat = hosts[i].heartbeat;
+		h->silent_ms = hosts[i].silent_ns / 1000000;
+		h->owned = hosts[i].owned;
+		h->alive = !!(hosts[i].flags & BELUGA_HOST_ALIVE);
+		h->self = !!(hosts[i].flags & BELUGA_HOST_SELF);
+		snprintf(h->name, sizeof(h->name), "%.*s", BELUGA_NAME_LEN - 1, hosts[i].name);
 	}
-	fclose(f);
 }
 
-static unsigned int popcount32(unsigned int x)
+static unsigned int popcount64(uint64_t x)
 {
 	unsigned int n = 0;
 
@@ -152,9 +138,10 @@ static void status_hosts_human(const struct host_list *hl)
 	for (i = 0; i < hl->nr; i++) {
 		const struct pool_host *h = &hl->h[i];
 
-		printf("%-4u %-7s %-6s %5u %11llu %10llu %#9x  %s%s\n", h->id, h->state,
-		       h->alive ? "alive" : "dead", h->incarnation, h->heartbeat, h->silent_ms,
-		       h->owned, h->name[0] ? h->name : "-", h->self ? " (this host)" : "");
+		printf("%-4u %-7s %-6s %5u %11llu %10llu %#9" PRIx64 "  %s%s\n", h->id,
+		       h->state, h->alive ? "alive" : "dead", h->incarnation, h->heartbeat,
+		       h->silent_ms, h->owned, h->name[0] ? h->name : "-",
+		       h->self ? " (this host)" : "");
 	}
 }
 
@@ -181,8 +168,8 @@ static void status_hosts_json(struct json *j, const struct host_list *hl)
 			json_null(j, "name");
 		json_u64(j, "owned_mask", h->owned);
 		json_array_begin(j, "owned_partitions");
-		for (p = 0; p < 32; p++)
-			if (h->owned & (1u << p))
+		for (p = 0; p < 64; p++)
+			if (h->owned & (1ULL << p))
 				json_u64(j, NULL, p);
 		json_array_end(j);
 		json_object_end(j);
@@ -238,7 +225,7 @@ static void status_hosts_prometheus(FILE *f, const struct host_list *hl)
 			case 2: v = h->incarnation; break;
 			case 3: v = h->heartbeat; break;
 			case 4: v = h->silent_ms; break;
-			default: v = popcount32(h->owned); break;
+			default: v = popcount64(h->owned); break;
 			}
 			prom_sample(f, metrics[m].name, labels, v);
 		}
@@ -412,8 +399,8 @@ int cmd_status(int argc, char **argv)
 		return ret;
 	}
 	read_regions(b, &rl);
+	read_hosts(b, &hl);
 	beluga_close(b);
-	read_hosts(&hl);
 
 	if (fmt == OUT_JSON)
 		status_json(&info, &st, &hl, &rl);

@@ -115,6 +115,16 @@ int beluga_stats(struct beluga *b, struct beluga_stats *stats);
 /* -ENOENT when no region is in @region_id. */
 int beluga_region_info(struct beluga *b, uint32_t region_id,
 		       struct beluga_region_info *ri);
+/*
+ * beluga_hosts - the host records of the shared pool behind @b, as the
+ * host that answers sees them (BELUGA_IOC_HOSTS): the first @max go to
+ * @hosts, in host id order. Returns how many records the pool has, which
+ * may be more than @max (snprintf() style: call again with room for
+ * them; BELUGA_MAX_HOSTS is always enough), 0 when the pool is not
+ * shared or its host is rejoining, or -errno (-ENOTTY: a module without
+ * the command).
+ */
+int beluga_hosts(struct beluga *b, struct beluga_host *hosts, unsigned int max);
 
 /* ---- Blocks: batch calls of any length --------------------------------- */
 

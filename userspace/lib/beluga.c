@@ -255,6 +255,22 @@ BEL_EXPORT int beluga_region_info(struct beluga *b, uint32_t region_id,
 	return ret ? bel_fail_common(b, ret, "REGION_INFO") : 0;
 }
 
+BEL_EXPORT int beluga_hosts(struct beluga *b, struct beluga_host *hosts, unsigned int max)
+{
+	struct beluga_hosts req;
+	int ret;
+
+	memset(&req, 0, sizeof(req));
+	req.size = sizeof(req);
+	req.count = max;
+	req.hosts = (uintptr_t)hosts;
+	ret = bel_ioctl_call(b, BELUGA_IOC_HOSTS, &req);
+	/* -EMSGSIZE: @max records were written, req.count says how many exist. */
+	if (!ret || ret == -EMSGSIZE)
+		return (int)req.count;
+	return bel_fail_common(b, ret, "HOSTS");
+}
+
 /* Explain an ATTACH failure; @what names the region for the operator. */
 static int attach_fail(struct beluga *b, int err, const struct beluga_attach *req,
 		       const char *what)
