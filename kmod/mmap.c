@@ -52,7 +52,14 @@ static void beluga_vm_close(struct vm_area_struct *vma)
 			      beluga_vma_slots(vma), -1);
 }
 
-/* Region and byte offset inside it behind @offset, if the VMA may use it. */
+/*
+ * Region and byte offset inside it behind @offset, if the VMA may use it.
+ * No lock: bel_pool_find_offset() reads the core's region table without
+ * one (kmod/core/pool.c), and a region in the VMA's slots cannot be
+ * detached while the VMA counts itself in it, so dev->regions[slot] and
+ * its fields stay put for the whole fault. Faults of different processes
+ * thus share nothing but the page tables they fill.
+ */
 static struct beluga_region *beluga_vma_region(struct vm_area_struct *vma,
 					       u64 offset, u64 *region_offset)
 {

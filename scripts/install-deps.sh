@@ -55,6 +55,7 @@ pkgs=(
 	sparse dkms kmod cpio xz-utils zstd busybox-static perl stress-ng trinity
 	flex bison bc libelf-dev libssl-dev
 	liburing-dev ndctl daxctl
+	liburcu-dev
 	gnuplot-nox
 	python3 python3-dev python3-numpy python3-pytest python3-hypothesis
 	"linux-headers-$kver_61"

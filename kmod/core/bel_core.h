@@ -15,12 +15,25 @@
  *   lru.c     least-recently-used list of published, unpinned blocks
  *   client.c  per-client allocation list and pin table, release on close
  *
- * Locking: one bel_spinlock_t in struct bel_pool protects every block, list,
- * the index, the counters and every client's pin table. Nothing sleeps under
- * it. Calls that may need memory (adding a region, growing a client's pin
- * table, creating a client) allocate before taking it. Each client also has
- * a bel_mutex_t that serialises that client's calls, so that capacity
- * reserved before taking the pool lock is still there inside it.
+ * Locking. One bel_spinlock_t in struct bel_pool serialises the writers:
+ * ALLOC (and the eviction it does), FREE, PUBLISH, administrative eviction,
+ * regions, memory errors and close. It protects the block states, the free
+ * lists, the LRU, the index's links and the counters in pool->stats.
+ * Nothing sleeps under it. The read path does not take it:
+ *   - LOOKUP walks the index under an RCU read section and validates each
+ *     block it passes with the block's index sequence (bel_block.seq),
+ *     and pins with a compare-and-exchange on bel_block.pins that fails
+ *     once an evictor has claimed the block (index.c, client.c);
+ *   - RELEASE drops pins with atomics and records the blocks that became
+ *     unpinned in its client's LRU log, which the writers merge into the
+ *     LRU under the pool lock before they need its order (lru.c);
+ *   - a client's pin table and read-side counters belong to the client
+ *     (its mutex), so no two clients write the same cache line for them;
+ *   - page faults find their region without a lock (pool.c).
+ * Calls that may need memory (adding a region, growing a client's pin
+ * table, creating a client) allocate before taking the pool lock. Each
+ * client's bel_mutex_t serialises that client's calls, so that capacity
+ * reserved before taking a lock is still there inside it.
  *
  * Errors are negative errno values, as in the uapi header.
  */
@@ -50,15 +63,36 @@ enum bel_block_state {
 
 struct bel_client;
 
-/* One block's metadata. Every field is protected by bel_pool.lock. */
+/* bel_block.pins while a writer evicts the block: no pin can be taken. */
+#define BEL_PINS_DEAD		0xffffffffU
+
+/*
+ * One block's metadata: 64 bytes, one cache line, so that a probe that
+ * reaches a block touches one line for its key, its link and its pins.
+ * Written under bel_pool.lock, except 'pins' (atomic, see below). The
+ * lock-free readers read ns, key, seq, hash_next and pins only, through
+ * BEL_READ() and with the validation described at 'seq'.
+ */
 struct bel_block {
 	u64 ns;
 	struct beluga_key key;
-	struct bel_client *owner;	/* ALLOCATED: the owning client */
-	u32 prev;			/* free list, owner's list or LRU */
-	u32 next;
-	u32 hash_next;			/* PUBLISHED: index bucket chain */
-	u32 pins;			/* PUBLISHED: pins of all clients */
+	/*
+	 * Index sequence: even while the block is in the index under
+	 * (ns, key), odd while it is not; +1 at every insertion and removal.
+	 * A reader that saw the same even value before and after reading
+	 * the key and hash_next read them from one published state.
+	 */
+	u32 seq;
+	u32 hash_next;			/* index bucket chain */
+	/*
+	 * Pins of all clients. Changed with bel_cmpxchg32() by LOOKUP and
+	 * RELEASE without the pool lock; BEL_PINS_DEAD only under the pool
+	 * lock, from an evictor's claim (0 -> DEAD) to the block's return to
+	 * a free list (-> 0), so no pin is ever taken of a block on its way
+	 * out. 0 on FREE and ALLOCATED blocks but for a reader's brief pin of
+	 * a block it then finds changed and drops again.
+	 */
+	u32 pins;
 	u8 state;			/* enum bel_block_state */
 	u8 in_lru;
 	/*
@@ -67,6 +101,12 @@ struct bel_block {
 	 * that client lets go. A retired PUBLISHED block is out of the index.
 	 */
 	u8 retired;
+	u8 pad;
+	/* PUBLISHED: LRU stamp (bel_now_ns()) of its place in the LRU. */
+	u64 used;
+	struct bel_client *owner;	/* ALLOCATED: the owning client */
+	u32 prev;			/* free list, owner's list or LRU */
+	u32 next;
 };
 
 struct bel_region {
@@ -93,9 +133,11 @@ struct bel_region_stats {
 
 struct bel_pool {
 	/*
-	 * Protects regions[], every bel_block, the LRU, the index, the
-	 * counters in stats, nr_clients and every client's alloc list and pin
-	 * table.
+	 * Serialises the writers (see the top of this file). Protects
+	 * regions[] (read without it by LOOKUP, RELEASE and page faults, see
+	 * pool.c), every bel_block but 'pins', the LRU, the index's links
+	 * (read under RCU), the counters in stats, the list of clients and
+	 * every client's alloc list.
 	 */
 	bel_spinlock_t lock;
 	u64 block_size;			/* 0 while no region is present */
@@ -105,23 +147,97 @@ struct bel_pool {
 
 	/* index.c */
 	u32 *buckets;			/* heads of hash chains, BEL_NONE */
-	u32 nr_buckets;			/* power of two, or 0 */
+	u32 nr_buckets;			/* power of two, or 0; only grows */
+	/* Odd while a rehash moves the chains to a new bucket array. */
+	u32 index_seq;
 
-	/* lru.c: published blocks with pins == 0; head is the oldest */
+	/*
+	 * lru.c: published blocks in the order of their last use (publish,
+	 * or the release of their last pin); head is the oldest. Every
+	 * unpinned published block is on it once the clients' LRU logs are
+	 * merged; pinned ones may be too, and are skipped by eviction.
+	 */
 	u32 lru_head;
 	u32 lru_tail;
 
-	struct bel_stats stats;		/* occupancy fields derived on read */
+	/* Clients, for the LRU logs and the counters they keep. */
+	struct bel_client *clients;
+
+	/*
+	 * Occupancy fields derived on read; the read-path counters (struct
+	 * bel_read_counts) of clients that have closed are added here.
+	 */
+	struct bel_stats stats;
 };
 
-/* Per-client state; every field but 'mutex' is protected by pool->lock. */
+/*
+ * The counters of the read path, kept per client so that LOOKUP and
+ * RELEASE of different clients write no shared line. Written by the
+ * client's own calls (its mutex), read by bel_pool_stats() with
+ * BEL_READ(); the pool's count is the sum over the clients plus what
+ * closed clients left in pool->stats.
+ */
+struct bel_read_counts {
+	u64 lookups;
+	u64 lookup_keys;
+	u64 lookup_hits;
+	u64 releases;
+	u64 pins;
+	u64 pinned_blocks;		/* 0 -> 1 transitions minus 1 -> 0 */
+};
+
+/*
+ * A client's LRU log: blocks whose last pin it released, with the time,
+ * not yet moved to the LRU's newest end. The pool's writers merge all logs
+ * in time order under the pool lock before they use the LRU's order
+ * (lru.c), so that eviction order is exact LRU for every sequence of
+ * calls that do not overlap in time.
+ */
+#define BEL_LRU_LOG		1024U	/* entries per buffer */
+#define BEL_LRU_MAP		2048U	/* dedup slots, a power of two */
+
+struct bel_lru_entry {
+	u64 t;				/* bel_now_ns(); 0: only if off it */
+	u32 id;				/* BEL_NONE: superseded */
+	u32 pad;
+};
+
+struct bel_lru_log {
+	/*
+	 * Protects n, e and the map: taken by the client to append, and by
+	 * the merge (with the pool lock held: pool lock first) to swap e
+	 * with its empty spare.
+	 */
+	bel_spinlock_t lock;
+	u32 n;
+	u32 dead;			/* entries superseded since */
+	struct bel_lru_entry *e;
+	u32 *map;			/* id hash -> index in e, for dedup */
+	/* The merge's: a buffer taken from e, its length and cursor. */
+	struct bel_lru_entry *spare;
+	u32 spare_n;
+	u32 spare_pos;
+	struct bel_client *merge_next;
+};
+
+/* Per-client state. */
 struct bel_client {
 	struct bel_pool *pool;
-	bel_mutex_t mutex;		/* serialises this client's calls */
-	u32 alloc_head;			/* ALLOCATED blocks, via prev/next */
-	u32 nr_allocated;
+	/*
+	 * Serialises this client's calls. Protects the pin table, nr_pins,
+	 * counts and last_stamp, which only this client's calls change (a
+	 * table swap also takes the pool lock, for check helpers).
+	 */
+	bel_mutex_t mutex;
+	u32 alloc_head;			/* ALLOCATED blocks: pool->lock */
+	u32 nr_allocated;		/* pool->lock */
 	struct bel_pin_table pins;	/* block id -> pins held */
 	u64 nr_pins;			/* pins held, with multiplicity */
+	u64 last_stamp;			/* of its last RELEASE */
+	struct bel_read_counts counts;
+	struct bel_lru_log log;
+	struct bel_client *next_client;	/* pool->clients: pool->lock */
+	struct bel_client *prev_client;
 };
 
 /* --- pool.c ------------------------------------------------------------ */

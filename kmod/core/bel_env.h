@@ -27,10 +27,10 @@
 #include <linux/compiler.h>
 #include <linux/math64.h>
 #include <asm/byteorder.h>
-
-/* A word another context reads or writes without the lock: no tearing. */
-#define BEL_READ_ONCE(x)	READ_ONCE(x)
-#define BEL_WRITE_ONCE(x, v)	WRITE_ONCE(x, v)
+#include <linux/rcupdate.h>
+#include <linux/prefetch.h>
+#include <linux/timekeeping.h>
+#include <asm/barrier.h>
 
 /* 64-bit division; 32-bit kernels have no native one. */
 static inline u64 bel_div64(u64 a, u64 b)
@@ -60,6 +60,36 @@ typedef struct mutex bel_mutex_t;
 #define bel_cond_resched()	cond_resched()
 
 #define BEL_ASSERT(cond)	WARN_ON_ONCE(!(cond))
+
+/*
+ * The lock-free read path (index.c, client.c): RCU read sections, marked
+ * accesses, barriers and a 32-bit compare-and-exchange on plain u32
+ * fields, a monotonic clock for LRU stamps, and a prefetch hint.
+ */
+#define bel_rcu_read_lock()	rcu_read_lock()
+#define bel_rcu_read_unlock()	rcu_read_unlock()
+/* Waits for every RCU read section begun before it; may sleep. */
+#define bel_synchronize_rcu()	synchronize_rcu()
+/* A word another context reads or writes without the lock: no tearing. */
+#define BEL_READ(x)		READ_ONCE(x)
+#define BEL_WRITE(x, v)		WRITE_ONCE(x, v)
+/*
+ * The barriers' pairings are documented where they are used: index.c
+ * (block sequence, rehash), pool.c (region publication), client.c and
+ * pool.c (a retired block's last pin).
+ */
+#define bel_load_acquire(p)	smp_load_acquire(p)	/* pairs: see above */
+#define bel_store_release(p, v)	smp_store_release(p, v)	/* pairs: see above */
+#define bel_smp_mb()		smp_mb()	/* pairs: see above */
+#define bel_smp_rmb()		smp_rmb()	/* pairs: see above */
+#define bel_smp_wmb()		smp_wmb()	/* pairs: see above */
+/* Full barrier; returns the value found at @p. */
+#define bel_cmpxchg32(p, o, n)	cmpxchg((p), (o), (n))
+#define bel_prefetch(p)		prefetch(p)
+/* Nanoseconds, monotonic across CPUs. */
+#define bel_now_ns()		ktime_get_ns()
+/* Whole cache lines: kvmalloc memory is at least cache-line aligned here. */
+#define bel_calloc_lines(n, size)	bel_calloc((n), (size))
 
 /*
  * Tracepoint hooks: what only the core sees of the block lifecycle, an
@@ -112,9 +142,6 @@ typedef int64_t s64;
 #define le32_to_cpu(x)	((u32)le32toh(x))
 #define le64_to_cpu(x)	((u64)le64toh(x))
 
-#define BEL_READ_ONCE(x)	__atomic_load_n(&(x), __ATOMIC_RELAXED)
-#define BEL_WRITE_ONCE(x, v)	__atomic_store_n(&(x), (v), __ATOMIC_RELAXED)
-
 static inline u64 bel_div64(u64 a, u64 b)
 {
 	return a / b;
@@ -152,6 +179,75 @@ typedef pthread_mutex_t bel_mutex_t;
 #define bel_cond_resched()	sched_yield()
 
 #define BEL_ASSERT(cond)	assert(cond)
+
+/*
+ * RCU in userspace: Debian's liburcu, "bulletproof" flavour (urcu-bp),
+ * which needs no per-thread registration, so that any thread of a test,
+ * benchmark or Python binding may call the core. Link with -lurcu-bp.
+ * Marked accesses are relaxed atomics, so that ThreadSanitizer sees the
+ * lock-free reads as the intended races they are.
+ */
+#include <time.h>
+#include <urcu-bp.h>
+#define bel_rcu_read_lock()	urcu_bp_read_lock()
+#define bel_rcu_read_unlock()	urcu_bp_read_unlock()
+#define bel_synchronize_rcu()	urcu_bp_synchronize_rcu()
+#define BEL_READ(x)		__atomic_load_n(&(x), __ATOMIC_RELAXED)
+#define BEL_WRITE(x, v)		__atomic_store_n(&(x), (v), __ATOMIC_RELAXED)
+#define bel_load_acquire(p)	__atomic_load_n((p), __ATOMIC_ACQUIRE)
+#define bel_store_release(p, v)	__atomic_store_n((p), (v), __ATOMIC_RELEASE)
+#ifdef __SANITIZE_THREAD__
+/*
+ * ThreadSanitizer refuses fences; a locked read-modify-write of a dummy is
+ * one on x86 and to the compiler, and every access the fences order is
+ * atomic already, so TSan has no race to report either way.
+ */
+static inline void bel_tsan_fence(void)
+{
+	static int dummy;
+
+	__atomic_fetch_add(&dummy, 0, __ATOMIC_SEQ_CST);
+}
+
+#define bel_smp_mb()		bel_tsan_fence()
+#define bel_smp_rmb()		bel_tsan_fence()
+#define bel_smp_wmb()		bel_tsan_fence()
+#else
+#define bel_smp_mb()		__atomic_thread_fence(__ATOMIC_SEQ_CST)
+#define bel_smp_rmb()		__atomic_thread_fence(__ATOMIC_ACQUIRE)
+#define bel_smp_wmb()		__atomic_thread_fence(__ATOMIC_RELEASE)
+#endif
+static inline u32 bel_cmpxchg32(u32 *p, u32 o, u32 n)
+{
+	__atomic_compare_exchange_n(p, &o, n, false, __ATOMIC_SEQ_CST,
+				    __ATOMIC_SEQ_CST);
+	return o;
+}
+
+#define bel_prefetch(p)		__builtin_prefetch(p)
+
+static inline u64 bel_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (u64)ts.tv_sec * 1000000000ULL + (u64)ts.tv_nsec;
+}
+
+/* Zeroed, 64-byte aligned: one struct of 64 bytes per cache line. */
+static inline void *bel_calloc_lines(size_t n, size_t size)
+{
+	size_t bytes;
+	void *p;
+
+	if (size && n > SIZE_MAX / size)
+		return NULL;
+	bytes = n * size;
+	if (posix_memalign(&p, 64, bytes > 0 ? bytes : 64))
+		return NULL;
+	memset(p, 0, bytes);
+	return p;
+}
 
 /* No tracepoints in userspace: the arguments are not even evaluated. */
 #define bel_trace_evict(...)		do { } while (0)

@@ -42,10 +42,28 @@ static inline u64 bel_roundup_pow2(u64 x)
 
 /* Block id of @offset, or BEL_NONE when it names no block of a region. */
 u32 bel_offset_to_id_locked(struct bel_pool *pool, u64 offset);
+/* The same without the lock, inside bel_rcu_read_lock() (pool.c). */
+u32 bel_offset_to_id(struct bel_pool *pool, u64 offset);
 /* Offset of block @id; under the lock, or while its region cannot go. */
 u64 bel_id_to_offset(struct bel_pool *pool, u32 id);
 
-/* Unpinned PUBLISHED block -> FREE: out of the index and the LRU. */
+/*
+ * Claim an unpinned PUBLISHED block for eviction: pins 0 -> BEL_PINS_DEAD,
+ * which no LOOKUP can pin past. False when it is pinned (or briefly held
+ * by a reader that is about to drop it).
+ */
+static inline bool bel_claim_locked(struct bel_block *b)
+{
+	return bel_cmpxchg32(&b->pins, 0, BEL_PINS_DEAD) == 0;
+}
+
+/* Undo a claim that an all-or-nothing caller does not use. */
+static inline void bel_unclaim_locked(struct bel_block *b)
+{
+	bel_store_release(&b->pins, 0);
+}
+
+/* Claimed PUBLISHED block -> FREE: out of the index and the LRU. */
 void bel_evict_block_locked(struct bel_pool *pool, u32 id);
 /* Any not-yet-FREE block, already off every list but the index -> FREE. */
 void bel_put_free_locked(struct bel_pool *pool, u32 id);
@@ -55,14 +73,29 @@ void bel_put_free_locked(struct bel_pool *pool, u32 id);
  * no region has a free block.
  */
 u32 bel_take_free_locked(struct bel_pool *pool, struct bel_client *owner);
-/* Blocks on the free lists, and PUBLISHED ones that eviction may take. */
+/* Blocks on the free lists. */
 u64 bel_nr_free_locked(struct bel_pool *pool);
-u64 bel_nr_evictable_locked(struct bel_pool *pool);
 
 /* --- index.c ---------------------------------------------------------- */
 
 u32 bel_index_find_locked(struct bel_pool *pool, u64 ns,
 			  const struct beluga_key *key);
+/*
+ * Without the pool lock, inside bel_rcu_read_lock(): the block of (ns,
+ * key), whose bel_key_hash() is @hash, or BEL_NONE. Every block it
+ * returns was in the index under (ns, key) at some moment during the
+ * call. With @pin it is pinned once, and *@first says whether that pin was
+ * its first. *@err (0 on entry) becomes
+ * -EOVERFLOW when the pin count is full (BEL_NONE returned), or -EAGAIN
+ * when the block was pinned but had left the index meanwhile: the caller
+ * drops that pin and asks again.
+ */
+u32 bel_index_get(struct bel_pool *pool, u64 ns, const struct beluga_key *key,
+		  u64 hash, bool pin, bool *first, int *err);
+/* Hints the caches about the bucket of @hash; no lock needed. */
+void bel_index_prefetch(struct bel_pool *pool, u64 hash);
+/* The same for the first block of that bucket's chain (inside RCU). */
+void bel_index_prefetch_head(struct bel_pool *pool, u64 hash);
 /* The block's ns and key are set; the key must not be present yet. */
 void bel_index_insert_locked(struct bel_pool *pool, u32 id);
 void bel_index_remove_locked(struct bel_pool *pool, u32 id);
@@ -75,13 +108,30 @@ u32 *bel_index_rehash_locked(struct bel_pool *pool, u32 *buckets,
 
 /* --- lru.c ------------------------------------------------------------ */
 
-/* Append at the most recently used end. */
-void bel_lru_add_locked(struct bel_pool *pool, u32 id);
+/* Append at the most recently used end, stamped @t. */
+void bel_lru_add_locked(struct bel_pool *pool, u32 id, u64 t);
 void bel_lru_del_locked(struct bel_pool *pool, u32 id);
 /* The least recently used block, or BEL_NONE. */
 static inline u32 bel_lru_oldest_locked(struct bel_pool *pool)
 {
 	return pool->lru_head;
 }
+
+/*
+ * Merge every client's LRU log into the LRU, in time order. Callers that
+ * use the LRU's order (eviction) or append to it (PUBLISH, close) do this
+ * first, under the pool lock.
+ */
+void bel_lru_merge_locked(struct bel_pool *pool);
+/* The same, taking the pool lock. */
+void bel_lru_merge(struct bel_pool *pool);
+/*
+ * Record that the @n blocks @ids lost their last pin at @t (0: only put
+ * them back on the LRU if an evictor took them off). Called by @c's own
+ * calls, without the pool lock; takes it to merge when @c's log is full.
+ */
+void bel_lru_log(struct bel_client *c, const u32 *ids, u32 n, u64 t);
+int bel_lru_log_init(struct bel_client *c);
+void bel_lru_log_free(struct bel_client *c);
 
 #endif /* BEL_INTERNAL_H */

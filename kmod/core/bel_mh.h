@@ -294,11 +294,11 @@ static inline bool bel_mh_fenced_now(struct bel_mh_host *h)
 {
 	if (!h->leased)
 		return false;
-	if (BEL_READ_ONCE(h->fenced))
+	if (BEL_READ(h->fenced))
 		return true;
-	if (h->ops->now_ns(h->priv) - BEL_READ_ONCE(h->last_hb) >
+	if (h->ops->now_ns(h->priv) - BEL_READ(h->last_hb) >
 	    h->fence_ns) {
-		BEL_WRITE_ONCE(h->fenced, true);
+		BEL_WRITE(h->fenced, true);
 		return true;
 	}
 	return false;

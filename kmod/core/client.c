@@ -3,14 +3,19 @@
  * Per-client bookkeeping and the block operations a client performs.
  *
  * A client (one open file) owns the blocks it has ALLOCATED, kept on a
- * doubly linked list through bel_block.prev/next, and the pins it holds,
- * kept in the pin table of bel_pins.h (pins.c). Both are
- * protected by pool->lock. client->mutex serialises one client's calls:
- * only they change its pin table, so bel_lookup() can size the table with
- * the mutex held and the pool lock dropped, and find the room still there
- * once it takes the lock.
+ * doubly linked list through bel_block.prev/next under pool->lock, and
+ * the pins it holds, kept in the pin table of bel_pins.h (pins.c).
+ * client->mutex serialises one client's calls, and only they change its
+ * pin table, its counters and its LRU log's contents: so the table needs
+ * no pool lock, and bel_lookup() sizes it first, may sleep doing so, and
+ * finds the room still there afterwards.
  *
- * Lock order: client->mutex, then pool->lock.
+ * LOOKUP and RELEASE take no pool-wide lock (bel_core.h, index.c, lru.c).
+ * Pins are counted in the block (bel_block.pins, compare-and-exchange)
+ * and in the client's table; the table is what RELEASE and close check a
+ * client's releases against, so no client can drop another's pins.
+ *
+ * Lock order: client->mutex, then pool->lock, then a client's log lock.
  */
 #include "bel_internal.h"
 
@@ -67,24 +72,114 @@ static int bel_pin_reserve(struct bel_client *c, u32 more)
 	return 0;
 }
 
-/* Drop @n pins of a block; at zero it becomes evictable, newest first. */
-static void bel_unpin_block_locked(struct bel_pool *pool, u32 id, u32 n)
+/* Single writer (the client's calls): a plain add, marked for readers. */
+static void bel_count(u64 *counter, s64 n)
 {
+	BEL_WRITE(*counter, *counter + (u64)n);
+}
+
+/* Drop @n pins of @b without any lock; the count left. */
+static u32 bel_pins_sub(struct bel_block *b, u32 n)
+{
+	u32 v = BEL_READ(b->pins);
+
+	for (;;) {
+		u32 old;
+
+		BEL_ASSERT(v >= n && v != BEL_PINS_DEAD);
+		old = bel_cmpxchg32(&b->pins, v, v - n);
+		if (old == v)
+			return v - n;
+		v = old;
+	}
+}
+
+/*
+ * A retired PUBLISHED block lost its last pin: it becomes RETIRED. The
+ * claim decides between this and bel_retire_offset() when both see the
+ * last pin go.
+ */
+static void bel_retired_unpinned(struct bel_pool *pool, u32 id)
+{
+	struct bel_block *b;
+
+	bel_spin_lock(&pool->lock);
+	b = bel_block_of(pool, id);
+	if (b->state == BEL_BLOCK_PUBLISHED && b->retired &&
+	    bel_claim_locked(b))
+		bel_put_free_locked(pool, id);
+	bel_spin_unlock(&pool->lock);
+}
+
+/*
+ * Without the pool lock: drop one pin of each of @ids (@n of them), which
+ * @c held. Blocks left without pins are logged for the LRU at @t (0 for
+ * a pin taken by mistake: that is no use of the block).
+ */
+static void bel_unpin(struct bel_client *c, const u32 *ids, u32 n, u64 t)
+{
+	struct bel_pool *pool = c->pool;
+	u32 idle[64];
+	u32 i, nidle = 0;
+
+	for (i = 0; i < n; i++) {
+		struct bel_block *b = bel_block_of(pool, ids[i]);
+
+		if (bel_pins_sub(b, 1))
+			continue;
+		bel_count(&c->counts.pinned_blocks, -1);
+		/* After the cmpxchg's barrier: see bel_retire_offset(). */
+		if (BEL_READ(b->retired)) {
+			bel_retired_unpinned(pool, ids[i]);
+			continue;
+		}
+		idle[nidle++] = ids[i];
+		if (nidle == 64) {
+			bel_lru_log(c, idle, nidle, t);
+			nidle = 0;
+		}
+	}
+	if (nidle)
+		bel_lru_log(c, idle, nidle, t);
+}
+
+/*
+ * Under the pool lock (close): drop @n pins of a block; at zero it goes to
+ * the LRU's newest end, stamped @t, at once.
+ */
+static void bel_unpin_block_locked(struct bel_client *c, u32 id, u32 n,
+				   u64 t)
+{
+	struct bel_pool *pool = c->pool;
 	struct bel_block *b = bel_block_of(pool, id);
 
-	BEL_ASSERT(b->state == BEL_BLOCK_PUBLISHED && b->pins >= n);
+	BEL_ASSERT(b->state == BEL_BLOCK_PUBLISHED);
 	if (!n)
 		return;
-	b->pins -= n;
-	pool->stats.pins -= n;
-	pool->stats.releases += n;
-	if (!b->pins) {
-		pool->stats.pinned_blocks--;
-		if (b->retired)
+	bel_count(&c->counts.pins, -(s64)n);
+	bel_count(&c->counts.releases, n);
+	if (bel_pins_sub(b, n))
+		return;
+	bel_count(&c->counts.pinned_blocks, -1);
+	if (BEL_READ(b->retired)) {
+		if (bel_claim_locked(b))
 			bel_put_free_locked(pool, id);	/* -> RETIRED */
-		else
-			bel_lru_add_locked(pool, id);
+		return;
 	}
+	if (b->in_lru)
+		bel_lru_del_locked(pool, id);
+	bel_lru_add_locked(pool, id, t > b->used ? t : b->used);
+}
+
+/* A stamp for the LRU after every earlier one of this client. */
+static u64 bel_stamp(struct bel_client *c)
+{
+	u64 t = bel_now_ns();
+
+	if (t <= c->last_stamp)
+		t = c->last_stamp + 1;
+	c->last_stamp = t;
+	return t;
 }
 
 /* --- clients ----------------------------------------------------------- */
@@ -96,9 +191,17 @@ struct bel_client *bel_client_new(struct bel_pool *pool)
 	if (!c)
 		return NULL;
 	c->pool = pool;
+	if (bel_lru_log_init(c)) {
+		bel_kvfree(c);
+		return NULL;
+	}
 	bel_mutex_init(&c->mutex);
 	c->alloc_head = BEL_NONE;
 	bel_spin_lock(&pool->lock);
+	c->next_client = pool->clients;
+	if (pool->clients)
+		pool->clients->prev_client = c;
+	pool->clients = c;
 	pool->stats.clients++;
 	bel_spin_unlock(&pool->lock);
 	return c;
@@ -132,10 +235,14 @@ void bel_client_release(struct bel_client *c)
 {
 	struct bel_pool *pool = c->pool;
 	u32 budget = BEL_SCAN_CHUNK;
+	u64 t;
 	u32 i;
 
 	bel_mutex_lock(&c->mutex);
 	bel_spin_lock(&pool->lock);
+	/* Earlier releases first, so the blocks let go here are newest. */
+	bel_lru_merge_locked(pool);
+	t = bel_stamp(c);
 	while (c->alloc_head != BEL_NONE) {
 		u32 id = c->alloc_head;
 
@@ -150,8 +257,8 @@ void bel_client_release(struct bel_client *c)
 	/* The table's size is stable: only calls of @c resize it. */
 	for (i = 0; i < c->pins.capacity; i++) {
 		if (c->pins.ids[i] != BEL_PINS_EMPTY) {
-			bel_unpin_block_locked(pool, c->pins.ids[i],
-					       c->pins.counts[i]);
+			bel_unpin_block_locked(c, c->pins.ids[i],
+					       c->pins.counts[i], t);
 			c->nr_pins -= c->pins.counts[i];
 			c->pins.ids[i] = BEL_PINS_EMPTY;
 			c->pins.counts[i] = 0;
@@ -163,11 +270,26 @@ void bel_client_release(struct bel_client *c)
 		}
 	}
 	BEL_ASSERT(!c->nr_allocated && !c->nr_pins && !c->pins.used);
+	/* Its log is empty (nothing released since the merge); it goes. */
+	bel_lru_merge_locked(pool);
+	pool->stats.lookups += c->counts.lookups;
+	pool->stats.lookup_keys += c->counts.lookup_keys;
+	pool->stats.lookup_hits += c->counts.lookup_hits;
+	pool->stats.releases += c->counts.releases;
+	pool->stats.pins += c->counts.pins;
+	pool->stats.pinned_blocks += c->counts.pinned_blocks;
+	if (c->prev_client)
+		c->prev_client->next_client = c->next_client;
+	else
+		pool->clients = c->next_client;
+	if (c->next_client)
+		c->next_client->prev_client = c->prev_client;
 	pool->stats.clients--;
 	bel_spin_unlock(&pool->lock);
 	bel_mutex_unlock(&c->mutex);
 
 	bel_pins_free(&c->pins);
+	bel_lru_log_free(c);
 	bel_mutex_destroy(&c->mutex);
 	bel_kvfree(c);
 }
@@ -194,13 +316,37 @@ int bel_alloc(struct bel_client *c, u32 count, u64 *offsets)
 	}
 	nr_free = bel_nr_free_locked(pool);
 	if (nr_free < count) {
-		/* All or nothing: decide before evicting anything. */
-		if (nr_free + bel_nr_evictable_locked(pool) < count) {
+		u32 need = count - (u32)nr_free, got = 0, id;
+
+		/*
+		 * All or nothing: claim the victims, oldest first, before
+		 * evicting any. A claim stops LOOKUP pinning the block;
+		 * pinned blocks met on the way leave the LRU until their
+		 * last pin goes (lru.c). What is claimed ends up at the
+		 * head, in order: everything between was taken off.
+		 */
+		bel_lru_merge_locked(pool);
+		id = bel_lru_oldest_locked(pool);
+		while (id != BEL_NONE && got < need) {
+			struct bel_block *b = bel_block_of(pool, id);
+			u32 next = b->next;
+
+			if (bel_claim_locked(b))
+				got++;
+			else
+				bel_lru_del_locked(pool, id);
+			id = next;
+		}
+		if (got < need) {
+			for (id = bel_lru_oldest_locked(pool); got; got--) {
+				bel_unclaim_locked(bel_block_of(pool, id));
+				id = bel_block_of(pool, id)->next;
+			}
 			pool->stats.alloc_failures++;
 			ret = -ENOSPC;
 			goto out;
 		}
-		for (; nr_free < count; nr_free++)
+		while (got--)
 			bel_evict_block_locked(pool,
 					       bel_lru_oldest_locked(pool));
 	}
@@ -277,12 +423,16 @@ int bel_publish(struct bel_client *c, u64 ns, u32 count,
 {
 	struct bel_pool *pool = c->pool;
 	u32 n_ok = 0, n_exists = 0, n_failed = 0;
+	u64 now;
 	u32 i;
 
 	if (!bel_count_ok(count) || !items)
 		return -EINVAL;
 	bel_mutex_lock(&c->mutex);
 	bel_spin_lock(&pool->lock);
+	/* Releases before this call are older than what it publishes. */
+	bel_lru_merge_locked(pool);
+	now = bel_now_ns();
 	for (i = 0; i < count; i++) {
 		struct bel_region *r;
 		struct bel_block *b;
@@ -322,12 +472,13 @@ int bel_publish(struct bel_client *c, u64 ns, u32 count,
 		r->nr_published++;
 		b->state = BEL_BLOCK_PUBLISHED;
 		b->owner = NULL;
-		b->ns = ns;
-		b->key = items[i].key;
-		b->pins = 0;
+		/* Not indexed yet (seq odd): readers skip these. */
+		BEL_WRITE(b->ns, ns);
+		BEL_WRITE(b->key.lo, items[i].key.lo);
+		BEL_WRITE(b->key.hi, items[i].key.hi);
 		bel_index_insert_locked(pool, id);
 		/* Publishing counts as use: newest end of the LRU. */
-		bel_lru_add_locked(pool, id);
+		bel_lru_add_locked(pool, id, now);
 		pool->stats.publishes++;
 		items[i].result = BELUGA_PUBLISH_OK;
 		n_ok++;
@@ -343,12 +494,16 @@ int bel_publish(struct bel_client *c, u64 ns, u32 count,
 	return 0;
 }
 
+/* Keys ahead of the one being walked whose buckets are prefetched. */
+#define BEL_PREFETCH_AHEAD	8
+
 int bel_lookup(struct bel_client *c, u64 ns, u32 count,
 	       const struct beluga_key *keys, bool pin, u64 *offsets,
 	       u32 *hits)
 {
 	struct bel_pool *pool = c->pool;
-	bool overflow = false;
+	u64 hash[BEL_PREFETCH_AHEAD];
+	int err = 0;
 	u32 i, n;
 	int ret;
 
@@ -363,47 +518,75 @@ int bel_lookup(struct bel_client *c, u64 ns, u32 count,
 			return ret;
 		}
 	}
-	bel_spin_lock(&pool->lock);
+	bel_rcu_read_lock();
+	/* Each key's hash once: for its prefetch, then for its walk. */
+	for (i = 0; i < count && i < BEL_PREFETCH_AHEAD; i++) {
+		hash[i] = bel_key_hash(ns, keys[i].lo, keys[i].hi);
+		bel_index_prefetch(pool, hash[i]);
+	}
 	for (n = 0; n < count; n++) {
-		u32 id = bel_index_find_locked(pool, ns, &keys[n]);
+		u32 ahead = n + BEL_PREFETCH_AHEAD;
+		u64 h = hash[n % BEL_PREFETCH_AHEAD];
+		bool first;
+		u32 id;
 
+		/*
+		 * Two stages: the bucket of the key 8 ahead, and the head
+		 * block of the key 4 ahead, whose bucket arrived meanwhile.
+		 */
+		if (ahead < count) {
+			hash[ahead % BEL_PREFETCH_AHEAD] =
+				bel_key_hash(ns, keys[ahead].lo, keys[ahead].hi);
+			bel_index_prefetch(pool,
+					   hash[ahead % BEL_PREFETCH_AHEAD]);
+		}
+		ahead = n + BEL_PREFETCH_AHEAD / 2;
+		if (ahead < count)
+			bel_index_prefetch_head(pool,
+						hash[ahead % BEL_PREFETCH_AHEAD]);
+		do {
+			first = false;
+			err = 0;
+			id = bel_index_get(pool, ns, &keys[n], h, pin, &first,
+					   &err);
+			if (first)
+				bel_count(&c->counts.pinned_blocks, 1);
+			/* Pinned a block that changed: no use of it. */
+			if (err == -EAGAIN)
+				bel_unpin(c, &id, 1, 0);
+		} while (err == -EAGAIN);
 		if (id == BEL_NONE)
 			break;
-		if (pin) {
-			/* Ids for now; offsets once nothing can fail. */
-			offsets[n] = id;
-			if (bel_block_of(pool, id)->pins > BEL_MAX_PINS)
-				overflow = true;
-		} else if (offsets) {
+		if (pin)
+			offsets[n] = id;	/* ids until nothing can fail */
+		else if (offsets)
 			offsets[n] = bel_id_to_offset(pool, id);
-		}
 	}
-	if (overflow) {
-		/* A pin count would wrap; refuse rather than lose a pin. */
-		bel_spin_unlock(&pool->lock);
+	if (err == -EOVERFLOW) {
+		/* A pin count would wrap; undo, refuse rather than lose one. */
+		for (i = 0; i < n; i++) {
+			u32 id = (u32)offsets[i];
+
+			bel_unpin(c, &id, 1, 0);
+		}
+		bel_rcu_read_unlock();
 		bel_mutex_unlock(&c->mutex);
 		return -EOVERFLOW;
 	}
 	if (pin) {
 		for (i = 0; i < n; i++) {
 			u32 id = (u32)offsets[i];
-			struct bel_block *b = bel_block_of(pool, id);
 
-			if (!b->pins++) {
-				/* Off the LRU until the last pin goes. */
-				bel_lru_del_locked(pool, id);
-				pool->stats.pinned_blocks++;
-			}
-			pool->stats.pins++;
 			bel_pins_add(&c->pins, id);
-			c->nr_pins++;
 			offsets[i] = bel_id_to_offset(pool, id);
 		}
+		c->nr_pins += n;
+		bel_count(&c->counts.pins, n);
 	}
-	pool->stats.lookups++;
-	pool->stats.lookup_keys += count;
-	pool->stats.lookup_hits += n;
-	bel_spin_unlock(&pool->lock);
+	bel_count(&c->counts.lookups, 1);
+	bel_count(&c->counts.lookup_keys, count);
+	bel_count(&c->counts.lookup_hits, n);
+	bel_rcu_read_unlock();
 	bel_mutex_unlock(&c->mutex);
 	if (hits)
 		*hits = n;
@@ -413,42 +596,51 @@ int bel_lookup(struct bel_client *c, u64 ns, u32 count,
 int bel_release(struct bel_client *c, u32 count, const u64 *offsets)
 {
 	struct bel_pool *pool = c->pool;
-	u32 i, j, id, pos;
+	u32 i, j, id, pos, k = 0;
+	u32 ids[64];
+	u64 t;
 
 	if (!bel_count_ok(count) || !offsets)
 		return -EINVAL;
 	bel_mutex_lock(&c->mutex);
-	bel_spin_lock(&pool->lock);
+	bel_rcu_read_lock();
 	/*
 	 * Take the pins off the client's table first, leaving emptied
 	 * entries in place: an offset listed more often than it is pinned
 	 * then finds a zero count. On failure, put back what was taken.
 	 */
 	for (i = 0; i < count; i++) {
-		id = bel_offset_to_id_locked(pool, offsets[i]);
+		id = bel_offset_to_id(pool, offsets[i]);
 		pos = id == BEL_NONE ? BEL_PINS_EMPTY :
 				       bel_pins_find(&c->pins, id);
 		if (pos == BEL_PINS_EMPTY || !c->pins.counts[pos]) {
 			for (j = 0; j < i; j++) {
-				id = bel_offset_to_id_locked(pool, offsets[j]);
+				id = bel_offset_to_id(pool, offsets[j]);
 				c->pins.counts[bel_pins_find(&c->pins, id)]++;
 			}
-			bel_spin_unlock(&pool->lock);
+			bel_rcu_read_unlock();
 			bel_mutex_unlock(&c->mutex);
 			return -EINVAL;
 		}
 		c->pins.counts[pos]--;
 	}
 	/* Now apply to the blocks and drop the entries that reached zero. */
+	t = bel_stamp(c);
 	for (i = 0; i < count; i++) {
-		id = bel_offset_to_id_locked(pool, offsets[i]);
-		bel_unpin_block_locked(pool, id, 1);
-		c->nr_pins--;
+		id = bel_offset_to_id(pool, offsets[i]);
 		pos = bel_pins_find(&c->pins, id);
 		if (pos != BEL_PINS_EMPTY && !c->pins.counts[pos])
 			bel_pins_del_at(&c->pins, pos);
+		ids[k++] = id;
+		if (k == 64 || i + 1 == count) {
+			bel_unpin(c, ids, k, t);
+			k = 0;
+		}
 	}
-	bel_spin_unlock(&pool->lock);
+	c->nr_pins -= count;
+	bel_count(&c->counts.pins, -(s64)count);
+	bel_count(&c->counts.releases, count);
+	bel_rcu_read_unlock();
 	bel_mutex_unlock(&c->mutex);
 	return 0;
 }

@@ -4,16 +4,48 @@
  * the PUBLISHED block that holds it. Chains run through bel_block.hash_next,
  * so the index needs no memory of its own beyond the bucket array, which
  * pool.c sizes (a power of two, at least the number of blocks) and
- * replaces, allocated beforehand, when regions are added. Everything here
- * runs under pool->lock.
+ * replaces, allocated beforehand, when regions are added.
+ *
+ * Writers (insert, remove, rehash) hold pool->lock. Readers (LOOKUP) hold
+ * no lock: they run inside an RCU read section, which keeps the bucket
+ * array and the block arrays they reach from being freed (pool.c frees
+ * both only after bel_synchronize_rcu()). Why RCU plus per-block
+ * validation rather than sharded locks or a seqlock over the whole index:
+ * readers then write nothing shared while they walk, so lookups of
+ * different workers do not bounce any line but the pins of the blocks
+ * they pin, and a writer never waits for readers on its hot path.
+ *
+ * Blocks are reused without waiting for readers (an evicted block may be
+ * handed out at once), so a reader may be standing on a block that has
+ * left its chain, or joined another. Each block carries an index
+ * sequence (bel_block.seq, even while indexed): a reader reads it before
+ * and after the key and the link, and restarts the key from its bucket
+ * when it changed or is odd. Removal makes it odd before touching the link,
+ * insertion sets the key and the link before making it even. A rehash
+ * moves links without touching block sequences; it makes pool->index_seq
+ * odd while it runs, and a miss seen across a change of it is retried.
+ * After BEL_INDEX_RETRIES restarts a key is looked up under the pool lock,
+ * so a reader cannot be kept walking by writers.
+ *
+ * Cache lines: a bucket is 4 bytes (16 per line) and a block is one line,
+ * so a probe that hits at the head of its chain touches two lines; a chain
+ * lookup prefetches the buckets of the keys ahead of the one it walks
+ * (client.c), so that those misses overlap.
  */
 #include "bel_internal.h"
 
+#define BEL_INDEX_RETRIES	16
+
 /* The bucket of (@ns, @key): bel_hash.h says why the hash mixes. */
+static u32 bel_hash_of(u32 nr_buckets, u64 ns, const struct beluga_key *key)
+{
+	return (u32)bel_key_hash(ns, key->lo, key->hi) & (nr_buckets - 1);
+}
+
 static u32 bel_hash(const struct bel_pool *pool, u64 ns,
 		    const struct beluga_key *key)
 {
-	return (u32)bel_key_hash(ns, key->lo, key->hi) & (pool->nr_buckets - 1);
+	return bel_hash_of(pool->nr_buckets, ns, key);
 }
 
 static bool bel_key_eq(const struct bel_block *b, u64 ns,
@@ -40,13 +72,163 @@ u32 bel_index_find_locked(struct bel_pool *pool, u64 ns,
 	return BEL_NONE;
 }
 
+/*
+ * The bucket array and its size as one reader may use them: the size is
+ * read first, and a rehash stores the (larger) new array before its size,
+ * so a reader never indexes past the array it holds.
+ */
+static u32 *bel_buckets_read(struct bel_pool *pool, u32 *nr)
+{
+	*nr = BEL_READ(pool->nr_buckets);
+	bel_smp_rmb();
+	return BEL_READ(pool->buckets);
+}
+
+/* A block reached through a link, for a lock-free reader. */
+static struct bel_block *bel_block_rcu(struct bel_pool *pool, u32 id)
+{
+	struct bel_block *blocks;
+
+	blocks = BEL_READ(pool->regions[bel_id_slot(id)].blocks);
+	return &blocks[bel_id_index(id)];
+}
+
+void bel_index_prefetch(struct bel_pool *pool, u64 hash)
+{
+	u32 nr;
+	u32 *buckets = bel_buckets_read(pool, &nr);
+
+	if (nr)
+		bel_prefetch(&buckets[(u32)hash & (nr - 1)]);
+}
+
+void bel_index_prefetch_head(struct bel_pool *pool, u64 hash)
+{
+	u32 nr, id;
+	u32 *buckets = bel_buckets_read(pool, &nr);
+
+	if (!nr)
+		return;
+	id = bel_load_acquire(&buckets[(u32)hash & (nr - 1)]);
+	if (id != BEL_NONE)
+		bel_prefetch(bel_block_rcu(pool, id));
+}
+
+/* Pin once unless the block is being evicted; the old count, or < 0. */
+static s64 bel_pin_try(struct bel_block *b)
+{
+	u32 v = BEL_READ(b->pins);
+
+	for (;;) {
+		u32 old;
+
+		if (v == BEL_PINS_DEAD)
+			return -ENOENT;
+		if (v > BEL_MAX_PINS)
+			return -EOVERFLOW;
+		old = bel_cmpxchg32(&b->pins, v, v + 1);
+		if (old == v)
+			return v;
+		v = old;
+	}
+}
+
+/* Under the pool lock: no claim can be in progress (claims hold it). */
+static u32 bel_index_get_locked(struct bel_pool *pool, u64 ns,
+				const struct beluga_key *key, bool pin,
+				bool *first, int *err)
+{
+	u32 id;
+	s64 old;
+
+	bel_spin_lock(&pool->lock);
+	id = bel_index_find_locked(pool, ns, key);
+	if (id != BEL_NONE && pin) {
+		old = bel_pin_try(bel_block_of(pool, id));
+		if (old < 0) {
+			*err = (int)old;
+			id = BEL_NONE;
+		} else {
+			*first = !old;
+		}
+	}
+	bel_spin_unlock(&pool->lock);
+	return id;
+}
+
+u32 bel_index_get(struct bel_pool *pool, u64 ns, const struct beluga_key *key,
+		  u64 hash, bool pin, bool *first, int *err)
+{
+	unsigned int tries;
+
+	for (tries = 0; tries < BEL_INDEX_RETRIES; tries++) {
+		u32 iseq = bel_load_acquire(&pool->index_seq);
+		u32 nr, id;
+		u32 *buckets;
+
+		if (iseq & 1)
+			break;		/* a rehash runs: wait on its lock */
+		buckets = bel_buckets_read(pool, &nr);
+		if (!nr)
+			return BEL_NONE;
+		id = bel_load_acquire(&buckets[(u32)hash & (nr - 1)]);
+		while (id != BEL_NONE) {
+			struct bel_block *b = bel_block_rcu(pool, id);
+			u32 seq = bel_load_acquire(&b->seq);
+			bool match;
+			u32 next;
+
+			if (seq & 1)
+				goto restart;	/* left the index */
+			match = BEL_READ(b->ns) == ns &&
+				BEL_READ(b->key.lo) == key->lo &&
+				BEL_READ(b->key.hi) == key->hi;
+			next = BEL_READ(b->hash_next);
+			bel_smp_rmb();
+			if (BEL_READ(b->seq) != seq)
+				goto restart;
+			if (!match) {
+				id = next;
+				continue;
+			}
+			if (pin) {
+				s64 old = bel_pin_try(b);
+
+				if (old == -EOVERFLOW) {
+					*err = -EOVERFLOW;
+					return BEL_NONE;
+				}
+				if (old < 0)
+					goto restart;	/* being evicted */
+				*first = !old;
+				/* The cmpxchg was a full barrier. */
+				if (BEL_READ(b->seq) != seq) {
+					/* A later use of it: caller drops. */
+					*err = -EAGAIN;
+				}
+			}
+			return id;
+		}
+		/* A miss counts only if no rehash moved links meanwhile. */
+		bel_smp_rmb();
+		if (BEL_READ(pool->index_seq) == iseq)
+			return BEL_NONE;
+restart:
+		;
+	}
+	return bel_index_get_locked(pool, ns, key, pin, first, err);
+}
+
 void bel_index_insert_locked(struct bel_pool *pool, u32 id)
 {
 	struct bel_block *b = bel_block_of(pool, id);
 	u32 h = bel_hash(pool, b->ns, &b->key);
 
-	b->hash_next = pool->buckets[h];
-	pool->buckets[h] = id;
+	BEL_ASSERT(b->seq & 1 || !b->seq);
+	BEL_WRITE(b->hash_next, pool->buckets[h]);
+	/* Key and link before the even sequence, the block before its head. */
+	bel_store_release(&b->seq, (b->seq | 1) + 1);
+	bel_store_release(&pool->buckets[h], id);
 }
 
 void bel_index_remove_locked(struct bel_pool *pool, u32 id)
@@ -54,12 +236,25 @@ void bel_index_remove_locked(struct bel_pool *pool, u32 id)
 	struct bel_block *b = bel_block_of(pool, id);
 	u32 *link = &pool->buckets[bel_hash(pool, b->ns, &b->key)];
 
+	/* Odd before any link changes, so readers on it restart. */
+	BEL_WRITE(b->seq, b->seq + 1);
+	bel_smp_wmb();
 	while (*link != BEL_NONE && *link != id)
 		link = &bel_block_of(pool, *link)->hash_next;
 	BEL_ASSERT(*link == id);
 	if (*link == id)
-		*link = b->hash_next;
-	b->hash_next = BEL_NONE;
+		BEL_WRITE(*link, b->hash_next);
+	BEL_WRITE(b->hash_next, BEL_NONE);
+}
+
+/* Rehash's own insertion: the block stays indexed, its sequence stays. */
+static void bel_index_move_locked(struct bel_pool *pool, u32 id)
+{
+	struct bel_block *b = bel_block_of(pool, id);
+	u32 h = bel_hash(pool, b->ns, &b->key);
+
+	BEL_WRITE(b->hash_next, pool->buckets[h]);
+	bel_store_release(&pool->buckets[h], id);
 }
 
 u32 *bel_index_rehash_locked(struct bel_pool *pool, u32 *buckets,
@@ -69,17 +264,22 @@ u32 *bel_index_rehash_locked(struct bel_pool *pool, u32 *buckets,
 	u32 old_nr = pool->nr_buckets;
 	u32 i;
 
-	pool->buckets = buckets;
-	pool->nr_buckets = nr_buckets;
+	BEL_WRITE(pool->index_seq, pool->index_seq + 1);
+	bel_smp_wmb();
+	/* The array before its size: see bel_buckets_read(). */
+	BEL_WRITE(pool->buckets, buckets);
+	bel_smp_wmb();
+	BEL_WRITE(pool->nr_buckets, nr_buckets);
 	for (i = 0; i < old_nr; i++) {
 		u32 id = old[i];
 
 		while (id != BEL_NONE) {
 			u32 next = bel_block_of(pool, id)->hash_next;
 
-			bel_index_insert_locked(pool, id);
+			bel_index_move_locked(pool, id);
 			id = next;
 		}
 	}
+	bel_store_release(&pool->index_seq, pool->index_seq + 1);
 	return old;
 }

@@ -60,7 +60,7 @@ bool bel_mh_alive(const struct bel_mh_host *h, u32 id)
 	const struct bel_mh_view *v;
 
 	if (id == h->id)
-		return h->joined && !BEL_READ_ONCE(h->fenced);
+		return h->joined && !BEL_READ(h->fenced);
 	v = &h->view[id];
 	return v->state == BEL_MH_HOST_ACTIVE && !v->dead;
 }
@@ -129,7 +129,7 @@ void bel_mh_heartbeat(struct bel_mh_host *h)
 		h->rec.heartbeat = cpu_to_le64(le64_to_cpu(h->rec.heartbeat) +
 					       1);
 		bel_mh_put_rec_locked(h, BEL_MH_F_REC_HB);
-		BEL_WRITE_ONCE(h->last_hb, now);
+		BEL_WRITE(h->last_hb, now);
 	}
 	bel_spin_unlock(&h->rec_lock);
 }
@@ -448,7 +448,7 @@ int bel_mh_hosts(struct bel_mh_host *h, struct bel_mh_host_info *out,
 			i->incarnation = le32_to_cpu(h->rec.incarnation);
 			i->heartbeat = le64_to_cpu(h->rec.heartbeat);
 			i->owned = le32_to_cpu(h->rec.owned);
-			i->silent_ns = now - BEL_READ_ONCE(h->last_hb);
+			i->silent_ns = now - BEL_READ(h->last_hb);
 			bel_mh_copy_name(i->name, h->rec.name,
 					 sizeof(i->name));
 		} else {

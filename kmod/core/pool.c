@@ -13,6 +13,14 @@
  * boundary and reserves its length rounded up to that boundary, placed in
  * the lowest gap that fits, so that detaching a region leaves a hole that a
  * later region of the same size or smaller can reuse.
+ *
+ * Lock-free readers of regions[] (LOOKUP and RELEASE inside an RCU read
+ * section, page faults through bel_pool_find_offset()) see a region only
+ * once 'present' is set, with a release store after its fields. Removal
+ * clears 'present', waits for an RCU grace period, and only then clears
+ * the fields and frees the block array; until then the slot and its span
+ * of the offset space stay taken ('blocks' not NULL), so no reader can
+ * take one region's offsets for another's.
  */
 #include "bel_internal.h"
 
@@ -48,6 +56,21 @@ void bel_pool_destroy(struct bel_pool *pool)
 	bel_spin_destroy(&pool->lock);
 }
 
+/* The slot is in use: present, or removed but not yet torn down. */
+static bool bel_slot_taken(const struct bel_region *r)
+{
+	return r->present || r->blocks;
+}
+
+static u32 bel_nr_taken_locked(struct bel_pool *pool)
+{
+	u32 slot, n = 0;
+
+	for (slot = 0; slot < BELUGA_MAX_REGIONS; slot++)
+		n += bel_slot_taken(&pool->regions[slot]);
+	return n;
+}
+
 static u64 bel_total_blocks_locked(struct bel_pool *pool)
 {
 	u64 total = 0;
@@ -70,18 +93,6 @@ u64 bel_nr_free_locked(struct bel_pool *pool)
 	return n;
 }
 
-/* Every PUBLISHED block without pins is on the LRU, hence evictable. */
-u64 bel_nr_evictable_locked(struct bel_pool *pool)
-{
-	u64 n = 0;
-	u32 slot;
-
-	for (slot = 0; slot < BELUGA_MAX_REGIONS; slot++)
-		if (pool->regions[slot].present)
-			n += pool->regions[slot].nr_published;
-	return n - pool->stats.pinned_blocks;
-}
-
 /* Lowest BEL_REGION_OFFSET_ALIGN-aligned start of a free span of @span. */
 static u64 bel_place_locked(struct bel_pool *pool, u64 span)
 {
@@ -102,7 +113,7 @@ static u64 bel_place_locked(struct bel_pool *pool, u64 span)
 			const struct bel_region *r = &pool->regions[slot];
 			u64 end;
 
-			if (!r->present)
+			if (!bel_slot_taken(r))
 				continue;
 			end = r->first_offset + bel_region_span(r);
 			if (start < end && r->first_offset < start + span) {
@@ -119,7 +130,7 @@ static struct bel_block *bel_blocks_new(u32 nr_blocks)
 	struct bel_block *blocks;
 	u32 i;
 
-	blocks = bel_calloc(nr_blocks, sizeof(*blocks));
+	blocks = bel_calloc_lines(nr_blocks, sizeof(*blocks));
 	if (!blocks)
 		return NULL;
 	/* Free list in index order: a fresh region hands out index 0 first. */
@@ -127,6 +138,7 @@ static struct bel_block *bel_blocks_new(u32 nr_blocks)
 		blocks[i].prev = BEL_NONE;
 		blocks[i].next = i + 1 < nr_blocks ? i + 1 : BEL_NONE;
 		blocks[i].hash_next = BEL_NONE;
+		blocks[i].seq = 1;	/* not in the index */
 	}
 	return blocks;
 }
@@ -162,7 +174,7 @@ retry:
 		bel_spin_unlock(&pool->lock);
 		return -EINVAL;
 	}
-	if (pool->nr_regions >= BELUGA_MAX_REGIONS) {
+	if (bel_nr_taken_locked(pool) >= BELUGA_MAX_REGIONS) {
 		bel_spin_unlock(&pool->lock);
 		return -ENOSPC;
 	}
@@ -198,6 +210,7 @@ retry:
 	    (!block_size && !pool->block_size &&
 	     bs != BELUGA_BLOCK_SIZE_DEFAULT) ||
 	    pool->nr_regions >= BELUGA_MAX_REGIONS ||
+	    bel_nr_taken_locked(pool) >= BELUGA_MAX_REGIONS ||
 	    bel_buckets_for(bel_total_blocks_locked(pool) + n) >
 	    (buckets ? nr_buckets : pool->nr_buckets)) {
 		bel_spin_unlock(&pool->lock);
@@ -207,19 +220,21 @@ retry:
 	}
 
 	for (slot = 0; slot < BELUGA_MAX_REGIONS; slot++)
-		if (!pool->regions[slot].present)
+		if (!bel_slot_taken(&pool->regions[slot]))
 			break;
 	r = &pool->regions[slot];
 	memset(r, 0, sizeof(*r));
 	r->length = length;
-	r->first_offset = bel_place_locked(pool, bel_region_span(r));
-	r->nr_blocks = (u32)n;
+	BEL_WRITE(r->first_offset, bel_place_locked(pool, bel_region_span(r)));
+	BEL_WRITE(r->length, length);
+	BEL_WRITE(r->nr_blocks, (u32)n);
 	r->nr_free = (u32)n;
 	r->free_head = 0;
-	r->blocks = blocks;
-	r->present = true;
+	BEL_WRITE(r->blocks, blocks);
+	BEL_WRITE(pool->block_size, bs);
+	/* Fields first: lock-free readers test 'present' first. */
+	bel_store_release(&r->present, true);
 	pool->nr_regions++;
-	pool->block_size = bs;
 
 	old = buckets;
 	if (buckets && nr_buckets > pool->nr_buckets)
@@ -230,7 +245,13 @@ retry:
 	*nr_blocks_out = r->nr_blocks;
 	bel_spin_unlock(&pool->lock);
 
-	bel_kvfree(old);
+	/* Readers may still walk the old array. */
+	if (old && old != buckets) {
+		bel_synchronize_rcu();
+		bel_kvfree(old);
+	} else {
+		bel_kvfree(old);
+	}
 	return 0;
 }
 
@@ -259,7 +280,7 @@ static void bel_evict_scan_locked(struct bel_pool *pool, u32 slot,
 				continue;
 			if (match_ns && b->ns != ns)
 				continue;
-			if (b->pins) {
+			if (b->retired || !bel_claim_locked(b)) {
 				if (busy)
 					(*busy)++;
 				continue;
@@ -308,45 +329,77 @@ int bel_pool_remove_region(struct bel_pool *pool, u32 slot, bool evict,
 		bel_spin_unlock(&pool->lock);
 		return -EBUSY;
 	}
+	/*
+	 * Nothing of it is in the index or pinned. Unpublish the region,
+	 * then wait for every reader that may still hold one of its block
+	 * ids (a stale link, a RELEASE's offset lookup, an LRU log entry
+	 * being written), then tear it down. The slot stays taken meanwhile.
+	 */
 	blocks = r->blocks;
-	memset(r, 0, sizeof(*r));
+	BEL_WRITE(r->present, false);
 	pool->nr_regions--;
-	if (!pool->nr_regions)
-		pool->block_size = 0;
+	bel_spin_unlock(&pool->lock);
+
+	bel_synchronize_rcu();
+
+	bel_spin_lock(&pool->lock);
+	/* Log entries naming its blocks are dropped: it is not present. */
+	bel_lru_merge_locked(pool);
+	memset(r, 0, sizeof(*r));
+	if (!pool->nr_regions && !bel_nr_taken_locked(pool))
+		BEL_WRITE(pool->block_size, 0);
 	bel_spin_unlock(&pool->lock);
 
 	bel_kvfree(blocks);
 	return 0;
 }
 
+/*
+ * Lock-free: page faults call this, and a pool-wide lock there would
+ * serialise every fault of every process. See the top of this file for
+ * why a region seen present has stable fields for the RCU read section.
+ */
 int bel_pool_find_offset(struct bel_pool *pool, u64 offset, u32 *slot_out,
 			 u64 *region_offset)
 {
 	int ret = -ENOENT;
 	u32 slot;
 
-	bel_spin_lock(&pool->lock);
+	bel_rcu_read_lock();
 	for (slot = 0; slot < BELUGA_MAX_REGIONS; slot++) {
 		const struct bel_region *r = &pool->regions[slot];
+		u64 first;
 
-		if (r->present && offset >= r->first_offset &&
-		    offset - r->first_offset < r->length) {
+		if (!bel_load_acquire(&r->present))
+			continue;
+		first = BEL_READ(r->first_offset);
+		if (offset >= first && offset - first < BEL_READ(r->length)) {
 			*slot_out = slot;
-			*region_offset = offset - r->first_offset;
+			*region_offset = offset - first;
 			ret = 0;
 			break;
 		}
 	}
-	bel_spin_unlock(&pool->lock);
+	bel_rcu_read_unlock();
 	return ret;
 }
 
 void bel_pool_stats(struct bel_pool *pool, struct bel_stats *out)
 {
+	struct bel_client *c;
 	u32 slot;
 
 	bel_spin_lock(&pool->lock);
 	*out = pool->stats;
+	/* The read path's counters live in the clients (bel_core.h). */
+	for (c = pool->clients; c; c = c->next_client) {
+		out->lookups += BEL_READ(c->counts.lookups);
+		out->lookup_keys += BEL_READ(c->counts.lookup_keys);
+		out->lookup_hits += BEL_READ(c->counts.lookup_hits);
+		out->releases += BEL_READ(c->counts.releases);
+		out->pins += BEL_READ(c->counts.pins);
+		out->pinned_blocks += BEL_READ(c->counts.pinned_blocks);
+	}
 	out->total_blocks = 0;
 	out->free_blocks = 0;
 	out->allocated_blocks = 0;
@@ -363,6 +416,23 @@ void bel_pool_stats(struct bel_pool *pool, struct bel_stats *out)
 		out->published_blocks += r->nr_published;
 		out->retired_blocks += r->nr_retired;
 	}
+	/*
+	 * The clients' counters are read while they may be in a call, so
+	 * the sums trail by the operations in flight, and a pin transfer
+	 * between clients (one pins first, another releases last) can make
+	 * the pinned-block sum dip below zero for a moment. Keep it within
+	 * what is certainly true, as percpu_counter_sum_positive() does: no
+	 * more blocks pinned than published, at least one pin each. With no
+	 * call in flight the sums are exact.
+	 */
+	if ((s64)out->pinned_blocks < 0)
+		out->pinned_blocks = 0;
+	if (out->pinned_blocks > out->published_blocks)
+		out->pinned_blocks = out->published_blocks;
+	if ((s64)out->pins < 0)
+		out->pins = 0;
+	if (out->pins < out->pinned_blocks)
+		out->pins = out->pinned_blocks;
 	bel_spin_unlock(&pool->lock);
 }
 
@@ -413,6 +483,33 @@ u64 bel_pool_map_size(struct bel_pool *pool)
 	return size;
 }
 
+u32 bel_offset_to_id(struct bel_pool *pool, u64 offset)
+{
+	u64 bs = BEL_READ(pool->block_size);
+	u32 slot;
+
+	if (!bs)
+		return BEL_NONE;
+	for (slot = 0; slot < BELUGA_MAX_REGIONS; slot++) {
+		const struct bel_region *r = &pool->regions[slot];
+		u64 first, rel, index;
+
+		if (!bel_load_acquire(&r->present))
+			continue;
+		first = BEL_READ(r->first_offset);
+		if (offset < first)
+			continue;
+		rel = offset - first;
+		if (rel >= BEL_READ(r->length))
+			continue;
+		index = bel_div64(rel, bs);
+		if (index * bs != rel || index >= BEL_READ(r->nr_blocks))
+			return BEL_NONE;
+		return bel_block_id(slot, (u32)index);
+	}
+	return BEL_NONE;
+}
+
 u32 bel_offset_to_id_locked(struct bel_pool *pool, u64 offset)
 {
 	u32 slot;
@@ -435,10 +532,11 @@ u32 bel_offset_to_id_locked(struct bel_pool *pool, u64 offset)
 	return BEL_NONE;
 }
 
+/* Also lock-free: a region stays whole while a reader may use its ids. */
 u64 bel_id_to_offset(struct bel_pool *pool, u32 id)
 {
-	return pool->regions[bel_id_slot(id)].first_offset +
-	       (u64)bel_id_index(id) * pool->block_size;
+	return BEL_READ(pool->regions[bel_id_slot(id)].first_offset) +
+	       (u64)bel_id_index(id) * BEL_READ(pool->block_size);
 }
 
 void bel_put_free_locked(struct bel_pool *pool, u32 id)
@@ -446,7 +544,8 @@ void bel_put_free_locked(struct bel_pool *pool, u32 id)
 	struct bel_region *r = &pool->regions[bel_id_slot(id)];
 	struct bel_block *b = &r->blocks[bel_id_index(id)];
 
-	BEL_ASSERT(!b->in_lru && !b->pins);
+	/* pins: see bel_block; only a claimed block's is ours to reset. */
+	BEL_ASSERT(!b->in_lru);
 	if (b->state == BEL_BLOCK_ALLOCATED)
 		r->nr_allocated--;
 	else if (b->state == BEL_BLOCK_PUBLISHED)
@@ -455,11 +554,15 @@ void bel_put_free_locked(struct bel_pool *pool, u32 id)
 		return;
 	b->state = BEL_BLOCK_FREE;
 	b->owner = NULL;
-	b->ns = 0;
-	b->key.lo = 0;
-	b->key.hi = 0;
-	b->hash_next = BEL_NONE;
+	/* Out of the index (seq odd): readers no longer compare these. */
+	BEL_WRITE(b->ns, 0);
+	BEL_WRITE(b->key.lo, 0);
+	BEL_WRITE(b->key.hi, 0);
+	BEL_WRITE(b->hash_next, BEL_NONE);
 	b->prev = BEL_NONE;
+	b->used = 0;
+	if (b->pins == BEL_PINS_DEAD)
+		bel_store_release(&b->pins, 0);
 	if (b->retired) {
 		b->state = BEL_BLOCK_RETIRED;
 		b->next = BEL_NONE;
@@ -475,10 +578,12 @@ void bel_evict_block_locked(struct bel_pool *pool, u32 id)
 {
 	struct bel_block *b = bel_block_of(pool, id);
 
-	BEL_ASSERT(b->state == BEL_BLOCK_PUBLISHED && !b->pins);
+	BEL_ASSERT(b->state == BEL_BLOCK_PUBLISHED &&
+		   b->pins == BEL_PINS_DEAD);
 	bel_trace_evict(pool, bel_id_to_offset(pool, id), b->ns, b->key.lo,
 			b->key.hi);
-	bel_lru_del_locked(pool, id);
+	if (b->in_lru)
+		bel_lru_del_locked(pool, id);
 	bel_index_remove_locked(pool, id);
 	bel_put_free_locked(pool, id);
 	pool->stats.evictions++;
@@ -524,7 +629,7 @@ int bel_evict_key(struct bel_pool *pool, u64 ns, const struct beluga_key *key)
 	id = bel_index_find_locked(pool, ns, key);
 	if (id == BEL_NONE)
 		ret = -ENOENT;
-	else if (bel_block_of(pool, id)->pins)
+	else if (!bel_claim_locked(bel_block_of(pool, id)))
 		ret = -EBUSY;
 	else
 		bel_evict_block_locked(pool, id);
@@ -590,7 +695,7 @@ int bel_retire_offset(struct bel_pool *pool, u64 offset)
 		ret = 0;
 		goto out;
 	}
-	b->retired = 1;
+	BEL_WRITE(b->retired, 1);
 	switch (b->state) {
 	case BEL_BLOCK_FREE:
 		/*
@@ -603,11 +708,15 @@ int bel_retire_offset(struct bel_pool *pool, u64 offset)
 		break;
 	case BEL_BLOCK_PUBLISHED:
 		bel_index_remove_locked(pool, id);
-		if (b->in_lru) {
+		if (b->in_lru)
 			bel_lru_del_locked(pool, id);
+		/*
+		 * 'retired' is set before the claim (a full barrier), and a
+		 * RELEASE reads it after dropping a pin: if this claim fails,
+		 * the one dropping the last pin sees it (client.c).
+		 */
+		if (bel_claim_locked(b))
 			bel_put_free_locked(pool, id);
-		}
-		/* Pinned: RETIRED when the last pin goes (client.c). */
 		break;
 	default:
 		/* ALLOCATED: RETIRED when its owner lets go of it. */

@@ -558,7 +558,13 @@ static int fake_dispatch(int fd, unsigned long request, void *uarg)
 	if ((int)nr == fake.fail_cmd && fake.calls_of[nr] == fake.fail_nth)
 		return -fake.fail_errno;
 	ret = op->execute(fd, &buf);
-	fake.nr_pins = pool.stats.pins;
+	{
+		/* Pins are counted per client now (kmod/core/bel_core.h). */
+		struct bel_stats st;
+
+		bel_pool_stats(&pool, &st);
+		fake.nr_pins = st.pins;
+	}
 	if (!ret || (op->flags & OP_EFFECTIVE))
 		memcpy(uarg, &buf, out_len);
 	return ret;

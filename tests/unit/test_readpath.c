@@ -1,0 +1,234 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The read path without the pool lock (kmod/core/index.c, client.c, lru.c).
+ * Built with BEL_TEST_LOCK_HOOK (Makefile): the hook counts acquisitions of
+ * the pool lock.
+ *   1. LOOKUP (count-only, with offsets, with pins), RELEASE and the page
+ *      fault's offset lookup take the pool lock zero times.
+ *   2. Threads, one client each, LOOKUP+PIN chains that share a hot head
+ *      and check, through a shadow of the blocks' contents, that a pinned
+ *      block keeps its bytes while a writer thread republishes and ALLOCs
+ *      (evicting) and an admin thread evicts namespaces and removes and
+ *      re-adds a region, all at once.
+ */
+#include "helpers.h"
+
+static struct bel_pool *lock_pool;
+static u64 lock_count;
+
+void bel_test_before_spin_lock(bel_spinlock_t *l)
+{
+	if (lock_pool && l == &lock_pool->lock)
+		__atomic_add_fetch(&lock_count, 1, __ATOMIC_RELAXED);
+}
+
+static void read_path_takes_no_pool_lock(void)
+{
+	static const u32 sizes[] = { 64, 64 };
+	struct bel_pool *p = pool_with(2, sizes);
+	struct bel_client *w = bel_client_new(p);
+	struct bel_client *r = bel_client_new(p);
+	struct beluga_key keys[32];
+	u64 offs[32], got[32], ro;
+	u32 hits, i, slot;
+	int round;
+
+	for (i = 0; i < 32; i++) {
+		keys[i] = K(i);
+		offs[i] = put_key(w, 0, keys[i]);
+	}
+	/* Warm up: the pin table's first growth may take it, once. */
+	CHECK_EQ(bel_lookup(r, 0, 32, keys, true, got, &hits), 0);
+	CHECK_EQ(bel_release(r, 32, got), 0);
+
+	lock_pool = p;
+	lock_count = 0;
+	for (round = 0; round < 100; round++) {
+		CHECK_EQ(bel_lookup(r, 0, 32, keys, false, NULL, &hits), 0);
+		CHECK_EQ(hits, 32);
+		CHECK_EQ(bel_lookup(r, 0, 32, keys, false, got, &hits), 0);
+		CHECK_EQ(got[31], offs[31]);
+		CHECK_EQ(bel_lookup(r, 0, 32, keys, true, got, &hits), 0);
+		CHECK_EQ(hits, 32);
+		CHECK_EQ(bel_release(r, 32, got), 0);
+		CHECK_EQ(bel_pool_find_offset(p, offs[5] + 100, &slot, &ro), 0);
+	}
+	lock_pool = NULL;
+	printf("# pool lock taken %llu times by 100 rounds of the read path\n",
+	       (unsigned long long)lock_count);
+	CHECK_EQ(lock_count, 0);
+	/* The releases above are used: the LRU still sees them in order. */
+	check_pool(p);
+	check_client(r);
+	teardown(p, w, r);
+}
+
+/* --- the stress ---------------------------------------------------------- */
+
+#define NB		48		/* blocks per region, 2 regions */
+#define READERS		3
+#define CHAIN		4		/* hot head + 3 of the reader's own */
+#define ITERS		20000
+
+static struct bel_pool *sp;
+/* "Bytes" of each block: its key. Regions start on 2 MiB boundaries. */
+#define SPAN		(BEL_REGION_OFFSET_ALIGN / BS)
+static u64 shadow[2 * SPAN];
+static int stop, failures;
+
+static u32 dense(u64 off)
+{
+	return (u32)(off / BS);
+}
+
+static struct beluga_key chain_key(int r, int j)
+{
+	return K(j ? 1000 + (u64)r * CHAIN + (u64)j : 7);
+}
+
+static void fail(const char *what, u64 off)
+{
+	if (__atomic_add_fetch(&failures, 1, __ATOMIC_RELAXED) < 10)
+		fprintf(stderr, "# %s (offset 0x%llx)\n", what,
+			(unsigned long long)off);
+}
+
+static void *reader(void *arg)
+{
+	int me = (int)(long)arg, it, j;
+	struct bel_client *c = bel_client_new(sp);
+	struct beluga_key keys[CHAIN];
+	u64 offs[CHAIN];
+	u32 hits;
+
+	for (j = 0; j < CHAIN; j++)
+		keys[j] = chain_key(me, j);
+	for (it = 0; it < ITERS; it++) {
+		if (bel_lookup(c, 0, CHAIN, keys, true, offs, &hits)) {
+			fail("LOOKUP failed", 0);
+			break;
+		}
+		for (j = 0; j < (int)hits; j++)
+			if (__atomic_load_n(&shadow[dense(offs[j])],
+					    __ATOMIC_ACQUIRE) != keys[j].lo)
+				fail("a pinned block holds another key", offs[j]);
+		sched_yield();
+		for (j = 0; j < (int)hits; j++)
+			if (__atomic_load_n(&shadow[dense(offs[j])],
+					    __ATOMIC_ACQUIRE) != keys[j].lo)
+				fail("a pinned block changed", offs[j]);
+		if (hits && bel_release(c, hits, offs))
+			fail("RELEASE failed", offs[0]);
+		/* A count-only probe of the same chain, now and then. */
+		if (!(it % 8) &&
+		    bel_lookup(c, 0, CHAIN, keys, false, NULL, &hits))
+			fail("count-only LOOKUP failed", 0);
+	}
+	bel_client_release(c);
+	return NULL;
+}
+
+/* Publish @k in a fresh block, its "bytes" written first. */
+static void publish(struct bel_client *c, struct beluga_key k)
+{
+	u64 off;
+	s32 res;
+	u32 a, b, f;
+
+	if (bel_alloc(c, 1, &off))
+		return;			/* ENOSPC: everything pinned */
+	__atomic_store_n(&shadow[dense(off)], k.lo, __ATOMIC_RELEASE);
+	if (publish_arrays(c, 0, 1, &off, &k, &res, &a, &b, &f) ||
+	    (res != BELUGA_PUBLISH_OK && res != BELUGA_PUBLISH_EXISTS))
+		fail("PUBLISH failed", off);
+}
+
+static void *writer(void *arg)
+{
+	struct bel_client *c = bel_client_new(sp);
+	u64 extra[8];
+	int r, j, i;
+
+	(void)arg;
+	while (!__atomic_load_n(&stop, __ATOMIC_ACQUIRE)) {
+		for (r = 0; r < READERS; r++)
+			for (j = 0; j < CHAIN; j++)
+				if (!has_key(c, 0, chain_key(r, j)))
+					publish(c, chain_key(r, j));
+		/* Pressure: evicts the oldest unpinned blocks. */
+		if (!bel_alloc(c, 8, extra)) {
+			for (i = 0; i < 8; i++)
+				__atomic_store_n(&shadow[dense(extra[i])],
+						 ~0ULL, __ATOMIC_RELEASE);
+			if (bel_free(c, 8, extra))
+				fail("FREE failed", extra[0]);
+		}
+	}
+	bel_client_release(c);
+	return NULL;
+}
+
+static void *admin(void *arg)
+{
+	u64 ev, first;
+	u32 slot, n;
+	int ret;
+
+	(void)arg;
+	while (!__atomic_load_n(&stop, __ATOMIC_ACQUIRE)) {
+		bel_evict_ns(sp, 0, NULL);
+		ret = bel_pool_remove_region(sp, 1, true, &ev);
+		if (ret == 0) {
+			ret = bel_pool_add_region(sp, NB * BS, BS, &slot,
+						  &first, &n);
+			if (ret || slot != 1 || first + NB * BS >
+			    sizeof(shadow) / sizeof(shadow[0]) * BS)
+				fail("re-adding the region failed", first);
+		} else if (ret != -EBUSY) {
+			fail("removing the region failed", 0);
+		}
+		sched_yield();
+	}
+	return NULL;
+}
+
+static void readers_against_writers(void)
+{
+	static const u32 sizes[] = { NB, NB };
+	pthread_t rd[READERS], wr, ad;
+	struct bel_stats s;
+	long t;
+
+	sp = pool_with(2, sizes);
+	stop = 0;
+	failures = 0;
+	REQUIRE_EQ(pthread_create(&wr, NULL, writer, NULL), 0);
+	REQUIRE_EQ(pthread_create(&ad, NULL, admin, NULL), 0);
+	for (t = 0; t < READERS; t++)
+		REQUIRE_EQ(pthread_create(&rd[t], NULL, reader, (void *)t), 0);
+	for (t = 0; t < READERS; t++)
+		pthread_join(rd[t], NULL);
+	__atomic_store_n(&stop, 1, __ATOMIC_RELEASE);
+	pthread_join(wr, NULL);
+	pthread_join(ad, NULL);
+	CHECK_EQ(failures, 0);
+	s = stats_of(sp);
+	printf("# %d readers x %d chain lookups: hits %llu of %llu keys, evictions %llu\n",
+	       READERS, ITERS, (unsigned long long)s.lookup_hits,
+	       (unsigned long long)s.lookup_keys,
+	       (unsigned long long)s.evictions);
+	CHECK(s.lookup_hits > 0);
+	CHECK(s.evictions > 0);
+	CHECK_EQ(s.pins, 0);
+	CHECK_EQ(s.pinned_blocks, 0);
+	CHECK_EQ(s.allocated_blocks, 0);
+	check_pool(sp);
+	pool_free(sp);
+}
+
+int main(void)
+{
+	TAP_RUN(read_path_takes_no_pool_lock);
+	TAP_RUN(readers_against_writers);
+	return tap_done();
+}
