@@ -16,6 +16,12 @@
  */
 #include "bel_internal.h"
 
+/* A slot holds a region, committed or only reserved. */
+static bool bel_slot_used(const struct bel_region *r)
+{
+	return r->present || r->reserved;
+}
+
 static u64 bel_region_span(const struct bel_region *r)
 {
 	return (r->length + BEL_REGION_OFFSET_ALIGN - 1) &
@@ -39,22 +45,25 @@ void bel_pool_destroy(struct bel_pool *pool)
 		bel_kvfree(pool->regions[slot].blocks);
 		pool->regions[slot].blocks = NULL;
 		pool->regions[slot].present = false;
+		pool->regions[slot].reserved = false;
 	}
 	bel_kvfree(pool->buckets);
 	pool->buckets = NULL;
 	pool->nr_buckets = 0;
 	pool->nr_regions = 0;
+	pool->nr_reserved = 0;
 	pool->block_size = 0;
 	bel_spin_destroy(&pool->lock);
 }
 
-static u64 bel_total_blocks_locked(struct bel_pool *pool)
+/* Blocks of the present and the reserved regions: what the index sizes for. */
+static u64 bel_slot_blocks_locked(struct bel_pool *pool)
 {
 	u64 total = 0;
 	u32 slot;
 
 	for (slot = 0; slot < BELUGA_MAX_REGIONS; slot++)
-		if (pool->regions[slot].present)
+		if (bel_slot_used(&pool->regions[slot]))
 			total += pool->regions[slot].nr_blocks;
 	return total;
 }
@@ -102,7 +111,7 @@ static u64 bel_place_locked(struct bel_pool *pool, u64 span)
 			const struct bel_region *r = &pool->regions[slot];
 			u64 end;
 
-			if (!r->present)
+			if (!bel_slot_used(r))
 				continue;
 			end = r->first_offset + bel_region_span(r);
 			if (start < end && r->first_offset < start + span) {
@@ -138,8 +147,9 @@ static u32 bel_buckets_for(u64 nr_blocks)
 	return n > BEL_MAX_BUCKETS ? BEL_MAX_BUCKETS : (u32)n;
 }
 
-int bel_pool_add_region(struct bel_pool *pool, u64 length, u64 block_size,
-			u32 *slot_out, u64 *first_offset, u32 *nr_blocks_out)
+int bel_pool_reserve_region(struct bel_pool *pool, u64 length,
+			    u64 block_size, u32 *slot_out, u64 *first_offset,
+			    u32 *nr_blocks_out)
 {
 	struct bel_block *blocks;
 	struct bel_region *r;
@@ -162,11 +172,11 @@ retry:
 		bel_spin_unlock(&pool->lock);
 		return -EINVAL;
 	}
-	if (pool->nr_regions >= BELUGA_MAX_REGIONS) {
+	if (pool->nr_regions + pool->nr_reserved >= BELUGA_MAX_REGIONS) {
 		bel_spin_unlock(&pool->lock);
 		return -ENOSPC;
 	}
-	total = bel_total_blocks_locked(pool);
+	total = bel_slot_blocks_locked(pool);
 	nr_buckets = pool->nr_buckets;
 	bel_spin_unlock(&pool->lock);
 
@@ -197,8 +207,8 @@ retry:
 	if ((pool->block_size && pool->block_size != bs) ||
 	    (!block_size && !pool->block_size &&
 	     bs != BELUGA_BLOCK_SIZE_DEFAULT) ||
-	    pool->nr_regions >= BELUGA_MAX_REGIONS ||
-	    bel_buckets_for(bel_total_blocks_locked(pool) + n) >
+	    pool->nr_regions + pool->nr_reserved >= BELUGA_MAX_REGIONS ||
+	    bel_buckets_for(bel_slot_blocks_locked(pool) + n) >
 	    (buckets ? nr_buckets : pool->nr_buckets)) {
 		bel_spin_unlock(&pool->lock);
 		bel_kvfree(buckets);
@@ -207,7 +217,7 @@ retry:
 	}
 
 	for (slot = 0; slot < BELUGA_MAX_REGIONS; slot++)
-		if (!pool->regions[slot].present)
+		if (!bel_slot_used(&pool->regions[slot]))
 			break;
 	r = &pool->regions[slot];
 	memset(r, 0, sizeof(*r));
@@ -217,8 +227,9 @@ retry:
 	r->nr_free = (u32)n;
 	r->free_head = 0;
 	r->blocks = blocks;
-	r->present = true;
-	pool->nr_regions++;
+	r->reserved = true;
+	pool->nr_reserved++;
+	/* Fixed from now on: a region attached meanwhile must match it. */
 	pool->block_size = bs;
 
 	old = buckets;
@@ -232,6 +243,51 @@ retry:
 
 	bel_kvfree(old);
 	return 0;
+}
+
+void bel_pool_commit_region(struct bel_pool *pool, u32 slot)
+{
+	struct bel_region *r = &pool->regions[slot];
+
+	bel_spin_lock(&pool->lock);
+	r->reserved = false;
+	r->present = true;
+	pool->nr_reserved--;
+	pool->nr_regions++;
+	bel_spin_unlock(&pool->lock);
+}
+
+/* The last region gone, committed or reserved: the block size is free. */
+static void bel_pool_forget_block_size_locked(struct bel_pool *pool)
+{
+	if (!pool->nr_regions && !pool->nr_reserved)
+		pool->block_size = 0;
+}
+
+void bel_pool_abort_region(struct bel_pool *pool, u32 slot)
+{
+	struct bel_region *r = &pool->regions[slot];
+	struct bel_block *blocks;
+
+	bel_spin_lock(&pool->lock);
+	blocks = r->blocks;
+	memset(r, 0, sizeof(*r));
+	pool->nr_reserved--;
+	bel_pool_forget_block_size_locked(pool);
+	bel_spin_unlock(&pool->lock);
+	bel_kvfree(blocks);
+}
+
+int bel_pool_add_region(struct bel_pool *pool, u64 length, u64 block_size,
+			u32 *slot, u64 *first_offset, u32 *nr_blocks)
+{
+	int ret;
+
+	ret = bel_pool_reserve_region(pool, length, block_size, slot,
+				      first_offset, nr_blocks);
+	if (!ret)
+		bel_pool_commit_region(pool, *slot);
+	return ret;
 }
 
 /*
@@ -311,8 +367,7 @@ int bel_pool_remove_region(struct bel_pool *pool, u32 slot, bool evict,
 	blocks = r->blocks;
 	memset(r, 0, sizeof(*r));
 	pool->nr_regions--;
-	if (!pool->nr_regions)
-		pool->block_size = 0;
+	bel_pool_forget_block_size_locked(pool);
 	bel_spin_unlock(&pool->lock);
 
 	bel_kvfree(blocks);
@@ -562,7 +617,8 @@ int bel_retire_offset(struct bel_pool *pool, u64 offset)
 	bel_spin_lock(&pool->lock);
 	for (slot = 0; slot < BELUGA_MAX_REGIONS; slot++) {
 		r = &pool->regions[slot];
-		if (r->present && offset >= r->first_offset) {
+		/* A reserved region: ATTACH retires its poison before commit. */
+		if (bel_slot_used(r) && offset >= r->first_offset) {
 			index = bel_div64(offset - r->first_offset,
 					  pool->block_size);
 			if (index < r->nr_blocks)
