@@ -51,8 +51,15 @@ struct beluga_region {
 	u64 data_off;
 	/* DAX: device_dax's page map, referenced while attached. */
 	struct dev_pagemap *pgmap;
-	/* On beluga_preparing while an ATTACH prepares it (region.c). */
+	/* On beluga_preparing from ATTACH's claim to its commit (region.c). */
 	struct list_head preparing;
+	/*
+	 * Reserved in the pool by an ATTACH that has not answered and
+	 * committed yet; a shared one holds its joined pool in @mh until
+	 * the commit makes it the device's. beluga_claim_mutex.
+	 */
+	bool reserved;
+	struct beluga_mh *mh;
 	/* Bytes cleared or allocated so far while preparing (sysfs). */
 	atomic64_t prepared;
 	/* NODE: one order-0 page per PAGE_SIZE of the region. */
@@ -155,10 +162,16 @@ static inline struct beluga_device *beluga_file_dev(struct file *file)
 }
 
 /* region.c */
-int beluga_region_attach(struct beluga_device *dev, struct beluga_attach *arg,
-			 struct beluga_region **attached);
-int beluga_region_undo_attach(struct beluga_device *dev,
-			      struct beluga_region *region);
+/*
+ * ATTACH: prepare builds the region and fills @arg's out fields, but
+ * nothing can see or use the region until commit (which cannot fail);
+ * abort, instead, tears it down. beluga_region_attach() does both steps.
+ */
+int beluga_attach_prepare(struct beluga_device *dev, struct beluga_attach *arg,
+			  struct beluga_region **prepared);
+void beluga_attach_commit(struct beluga_region *region);
+void beluga_attach_abort(struct beluga_region *region);
+int beluga_region_attach(struct beluga_device *dev, struct beluga_attach *arg);
 int beluga_region_detach(struct beluga_device *dev, u32 slot, bool evict,
 			 u64 *evicted);
 void beluga_region_detach_all(struct beluga_device *dev);

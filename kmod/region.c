@@ -321,6 +321,10 @@ static int beluga_check_unique(struct beluga_device *dev,
 	return 0;
 }
 
+/*
+ * ATTACH's fields (steps 5 and 8 of the uapi's common errors), in the
+ * current layout: the ioctl has moved a first-layout host id already.
+ */
 static int beluga_attach_validate(const struct beluga_attach *arg)
 {
 	const u32 shared_flags = BELUGA_ATTACH_SHARED | BELUGA_ATTACH_FORMAT |
@@ -331,14 +335,13 @@ static int beluga_attach_validate(const struct beluga_attach *arg)
 		return -EINVAL;
 	if (arg->flags && !(arg->flags & BELUGA_ATTACH_SHARED))
 		return -EINVAL;
-	if (arg->flags & BELUGA_ATTACH_SHARED) {
-		if (arg->backend != BELUGA_BACKEND_DAX)
-			return -EINVAL;
-		if (!(arg->flags & BELUGA_ATTACH_HOST_ID) && arg->host_id)
-			return -EINVAL;
-	} else if (arg->__reserved) {
+	if (arg->__reserved || arg->__reserved2)
 		return -EINVAL;
-	}
+	if (!(arg->flags & BELUGA_ATTACH_HOST_ID) && arg->host_id)
+		return -EINVAL;
+	if ((arg->flags & BELUGA_ATTACH_SHARED) &&
+	    arg->backend != BELUGA_BACKEND_DAX)
+		return -EINVAL;
 	if (namelen == sizeof(arg->name))
 		return -EINVAL;
 	switch (arg->backend) {
@@ -434,18 +437,38 @@ static void beluga_shared_leave(struct beluga_mh *mh)
 }
 
 /*
- * A local region is claimed and made ready (a device-dax range cleared,
- * node memory allocated) with no lock held, since that takes seconds for a
- * large region: ATTACH and DETACH of every pool, and mmap() of this one, go
- * on meanwhile. Its entry on beluga_preparing keeps its name and range.
- * The region joins its pool only once it is ready: until then nothing of
- * it can be mapped or allocated.
+ * ATTACH in the order iommufd creates an object (answer, then finalize):
+ *
+ *   1. A local region is claimed and made ready (a device-dax range
+ *      cleared, node memory allocated) with no lock held, since that takes
+ *      seconds for a large region: ATTACH and DETACH of every pool, and
+ *      mmap() of this one, go on meanwhile.
+ *   2. Under beluga_claim_mutex it is reserved: a shared region joins its
+ *      multi-host pool, the core holds its slot and offsets
+ *      (bel_pool_reserve_region()), its poisoned pages are retired and its
+ *      sysfs directory is made (the last step that can fail). Nothing of
+ *      it can be mapped, allocated, looked up, counted or detached yet.
+ *   3. The ioctl answers the caller with the region's id and offsets.
+ *   4. Commit publishes it in the pool, which cannot fail; or, when the
+ *      answer could not be written, abort tears it down without it ever
+ *      having been visible.
+ *
+ * From step 1 to step 4 the region is on beluga_preparing, which keeps its
+ * name and range taken (and, for a shared region, its pool to itself).
  */
+
 /* Under beluga_claim_mutex: @region is no longer being prepared. */
 static void beluga_region_prepared(struct beluga_region *region)
 {
 	spin_lock(&beluga_preparing_lock);
 	list_del_init(&region->preparing);
+	spin_unlock(&beluga_preparing_lock);
+}
+
+static void beluga_region_preparing(struct beluga_region *region)
+{
+	spin_lock(&beluga_preparing_lock);
+	list_add(&region->preparing, &beluga_preparing);
 	spin_unlock(&beluga_preparing_lock);
 }
 
@@ -470,8 +493,9 @@ ssize_t beluga_region_attaching_show(struct beluga_device *dev, char *buf)
 	return len;
 }
 
-static int beluga_region_prepare(struct beluga_device *dev,
-				 struct beluga_region *region)
+/* Step 1 of a local region. */
+static int beluga_region_claim_local(struct beluga_device *dev,
+				     struct beluga_region *region)
 {
 	bool dax = region->backend == BELUGA_BACKEND_DAX;
 	int ret;
@@ -480,11 +504,8 @@ static int beluga_region_prepare(struct beluga_device *dev,
 	ret = beluga_check_unique(dev, region);
 	if (!ret && dax)
 		ret = beluga_dax_claim(region);
-	if (!ret) {
-		spin_lock(&beluga_preparing_lock);
-		list_add(&region->preparing, &beluga_preparing);
-		spin_unlock(&beluga_preparing_lock);
-	}
+	if (!ret)
+		beluga_region_preparing(region);
 	mutex_unlock(&beluga_claim_mutex);
 	if (ret)
 		return ret;
@@ -500,14 +521,122 @@ static int beluga_region_prepare(struct beluga_device *dev,
 	return ret;
 }
 
-int beluga_region_attach(struct beluga_device *dev, struct beluga_attach *arg,
-			 struct beluga_region **attached)
+/*
+ * Under beluga_claim_mutex. A shared pool is one region, alone in its pool:
+ * no shared region may come to a pool that has a region (attached, or
+ * reserved by an ATTACH that has not committed yet), and no region to a
+ * pool with a shared one (the same two cases).
+ */
+static int beluga_check_shared_alone(struct beluga_device *dev,
+				     const struct beluga_region *new,
+				     bool shared)
+{
+	const struct beluga_region *r;
+
+	if (dev->mh || (shared && READ_ONCE(dev->pool.nr_regions)))
+		return -EBUSY;
+	list_for_each_entry(r, &beluga_preparing, preparing) {
+		if (r == new || r->dev != dev || !r->reserved)
+			continue;
+		if (shared || r->shared)
+			return -EBUSY;
+	}
+	return 0;
+}
+
+/* Takes the locks of step 2, 4 and abort. */
+static void beluga_attach_lock(struct beluga_device *dev, bool shared)
+{
+	mutex_lock(&beluga_claim_mutex);
+	/*
+	 * dev->mh changes only under beluga_claim_mutex and, for the block
+	 * commands, mh_rwsem: a single-host attach leaves it alone and does
+	 * not hold the block commands up.
+	 */
+	if (shared)
+		down_write(&dev->mh_rwsem);
+	down_write(&dev->regions_rwsem);
+}
+
+static void beluga_attach_unlock(struct beluga_device *dev, bool shared)
+{
+	up_write(&dev->regions_rwsem);
+	if (shared)
+		up_write(&dev->mh_rwsem);
+	mutex_unlock(&beluga_claim_mutex);
+}
+
+/* Step 2, under beluga_attach_lock(). */
+static int beluga_region_reserve(struct beluga_device *dev,
+				 struct beluga_region *region,
+				 const struct beluga_attach *arg)
+{
+	bool shared = arg->flags & BELUGA_ATTACH_SHARED;
+	struct beluga_mh *mh = NULL;
+	u64 length = region->length, block_size = arg->block_size;
+	int ret;
+
+	ret = beluga_check_shared_alone(dev, region, shared);
+	if (ret && shared)
+		return ret;
+	if (ret)
+		goto out_unclaim;
+	if (shared) {
+		/* The pool's own data: cleared at FORMAT, never at a join. */
+		ret = beluga_check_unique(dev, region);
+		if (ret)
+			return ret;
+		ret = beluga_dax_claim(region);
+		if (ret)
+			return ret;
+		ret = beluga_shared_join(region, arg, &mh, &length,
+					 &block_size);
+		if (ret)
+			goto out_unclaim;
+	}
+
+	ret = bel_pool_reserve_region(&dev->pool, length, block_size,
+				      &region->slot, &region->first_offset,
+				      &region->nr_blocks);
+	if (ret)
+		goto out_leave;
+	if (mh && region->nr_blocks != mh->host.geo.nr_blocks) {
+		ret = -EINVAL;
+		goto out_abort;
+	}
+	beluga_poison_attach(region);
+	ret = beluga_region_sysfs_add(region);
+	if (ret)
+		goto out_abort;
+
+	if (mh) {
+		mh->first_offset = region->first_offset;
+		mh->block_size = block_size;
+		mh->nr_blocks = region->nr_blocks;
+		region->mh = mh;
+		atomic64_set(&region->prepared, region->length);
+		beluga_region_preparing(region);
+	}
+	region->reserved = true;
+	return 0;
+
+out_abort:
+	bel_pool_abort_region(&dev->pool, region->slot);
+out_leave:
+	if (mh)
+		beluga_shared_leave(mh);
+out_unclaim:
+	beluga_region_unclaim(region);
+	if (!shared)
+		beluga_region_prepared(region);
+	return ret;
+}
+
+int beluga_attach_prepare(struct beluga_device *dev, struct beluga_attach *arg,
+			  struct beluga_region **prepared)
 {
 	bool shared = arg->flags & BELUGA_ATTACH_SHARED;
 	struct beluga_region *region;
-	struct beluga_mh *mh = NULL;
-	u32 slot, nr_blocks;
-	u64 first_offset, length, block_size;
 	int ret;
 
 	ret = beluga_attach_validate(arg);
@@ -532,106 +661,75 @@ int beluga_region_attach(struct beluga_device *dev, struct beluga_attach *arg,
 			 arg->node);
 
 	if (!shared) {
-		ret = beluga_region_prepare(dev, region);
+		ret = beluga_region_claim_local(dev, region);
 		if (ret) {
 			beluga_region_put(region);
 			return ret;
 		}
 	}
 
-	mutex_lock(&beluga_claim_mutex);
-	/*
-	 * dev->mh changes only under beluga_claim_mutex and, for the block
-	 * commands, mh_rwsem: a single-host attach leaves it alone and does
-	 * not hold the block commands up.
-	 */
-	if (shared)
-		down_write(&dev->mh_rwsem);
-	down_write(&dev->regions_rwsem);
-	/* Prepared: its reservation becomes the region itself below. */
+	beluga_attach_lock(dev, shared);
+	ret = beluga_region_reserve(dev, region, arg);
+	beluga_attach_unlock(dev, shared);
+	if (ret) {
+		beluga_region_put(region);
+		return ret;
+	}
+	arg->region_id = region->slot;
+	arg->first_offset = region->first_offset;
+	arg->nr_blocks = region->nr_blocks;
+	*prepared = region;
+	return 0;
+}
+
+/* The caller's reference goes to regions[]: DETACH may free @region after. */
+void beluga_attach_commit(struct beluga_region *region)
+{
+	struct beluga_device *dev = region->dev;
+	struct beluga_mh *mh = region->mh;
+
+	beluga_attach_lock(dev, mh);
 	beluga_region_prepared(region);
-	/*
-	 * A shared pool is one region, alone in its pool (one may have come
-	 * while a local region was being prepared).
-	 */
-	if (dev->mh || (shared && READ_ONCE(dev->pool.nr_regions))) {
-		ret = -EBUSY;
-		if (shared)
-			goto out_free;
-		goto out_unclaim;
-	}
-
-	length = region->length;
-	block_size = arg->block_size;
-	if (shared) {
-		/* The pool's own data: cleared at FORMAT, never at a join. */
-		ret = beluga_check_unique(dev, region);
-		if (ret)
-			goto out_free;
-		ret = beluga_dax_claim(region);
-		if (ret)
-			goto out_free;
-		ret = beluga_shared_join(region, arg, &mh, &length,
-					 &block_size);
-		if (ret)
-			goto out_unclaim;
-	}
-
-	ret = bel_pool_add_region(&dev->pool, length, block_size, &slot,
-				  &first_offset, &nr_blocks);
-	if (ret)
-		goto out_leave;
-	if (mh && nr_blocks != mh->host.geo.nr_blocks) {
-		ret = -EINVAL;
-		goto out_remove;
-	}
-	region->slot = slot;
-	region->first_offset = first_offset;
-	region->nr_blocks = nr_blocks;
-	beluga_poison_attach(region);
-
-	ret = beluga_region_sysfs_add(region);
-	if (ret)
-		goto out_remove;
-	dev->regions[slot] = region;
+	region->reserved = false;
+	region->mh = NULL;
+	dev->regions[region->slot] = region;
 	if (mh) {
-		mh->first_offset = first_offset;
-		mh->block_size = block_size;
-		mh->nr_blocks = nr_blocks;
 		dev->mh = mh;
 		dev->mh_gen++;
 	}
-	/* Once the locks are dropped, a DETACH may free @region at any time. */
+	bel_pool_commit_region(&dev->pool, region->slot);
 	dev_info(dev->misc.this_device,
 		 "attached %s as region %u: %llu bytes, %u blocks at offset 0x%llx\n",
-		 region->name, slot, region->length, nr_blocks, first_offset);
-	if (attached) {
-		beluga_region_get(region);
-		*attached = region;
-	}
-	up_write(&dev->regions_rwsem);
-	if (shared)
-		up_write(&dev->mh_rwsem);
-	mutex_unlock(&beluga_claim_mutex);
+		 region->name, region->slot, region->length, region->nr_blocks,
+		 region->first_offset);
+	beluga_attach_unlock(dev, mh);
+}
 
-	arg->region_id = slot;
-	arg->first_offset = first_offset;
-	arg->nr_blocks = nr_blocks;
-	return 0;
+void beluga_attach_abort(struct beluga_region *region)
+{
+	struct beluga_device *dev = region->dev;
+	struct beluga_mh *mh = region->mh;
 
-out_remove:
-	bel_pool_remove_region(&dev->pool, slot, false, NULL);
-out_leave:
+	beluga_attach_lock(dev, mh);
+	beluga_region_prepared(region);
+	/* Waits for sysfs readers, which never take regions_rwsem. */
+	beluga_region_sysfs_del(region);
+	bel_pool_abort_region(&dev->pool, region->slot);
 	if (mh)
 		beluga_shared_leave(mh);
-out_unclaim:
 	beluga_region_unclaim(region);
-out_free:
-	up_write(&dev->regions_rwsem);
-	if (shared)
-		up_write(&dev->mh_rwsem);
-	mutex_unlock(&beluga_claim_mutex);
+	beluga_attach_unlock(dev, mh);
 	beluga_region_put(region);
+}
+
+int beluga_region_attach(struct beluga_device *dev, struct beluga_attach *arg)
+{
+	struct beluga_region *region;
+	int ret;
+
+	ret = beluga_attach_prepare(dev, arg, &region);
+	if (!ret)
+		beluga_attach_commit(region);
 	return ret;
 }
 
@@ -687,50 +785,23 @@ static int beluga_detach_locked(struct beluga_device *dev, u32 slot,
 	return 0;
 }
 
-/* DETACH of @slot; with @expect, only if @slot still holds that region. */
-static int beluga_detach_slot(struct beluga_device *dev, u32 slot,
-			      const struct beluga_region *expect, bool evict,
-			      u64 *evicted)
+int beluga_region_detach(struct beluga_device *dev, u32 slot, bool evict,
+			 u64 *evicted)
 {
 	bool shared;
-	int ret = -ENOENT;
+	int ret;
 
 	mutex_lock(&beluga_claim_mutex);
-	/* Stable under beluga_claim_mutex; see beluga_region_attach(). */
+	/* Stable under beluga_claim_mutex; see beluga_attach_lock(). */
 	shared = dev->mh;
 	if (shared)
 		down_write(&dev->mh_rwsem);
 	down_write(&dev->regions_rwsem);
-	if (!expect || (slot < BELUGA_MAX_REGIONS && dev->regions[slot] == expect))
-		ret = beluga_detach_locked(dev, slot, evict, evicted, false);
+	ret = beluga_detach_locked(dev, slot, evict, evicted, false);
 	up_write(&dev->regions_rwsem);
 	if (shared)
 		up_write(&dev->mh_rwsem);
 	mutex_unlock(&beluga_claim_mutex);
-	return ret;
-}
-
-int beluga_region_detach(struct beluga_device *dev, u32 slot, bool evict,
-			 u64 *evicted)
-{
-	return beluga_detach_slot(dev, slot, NULL, evict, evicted);
-}
-
-/*
- * Take back a region the caller attached (an ATTACH whose struct could not
- * be written back) and drop the caller's reference. A DETACH and another
- * ATTACH may have reused the slot meanwhile: the reference keeps @region's
- * memory, so the comparison cannot match someone else's region. Fails like
- * DETACH without BELUGA_DETACH_EVICT when the region is gone or in use.
- */
-int beluga_region_undo_attach(struct beluga_device *dev,
-			      struct beluga_region *region)
-{
-	u64 evicted;
-	int ret;
-
-	ret = beluga_detach_slot(dev, region->slot, region, false, &evicted);
-	beluga_region_put(region);
 	return ret;
 }
 
