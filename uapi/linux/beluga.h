@@ -124,8 +124,8 @@
  * state, so a malformed call fails the same way whether or not a region
  * is attached.
  * A command that fails with an error leaves the pool unchanged, unless its
- * description below says otherwise (PUBLISH, DETACH with
- * BELUGA_DETACH_EVICT, EVICT).
+ * description below says otherwise (DETACH with BELUGA_DETACH_EVICT), or
+ * it failed writing its answer (-EFAULT: PUBLISH, DETACH and EVICT, next).
  *
  * The answer and -EFAULT
  * ----------------------
