@@ -2,7 +2,8 @@
 /*
  * The Mooncake conversation trace (FAST'25 release, see
  * ../shared/data/README.md): one JSON object per line with "input_length"
- * and "hash_ids". A minimal reader for exactly that shape; it also computes
+ * and "hash_ids", read by the reader the demo uses too
+ * (../userspace/trace/mooncake.h), into compact arrays. It also computes
  * the infinite-cache bound: the block references that hit when nothing is
  * ever evicted, counting, like LOOKUP, only the leading run of each request.
  */
@@ -12,42 +13,35 @@
 #include <string.h>
 
 #include "bench.h"
-
-static const char *find_key(const char *line, const char *key)
-{
-	const char *p = strstr(line, key);
-
-	if (!p)
-		return NULL;
-	p += strlen(key);
-	while (*p == ' ' || *p == ':' || *p == '"')
-		p++;
-	return p;
-}
+#include "../userspace/trace/mooncake.h"
 
 int trace_load(struct trace *t, const char *path)
 {
-	FILE *f = fopen(path, "r");
-	size_t cap_req = 16384, cap_ids = 1 << 19, len = 0;
-	char *line = NULL;
+	struct mooncake_reader rd;
+	size_t cap_req = 16384, cap_ids = 1 << 19;
 	u64 max_id = 0, i;
 	u8 *seen;
 	u32 r;
+	int ret;
 
-	if (!f)
-		return -errno;
+	ret = mooncake_open(&rd, path);
+	if (ret)
+		return ret;
 	memset(t, 0, sizeof(*t));
 	t->start = xmalloc(cap_req * sizeof(u32));
 	t->input_len = xmalloc(cap_req * sizeof(u32));
 	t->ids = xmalloc(cap_ids * sizeof(u32));
 	t->start[0] = 0;
-	while (getline(&line, &len, f) > 0) {
-		const char *p = find_key(line, "\"hash_ids\"");
-		const char *il = find_key(line, "\"input_length\"");
+	while ((ret = mooncake_next(&rd)) != 0) {
 		u32 n = 0;
 
-		if (!p || *p != '[')
-			continue;
+		if (ret == -ENOENT)
+			continue;	/* not a request line */
+		if (ret == -ENOMEM)
+			die("out of memory reading %s", path);
+		if (ret < 0)
+			die("%s:%llu: %s", path, (unsigned long long)rd.lineno,
+			    ret == -EIO ? "read error" : "malformed \"hash_ids\" or \"input_length\"");
 		if (t->nr_req + 2 >= cap_req) {
 			cap_req *= 2;
 			t->start = realloc(t->start, cap_req * sizeof(u32));
@@ -56,42 +50,32 @@ int trace_load(struct trace *t, const char *path)
 			if (!t->start || !t->input_len)
 				die("out of memory reading %s", path);
 		}
-		p++;
-		for (;;) {
-			char *end;
-			unsigned long long v;
+		if (rd.req.nr_ids > BELUGA_MAX_BATCH)
+			die("%s: a request of %zu blocks (above one batch)", path,
+			    rd.req.nr_ids);
+		while (t->start[t->nr_req] + rd.req.nr_ids + 1 >= cap_ids) {
+			cap_ids *= 2;
+			t->ids = realloc(t->ids, cap_ids * sizeof(u32));
+			if (!t->ids)
+				die("out of memory reading %s", path);
+		}
+		for (; n < rd.req.nr_ids; n++) {
+			u64 v = rd.req.ids[n];
 
-			while (*p == ' ' || *p == ',')
-				p++;
-			if (*p == ']' || !*p)
-				break;
-			v = strtoull(p, &end, 10);
-			if (end == p)
-				die("%s: bad hash id near '%.20s'", path, p);
-			p = end;
-			if (t->start[t->nr_req] + n + 1 >= cap_ids) {
-				cap_ids *= 2;
-				t->ids = realloc(t->ids, cap_ids * sizeof(u32));
-				if (!t->ids)
-					die("out of memory reading %s", path);
-			}
 			if (v > 0xfffffffeULL)
-				die("%s: hash id %llu above 2^32", path, v);
-			t->ids[t->start[t->nr_req] + n++] = (u32)v;
+				die("%s: hash id %llu above 2^32", path,
+				    (unsigned long long)v);
+			t->ids[t->start[t->nr_req] + n] = (u32)v;
 			if (v > max_id)
 				max_id = v;
 		}
-		if (n > BELUGA_MAX_BATCH)
-			die("%s: a request of %u blocks (above one batch)", path,
-			    n);
 		if (n > t->max_len)
 			t->max_len = n;
-		t->input_len[t->nr_req] = il ? (u32)strtoul(il, NULL, 10) : 0;
+		t->input_len[t->nr_req] = (u32)rd.req.input_length;
 		t->start[t->nr_req + 1] = t->start[t->nr_req] + n;
 		t->nr_req++;
 	}
-	free(line);
-	fclose(f);
+	mooncake_close(&rd);
 	t->nr_refs = t->start[t->nr_req];
 
 	/* Distinct blocks and the infinite-cache bound (leading runs). */

@@ -9,7 +9,11 @@
  *   mmap.c    mapping the pool, page faults
  *   poison.c  memory errors: finding the mappers, retiring blocks
  *   sysfs.c   pool and region attributes
- *   mh.c      multi-host: accessors to shared CXL memory, heartbeat, tick
+ *   pool_ops.c  the pool ops table: how the glue reaches a pool's kind;
+ *             the single-host pool's table (the portable core)
+ *   mh.c      the shared (multi-host) pool's table: attach and leave,
+ *             accessors to shared CXL memory, heartbeat, tick, fence;
+ *             built only with BELUGA_SHARED=y (Kbuild)
  *   core/     allocator, index, LRU, client bookkeeping (also userspace)
  */
 #ifndef BELUGA_GLUE_H
@@ -26,12 +30,16 @@
 #include <linux/workqueue.h>
 
 #include "core/bel_core.h"
-#include "core/bel_mh.h"
 #include "compat.h"
 
 struct dev_pagemap;
+struct vm_area_struct;
 
 struct beluga_device;
+struct beluga_file;
+struct beluga_pool_ops;
+struct beluga_mh_pool;
+struct beluga_mh_file;
 
 /* One claimed memory region. */
 struct beluga_region {
@@ -45,18 +53,35 @@ struct beluga_region {
 	u64 length;
 	u64 first_offset;		/* in the mapping, from the core */
 	u32 nr_blocks;
-	/* A shared (multi-host) pool's region; fixed while attached. */
-	bool shared;
-	/* Shared: bytes of metadata before the first block; else 0. */
+	/*
+	 * The ops of the pool kind it was attached as (the pool's @ops
+	 * while it is attached); fixed from ATTACH on, so that its faults
+	 * and sysfs attributes need no pool lock to find them.
+	 */
+	const struct beluga_pool_ops *ops;
+	/* Bytes before the first block (a shared pool's metadata); else 0. */
 	u64 data_off;
 	/* DAX: device_dax's page map, referenced while attached. */
 	struct dev_pagemap *pgmap;
+	/*
+	 * DAX: Beluga's entry in /proc/iomem ("<pool>:<name>"), in the tree
+	 * from the claim until the unclaim; @iomem_name is its name.
+	 */
+	struct resource iomem;
+	char iomem_name[16 + 1 + BELUGA_NAME_LEN];
+	/*
+	 * DAX: the device-dax instance the range belongs to, referenced
+	 * from the claim until the unclaim, target of the region's "dax"
+	 * link in sysfs; NULL when it could not be found.
+	 */
+	struct device *dax_dev;
 	/* On beluga_preparing from ATTACH's claim to its commit (region.c). */
 	struct list_head preparing;
 	/*
 	 * Reserved in the pool by an ATTACH that has not answered and
 	 * committed yet; a shared one holds its joined pool in @mh until
-	 * the commit makes it the device's. beluga_claim_mutex.
+	 * its attach_commit makes it the device's (mh.c). Both under
+	 * beluga_claim_mutex.
 	 */
 	bool reserved;
 	struct beluga_mh *mh;
@@ -91,43 +116,34 @@ struct beluga_device {
 	atomic64_t pte_faults;
 	atomic64_t pmd_faults;
 	/*
-	 * Shared (multi-host) pool: @mh is set while one is attached; the
-	 * pool then has that one region only, and the block commands go to
-	 * the multi-host protocol. Readers: the block commands (whole
-	 * command), STATS, REGION_INFO, close(), sysfs (a region's
-	 * attributes only try it: DETACH waits for them). The block
-	 * commands hold it around the operation only, never while they
-	 * copy from or to user memory (ioctl.c). Writers: a shared
-	 * ATTACH, the DETACH of a shared region, unload; @mh also changes
-	 * only under beluga_claim_mutex. Taken after beluga_claim_mutex and
-	 * before regions_rwsem.
+	 * The pool's kind (pool_ops.c): the single-host core, or a shared
+	 * (multi-host) pool while one is attached, which is then the pool's
+	 * one region. Written with beluga_claim_mutex held and ops_rwsem and
+	 * regions_rwsem both held for writing; read under any of them.
 	 */
-	struct rw_semaphore mh_rwsem;
-	struct beluga_mh *mh;
+	const struct beluga_pool_ops *ops;
 	/*
-	 * The shared pool's host is fenced or rejoining (WRITE_ONCE by its
-	 * tick, cleared at attach and stop): block commands fail with
-	 * -ESTALE before they take mh_rwsem, so that callers retrying
-	 * cannot starve the rejoin's down_write_trylock().
+	 * Keeps @ops, and the state behind it, from changing. Readers: the
+	 * block commands (around the operation only, never while they copy
+	 * from or to user memory: ioctl.c), STATS, EVICT, REGION_INFO, sysfs
+	 * (a region's attributes only try it: DETACH waits for them).
+	 * Writers: ATTACH of a shared pool, DETACH, unload, a shared pool's
+	 * rejoin. Taken after beluga_claim_mutex and before regions_rwsem.
 	 */
-	bool mh_down;
-	u32 mh_gen;			/* +1 at every shared attach */
-	/* Counters of shared-pool hosts gone since load (mh_rwsem). */
-	struct bel_mh_opstats mh_past;
+	struct rw_semaphore ops_rwsem;
+	/*
+	 * Block commands fail with -ESTALE now, before they take ops_rwsem
+	 * (WRITE_ONCE; a fenced shared pool rejoining, mh.c), so that callers
+	 * retrying cannot starve the rejoin's down_write_trylock().
+	 */
+	bool down;
+	/* Shared-pool state of this pool, load to unload (mh.c); or NULL. */
+	struct beluga_mh_pool *mh;
 	/*
 	 * Every file of the pool maps through this inode's address_space
 	 * (main.c), so that a fence can zap all mappings at once.
 	 */
 	struct inode *inode;
-	/*
-	 * Protects @fence_epoch: +1 (under the write lock) each time the
-	 * shared pool's host fences itself; a shared region's page faults
-	 * check it under the read lock, so that none inserts a page after
-	 * the fence's unmap_mapping_range(). Files opened before the last
-	 * fence are stale (beluga_file.fence_epoch).
-	 */
-	struct rw_semaphore fence_rwsem;
-	u32 fence_epoch;
 };
 
 /* The pools, from the pools= module parameter; pool 0 is /dev/beluga. */
@@ -143,17 +159,8 @@ extern struct mutex beluga_claim_mutex;
 struct beluga_file {
 	struct beluga_device *dev;
 	struct bel_client *client;
-	/* Shared pool: this file's client, valid while mh_gen matches. */
-	struct mutex mh_lock;
-	struct bel_mh_client mh_client;
-	u32 mh_gen;
-	/*
-	 * The pool's fence_epoch at open(). Older than the pool's: a fence
-	 * of the shared pool's host dropped this file's allocations and
-	 * pins; its block commands fail with -ESTALE and its mappings raise
-	 * SIGBUS until it is closed.
-	 */
-	u32 fence_epoch;
+	/* Its state in the pool's shared pools (mh.c); or NULL. */
+	struct beluga_mh_file *mh;
 };
 
 static inline struct beluga_device *beluga_file_dev(struct file *file)
@@ -177,6 +184,23 @@ int beluga_region_detach(struct beluga_device *dev, u32 slot, bool evict,
 void beluga_region_detach_all(struct beluga_device *dev);
 ssize_t beluga_region_attaching_show(struct beluga_device *dev, char *buf);
 int beluga_region_pages_busy(struct beluga_region *region);
+/* For the attach ops, with beluga_claim_mutex and regions_rwsem held: */
+int beluga_region_claim_locked(struct beluga_device *dev,
+			       struct beluga_region *region);
+void beluga_region_unclaim(struct beluga_region *region);
+int beluga_region_alone_locked(struct beluga_device *dev,
+			       const struct beluga_region *region);
+int beluga_region_reserve_locked(struct beluga_device *dev,
+				 struct beluga_region *region, u64 length,
+				 u64 block_size);
+void beluga_region_unreserve_locked(struct beluga_device *dev,
+				    struct beluga_region *region);
+void beluga_region_commit_locked(struct beluga_device *dev,
+				 struct beluga_region *region);
+int beluga_local_attach(struct beluga_device *dev,
+			struct beluga_region *region, struct beluga_attach *arg);
+void beluga_local_attach_abort(struct beluga_device *dev,
+			       struct beluga_region *region);
 
 /* main.c: false until module init has succeeded */
 bool beluga_accepting_opens(void);
@@ -186,12 +210,57 @@ int beluga_open(struct inode *inode, struct file *file);
 int beluga_release(struct inode *inode, struct file *file);
 
 /*
- * A file's block commands, on the pool's single-host core (client.c) or on
- * a shared multi-host pool (mh.c, called with the device's mh_rwsem held
- * for reading). Offsets in and out; the ioctl layer validates and copies.
- * A failed call changes nothing; publish answers per item in @results.
+ * The pool ops table: what differs between the kinds of pool. The glue
+ * calls through the pool's (struct beluga_device.ops) instead of asking
+ * which kind it is: the single-host core (beluga_local_pool_ops,
+ * pool_ops.c) or a shared multi-host pool (beluga_shared_pool_ops, mh.c).
+ * Block commands take offsets in and out; the ioctl layer validates and
+ * copies. A failed block command changes nothing; publish answers per
+ * item in @results. A NULL hook: nothing to do (mmap, fault_begin,
+ * fault_end, detach), or -EOPNOTSUPP (evict).
  */
-struct beluga_block_ops {
+struct beluga_pool_ops {
+	/*
+	 * ATTACH in three steps (region.c, beluga_attach_prepare()). attach
+	 * claims @region (allocated, named, from @arg) and reserves it in
+	 * @dev's pool (a shared pool is joined here): it holds its slot,
+	 * offsets and sysfs directory, but nothing can map, allocate, count
+	 * or detach it. Takes beluga_claim_mutex and the pool's locks
+	 * itself. After the answer, attach_commit makes it the pool's and
+	 * cannot fail, or attach_abort (the answer could not be written)
+	 * tears it down; both with beluga_claim_mutex, ops_rwsem (when the
+	 * kind has a detach step) and regions_rwsem held for writing.
+	 */
+	int (*attach)(struct beluga_device *dev, struct beluga_region *region,
+		      struct beluga_attach *arg);
+	void (*attach_commit)(struct beluga_device *dev,
+			      struct beluga_region *region);
+	void (*attach_abort)(struct beluga_device *dev,
+			     struct beluga_region *region);
+	/*
+	 * DETACH, before @region leaves the core (beluga_claim_mutex,
+	 * ops_rwsem and regions_rwsem held for writing): -EBUSY keeps it,
+	 * unless @unloading (no file is open).
+	 */
+	int (*detach)(struct beluga_device *dev, struct beluga_region *region,
+		      bool unloading);
+	/* STATS and sysfs (ops_rwsem held for reading). */
+	void (*stats)(struct beluga_device *dev, struct bel_stats *s);
+	/* @region's occupancy (ops_rwsem held for reading). */
+	int (*region_stats)(struct beluga_region *region,
+			    struct bel_region_stats *rs);
+	/* mmap() of the pool (regions_rwsem held): refuse, or add flags. */
+	int (*mmap)(struct beluga_file *bf, struct vm_area_struct *vma);
+	/*
+	 * A fault may insert a page of @region: false raises SIGBUS. Between
+	 * a true fault_begin and fault_end the page is inserted.
+	 */
+	bool (*fault_begin)(struct beluga_file *bf, struct beluga_region *region);
+	void (*fault_end)(struct beluga_file *bf, struct beluga_region *region);
+	/* A memory error hit @len bytes at @region_offset: retire blocks. */
+	void (*retire)(struct beluga_region *region, u64 region_offset,
+		       u64 len);
+	/* Block commands (ops_rwsem held for reading). */
 	int (*alloc)(struct beluga_file *bf, u32 count, u64 *offsets);
 	int (*free)(struct beluga_file *bf, u32 count, const u64 *offsets);
 	int (*release)(struct beluga_file *bf, u32 count, const u64 *offsets);
@@ -201,10 +270,16 @@ struct beluga_block_ops {
 	int (*lookup)(struct beluga_file *bf, u64 ns, u32 count,
 		      const struct beluga_key *keys, bool pin, u64 *offsets,
 		      u32 *hits);
+	int (*evict)(struct beluga_device *dev, struct beluga_evict *arg);
 };
 
-extern const struct beluga_block_ops beluga_local_block_ops;
-extern const struct beluga_block_ops beluga_mh_block_ops;
+/* pool_ops.c */
+extern const struct beluga_pool_ops beluga_local_pool_ops;
+/* The pool's ops, with ops_rwsem held for reading until _end(). */
+const struct beluga_pool_ops *beluga_pool_ops_begin(struct beluga_device *dev);
+void beluga_pool_ops_end(struct beluga_device *dev);
+/* STATS and the stats/ attributes, through the pool's ops. */
+void beluga_pool_stats(struct beluga_device *dev, struct bel_stats *s);
 
 /* ioctl.c */
 long beluga_ioctl(struct file *file, unsigned int cmd, unsigned long arg);
@@ -215,68 +290,56 @@ unsigned long beluga_get_unmapped_area(struct file *file, unsigned long addr,
 				       unsigned long len, unsigned long pgoff,
 				       unsigned long flags);
 
-/* mh.c: one host's membership in a pool shared by several hosts. */
-struct beluga_mh {
-	struct bel_mh_host host;
-	void *base;			/* the shared region, mapped WB */
-	u64 size;
-	struct delayed_work hb_work;	/* heartbeat: rec_lock only */
-	struct delayed_work tick_work;	/* maintenance: the host mutex */
-	struct beluga_device *dev;
-	struct bel_mh_config cfg;	/* of the attach: a rejoin reuses it */
-	unsigned long period;		/* heartbeat period, jiffies */
-	bool running;
-	/* The tick saw the host fenced: zapped, rejoining (tick only). */
-	bool fenced;
-	/* A rejoin failed: the pool stays down until DETACH (tick only). */
-	bool rejoin_failed;
-	/* Joined: @host is valid (written under the pool's mh_rwsem). */
-	bool joined;
-	/* Where the blocks are in the pool's offset space. */
-	u64 first_offset;
-	u64 block_size;
-	u32 nr_blocks;
-};
-
-extern int beluga_host_id;
-extern unsigned int beluga_mh_heartbeat_ms;
-extern unsigned int beluga_mh_lease_ms;
-extern const struct bel_mh_mem_ops beluga_mh_mem_ops;
-int beluga_mh_map(struct beluga_mh *mh, phys_addr_t start, u64 size);
-void beluga_mh_unmap(struct beluga_mh *mh);
-int beluga_mh_start(struct beluga_mh *mh, const struct bel_mh_config *cfg,
-		    const char **why);
-bool beluga_mh_file_stale(struct beluga_file *bf);
-/* Mappings of @dev's pool refuse get_user_pages() (a shared pool). */
-bool beluga_mh_refuse_gup(struct beluga_device *dev);
-/* Block commands of the shared pool fail now (fenced, rejoining). */
-static inline bool beluga_mh_down(struct beluga_device *dev)
-{
-	return READ_ONCE(dev->mh_down);
-}
-
-int beluga_mh_stop(struct beluga_mh *mh, bool force);
-bool beluga_mh_block(const struct beluga_mh *mh, u64 offset, u32 *block);
-u64 beluga_mh_offset(const struct beluga_mh *mh, u32 block);
-void beluga_mh_flush_block(struct beluga_mh *mh, u32 block);
-struct bel_mh_client *beluga_mh_client(struct beluga_file *bf);
-void beluga_mh_client_close(struct beluga_file *bf);
+/*
+ * mh.c: shared (multi-host) pools, when built in (BELUGA_SHARED=y). The
+ * pool and file hooks set up and tear down what a pool or file needs to
+ * take part in shared pools; without them, ATTACH with
+ * BELUGA_ATTACH_SHARED fails with -EOPNOTSUPP.
+ */
+#ifdef BELUGA_SHARED
+extern const struct beluga_pool_ops beluga_shared_pool_ops;
+int beluga_mh_pool_init(struct beluga_device *dev);
+void beluga_mh_pool_exit(struct beluga_device *dev);
+int beluga_mh_file_open(struct beluga_file *bf);
+void beluga_mh_file_release(struct beluga_file *bf);
 ssize_t beluga_mh_hosts_show(struct beluga_device *dev, char *buf);
-void beluga_stats(struct beluga_device *dev, struct bel_stats *s);
-void beluga_mh_region_stats(struct beluga_device *dev,
-			    struct bel_region_stats *rs);
-
-/* The pool's block commands: shared while a shared region is attached. */
-static inline const struct beluga_block_ops *
-beluga_block_ops(const struct beluga_device *dev)
+#define BELUGA_SHARED_POOL_OPS	(&beluga_shared_pool_ops)
+#else
+static inline int beluga_mh_pool_init(struct beluga_device *dev)
 {
-	return dev->mh ? &beluga_mh_block_ops : &beluga_local_block_ops;
+	return 0;
 }
+
+static inline void beluga_mh_pool_exit(struct beluga_device *dev)
+{
+}
+
+static inline int beluga_mh_file_open(struct beluga_file *bf)
+{
+	return 0;
+}
+
+static inline void beluga_mh_file_release(struct beluga_file *bf)
+{
+}
+
+/* No shared pool can be attached: the list of hosts is empty. */
+static inline ssize_t beluga_mh_hosts_show(struct beluga_device *dev,
+					   char *buf)
+{
+	return 0;
+}
+
+#define BELUGA_SHARED_POOL_OPS	NULL
+#endif
 
 /* poison.c */
 /* After the region joined the pool; before any fault can reach it. */
 void beluga_poison_attach(struct beluga_region *region);
 void beluga_poison_detach(struct beluga_region *region);
+/* Zero a dax range at ATTACH but its poisoned pages; returns those. */
+unsigned long beluga_poison_clear(const struct beluga_region *region,
+				  void *base, u64 off, u64 len);
 /* Fault on @page at @region_offset: poisoned? Then its block is retired. */
 bool beluga_poison_fault(struct beluga_region *region, u64 region_offset,
 			 struct page *page);

@@ -26,69 +26,31 @@ int beluga_open(struct inode *inode, struct file *file)
 	if (!bf)
 		return -ENOMEM;
 	bf->dev = dev;
-	mutex_init(&bf->mh_lock);
 	bf->client = bel_client_new(&dev->pool);
-	if (!bf->client) {
-		kfree(bf);
-		return -ENOMEM;
-	}
-	bf->fence_epoch = READ_ONCE(dev->fence_epoch);
+	if (!bf->client)
+		goto err_free;
+	/* Its part in the pool's shared pools, when the module has them. */
+	if (beluga_mh_file_open(bf))
+		goto err_client;
 	file->private_data = bf;
 	/* One address_space per pool, whatever node it was opened through. */
 	file->f_mapping = dev->inode->i_mapping;
 	/* Offsets reach far past any file size; the mapping is not seekable. */
 	return nonseekable_open(inode, file);
+
+err_client:
+	bel_client_release(bf->client);
+err_free:
+	kfree(bf);
+	return -ENOMEM;
 }
 
 int beluga_release(struct inode *inode, struct file *file)
 {
 	struct beluga_file *bf = file->private_data;
 
-	beluga_mh_client_close(bf);
+	beluga_mh_file_release(bf);
 	bel_client_release(bf->client);
-	mutex_destroy(&bf->mh_lock);
 	kfree(bf);
 	return 0;
 }
-
-/* --- block commands on the single-host core ----------------------------- */
-
-static int beluga_local_alloc(struct beluga_file *bf, u32 count, u64 *offsets)
-{
-	return bel_alloc(bf->client, count, offsets);
-}
-
-static int beluga_local_free(struct beluga_file *bf, u32 count,
-			     const u64 *offsets)
-{
-	return bel_free(bf->client, count, offsets);
-}
-
-static int beluga_local_release(struct beluga_file *bf, u32 count,
-				const u64 *offsets)
-{
-	return bel_release(bf->client, count, offsets);
-}
-
-static int beluga_local_publish(struct beluga_file *bf, u64 ns, u32 count,
-				const u64 *offsets,
-				const struct beluga_key *keys, s32 *results)
-{
-	return bel_publish(bf->client, ns, count, offsets, keys, results,
-			   NULL, NULL, NULL);
-}
-
-static int beluga_local_lookup(struct beluga_file *bf, u64 ns, u32 count,
-			       const struct beluga_key *keys, bool pin,
-			       u64 *offsets, u32 *hits)
-{
-	return bel_lookup(bf->client, ns, count, keys, pin, offsets, hits);
-}
-
-const struct beluga_block_ops beluga_local_block_ops = {
-	.alloc = beluga_local_alloc,
-	.free = beluga_local_free,
-	.release = beluga_local_release,
-	.publish = beluga_local_publish,
-	.lookup = beluga_local_lookup,
-};

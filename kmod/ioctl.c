@@ -10,8 +10,8 @@
  * command has done by the time its answer turns out not to be writable is
  * in the uapi header, with each command; ATTACH answers before the new
  * region becomes visible, so nothing of it is left then. Block commands
- * run through the pool's struct beluga_block_ops: the single-host core or
- * a shared pool. No user memory is touched while mh_rwsem or a global
+ * run through the pool's struct beluga_pool_ops: the single-host core or
+ * a shared pool. No user memory is touched while ops_rwsem or a global
  * mutex is held: a user buffer that stalls (userfaultfd, a FUSE mapping)
  * holds up nothing but its own caller.
  */
@@ -83,11 +83,11 @@ static int beluga_pool_ready(struct beluga_file *bf)
 	if (!READ_ONCE(bf->dev->pool.nr_regions))
 		return -ENODEV;
 	/*
-	 * A fenced or rejoining shared pool: fail before mh_rwsem, which the
-	 * rejoin takes for writing with a trylock that busy callers would
-	 * otherwise starve.
+	 * A pool that is down (a fenced shared pool, rejoining): fail before
+	 * ops_rwsem, which the rejoin takes for writing with a trylock that
+	 * busy callers would otherwise starve.
 	 */
-	if (beluga_mh_down(bf->dev))
+	if (READ_ONCE(bf->dev->down))
 		return -ESTALE;
 	return 0;
 }
@@ -112,22 +112,6 @@ static void *beluga_copy_array_in(u64 uptr, u32 count, size_t elem)
 }
 
 /*
- * The pool's block operations, with mh_rwsem held for reading so that a
- * shared pool cannot come or go while one runs. Only the operation runs
- * under the lock: its arrays are copied in before and out after.
- */
-static const struct beluga_block_ops *beluga_ops_begin(struct beluga_device *dev)
-{
-	down_read(&dev->mh_rwsem);
-	return beluga_block_ops(dev);
-}
-
-static void beluga_ops_end(struct beluga_device *dev)
-{
-	up_read(&dev->mh_rwsem);
-}
-
-/*
  * The caller never learnt the result of an ALLOC (@release false: free the
  * blocks) or a LOOKUP+PIN (@release true: drop the pins). One item at a
  * time: another thread of the same file may have freed or released some
@@ -136,13 +120,13 @@ static void beluga_ops_end(struct beluga_device *dev)
  * shared pool left), its allocations and pins went with it.
  */
 static void beluga_undo(struct beluga_file *bf,
-			const struct beluga_block_ops *ran, u32 count,
+			const struct beluga_pool_ops *ran, u32 count,
 			const u64 *offsets, bool release)
 {
-	const struct beluga_block_ops *ops;
+	const struct beluga_pool_ops *ops;
 	u32 i;
 
-	ops = beluga_ops_begin(bf->dev);
+	ops = beluga_pool_ops_begin(bf->dev);
 	for (i = 0; ops == ran && i < count; i++) {
 		if (release)
 			ops->release(bf, 1, &offsets[i]);
@@ -151,7 +135,7 @@ static void beluga_undo(struct beluga_file *bf,
 		if (!((i + 1) % 256))
 			cond_resched();
 	}
-	beluga_ops_end(bf->dev);
+	beluga_pool_ops_end(bf->dev);
 }
 
 static int beluga_cmd_info(struct beluga_ucmd *ucmd)
@@ -181,7 +165,7 @@ static int beluga_cmd_stats(struct beluga_ucmd *ucmd)
 
 	if (out->flags)
 		return -EINVAL;
-	beluga_stats(bf->dev, &s);
+	beluga_pool_stats(bf->dev, &s);
 	out->total_blocks = s.total_blocks;
 	out->free_blocks = s.free_blocks;
 	out->allocated_blocks = s.allocated_blocks;
@@ -206,7 +190,7 @@ static int beluga_cmd_stats(struct beluga_ucmd *ucmd)
 /* The answer is the offsets array; the struct has nothing to answer. */
 static int beluga_cmd_alloc(struct beluga_ucmd *ucmd)
 {
-	const struct beluga_block_ops *ops;
+	const struct beluga_pool_ops *ops;
 	struct beluga_alloc *arg = ucmd->cmd;
 	struct beluga_file *bf = ucmd->bf;
 	size_t bytes;
@@ -234,9 +218,9 @@ static int beluga_cmd_alloc(struct beluga_ucmd *ucmd)
 	ret = beluga_pool_ready(bf);
 	if (ret)
 		goto out;
-	ops = beluga_ops_begin(bf->dev);
+	ops = beluga_pool_ops_begin(bf->dev);
 	ret = ops->alloc(bf, arg->count, offsets);
-	beluga_ops_end(bf->dev);
+	beluga_pool_ops_end(bf->dev);
 	if (ret)
 		goto out;
 	if (copy_to_user(u64_to_user_ptr(arg->offsets), offsets, bytes)) {
@@ -255,7 +239,7 @@ out:
  */
 static int beluga_cmd_block_list(struct beluga_ucmd *ucmd, bool release)
 {
-	const struct beluga_block_ops *ops;
+	const struct beluga_pool_ops *ops;
 	struct beluga_blocks *arg = ucmd->cmd;
 	struct beluga_file *bf = ucmd->bf;
 	u64 *offsets;
@@ -270,12 +254,12 @@ static int beluga_cmd_block_list(struct beluga_ucmd *ucmd, bool release)
 	ret = beluga_pool_ready(bf);
 	if (ret)
 		goto out;
-	ops = beluga_ops_begin(bf->dev);
+	ops = beluga_pool_ops_begin(bf->dev);
 	if (release)
 		ret = ops->release(bf, arg->count, offsets);
 	else
 		ret = ops->free(bf, arg->count, offsets);
-	beluga_ops_end(bf->dev);
+	beluga_pool_ops_end(bf->dev);
 out:
 	kvfree(offsets);
 	return ret;
@@ -329,9 +313,10 @@ static int beluga_cmd_publish(struct beluga_ucmd *ucmd)
 		offsets[i] = items[i].offset;
 		keys[i] = items[i].key;
 	}
-	ret = beluga_ops_begin(bf->dev)->publish(bf, arg->ns, arg->count,
-						 offsets, keys, results);
-	beluga_ops_end(bf->dev);
+	ret = beluga_pool_ops_begin(bf->dev)->publish(bf, arg->ns,
+						      arg->count, offsets,
+						      keys, results);
+	beluga_pool_ops_end(bf->dev);
 	if (ret)
 		goto out;
 	for (i = 0; i < arg->count; i++) {
@@ -362,7 +347,7 @@ out:
 
 static int beluga_cmd_lookup(struct beluga_ucmd *ucmd)
 {
-	const struct beluga_block_ops *ops;
+	const struct beluga_pool_ops *ops;
 	struct beluga_lookup *arg = ucmd->cmd;
 	struct beluga_file *bf = ucmd->bf;
 	bool pin = arg->flags & BELUGA_LOOKUP_PIN;
@@ -394,9 +379,9 @@ static int beluga_cmd_lookup(struct beluga_ucmd *ucmd)
 			goto out;
 		}
 	}
-	ops = beluga_ops_begin(bf->dev);
+	ops = beluga_pool_ops_begin(bf->dev);
 	ret = ops->lookup(bf, arg->ns, arg->count, keys, pin, offsets, &hits);
-	beluga_ops_end(bf->dev);
+	beluga_pool_ops_end(bf->dev);
 	if (ret)
 		goto out;
 	if (offsets && hits &&
@@ -479,28 +464,13 @@ static int beluga_cmd_detach(struct beluga_ucmd *ucmd)
 	return err ? err : ret;
 }
 
-static int beluga_evict_locked(struct beluga_file *bf,
-			       struct beluga_evict *arg)
-{
-	int ret;
-
-	if (arg->flags & BELUGA_EVICT_NAMESPACE) {
-		arg->evicted = bel_evict_ns(&bf->dev->pool, arg->ns,
-					    &arg->busy);
-		return 0;
-	}
-	ret = bel_evict_key(&bf->dev->pool, arg->ns, &arg->key);
-	arg->evicted = ret ? 0 : 1;
-	arg->busy = ret == -EBUSY ? 1 : 0;
-	return ret;
-}
-
 /*
- * mh_rwsem: a shared pool cannot come while the local core evicts. Once
- * it ran, EVICT answers whatever the result (-ENOENT, -EBUSY: @busy).
+ * The pool's kind is state: it comes after the arguments. Once the pool's
+ * evict ran, EVICT answers whatever the result (-ENOENT, -EBUSY: @busy).
  */
 static int beluga_cmd_evict(struct beluga_ucmd *ucmd)
 {
+	const struct beluga_pool_ops *ops;
 	struct beluga_evict *arg = ucmd->cmd;
 	struct beluga_file *bf = ucmd->bf;
 	int ret, err;
@@ -509,13 +479,9 @@ static int beluga_cmd_evict(struct beluga_ucmd *ucmd)
 		return -EINVAL;
 	if ((arg->flags & BELUGA_EVICT_NAMESPACE) && (arg->key.lo || arg->key.hi))
 		return -EINVAL;
-	down_read(&bf->dev->mh_rwsem);
-	/* The pool's kind is state: it comes after the arguments. */
-	if (bf->dev->mh)
-		ret = -EOPNOTSUPP;
-	else
-		ret = beluga_evict_locked(bf, arg);
-	up_read(&bf->dev->mh_rwsem);
+	ops = beluga_pool_ops_begin(bf->dev);
+	ret = ops->evict ? ops->evict(bf->dev, arg) : -EOPNOTSUPP;
+	beluga_pool_ops_end(bf->dev);
 	if (ret == -EOPNOTSUPP)
 		return ret;
 	err = beluga_ucmd_respond(ucmd, sizeof(*arg));
@@ -536,14 +502,12 @@ static int beluga_cmd_region_info(struct beluga_ucmd *ucmd)
 	if (slot >= BELUGA_MAX_REGIONS)
 		return -ENOENT;
 
-	/* mh_rwsem: a shared region's counts come from its host. */
-	down_read(&bf->dev->mh_rwsem);
+	/* ops_rwsem: a shared region's counts come from its host. */
+	beluga_pool_ops_begin(bf->dev);
 	down_read(&bf->dev->regions_rwsem);
 	region = bf->dev->regions[slot];
-	if (!region || bel_region_stats(&bf->dev->pool, slot, &rs))
+	if (!region || region->ops->region_stats(region, &rs))
 		goto out;
-	if (region->shared && bf->dev->mh)
-		beluga_mh_region_stats(bf->dev, &rs);
 	arg->backend = region->backend;
 	arg->node = region->node;
 	arg->mappings = atomic_read(&region->mappings);
@@ -558,7 +522,7 @@ static int beluga_cmd_region_info(struct beluga_ucmd *ucmd)
 	ret = 0;
 out:
 	up_read(&bf->dev->regions_rwsem);
-	up_read(&bf->dev->mh_rwsem);
+	beluga_pool_ops_end(bf->dev);
 	if (ret)
 		return ret;
 	return beluga_ucmd_respond(ucmd, sizeof(*arg));

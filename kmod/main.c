@@ -224,8 +224,12 @@ static int beluga_pool_register(struct beluga_device *dev, int id)
 	dev->inode->i_mode |= S_IFCHR;
 	dev->inode->i_flags |= S_DAX;
 	init_rwsem(&dev->regions_rwsem);
-	init_rwsem(&dev->mh_rwsem);
-	init_rwsem(&dev->fence_rwsem);
+	init_rwsem(&dev->ops_rwsem);
+	/* Single-host until a shared ATTACH (pool_ops.c). */
+	dev->ops = &beluga_local_pool_ops;
+	ret = beluga_mh_pool_init(dev);
+	if (ret)
+		goto err_inode;
 	atomic64_set(&dev->pte_faults, 0);
 	atomic64_set(&dev->pmd_faults, 0);
 	if (id)
@@ -242,9 +246,11 @@ static int beluga_pool_register(struct beluga_device *dev, int id)
 
 	ret = misc_register(&dev->misc);
 	if (ret)
-		goto err_inode;
+		goto err_mh;
 	return 0;
 
+err_mh:
+	beluga_mh_pool_exit(dev);
 err_inode:
 	iput(dev->inode);
 err_pool:
@@ -257,6 +263,7 @@ static void beluga_pool_unregister(struct beluga_device *dev)
 {
 	beluga_region_detach_all(dev);
 	misc_deregister(&dev->misc);
+	beluga_mh_pool_exit(dev);
 	iput(dev->inode);
 	bel_pool_destroy(&dev->pool);
 }

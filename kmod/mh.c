@@ -1,7 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Multi-host glue: the kernel's implementation of the portable protocol's
- * environment (core/bel_mh.h, docs/multihost.md).
+ * Shared (multi-host) pools: the pool ops table of a pool that one host
+ * shares with others (beluga_shared_pool_ops: attach and leave, STATS,
+ * the fence's checks at mmap and fault, the block commands), and the
+ * kernel's implementation of the portable protocol's environment
+ * (core/bel_mh.h, Documentation/multihost.md). Built only with BELUGA_SHARED=y
+ * (Kbuild); nothing else in the glue knows a shared pool's state.
  *
  * The shared region is mapped write-back with memremap(); every access to
  * shared metadata goes through the accessors below:
@@ -21,6 +25,10 @@
 
 #include <linux/delay.h>
 #include <linux/io.h>
+#include <linux/mm.h>
+#include <linux/random.h>
+#include <linux/slab.h>
+#include <linux/utsname.h>
 #include <linux/ktime.h>
 #include <linux/libnvdimm.h>
 #include <linux/math64.h>
@@ -34,8 +42,67 @@
 #include <asm/cacheflush.h>
 
 #include "beluga.h"
+#include "core/bel_mh.h"
 
-int beluga_host_id = -1;
+/* One host's membership in a pool shared by several hosts. */
+struct beluga_mh {
+	struct bel_mh_host host;
+	void *base;			/* the shared region, mapped WB */
+	u64 size;
+	struct delayed_work hb_work;	/* heartbeat: rec_lock only */
+	struct delayed_work tick_work;	/* maintenance: the host mutex */
+	struct beluga_device *dev;
+	struct bel_mh_config cfg;	/* of the attach: a rejoin reuses it */
+	unsigned long period;		/* heartbeat period, jiffies */
+	bool running;
+	/* The tick saw the host fenced: zapped, rejoining (tick only). */
+	bool fenced;
+	/* A rejoin failed: the pool stays down until DETACH (tick only). */
+	bool rejoin_failed;
+	/* Joined: @host is valid (written under the pool's ops_rwsem). */
+	bool joined;
+	/* Where the blocks are in the pool's offset space. */
+	u64 first_offset;
+	u64 block_size;
+	u32 nr_blocks;
+};
+
+/* A pool's shared-pool state, from load to unload (beluga_device.mh). */
+struct beluga_mh_pool {
+	/*
+	 * The host, while a shared region is attached: set with the pool's
+	 * ops (under the same locks), stable under ops_rwsem.
+	 */
+	struct beluga_mh *cur;
+	/* +1 at every shared attach and rejoin (ops_rwsem, for writing). */
+	u32 gen;
+	/*
+	 * Protects @fence_epoch: +1 (under the write lock) each time the
+	 * host fences itself; a shared region's page faults check it under
+	 * the read lock, so that none inserts a page after the fence's
+	 * unmap_mapping_range(). Files opened before the last fence are
+	 * stale (beluga_mh_file.fence_epoch).
+	 */
+	struct rw_semaphore fence_rwsem;
+	u32 fence_epoch;
+};
+
+/* A file's part in its pool's shared pools (beluga_file.mh). */
+struct beluga_mh_file {
+	/* Protects @client and @gen: the client is valid while @gen matches. */
+	struct mutex lock;
+	struct bel_mh_client client;
+	u32 gen;
+	/*
+	 * The pool's fence_epoch at open(). Older than the pool's: a fence
+	 * of the shared pool's host dropped this file's allocations and
+	 * pins; its block commands fail with -ESTALE and its mappings raise
+	 * SIGBUS until it is closed.
+	 */
+	u32 fence_epoch;
+};
+
+static int beluga_host_id = -1;
 module_param_named(host_id, beluga_host_id, int, 0444);
 MODULE_PARM_DESC(host_id, "This host's id in shared pools, 0-15, unique in the rack (default -1: none; ATTACH may give one)");
 
@@ -47,10 +114,10 @@ MODULE_PARM_DESC(host_id, "This host's id in shared pools, 0-15, unique in the r
  * timings outside these bounds are refused at join.
  */
 #define BELUGA_MH_MIN_HEARTBEAT_MS	10U
-unsigned int beluga_mh_heartbeat_ms;
+static unsigned int beluga_mh_heartbeat_ms;
 module_param_named(mh_heartbeat_ms, beluga_mh_heartbeat_ms, uint, 0444);
 MODULE_PARM_DESC(mh_heartbeat_ms, "Heartbeat period of shared pools this host formats, in ms (default 0: 100)");
-unsigned int beluga_mh_lease_ms;
+static unsigned int beluga_mh_lease_ms;
 module_param_named(mh_lease_ms, beluga_mh_lease_ms, uint, 0444);
 MODULE_PARM_DESC(mh_lease_ms, "Lease of shared pools this host formats, in ms, at least 4 heartbeats (default 0: 2000)");
 
@@ -138,7 +205,7 @@ static void beluga_mh_fence(void *priv)
 {
 	/*
 	 * The write-backs above complete before the loads that follow, which
-	 * the store-buffer pattern of docs/multihost.md (rule 5) relies on.
+	 * the store-buffer pattern of Documentation/multihost.md (rule 5) relies on.
 	 */
 	mb();
 }
@@ -164,7 +231,7 @@ static bool beluga_mh_killed(void *priv)
 	return fatal_signal_pending(current);
 }
 
-const struct bel_mh_mem_ops beluga_mh_mem_ops = {
+static const struct bel_mh_mem_ops beluga_mh_mem_ops = {
 	.read = beluga_mh_read,
 	.write = beluga_mh_write,
 	.flush = beluga_mh_flush,
@@ -177,7 +244,7 @@ const struct bel_mh_mem_ops beluga_mh_mem_ops = {
 };
 
 /* Map [@start, @start + @size) write-back, for the accessors. */
-int beluga_mh_map(struct beluga_mh *mh, phys_addr_t start, u64 size)
+static int beluga_mh_map(struct beluga_mh *mh, phys_addr_t start, u64 size)
 {
 	mh->base = memremap(start, size, MEMREMAP_WB);
 	if (!mh->base)
@@ -186,7 +253,7 @@ int beluga_mh_map(struct beluga_mh *mh, phys_addr_t start, u64 size)
 	return 0;
 }
 
-void beluga_mh_unmap(struct beluga_mh *mh)
+static void beluga_mh_unmap(struct beluga_mh *mh)
 {
 	if (mh->base)
 		memunmap(mh->base);
@@ -195,18 +262,13 @@ void beluga_mh_unmap(struct beluga_mh *mh)
 }
 
 /*
- * A fence cannot revoke pins that devices hold (docs/multihost.md, 10), so
- * shared-pool mappings refuse get_user_pages() unless the operator, who
- * then provides fencing outside the host, allows it at load.
+ * A fence cannot revoke pins that devices hold (Documentation/multihost.md,
+ * section 10), so shared-pool mappings refuse get_user_pages() unless the
+ * operator, who then provides fencing outside the host, allows it at load.
  */
 static bool beluga_mh_allow_gup;
 module_param_named(mh_allow_gup, beluga_mh_allow_gup, bool, 0444);
 MODULE_PARM_DESC(mh_allow_gup, "Let get_user_pages() pin shared-pool mappings (RDMA, io_uring fixed buffers, cudaHostRegister, O_DIRECT); only where the host's devices are fenced from the pool when it loses its lease (default N: -EFAULT)");
-
-bool beluga_mh_refuse_gup(struct beluga_device *dev)
-{
-	return READ_ONCE(dev->mh) && !beluga_mh_allow_gup;
-}
 
 static bool beluga_mh_stall_heartbeat;
 module_param_named(mh_stall_heartbeat, beluga_mh_stall_heartbeat, bool, 0600);
@@ -248,23 +310,17 @@ static void beluga_mh_add_ops(struct bel_stats *s,
 	s->alloc_failures += o->alloc_failures;
 }
 
-/* Count a host's operations in the pool's before it goes (mh_rwsem held). */
+/*
+ * A host goes (leave, rejoin): its counters become the pool's, which run
+ * since load whatever kind the pool is later (ops_rwsem held for writing).
+ */
 static void beluga_mh_retire_ops(struct beluga_device *dev,
 				 struct bel_mh_host *h)
 {
-	struct bel_mh_opstats *past = &dev->mh_past;
-	const struct bel_mh_opstats *o = &h->opstats;
+	struct bel_stats past = {};
 
-	past->allocs += o->allocs;
-	past->frees += o->frees;
-	past->publishes += o->publishes;
-	past->publish_races += o->publish_races;
-	past->lookups += o->lookups;
-	past->lookup_keys += o->lookup_keys;
-	past->lookup_hits += o->lookup_hits;
-	past->releases += o->releases;
-	past->evictions += o->evictions;
-	past->alloc_failures += o->alloc_failures;
+	beluga_mh_add_ops(&past, &h->opstats);
+	bel_pool_add_counters(&dev->pool, &past);
 }
 
 /*
@@ -278,17 +334,18 @@ static void beluga_mh_retire_ops(struct beluga_device *dev,
 static void beluga_mh_zap(struct beluga_mh *mh)
 {
 	struct beluga_device *dev = mh->dev;
+	struct beluga_mh_pool *mp = dev->mh;
 
-	down_write(&dev->fence_rwsem);
-	WRITE_ONCE(dev->fence_epoch, dev->fence_epoch + 1);
-	up_write(&dev->fence_rwsem);
+	down_write(&mp->fence_rwsem);
+	WRITE_ONCE(mp->fence_epoch, mp->fence_epoch + 1);
+	up_write(&mp->fence_rwsem);
 	unmap_mapping_range(dev->inode->i_mapping, 0, 0, 1);
 }
 
 /*
  * Rejoin after a fence: drop the fenced host's state and join again with a
  * new incarnation (after its old record has been silent for a lease), never
- * formatting. Needs mh_rwsem for writing, which DETACH and unload hold
+ * formatting. Needs ops_rwsem for writing, which DETACH and unload hold
  * while they cancel this work: only tried, -EAGAIN retries at the next
  * tick. Block commands wait meanwhile (a lease and more). Any other error
  * is final: the pool stays down (-ESTALE) until DETACH; a pool formatted
@@ -301,7 +358,7 @@ static int beluga_mh_rejoin(struct beluga_mh *mh)
 	struct bel_mh_config cfg = mh->cfg;
 	int ret;
 
-	if (!down_write_trylock(&dev->mh_rwsem))
+	if (!down_write_trylock(&dev->ops_rwsem))
 		return -EAGAIN;
 	cancel_delayed_work_sync(&mh->hb_work);
 	/* The same pool or nothing: checked before anything is written. */
@@ -313,7 +370,7 @@ static int beluga_mh_rejoin(struct beluga_mh *mh)
 	bel_mh_destroy(&mh->host);
 	mh->joined = false;
 	/* The files' clients belonged to the old host: forget them. */
-	dev->mh_gen++;
+	dev->mh->gen++;
 
 	cfg.format = false;
 	cfg.join_only = true;
@@ -328,7 +385,7 @@ static int beluga_mh_rejoin(struct beluga_mh *mh)
 		queue_delayed_work(system_highpri_wq, &mh->hb_work,
 				   beluga_mh_period(mh));
 	}
-	up_write(&dev->mh_rwsem);
+	up_write(&dev->ops_rwsem);
 	return ret;
 }
 
@@ -348,7 +405,7 @@ static void beluga_mh_tick_fn(struct work_struct *work)
 			pr_warn("host %u lost its lease: fenced; mappings zapped, files opened so far are stale; rejoining\n",
 				mh->host.id);
 			mh->fenced = true;
-			WRITE_ONCE(mh->dev->mh_down, true);
+			WRITE_ONCE(mh->dev->down, true);
 			beluga_mh_zap(mh);
 		}
 	}
@@ -356,7 +413,7 @@ static void beluga_mh_tick_fn(struct work_struct *work)
 		ret = beluga_mh_rejoin(mh);
 		if (!ret) {
 			mh->fenced = false;
-			WRITE_ONCE(mh->dev->mh_down, false);
+			WRITE_ONCE(mh->dev->down, false);
 		} else if (ret != -EAGAIN) {
 			mh->rejoin_failed = true;
 		}
@@ -370,8 +427,8 @@ static void beluga_mh_tick_fn(struct work_struct *work)
  * Join the pool in the mapped region (formatting it if needed) and start
  * the heartbeat and the tick. On failure *why says why (may be NULL).
  */
-int beluga_mh_start(struct beluga_mh *mh, const struct bel_mh_config *cfg,
-		    const char **why)
+static int beluga_mh_start(struct beluga_mh *mh,
+			   const struct bel_mh_config *cfg, const char **why)
 {
 	struct bel_mh_config c = *cfg;
 	int ret;
@@ -393,7 +450,7 @@ int beluga_mh_start(struct beluga_mh *mh, const struct bel_mh_config *cfg,
 	INIT_DELAYED_WORK(&mh->tick_work, beluga_mh_tick_fn);
 	mh->fenced = false;
 	mh->rejoin_failed = false;
-	WRITE_ONCE(mh->dev->mh_down, false);
+	WRITE_ONCE(mh->dev->down, false);
 	WRITE_ONCE(mh->running, true);
 	queue_delayed_work(system_highpri_wq, &mh->hb_work,
 			   beluga_mh_period(mh));
@@ -403,7 +460,7 @@ int beluga_mh_start(struct beluga_mh *mh, const struct bel_mh_config *cfg,
 }
 
 /*
- * With mh_rwsem held for writing (the tick's rejoin cannot run then, so it
+ * With ops_rwsem held for writing (the tick's rejoin cannot run then, so it
  * queues no heartbeat). The heartbeat may kick the tick: cancel it first.
  */
 static void beluga_mh_stop_works(struct beluga_mh *mh)
@@ -418,14 +475,14 @@ static void beluga_mh_stop_works(struct beluga_mh *mh)
  * or pins, unless @force (module unload: no client exists). A fenced host
  * leaves nothing behind in the pool: its record goes silent.
  */
-int beluga_mh_stop(struct beluga_mh *mh, bool force)
+static int beluga_mh_stop(struct beluga_mh *mh, bool force)
 {
 	int ret;
 
 	beluga_mh_stop_works(mh);
 	/* A failed rejoin left nothing to leave. */
 	if (!mh->joined) {
-		WRITE_ONCE(mh->dev->mh_down, false);
+		WRITE_ONCE(mh->dev->down, false);
 		return 0;
 	}
 	ret = bel_mh_leave(&mh->host);
@@ -439,12 +496,13 @@ int beluga_mh_stop(struct beluga_mh *mh, bool force)
 	beluga_mh_retire_ops(mh->dev, &mh->host);
 	bel_mh_destroy(&mh->host);
 	mh->joined = false;
-	WRITE_ONCE(mh->dev->mh_down, false);
+	WRITE_ONCE(mh->dev->down, false);
 	return 0;
 }
 
 /* Block behind @offset of the pool's offset space, if it is one. */
-bool beluga_mh_block(const struct beluga_mh *mh, u64 offset, u32 *block)
+static bool beluga_mh_block(const struct beluga_mh *mh, u64 offset,
+			    u32 *block)
 {
 	u64 rel, n, rem;
 
@@ -458,7 +516,7 @@ bool beluga_mh_block(const struct beluga_mh *mh, u64 offset, u32 *block)
 	return true;
 }
 
-u64 beluga_mh_offset(const struct beluga_mh *mh, u32 block)
+static u64 beluga_mh_offset(const struct beluga_mh *mh, u32 block)
 {
 	return mh->first_offset + (u64)block * mh->block_size;
 }
@@ -466,9 +524,9 @@ u64 beluga_mh_offset(const struct beluga_mh *mh, u32 block)
 /*
  * Write a block's bytes back from this CPU's caches before it is published:
  * a writer that forgot to would otherwise publish stale memory to the other
- * hosts (docs/multihost.md, section 10).
+ * hosts (Documentation/multihost.md, section 10).
  */
-void beluga_mh_flush_block(struct beluga_mh *mh, u32 block)
+static void beluga_mh_flush_block(struct beluga_mh *mh, u32 block)
 {
 	u64 off = bel_mh_block_off(&mh->host.geo, block);
 	u64 left = mh->block_size;
@@ -485,39 +543,73 @@ void beluga_mh_flush_block(struct beluga_mh *mh, u32 block)
 }
 
 /*
- * This file's client of the shared pool (mh_rwsem held for reading, so
- * dev->mh is stable). A client left from an earlier shared attach holds
+ * This file's client of the shared pool (ops_rwsem held for reading, so
+ * the host is stable). A client left from an earlier shared attach holds
  * nothing any more (DETACH needs that): start it afresh.
  * -ESTALE: the file was opened before the host last fenced itself, or the
  * host could not rejoin the pool after a fence.
  */
-struct bel_mh_client *beluga_mh_client(struct beluga_file *bf)
+static struct bel_mh_client *beluga_mh_client(struct beluga_file *bf)
 {
-	struct beluga_device *dev = bf->dev;
+	struct beluga_mh_pool *mp = bf->dev->mh;
+	struct beluga_mh_file *mf = bf->mh;
 
-	if (!dev->mh->joined || bf->fence_epoch != READ_ONCE(dev->fence_epoch))
+	if (!mp->cur->joined ||
+	    mf->fence_epoch != READ_ONCE(mp->fence_epoch))
 		return ERR_PTR(-ESTALE);
-	mutex_lock(&bf->mh_lock);
-	if (bf->mh_gen != dev->mh_gen) {
-		bel_mh_client_forget(&bf->mh_client);
-		bel_mh_client_init(&dev->mh->host, &bf->mh_client);
-		bf->mh_gen = dev->mh_gen;
+	mutex_lock(&mf->lock);
+	if (mf->gen != mp->gen) {
+		bel_mh_client_forget(&mf->client);
+		bel_mh_client_init(&mp->cur->host, &mf->client);
+		mf->gen = mp->gen;
 	}
-	mutex_unlock(&bf->mh_lock);
-	return &bf->mh_client;
+	mutex_unlock(&mf->lock);
+	return &mf->client;
+}
+
+int beluga_mh_file_open(struct beluga_file *bf)
+{
+	struct beluga_mh_file *mf;
+
+	mf = kzalloc(sizeof(*mf), GFP_KERNEL);
+	if (!mf)
+		return -ENOMEM;
+	mutex_init(&mf->lock);
+	mf->fence_epoch = READ_ONCE(bf->dev->mh->fence_epoch);
+	bf->mh = mf;
+	return 0;
 }
 
 /* close(): give back what the file holds in the shared pool. */
-void beluga_mh_client_close(struct beluga_file *bf)
+void beluga_mh_file_release(struct beluga_file *bf)
 {
 	struct beluga_device *dev = bf->dev;
+	struct beluga_mh_file *mf = bf->mh;
 
-	down_read(&dev->mh_rwsem);
-	if (bf->mh_gen && dev->mh && bf->mh_gen == dev->mh_gen)
-		bel_mh_client_release(&bf->mh_client);
+	down_read(&dev->ops_rwsem);
+	if (mf->gen && dev->mh->cur && mf->gen == dev->mh->gen)
+		bel_mh_client_release(&mf->client);
 	else
-		bel_mh_client_forget(&bf->mh_client);
-	up_read(&dev->mh_rwsem);
+		bel_mh_client_forget(&mf->client);
+	up_read(&dev->ops_rwsem);
+	mutex_destroy(&mf->lock);
+	kfree(mf);
+}
+
+int beluga_mh_pool_init(struct beluga_device *dev)
+{
+	dev->mh = kzalloc(sizeof(*dev->mh), GFP_KERNEL);
+	if (!dev->mh)
+		return -ENOMEM;
+	init_rwsem(&dev->mh->fence_rwsem);
+	return 0;
+}
+
+/* Unload: every region is detached, no file is open. */
+void beluga_mh_pool_exit(struct beluga_device *dev)
+{
+	kfree(dev->mh);
+	dev->mh = NULL;
 }
 
 static const char *const beluga_mh_state_names[] = {
@@ -534,15 +626,17 @@ static const char *const beluga_mh_state_names[] = {
 ssize_t beluga_mh_hosts_show(struct beluga_device *dev, char *buf)
 {
 	struct bel_mh_host_info *info;
+	struct beluga_mh *mh;
 	ssize_t len = 0;
 	int n, i;
 
 	info = kcalloc(BEL_MH_MAX_HOSTS, sizeof(*info), GFP_KERNEL);
 	if (!info)
 		return -ENOMEM;
-	down_read(&dev->mh_rwsem);
-	n = dev->mh && dev->mh->joined ?
-	    bel_mh_hosts(&dev->mh->host, info, BEL_MH_MAX_HOSTS) : 0;
+	down_read(&dev->ops_rwsem);
+	mh = dev->mh->cur;
+	n = mh && mh->joined ?
+	    bel_mh_hosts(&mh->host, info, BEL_MH_MAX_HOSTS) : 0;
 	for (i = 0; i < n; i++) {
 		const struct bel_mh_host_info *x = &info[i];
 		const char *state = x->state < ARRAY_SIZE(beluga_mh_state_names) ?
@@ -556,59 +650,279 @@ ssize_t beluga_mh_hosts_show(struct beluga_device *dev, char *buf)
 				     (int)sizeof(x->name),
 				     x->name[0] ? x->name : "-");
 	}
-	up_read(&dev->mh_rwsem);
+	up_read(&dev->ops_rwsem);
 	kfree(info);
 	return len;
 }
 
 /*
- * STATS and the stats/ attributes: the core's snapshot, and for a shared
- * pool this host's view of it (the core never sees a shared pool's blocks):
- * free and published blocks of the partitions this host owns, blocks
- * allocated by its files, blocks it pins. Blocks of partitions other hosts
- * own are in total_blocks only. Counters run since load.
+ * This host's view of the pool (ops_rwsem held): the core never sees a
+ * shared pool's blocks. Free and published blocks of the partitions this
+ * host owns, blocks allocated by its files, blocks it pins. Blocks of
+ * partitions other hosts own are in total_blocks only. All zero while a
+ * failed rejoin keeps the pool down.
  */
-void beluga_stats(struct beluga_device *dev, struct bel_stats *s)
+static void beluga_mh_host_stats(struct beluga_mh *mh, struct bel_mh_stats *ms)
 {
-	struct bel_mh_stats ms;
-
-	bel_pool_stats(&dev->pool, s);
-	down_read(&dev->mh_rwsem);
-	beluga_mh_add_ops(s, &dev->mh_past);
-	if (dev->mh && dev->mh->joined) {
-		bel_mh_stats(&dev->mh->host, &ms);
-		s->free_blocks = ms.free_blocks;
-		s->allocated_blocks = ms.allocated_blocks;
-		s->published_blocks = ms.published_blocks;
-		s->pinned_blocks = ms.pinned_blocks;
-		s->pins = ms.pins;
-		beluga_mh_add_ops(s, &ms.ops);
-	} else if (dev->mh) {
-		s->free_blocks = 0;
-	}
-	up_read(&dev->mh_rwsem);
+	memset(ms, 0, sizeof(*ms));
+	if (mh->joined)
+		bel_mh_stats(&mh->host, ms);
 }
 
-/*
- * REGION_INFO of the shared region (mh_rwsem held, dev->mh set): the
- * occupancy of beluga_stats().
- */
-void beluga_mh_region_stats(struct beluga_device *dev,
-			    struct bel_region_stats *rs)
+/* STATS and the stats/ attributes (ops_rwsem held for reading). */
+static void beluga_mh_stats(struct beluga_device *dev, struct bel_stats *s)
 {
 	struct bel_mh_stats ms;
 
-	memset(&ms, 0, sizeof(ms));
-	if (dev->mh->joined)
-		bel_mh_stats(&dev->mh->host, &ms);
+	/* Counters of the hosts gone since load, and the core's own. */
+	bel_pool_stats(&dev->pool, s);
+	beluga_mh_host_stats(dev->mh->cur, &ms);
+	s->free_blocks = ms.free_blocks;
+	s->allocated_blocks = ms.allocated_blocks;
+	s->published_blocks = ms.published_blocks;
+	s->pinned_blocks = ms.pinned_blocks;
+	s->pins = ms.pins;
+	beluga_mh_add_ops(s, &ms.ops);
+}
+
+/* REGION_INFO and sysfs of the shared region: the occupancy of STATS. */
+static int beluga_mh_region_stats(struct beluga_region *region,
+				  struct bel_region_stats *rs)
+{
+	struct beluga_device *dev = region->dev;
+	struct bel_mh_stats ms;
+	int ret;
+
+	ret = bel_region_stats(&dev->pool, region->slot, rs);
+	if (ret)
+		return ret;
+	beluga_mh_host_stats(dev->mh->cur, &ms);
 	rs->free_blocks = ms.free_blocks;
 	rs->allocated_blocks = ms.allocated_blocks;
 	rs->published_blocks = ms.published_blocks;
+	return 0;
+}
+
+/*
+ * --- mapping a shared pool -----------------------------------------------
+ *
+ * A fence cannot revoke pins that devices hold (Documentation/multihost.md,
+ * section 10), so shared-pool mappings refuse get_user_pages() (VM_IO) unless
+ * the operator, who then provides fencing outside the host, allows it at load.
+ * A file opened before a fence of the host is stale: mmap() fails, and its
+ * faults raise SIGBUS. mmap() runs under regions_rwsem, which keeps the pool's
+ * ops and host.
+ */
+static int beluga_mh_mmap(struct beluga_file *bf, struct vm_area_struct *vma)
+{
+	if (bf->mh->fence_epoch != READ_ONCE(bf->dev->mh->fence_epoch))
+		return -ESTALE;
+	if (!beluga_mh_allow_gup)
+		vm_flags_set(vma, VM_IO);
+	return 0;
+}
+
+/*
+ * A fault runs under fence_rwsem (read), so that beluga_mh_zap() bumps
+ * the epoch under the write lock, then zaps every mapping of the pool,
+ * and no fault inserts a page in between.
+ */
+static bool beluga_mh_fault_begin(struct beluga_file *bf,
+				  struct beluga_region *region)
+{
+	struct beluga_mh_pool *mp = region->dev->mh;
+
+	down_read(&mp->fence_rwsem);
+	if (bf->mh->fence_epoch == mp->fence_epoch)
+		return true;
+	up_read(&mp->fence_rwsem);
+	return false;
+}
+
+static void beluga_mh_fault_end(struct beluga_file *bf,
+				struct beluga_region *region)
+{
+	up_read(&region->dev->mh->fence_rwsem);
+}
+
+/* --- attach and leave ----------------------------------------------------- */
+
+/*
+ * Map the claimed range, join (or format) the multi-host pool in it and
+ * start its heartbeat.
+ */
+static int beluga_mh_join(struct beluga_region *region,
+			  const struct beluga_attach *arg,
+			  struct beluga_mh **mhp)
+{
+	struct bel_mh_config cfg = {};
+	struct beluga_mh *mh;
+	const char *why;
+	s64 id;
+	int ret;
+
+	id = arg->flags & BELUGA_ATTACH_HOST_ID ? (s64)arg->host_id :
+						  (s64)READ_ONCE(beluga_host_id);
+	if (id < 0 || id >= BEL_MH_MAX_HOSTS) {
+		pr_warn("%s: shared attach needs a host id 0-%u (beluga.host_id= or the ATTACH call)\n",
+			region->name, BEL_MH_MAX_HOSTS - 1);
+		return id < 0 ? -EINVAL : -ERANGE;
+	}
+	mh = kzalloc(sizeof(*mh), GFP_KERNEL);
+	if (!mh)
+		return -ENOMEM;
+	mh->dev = region->dev;
+	ret = beluga_mh_map(mh, region->phys_start, region->length);
+	if (ret)
+		goto out_free;
+
+	cfg.host_id = (u32)id;
+	cfg.block_size = arg->block_size;
+	cfg.format = arg->flags & BELUGA_ATTACH_FORMAT;
+	cfg.heartbeat_ms = READ_ONCE(beluga_mh_heartbeat_ms);
+	cfg.lease_ms = READ_ONCE(beluga_mh_lease_ms);
+	cfg.nonce = get_random_u64() | 1;
+	strscpy(cfg.name, utsname()->nodename, sizeof(cfg.name));
+	ret = beluga_mh_start(mh, &cfg, &why);
+	if (ret) {
+		pr_warn("%s: shared attach as host %u refused (%d): %s\n",
+			region->name, cfg.host_id, ret, why ? why : "?");
+		goto out_unmap;
+	}
+	region->data_off = mh->host.geo.data_off;
+	*mhp = mh;
+	pr_info("%s: joined shared pool as host %u%s: %u blocks of %llu bytes, metadata %llu bytes\n",
+		region->name, cfg.host_id,
+		mh->host.formatted ? " (formatted it)" : "",
+		mh->host.geo.nr_blocks, mh->host.geo.block_size,
+		mh->host.geo.data_off);
+	return 0;
+
+out_unmap:
+	beluga_mh_unmap(mh);
+out_free:
+	kfree(mh);
+	return ret;
+}
+
+/* Leave the pool (-EBUSY while clients hold something, unless @force). */
+static int beluga_mh_leave(struct beluga_mh *mh, bool force)
+{
+	int ret;
+
+	ret = beluga_mh_stop(mh, force);
+	if (ret)
+		return ret;
+	beluga_mh_unmap(mh);
+	kfree(mh);
+	return 0;
+}
+
+/*
+ * The attach op: a shared pool is one region, alone in its pool. Its
+ * range is the pool's own data, cleared at FORMAT and never at a join, so
+ * it is claimed with the locks held, not prepared first. The pool is
+ * joined here, before the ATTACH answers, and the region reserved; the
+ * joined pool waits in region->mh, out of the block commands' reach,
+ * until beluga_mh_attach_commit() makes it the device's. The offset space
+ * shows the data area only.
+ */
+static int beluga_mh_attach(struct beluga_device *dev,
+			    struct beluga_region *region,
+			    struct beluga_attach *arg)
+{
+	struct beluga_mh *mh;
+	u64 length;
+	int ret;
+
+	mutex_lock(&beluga_claim_mutex);
+	down_write(&dev->ops_rwsem);
+	down_write(&dev->regions_rwsem);
+	ret = beluga_region_alone_locked(dev, region);
+	if (ret)
+		goto out_unlock;
+	ret = beluga_region_claim_locked(dev, region);
+	if (ret)
+		goto out_unlock;
+	ret = beluga_mh_join(region, arg, &mh);
+	if (ret)
+		goto out_unclaim;
+	length = (u64)mh->host.geo.nr_blocks * mh->host.geo.block_size;
+	ret = beluga_region_reserve_locked(dev, region, length,
+					   mh->host.geo.block_size);
+	if (ret)
+		goto out_leave;
+	if (region->nr_blocks != mh->host.geo.nr_blocks) {
+		ret = -EINVAL;
+		goto out_unreserve;
+	}
+	mh->first_offset = region->first_offset;
+	mh->block_size = mh->host.geo.block_size;
+	mh->nr_blocks = region->nr_blocks;
+	region->mh = mh;
+	/* Nothing to clear: "attaching" shows it complete. */
+	atomic64_set(&region->prepared, region->length);
+	up_write(&dev->regions_rwsem);
+	up_write(&dev->ops_rwsem);
+	mutex_unlock(&beluga_claim_mutex);
+	return 0;
+
+out_unreserve:
+	beluga_region_unreserve_locked(dev, region);
+out_leave:
+	/* No client can hold anything in it yet. */
+	beluga_mh_leave(mh, true);
+out_unclaim:
+	beluga_region_unclaim(region);
+out_unlock:
+	up_write(&dev->regions_rwsem);
+	up_write(&dev->ops_rwsem);
+	mutex_unlock(&beluga_claim_mutex);
+	return ret;
+}
+
+/* The attach_commit op: the joined pool becomes the device's. */
+static void beluga_mh_attach_commit(struct beluga_device *dev,
+				    struct beluga_region *region)
+{
+	beluga_region_commit_locked(dev, region);
+	dev->mh->cur = region->mh;
+	region->mh = NULL;
+	dev->mh->gen++;
+	dev->ops = &beluga_shared_pool_ops;
+}
+
+/*
+ * The attach_abort op: the answer could not be written; leave the pool,
+ * in which no client can hold anything yet.
+ */
+static void beluga_mh_attach_abort(struct beluga_device *dev,
+				   struct beluga_region *region)
+{
+	beluga_region_unreserve_locked(dev, region);
+	beluga_mh_leave(region->mh, true);
+	region->mh = NULL;
+	beluga_region_unclaim(region);
+}
+
+/* The detach op: leave the pool first; the core holds nothing in it. */
+static int beluga_mh_detach(struct beluga_device *dev,
+			    struct beluga_region *region, bool unloading)
+{
+	int ret;
+
+	ret = beluga_mh_leave(dev->mh->cur, unloading);
+	if (ret)
+		return ret;
+	dev->mh->cur = NULL;
+	dev->ops = &beluga_local_pool_ops;
+	pr_info("%s: left the shared pool\n", region->name);
+	return 0;
 }
 
 /*
  * --- block commands of a shared pool ----------------------------------------
- * Called with mh_rwsem held for reading and dev->mh set. Offsets are turned
+ * Called with ops_rwsem held for reading, the pool shared. Offsets are turned
  * into block numbers of the shared pool and back; an offset that is no
  * block fails the call like an offset the single-host core rejects.
  */
@@ -643,7 +957,7 @@ struct beluga_mh_call {
 static int beluga_mh_call_begin(struct beluga_file *bf, u32 count,
 				struct beluga_mh_call *call)
 {
-	call->mh = bf->dev->mh;
+	call->mh = bf->dev->mh->cur;
 	call->client = beluga_mh_client(bf);
 	if (IS_ERR(call->client))
 		return PTR_ERR(call->client);
@@ -772,7 +1086,20 @@ static int beluga_mh_release(struct beluga_file *bf, u32 count,
 	return beluga_mh_block_list(bf, count, offsets, true);
 }
 
-const struct beluga_block_ops beluga_mh_block_ops = {
+/*
+ * No retire: a shared pool's blocks belong to the multi-host protocol. No
+ * evict: -EOPNOTSUPP (uapi).
+ */
+const struct beluga_pool_ops beluga_shared_pool_ops = {
+	.attach = beluga_mh_attach,
+	.attach_commit = beluga_mh_attach_commit,
+	.attach_abort = beluga_mh_attach_abort,
+	.detach = beluga_mh_detach,
+	.stats = beluga_mh_stats,
+	.region_stats = beluga_mh_region_stats,
+	.mmap = beluga_mh_mmap,
+	.fault_begin = beluga_mh_fault_begin,
+	.fault_end = beluga_mh_fault_end,
 	.alloc = beluga_mh_alloc,
 	.free = beluga_mh_free,
 	.release = beluga_mh_release,

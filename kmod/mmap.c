@@ -11,7 +11,7 @@
  * are all 2 MiB aligned. Node pages are ordinary pages returned from the
  * fault handler. Neither uses VM_PFNMAP or VM_IO, so get_user_pages() and
  * FOLL_LONGTERM pins work on every mapping of a local pool; mappings of a
- * shared pool add VM_IO, which refuses them (beluga_mh_refuse_gup()).
+ * shared pool add VM_IO, which refuses them (the pool ops' mmap, mh.c).
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -72,30 +72,22 @@ static pfn_t beluga_dax_pfn(struct beluga_region *region, u64 region_offset)
 }
 
 /*
- * A shared region's fault runs under fence_rwsem (read), and raises SIGBUS
- * in a file opened before the pool's host last fenced itself: its pins are
- * gone, the blocks may be reused by other hosts. mh.c bumps the epoch
- * under the write lock, then zaps every mapping of the pool.
+ * The pool's kind may check each fault (a shared pool's fence, mh.c):
+ * false raises SIGBUS; after a true one the page is inserted before
+ * beluga_fault_end().
  */
 static bool beluga_fault_begin(struct vm_area_struct *vma,
 			       struct beluga_region *region)
 {
-	struct beluga_file *bf = vma->vm_file->private_data;
-	struct beluga_device *dev = region->dev;
-
-	if (!region->shared)
-		return true;
-	down_read(&dev->fence_rwsem);
-	if (bf->fence_epoch == dev->fence_epoch)
-		return true;
-	up_read(&dev->fence_rwsem);
-	return false;
+	return !region->ops->fault_begin ||
+	       region->ops->fault_begin(vma->vm_file->private_data, region);
 }
 
-static void beluga_fault_end(struct beluga_region *region)
+static void beluga_fault_end(struct vm_area_struct *vma,
+			     struct beluga_region *region)
 {
-	if (region->shared)
-		up_read(&region->dev->fence_rwsem);
+	if (region->ops->fault_end)
+		region->ops->fault_end(vma->vm_file->private_data, region);
 }
 
 static vm_fault_t beluga_fault(struct vm_fault *vmf)
@@ -123,13 +115,18 @@ static vm_fault_t beluga_fault(struct vm_fault *vmf)
 	if (region->backend == BELUGA_BACKEND_DAX) {
 		ret = vmf_insert_mixed(vmf->vma, vmf->address,
 				       beluga_dax_pfn(region, region_offset));
-		beluga_fault_end(region);
+		beluga_fault_end(vmf->vma, region);
 		return ret;
 	}
 
-	/* A shared region is always DAX: no fence lock to drop here. */
+	/*
+	 * The core inserts a returned page after this: a pool kind whose
+	 * faults need the check around the insert has DAX regions only
+	 * (a shared pool).
+	 */
 	get_page(page);
 	vmf->page = page;
+	beluga_fault_end(vmf->vma, region);
 	return 0;
 }
 
@@ -165,7 +162,7 @@ static vm_fault_t beluga_pmd_fault(struct vm_fault *vmf)
 	atomic64_inc(&region->dev->pmd_faults);
 	ret = vmf_insert_pfn_pmd(vmf, beluga_dax_pfn(region, region_offset),
 				 vmf->flags & FAULT_FLAG_WRITE);
-	beluga_fault_end(region);
+	beluga_fault_end(vma, region);
 	return ret;
 }
 
@@ -204,11 +201,11 @@ int beluga_mmap(struct file *file, struct vm_area_struct *vma)
 		ret = -ENODEV;
 		goto out;
 	}
-	/* A fence of the shared pool's host made this file stale. */
-	if (((struct beluga_file *)file->private_data)->fence_epoch !=
-	    READ_ONCE(dev->fence_epoch)) {
-		ret = -ESTALE;
-		goto out;
+	/* The pool's kind may refuse (-ESTALE) or add flags (mh.c). */
+	if (dev->ops->mmap) {
+		ret = dev->ops->mmap(file->private_data, vma);
+		if (ret)
+			goto out;
 	}
 	if (start >= map_size || len > map_size - start) {
 		ret = -ENXIO;
@@ -233,9 +230,6 @@ int beluga_mmap(struct file *file, struct vm_area_struct *vma)
 	 * Pools are large and shared: keep them out of core dumps.
 	 */
 	vm_flags_set(vma, VM_MIXEDMAP | VM_HUGEPAGE | VM_DONTDUMP);
-	/* A shared pool: no pins a fence cannot revoke (mh.c). */
-	if (beluga_mh_refuse_gup(dev))
-		vm_flags_set(vma, VM_IO);
 out:
 	up_read(&dev->regions_rwsem);
 	return ret;

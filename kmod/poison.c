@@ -33,9 +33,43 @@
  * page, or a check at each ALLOC and LOOKUP, would cost every pool time in
  * proportion to its size for an event that is rare, while a block nobody
  * maps can do no harm until somebody maps it, and then the fault finds it.
+ *
+ * ATTACH's clear of a device-dax range skips the pages already marked
+ * (beluga_poison_clear()); their blocks are retired by the scan that
+ * follows.
+ *
+ * Shared pools do not retire. A retired block must stay out of service on
+ * every host, across joins, takeovers and FORMAT: that needs a block state
+ * in the pool's media format that all hosts honour, written by the
+ * multi-host protocol, and a source every host sees (the CXL device's own
+ * poison list), while memory_failure() only tells the host that consumed
+ * the error. Until the format has such a state, a process touching a
+ * poisoned shared block gets SIGBUS (BUS_MCEERR_AR) on any host, the block
+ * stays published and allocatable, and metadata lines are read with
+ * copy_mc_to_kernel() (mh.c).
+ *
+ * memory_failure() against DETACH and rmmod. mf_generic_kill_procs()
+ * checks folio->mapping (dax_lock_folio(), then collect_procs()), reads it
+ * again and walks its mappers under i_mmap_lock_read() (collect_procs_file()),
+ * holding mf_mutex and a reference on device_dax's dev_pagemap, which pins
+ * device_dax's inode but not the pool inode; it unmaps only when it found
+ * mappers, and a region with mappers cannot be detached. DETACH clears the
+ * stamps and then takes the pool inode's i_mmap lock for writing once, so a
+ * call already walking the mappers finishes before DETACH returns, and so
+ * before rmmod can free the inode (iput(), once every file is closed). Two
+ * windows stay open, a few instructions each, reachable only if the call is
+ * preempted there: a stamp cleared between collect_procs()'s check and its
+ * second read (a NULL mapping), and a stamp read before the clear by a call
+ * that takes the i_mmap lock only after DETACH dropped it (the pool inode
+ * used after a following rmmod freed it). mm exports no way to wait for
+ * memory_failure() calls in flight (mf_mutex is static; unpoison_memory()
+ * takes it, but it is a test interface that logs and could unpoison a
+ * page): an operator should not detach or unload while memory errors are
+ * being reported on a pool's memory.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
+#include <linux/fs.h>
 #include <linux/mm.h>
 #include <linux/page-flags.h>
 #include <linux/sched.h>
@@ -58,21 +92,9 @@ static unsigned long beluga_region_nr_pages(const struct beluga_region *region)
 static void beluga_poison_retire(struct beluga_region *region,
 				 u64 region_offset, u64 len)
 {
-	struct beluga_device *dev = region->dev;
-	u64 bs = dev->pool.block_size;
-	u64 end = min_t(u64, region_offset + len,
-			(u64)region->nr_blocks * bs);
-	u64 off;
-
 	/* A shared pool's blocks belong to the multi-host protocol. */
-	if (region->shared)
-		return;
-	for (off = round_down(region_offset, bs); off < end; off += bs)
-		if (bel_retire_offset(&dev->pool, region->first_offset + off) > 0)
-			dev_warn_ratelimited(dev->misc.this_device,
-					     "%s: memory error: block at offset 0x%llx retired\n",
-					     region->name,
-					     region->first_offset + off);
+	if (region->ops->retire)
+		region->ops->retire(region, region_offset, len);
 }
 
 static bool beluga_page_poisoned(struct page *page)
@@ -114,6 +136,37 @@ void beluga_poison_attach(struct beluga_region *region)
 	}
 }
 
+/*
+ * ATTACH's clear of a device-dax range (region.c): zero @len bytes at byte
+ * @off of the region, mapped at @base, except the pages memory_failure()
+ * has already marked. Writing over a known-bad page only risks another
+ * machine check (a partial-line store reads the line first) for nothing:
+ * the page's block is retired by beluga_poison_attach() right after, and
+ * is never handed out, so its old bytes reach nobody. Errors that nobody
+ * reported yet cannot be skipped; the kernel's own zeroing of device
+ * memory (dax_zero_page_range()) has the same exposure. Returns the pages
+ * left as they were.
+ */
+unsigned long beluga_poison_clear(const struct beluga_region *region,
+				  void *base, u64 off, u64 len)
+{
+	unsigned long pfn = PHYS_PFN(region->phys_start + off);
+	unsigned long i, nr = len >> PAGE_SHIFT, skipped = 0;
+
+	if (likely(!beluga_poison_in_range(pfn, nr))) {
+		memset(base + off, 0, len);
+		return 0;
+	}
+	for (i = 0; i < nr; i++) {
+		if (beluga_page_poisoned(pfn_to_page(pfn + i)))
+			skipped++;
+		else
+			memset(base + off + ((u64)i << PAGE_SHIFT), 0,
+			       PAGE_SIZE);
+	}
+	return skipped;
+}
+
 /* Undo the stamps of beluga_poison_attach() (also after a failed one). */
 void beluga_poison_detach(struct beluga_region *region)
 {
@@ -134,6 +187,13 @@ void beluga_poison_detach(struct beluga_region *region)
 		if (!((pfn - first) % 4096))
 			cond_resched();
 	}
+	/*
+	 * A memory_failure() that read a stamp before it was cleared and is
+	 * walking the pool's mappers holds this lock for reading: let it
+	 * finish while the inode is certain to exist (see the top).
+	 */
+	i_mmap_lock_write(mapping);
+	i_mmap_unlock_write(mapping);
 }
 
 bool beluga_poison_fault(struct beluga_region *region, u64 region_offset,

@@ -12,6 +12,30 @@
  * range is cleared at ATTACH (a shared pool's data area at FORMAT instead),
  * so that no pool sees what an earlier pool or user left in it.
  *
+ * Who else can reach a claimed range: the instance stays bound to
+ * device_dax, so /dev/daxX.Y can still be opened, mapped and written by
+ * whoever may open it (root only by default; udev rules can widen that).
+ * The pool's blocks are immutable only if nobody does, and the module
+ * cannot see a plain mapping of the node (device_dax takes no page
+ * references for it; ATTACH refuses only pinned pages). belugactl guards
+ * the node: it refuses to attach an instance that another process holds
+ * open or mapped (unless --force), and keeps the node mode 0000 while the
+ * range is attached. Beluga's claim is visible, not enforced: from the
+ * claim until the detach, /proc/iomem shows a "<pool>:<region>" entry over
+ * exactly the range (around the outermost entry of the same range when the
+ * range is a whole instance: device_dax's "daxX.Y", or the CXL region
+ * above it; inside "daxX.Y" when it is part of one), and the region's sysfs
+ * directory links to the instance ("dax").
+ *
+ * The upstream shape is a dax bus driver that owns the range's page map,
+ * as device_dax and kmem do (a DAXDRV_BELUGA_TYPE), so that /dev/daxX.Y
+ * goes away while Beluga has the range. An out-of-tree module cannot be
+ * one today: __dax_driver_register() is exported, but struct
+ * dax_device_driver and struct dev_dax are declared in drivers/dax/bus.h
+ * and dax-private.h, which kernel headers packages do not ship (Debian's
+ * for 6.1 and 6.12 have no drivers/dax/), and copying them is not an
+ * option. Documentation/dax-ownership.md has the details.
+ *
  * NUMA node: order-9 pages (falling back to order 0) are taken from the node
  * with __GFP_THISNODE, zeroed, split into order-0 pages so that each can be
  * mapped and reference counted on its own, and kept until detach.
@@ -23,6 +47,7 @@
 #include <linux/gfp.h>
 #include <linux/io.h>
 #include <linux/ioport.h>
+#include <linux/kobject.h>
 #include <linux/memremap.h>
 #include <linux/mm.h>
 #include <linux/nodemask.h>
@@ -105,11 +130,112 @@ int beluga_region_pages_busy(struct beluga_region *region)
 	return false;
 }
 
+/*
+ * Show the claim in /proc/iomem. device_dax holds a busy "daxX.Y" resource
+ * over its range, so request_mem_region() would conflict; insert_resource()
+ * places the entry around a resource of exactly the same range (the
+ * outermost such one, on 6.1 as on 6.12) or inside one that contains it, and
+ * remove_resource() gives the children back to the parent. The entry is
+ * not IORESOURCE_BUSY, so that release_mem_region() of device_dax's own
+ * entry still finds it beneath Beluga's. Called under beluga_claim_mutex,
+ * which keeps two Beluga entries from overlapping.
+ *
+ * Node regions get no entry: their pages come from the page allocator,
+ * scattered over the node's System RAM, which iomem already shows as such;
+ * there is no range of Beluga's to name.
+ */
+static int beluga_dax_iomem_insert(struct beluga_region *region)
+{
+	struct resource *res = &region->iomem;
+	int ret;
+
+	snprintf(region->iomem_name, sizeof(region->iomem_name), "%s:%s",
+		 region->dev->name, region->name);
+	memset(res, 0, sizeof(*res));
+	res->start = region->phys_start;
+	res->end = region->phys_start + region->length - 1;
+	res->name = region->iomem_name;
+	res->flags = IORESOURCE_MEM;
+	res->desc = IORES_DESC_NONE;
+	ret = insert_resource(&iomem_resource, res);
+	if (ret)
+		pr_warn("%s: cannot enter %pa+%#llx into /proc/iomem: it straddles another entry\n",
+			region->name, &region->phys_start, region->length);
+	return ret;
+}
+
+/*
+ * The name of device_dax's busy resource over the claimed range, which is
+ * the instance's device name (dev_dax_probe() requests each range under
+ * dev_name()): the parent of Beluga's entry when the range is part of an
+ * instance, else the first busy entry below it that holds the range.
+ * Read without the resource lock, which is not exported: nothing in this
+ * part of the tree can change while it is read, since beluga_claim_mutex
+ * keeps other Beluga entries out, and device_dax releases its resource
+ * only after its page map's references are gone, one of them the claim's.
+ */
+static const char *beluga_dax_res_name(const struct beluga_region *region)
+{
+	const struct resource *res = region->iomem.parent;
+
+	if (res && (res->flags & IORESOURCE_BUSY))
+		return res->name;
+	res = region->iomem.child;
+	while (res) {
+		if (region->phys_start < res->start ||
+		    region->phys_start > res->end) {
+			res = res->sibling;
+			continue;
+		}
+		if (res->flags & IORESOURCE_BUSY)
+			return res->name;
+		res = res->child;
+	}
+	return NULL;
+}
+
+/*
+ * The device-dax instance that owns the claimed range, with a reference,
+ * for the region's "dax" link in sysfs; NULL if it cannot be told. The
+ * dax bus type is private to drivers/dax, so bus_find_device() is out of
+ * reach: look for a device of that name on the "dax" bus in the kset that
+ * every struct device belongs to (the misc device's), the way
+ * kset_find_obj() looks, but past devices of other buses that share the
+ * name (libnvdimm's "daxX.Y" on the nd bus, the parent of device-dax's).
+ */
+static struct device *beluga_dax_find_device(struct beluga_region *region)
+{
+	struct device *misc = region->dev->misc.this_device;
+	struct device *found = NULL;
+	struct kobject *k;
+	const char *name;
+	struct kset *all;
+
+	name = beluga_dax_res_name(region);
+	all = misc ? misc->kobj.kset : NULL;
+	if (!name || !all)
+		return NULL;
+	spin_lock(&all->list_lock);
+	list_for_each_entry(k, &all->list, entry) {
+		struct device *dev = kobj_to_dev(k);
+
+		if (!kobject_name(k) || strcmp(kobject_name(k), name) ||
+		    !dev->bus || strcmp(dev->bus->name, "dax"))
+			continue;
+		if (kobject_get_unless_zero(k)) {
+			found = dev;
+			break;
+		}
+	}
+	spin_unlock(&all->list_lock);
+	return found;
+}
+
 static int beluga_dax_claim(struct beluga_region *region)
 {
 	u64 start = region->phys_start, len = region->length;
 	struct dev_pagemap *pgmap;
-	int i;
+	int i, ret;
 
 	if (!IS_ALIGNED(start, BELUGA_DAX_ALIGN) ||
 	    !IS_ALIGNED(len, BELUGA_DAX_ALIGN) || start + len < start)
@@ -137,14 +263,34 @@ static int beluga_dax_claim(struct beluga_region *region)
 	if (beluga_dax_pages_busy(region))
 		goto busy;
 
+	ret = beluga_dax_iomem_insert(region);
+	if (ret)
+		goto out_put;
+	region->dax_dev = beluga_dax_find_device(region);
+	if (!region->dax_dev)
+		pr_notice("%s: no device-dax instance found for %pa+%#llx: the region gets no \"dax\" link in sysfs\n",
+			  region->name, &region->phys_start, region->length);
+
 	region->pgmap = pgmap;
 	region->node = phys_to_target_node(start);
 	if (region->node == NUMA_NO_NODE)
 		region->node = memory_add_physaddr_to_nid(start);
 	return 0;
 busy:
+	ret = -EBUSY;
+out_put:
 	put_dev_pagemap(pgmap);
-	return -EBUSY;
+	return ret;
+}
+
+/* Undo beluga_dax_claim(). */
+static void beluga_dax_unclaim(struct beluga_region *region)
+{
+	put_device(region->dax_dev);
+	region->dax_dev = NULL;
+	remove_resource(&region->iomem);
+	put_dev_pagemap(region->pgmap);
+	region->pgmap = NULL;
 }
 
 /*
@@ -155,6 +301,7 @@ busy:
  */
 static int beluga_dax_clear(struct beluga_region *region)
 {
+	unsigned long skipped = 0;
 	u64 done, len;
 	void *base;
 
@@ -163,7 +310,8 @@ static int beluga_dax_clear(struct beluga_region *region)
 		return -ENOMEM;
 	for (done = 0; done < region->length; done += len) {
 		len = min_t(u64, BELUGA_CLEAR_CHUNK, region->length - done);
-		memset(base + done, 0, len);
+		/* Known-poisoned pages are left alone (poison.c). */
+		skipped += beluga_poison_clear(region, base, done, len);
 		atomic64_set(&region->prepared, done + len);
 		if (fatal_signal_pending(current)) {
 			memunmap(base);
@@ -172,6 +320,9 @@ static int beluga_dax_clear(struct beluga_region *region)
 		cond_resched();
 	}
 	memunmap(base);
+	if (skipped)
+		pr_warn("%s: %lu poisoned pages not cleared; their blocks are retired\n",
+			region->name, skipped);
 	return 0;
 }
 
@@ -266,11 +417,11 @@ interrupted:
 	return -EINTR;
 }
 
-static void beluga_region_unclaim(struct beluga_region *region)
+void beluga_region_unclaim(struct beluga_region *region)
 {
 	beluga_poison_detach(region);
 	if (region->backend == BELUGA_BACKEND_DAX)
-		put_dev_pagemap(region->pgmap);
+		beluga_dax_unclaim(region);
 	else
 		beluga_node_free_pages(region);
 }
@@ -367,94 +518,27 @@ static int beluga_attach_validate(const struct beluga_attach *arg)
 }
 
 /*
- * Shared: map the claimed range, join (or format) the multi-host pool in
- * it and start its heartbeat. Returns the bytes and block size of its data
- * area, which is what the offset space shows.
- */
-static int beluga_shared_join(struct beluga_region *region,
-			      const struct beluga_attach *arg,
-			      struct beluga_mh **mhp, u64 *data_len, u64 *bs)
-{
-	struct bel_mh_config cfg = {};
-	struct beluga_mh *mh;
-	const char *why;
-	s64 id;
-	int ret;
-
-	id = arg->flags & BELUGA_ATTACH_HOST_ID ? (s64)arg->host_id :
-						  (s64)READ_ONCE(beluga_host_id);
-	if (id < 0 || id >= BEL_MH_MAX_HOSTS) {
-		pr_warn("%s: shared attach needs a host id 0-%u (beluga.host_id= or the ATTACH call)\n",
-			region->name, BEL_MH_MAX_HOSTS - 1);
-		return id < 0 ? -EINVAL : -ERANGE;
-	}
-	mh = kzalloc(sizeof(*mh), GFP_KERNEL);
-	if (!mh)
-		return -ENOMEM;
-	mh->dev = region->dev;
-	ret = beluga_mh_map(mh, region->phys_start, region->length);
-	if (ret)
-		goto out_free;
-
-	cfg.host_id = (u32)id;
-	cfg.block_size = arg->block_size;
-	cfg.format = arg->flags & BELUGA_ATTACH_FORMAT;
-	cfg.heartbeat_ms = READ_ONCE(beluga_mh_heartbeat_ms);
-	cfg.lease_ms = READ_ONCE(beluga_mh_lease_ms);
-	cfg.nonce = get_random_u64() | 1;
-	strscpy(cfg.name, utsname()->nodename, sizeof(cfg.name));
-	ret = beluga_mh_start(mh, &cfg, &why);
-	if (ret) {
-		pr_warn("%s: shared attach as host %u refused (%d): %s\n",
-			region->name, cfg.host_id, ret, why ? why : "?");
-		goto out_unmap;
-	}
-	*data_len = (u64)mh->host.geo.nr_blocks * mh->host.geo.block_size;
-	*bs = mh->host.geo.block_size;
-	region->data_off = mh->host.geo.data_off;
-	region->shared = true;
-	*mhp = mh;
-	pr_info("%s: joined shared pool as host %u%s: %u blocks of %llu bytes, metadata %llu bytes\n",
-		region->name, cfg.host_id,
-		mh->host.formatted ? " (formatted it)" : "",
-		mh->host.geo.nr_blocks, mh->host.geo.block_size,
-		mh->host.geo.data_off);
-	return 0;
-
-out_unmap:
-	beluga_mh_unmap(mh);
-out_free:
-	kfree(mh);
-	return ret;
-}
-
-/* Undo beluga_shared_join(): leave the pool (no client holds anything). */
-static void beluga_shared_leave(struct beluga_mh *mh)
-{
-	beluga_mh_stop(mh, true);
-	beluga_mh_unmap(mh);
-	kfree(mh);
-}
-
-/*
- * ATTACH in the order iommufd creates an object (answer, then finalize):
+ * ATTACH in the order iommufd creates an object (answer, then finalize),
+ * through the pool ops of the kind asked for:
  *
  *   1. A local region is claimed and made ready (a device-dax range
  *      cleared, node memory allocated) with no lock held, since that takes
  *      seconds for a large region: ATTACH and DETACH of every pool, and
- *      mmap() of this one, go on meanwhile.
- *   2. Under beluga_claim_mutex it is reserved: a shared region joins its
- *      multi-host pool, the core holds its slot and offsets
- *      (bel_pool_reserve_region()), its poisoned pages are retired and its
- *      sysfs directory is made (the last step that can fail). Nothing of
- *      it can be mapped, allocated, looked up, counted or detached yet.
+ *      mmap() of this one, go on meanwhile. A shared region is not: its
+ *      range is the pool's own data, which a join must keep.
+ *   2. ops->attach, under beluga_claim_mutex and the pool's locks,
+ *      reserves it: a shared region joins its multi-host pool, the core
+ *      holds its slot and offsets (bel_pool_reserve_region()), its
+ *      poisoned pages are retired and its sysfs directory is made (the
+ *      last step that can fail). Nothing of it can be mapped, allocated,
+ *      looked up, counted or detached yet.
  *   3. The ioctl answers the caller with the region's id and offsets.
- *   4. Commit publishes it in the pool, which cannot fail; or, when the
- *      answer could not be written, abort tears it down without it ever
- *      having been visible.
+ *   4. ops->attach_commit publishes it in the pool, which cannot fail; or,
+ *      when the answer could not be written, ops->attach_abort tears it
+ *      down without it ever having been visible.
  *
- * From step 1 to step 4 the region is on beluga_preparing, which keeps its
- * name and range taken (and, for a shared region, its pool to itself).
+ * From step 1 (a shared region: step 2) to step 4 the region is on
+ * beluga_preparing, which keeps its name and range taken.
  */
 
 /* Under beluga_claim_mutex: @region is no longer being prepared. */
@@ -494,8 +578,8 @@ ssize_t beluga_region_attaching_show(struct beluga_device *dev, char *buf)
 }
 
 /* Step 1 of a local region. */
-static int beluga_region_claim_local(struct beluga_device *dev,
-				     struct beluga_region *region)
+static int beluga_region_prepare(struct beluga_device *dev,
+				 struct beluga_region *region)
 {
 	bool dax = region->backend == BELUGA_BACKEND_DAX;
 	int ret;
@@ -517,136 +601,190 @@ static int beluga_region_claim_local(struct beluga_device *dev,
 	beluga_region_prepared(region);
 	mutex_unlock(&beluga_claim_mutex);
 	if (dax)
-		put_dev_pagemap(region->pgmap);
+		beluga_dax_unclaim(region);
 	return ret;
 }
 
 /*
- * Under beluga_claim_mutex. A shared pool is one region, alone in its pool:
- * no shared region may come to a pool that has a region (attached, or
- * reserved by an ATTACH that has not committed yet), and no region to a
- * pool with a shared one (the same two cases).
+ * For the attach ops, under beluga_claim_mutex: a region that is claimed
+ * here, with the pool's locks held, rather than prepared first (a shared
+ * pool's range, whose data a join must keep).
  */
-static int beluga_check_shared_alone(struct beluga_device *dev,
-				     const struct beluga_region *new,
-				     bool shared)
+int beluga_region_claim_locked(struct beluga_device *dev,
+			       struct beluga_region *region)
 {
+	int ret;
+
+	ret = beluga_check_unique(dev, region);
+	if (!ret && region->backend == BELUGA_BACKEND_DAX)
+		ret = beluga_dax_claim(region);
+	return ret;
+}
+
+/*
+ * Under beluga_claim_mutex: may @region, of the kind region->ops, come to
+ * @dev's pool? A shared pool is one region, alone in its pool: no shared
+ * region may come to a pool that has a region (attached, or reserved by an
+ * ATTACH that has not committed yet), and no region to a pool with a
+ * shared one (the same two cases). -EBUSY if not.
+ */
+int beluga_region_alone_locked(struct beluga_device *dev,
+			       const struct beluga_region *region)
+{
+	bool shared = region->ops != &beluga_local_pool_ops;
 	const struct beluga_region *r;
 
-	if (dev->mh || (shared && READ_ONCE(dev->pool.nr_regions)))
+	if (dev->ops != &beluga_local_pool_ops)
+		return -EBUSY;
+	if (shared && (READ_ONCE(dev->pool.nr_regions) ||
+		       READ_ONCE(dev->pool.nr_reserved)))
 		return -EBUSY;
 	list_for_each_entry(r, &beluga_preparing, preparing) {
-		if (r == new || r->dev != dev || !r->reserved)
+		if (r == region || r->dev != dev || !r->reserved)
 			continue;
-		if (shared || r->shared)
+		if (shared || r->ops != &beluga_local_pool_ops)
 			return -EBUSY;
 	}
 	return 0;
 }
 
-/* Takes the locks of step 2, 4 and abort. */
-static void beluga_attach_lock(struct beluga_device *dev, bool shared)
+/*
+ * Step 2, under beluga_claim_mutex and regions_rwsem (write): reserve
+ * @length bytes of blocks of @block_size (0: the pool's) for the claimed
+ * @region in the core and make its sysfs directory. Nothing of it can be
+ * reached before beluga_region_commit_locked().
+ */
+int beluga_region_reserve_locked(struct beluga_device *dev,
+				 struct beluga_region *region, u64 length,
+				 u64 block_size)
 {
-	mutex_lock(&beluga_claim_mutex);
-	/*
-	 * dev->mh changes only under beluga_claim_mutex and, for the block
-	 * commands, mh_rwsem: a single-host attach leaves it alone and does
-	 * not hold the block commands up.
-	 */
-	if (shared)
-		down_write(&dev->mh_rwsem);
-	down_write(&dev->regions_rwsem);
-}
-
-static void beluga_attach_unlock(struct beluga_device *dev, bool shared)
-{
-	up_write(&dev->regions_rwsem);
-	if (shared)
-		up_write(&dev->mh_rwsem);
-	mutex_unlock(&beluga_claim_mutex);
-}
-
-/* Step 2, under beluga_attach_lock(). */
-static int beluga_region_reserve(struct beluga_device *dev,
-				 struct beluga_region *region,
-				 const struct beluga_attach *arg)
-{
-	bool shared = arg->flags & BELUGA_ATTACH_SHARED;
-	struct beluga_mh *mh = NULL;
-	u64 length = region->length, block_size = arg->block_size;
 	int ret;
-
-	ret = beluga_check_shared_alone(dev, region, shared);
-	if (ret && shared)
-		return ret;
-	if (ret)
-		goto out_unclaim;
-	if (shared) {
-		/* The pool's own data: cleared at FORMAT, never at a join. */
-		ret = beluga_check_unique(dev, region);
-		if (ret)
-			return ret;
-		ret = beluga_dax_claim(region);
-		if (ret)
-			return ret;
-		ret = beluga_shared_join(region, arg, &mh, &length,
-					 &block_size);
-		if (ret)
-			goto out_unclaim;
-	}
 
 	ret = bel_pool_reserve_region(&dev->pool, length, block_size,
 				      &region->slot, &region->first_offset,
 				      &region->nr_blocks);
 	if (ret)
-		goto out_leave;
-	if (mh && region->nr_blocks != mh->host.geo.nr_blocks) {
-		ret = -EINVAL;
-		goto out_abort;
-	}
+		return ret;
 	beluga_poison_attach(region);
 	ret = beluga_region_sysfs_add(region);
-	if (ret)
-		goto out_abort;
-
-	if (mh) {
-		mh->first_offset = region->first_offset;
-		mh->block_size = block_size;
-		mh->nr_blocks = region->nr_blocks;
-		region->mh = mh;
-		atomic64_set(&region->prepared, region->length);
-		beluga_region_preparing(region);
+	if (ret) {
+		bel_pool_abort_region(&dev->pool, region->slot);
+		return ret;
 	}
+	/* A shared region comes to the list only now (a local one is on it). */
+	if (list_empty(&region->preparing))
+		beluga_region_preparing(region);
 	region->reserved = true;
 	return 0;
+}
 
-out_abort:
+/* Undo beluga_region_reserve_locked() (the region was never visible). */
+void beluga_region_unreserve_locked(struct beluga_device *dev,
+				    struct beluga_region *region)
+{
+	beluga_region_prepared(region);
+	region->reserved = false;
+	/* Waits for sysfs readers, which never take regions_rwsem. */
+	beluga_region_sysfs_del(region);
 	bel_pool_abort_region(&dev->pool, region->slot);
-out_leave:
-	if (mh)
-		beluga_shared_leave(mh);
+}
+
+/*
+ * Step 4 of every kind: make the reserved @region the pool's (regions[],
+ * the core's blocks). Cannot fail. The reference the ATTACH allocated it
+ * with becomes the pool's: a DETACH may free it once the locks are
+ * dropped.
+ */
+void beluga_region_commit_locked(struct beluga_device *dev,
+				 struct beluga_region *region)
+{
+	beluga_region_prepared(region);
+	region->reserved = false;
+	dev->regions[region->slot] = region;
+	bel_pool_commit_region(&dev->pool, region->slot);
+	dev_info(dev->misc.this_device,
+		 "attached %s as region %u: %llu bytes, %u blocks at offset 0x%llx\n",
+		 region->name, region->slot, region->length, region->nr_blocks,
+		 region->first_offset);
+}
+
+/* The attach op of the single-host pool (beluga_local_pool_ops). */
+int beluga_local_attach(struct beluga_device *dev,
+			struct beluga_region *region, struct beluga_attach *arg)
+{
+	int ret;
+
+	ret = beluga_region_prepare(dev, region);
+	if (ret)
+		return ret;
+
+	/*
+	 * dev->ops changes only under beluga_claim_mutex and, for the block
+	 * commands, ops_rwsem: a single-host attach leaves ops_rwsem alone
+	 * and does not hold the block commands up.
+	 */
+	mutex_lock(&beluga_claim_mutex);
+	down_write(&dev->regions_rwsem);
+	/* A pool of another kind (a shared pool) came meanwhile. */
+	ret = beluga_region_alone_locked(dev, region);
+	if (ret)
+		goto out_unclaim;
+	ret = beluga_region_reserve_locked(dev, region, region->length,
+					   arg->block_size);
+	if (ret)
+		goto out_unclaim;
+	up_write(&dev->regions_rwsem);
+	mutex_unlock(&beluga_claim_mutex);
+	return 0;
+
 out_unclaim:
+	beluga_region_prepared(region);
 	beluga_region_unclaim(region);
-	if (!shared)
-		beluga_region_prepared(region);
+	up_write(&dev->regions_rwsem);
+	mutex_unlock(&beluga_claim_mutex);
 	return ret;
+}
+
+/* The attach_abort op of the single-host pool. */
+void beluga_local_attach_abort(struct beluga_device *dev,
+			       struct beluga_region *region)
+{
+	beluga_region_unreserve_locked(dev, region);
+	beluga_region_unclaim(region);
+}
+
+/*
+ * The pool kind an ATTACH asks for: a shared pool with
+ * BELUGA_ATTACH_SHARED, which a module built without shared pools
+ * (BELUGA_SHARED=n) does not have.
+ */
+static const struct beluga_pool_ops *
+beluga_attach_ops(const struct beluga_attach *arg)
+{
+	if (arg->flags & BELUGA_ATTACH_SHARED)
+		return BELUGA_SHARED_POOL_OPS;
+	return &beluga_local_pool_ops;
 }
 
 int beluga_attach_prepare(struct beluga_device *dev, struct beluga_attach *arg,
 			  struct beluga_region **prepared)
 {
-	bool shared = arg->flags & BELUGA_ATTACH_SHARED;
+	const struct beluga_pool_ops *ops;
 	struct beluga_region *region;
 	int ret;
 
 	ret = beluga_attach_validate(arg);
 	if (ret)
 		return ret;
+	ops = beluga_attach_ops(arg);
+	if (!ops)
+		return -EOPNOTSUPP;
 
 	region = beluga_region_alloc();
 	if (!region)
 		return -ENOMEM;
 	region->dev = dev;
+	region->ops = ops;
 	region->backend = arg->backend;
 	region->node = arg->node;
 	region->phys_start = arg->phys_start;
@@ -660,21 +798,12 @@ int beluga_attach_prepare(struct beluga_device *dev, struct beluga_attach *arg,
 		snprintf(region->name, sizeof(region->name), "node%d",
 			 arg->node);
 
-	if (!shared) {
-		ret = beluga_region_claim_local(dev, region);
-		if (ret) {
-			beluga_region_put(region);
-			return ret;
-		}
-	}
-
-	beluga_attach_lock(dev, shared);
-	ret = beluga_region_reserve(dev, region, arg);
-	beluga_attach_unlock(dev, shared);
+	ret = ops->attach(dev, region, arg);
 	if (ret) {
 		beluga_region_put(region);
 		return ret;
 	}
+	/* Reserved: nothing else can see @region, let alone free it. */
 	arg->region_id = region->slot;
 	arg->first_offset = region->first_offset;
 	arg->nr_blocks = region->nr_blocks;
@@ -682,46 +811,43 @@ int beluga_attach_prepare(struct beluga_device *dev, struct beluga_attach *arg,
 	return 0;
 }
 
-/* The caller's reference goes to regions[]: DETACH may free @region after. */
+/*
+ * The locks of step 4. A kind with a detach step (a shared pool) changes
+ * the pool's ops at its commit and abort: the block commands stop
+ * meanwhile; else they go on.
+ */
+static void beluga_attach_lock(struct beluga_region *region)
+{
+	mutex_lock(&beluga_claim_mutex);
+	if (region->ops->detach)
+		down_write(&region->dev->ops_rwsem);
+	down_write(&region->dev->regions_rwsem);
+}
+
+static void beluga_attach_unlock(struct beluga_region *region)
+{
+	up_write(&region->dev->regions_rwsem);
+	if (region->ops->detach)
+		up_write(&region->dev->ops_rwsem);
+	mutex_unlock(&beluga_claim_mutex);
+}
+
 void beluga_attach_commit(struct beluga_region *region)
 {
-	struct beluga_device *dev = region->dev;
-	struct beluga_mh *mh = region->mh;
-
-	beluga_attach_lock(dev, mh);
-	beluga_region_prepared(region);
-	region->reserved = false;
-	region->mh = NULL;
-	dev->regions[region->slot] = region;
-	if (mh) {
-		dev->mh = mh;
-		dev->mh_gen++;
-	}
-	bel_pool_commit_region(&dev->pool, region->slot);
-	dev_info(dev->misc.this_device,
-		 "attached %s as region %u: %llu bytes, %u blocks at offset 0x%llx\n",
-		 region->name, region->slot, region->length, region->nr_blocks,
-		 region->first_offset);
-	beluga_attach_unlock(dev, mh);
+	beluga_attach_lock(region);
+	region->ops->attach_commit(region->dev, region);
+	beluga_attach_unlock(region);
 }
 
 void beluga_attach_abort(struct beluga_region *region)
 {
-	struct beluga_device *dev = region->dev;
-	struct beluga_mh *mh = region->mh;
-
-	beluga_attach_lock(dev, mh);
-	beluga_region_prepared(region);
-	/* Waits for sysfs readers, which never take regions_rwsem. */
-	beluga_region_sysfs_del(region);
-	bel_pool_abort_region(&dev->pool, region->slot);
-	if (mh)
-		beluga_shared_leave(mh);
-	beluga_region_unclaim(region);
-	beluga_attach_unlock(dev, mh);
+	beluga_attach_lock(region);
+	region->ops->attach_abort(region->dev, region);
+	beluga_attach_unlock(region);
 	beluga_region_put(region);
 }
 
+/* Both steps, for the regions attached at module load. */
 int beluga_region_attach(struct beluga_device *dev, struct beluga_attach *arg)
 {
 	struct beluga_region *region;
@@ -760,15 +886,11 @@ static int beluga_detach_locked(struct beluga_device *dev, u32 slot,
 			  region->name);
 	}
 
-	/* Shared: leave the pool first; the core holds nothing in it. */
-	if (dev->mh) {
-		ret = beluga_mh_stop(dev->mh, unloading);
+	/* The pool's kind lets go first (a shared pool is left). */
+	if (dev->ops->detach) {
+		ret = dev->ops->detach(dev, region, unloading);
 		if (ret)
 			return ret;
-		beluga_mh_unmap(dev->mh);
-		kfree(dev->mh);
-		dev->mh = NULL;
-		pr_info("%s: left the shared pool\n", region->name);
 	}
 
 	ret = bel_pool_remove_region(&dev->pool, slot, evict, evicted);
@@ -788,19 +910,23 @@ static int beluga_detach_locked(struct beluga_device *dev, u32 slot,
 int beluga_region_detach(struct beluga_device *dev, u32 slot, bool evict,
 			 u64 *evicted)
 {
-	bool shared;
+	bool stop_ops;
 	int ret;
 
 	mutex_lock(&beluga_claim_mutex);
-	/* Stable under beluga_claim_mutex; see beluga_attach_lock(). */
-	shared = dev->mh;
-	if (shared)
-		down_write(&dev->mh_rwsem);
+	/*
+	 * dev->ops is stable under beluga_claim_mutex. A kind with a detach
+	 * step (a shared pool) changes the pool's ops: the block commands
+	 * stop meanwhile; else they go on (beluga_local_attach()).
+	 */
+	stop_ops = dev->ops->detach;
+	if (stop_ops)
+		down_write(&dev->ops_rwsem);
 	down_write(&dev->regions_rwsem);
 	ret = beluga_detach_locked(dev, slot, evict, evicted, false);
 	up_write(&dev->regions_rwsem);
-	if (shared)
-		up_write(&dev->mh_rwsem);
+	if (stop_ops)
+		up_write(&dev->ops_rwsem);
 	mutex_unlock(&beluga_claim_mutex);
 	return ret;
 }
@@ -814,7 +940,7 @@ void beluga_region_detach_all(struct beluga_device *dev)
 	u32 slot;
 
 	mutex_lock(&beluga_claim_mutex);
-	down_write(&dev->mh_rwsem);
+	down_write(&dev->ops_rwsem);
 	down_write(&dev->regions_rwsem);
 	for (slot = 0; slot < BELUGA_MAX_REGIONS; slot++) {
 		if (!dev->regions[slot])
@@ -824,6 +950,6 @@ void beluga_region_detach_all(struct beluga_device *dev)
 				"region %u still in use at unload\n", slot);
 	}
 	up_write(&dev->regions_rwsem);
-	up_write(&dev->mh_rwsem);
+	up_write(&dev->ops_rwsem);
 	mutex_unlock(&beluga_claim_mutex);
 }

@@ -44,7 +44,7 @@ static ssize_t _field##_show(struct device *dev,			\
 {									\
 	struct bel_stats s;						\
 									\
-	beluga_stats(to_beluga(dev), &s);				\
+	beluga_pool_stats(to_beluga(dev), &s);				\
 	return sysfs_emit(buf, "%llu\n", s._field);			\
 }									\
 static DEVICE_ATTR_##_kind(_field)
@@ -254,21 +254,31 @@ static ssize_t region_mappings_show(struct beluga_region *r, char *buf)
 }
 BELUGA_REGION_ATTR(mappings, 0400);
 
+/*
+ * Through the region's pool ops (a shared region's counts come from its
+ * host), under ops_rwsem, which DETACH holds while it waits for sysfs
+ * readers: only tried.
+ */
+static int beluga_region_stats(struct beluga_region *r,
+			       struct bel_region_stats *rs)
+{
+	int ret;
+
+	if (!down_read_trylock(&r->dev->ops_rwsem))
+		return -EBUSY;
+	ret = r->ops->region_stats(r, rs);
+	up_read(&r->dev->ops_rwsem);
+	return ret;
+}
+
 #define BELUGA_REGION_STAT_ATTR(_field)					\
 static ssize_t region_##_field##_show(struct beluga_region *r, char *buf) \
 {									\
 	struct bel_region_stats rs;					\
+	int ret = beluga_region_stats(r, &rs);				\
 									\
-	if (bel_region_stats(&r->dev->pool, r->slot, &rs))		\
-		return -ENODEV;						\
-	if (r->shared) {						\
-		/* DETACH holds it while it waits for sysfs readers. */	\
-		if (!down_read_trylock(&r->dev->mh_rwsem))		\
-			return -EBUSY;					\
-		if (r->dev->mh)						\
-			beluga_mh_region_stats(r->dev, &rs);		\
-		up_read(&r->dev->mh_rwsem);				\
-	}								\
+	if (ret)							\
+		return ret == -EBUSY ? ret : -ENODEV;			\
 	return sysfs_emit(buf, "%llu\n", rs._field);			\
 }									\
 BELUGA_REGION_ATTR(_field, 0400)
@@ -324,14 +334,29 @@ void beluga_region_put(struct beluga_region *region)
 	kobject_put(&region->kobj);
 }
 
+/*
+ * regionN/dax links a device-dax region to its instance
+ * (/sys/bus/dax/devices/daxX.Y), so that the driver model shows whose
+ * range the pool uses; the claim holds a reference on the device.
+ */
 int beluga_region_sysfs_add(struct beluga_region *region)
 {
-	return kobject_add(&region->kobj,
-			   &region->dev->misc.this_device->kobj,
-			   "region%u", region->slot);
+	int ret;
+
+	ret = kobject_add(&region->kobj,
+			  &region->dev->misc.this_device->kobj,
+			  "region%u", region->slot);
+	if (ret || !region->dax_dev)
+		return ret;
+	ret = sysfs_create_link(&region->kobj, &region->dax_dev->kobj, "dax");
+	if (ret)
+		kobject_del(&region->kobj);
+	return ret;
 }
 
 void beluga_region_sysfs_del(struct beluga_region *region)
 {
+	if (region->dax_dev)
+		sysfs_remove_link(&region->kobj, "dax");
 	kobject_del(&region->kobj);
 }

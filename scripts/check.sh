@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # scripts/check.sh: what `make check` runs. Static checks, each one TAP result:
 #   1. beluga.ko against the 6.1 and 6.12 headers with W=1, failing on any warning;
-#   2. the same with C=1 (sparse), failing on any sparse warning;
+#   2. the same with C=1 (sparse), failing on any sparse warning; 2a. the single-host
+#      module (BELUGA_SHARED=n) against 6.12, W=1 and C=1;
 #   3. userspace built with -Werror (make -C userspace; its flags always carry -Werror);
 #   4. checkpatch.pl --strict --no-tree -f on the kernel sources and the uapi header,
 #      checkpatch.pl (+ spelling.txt, const_structs.checkpatch) taken from Debian's
@@ -51,6 +52,27 @@ for mode in W C; do
 		esac
 	done
 done
+
+# 2a. the single-host module (BELUGA_SHARED=n): W=1 (scripts/check-single-host.sh, which
+#     also checks it has no shared-pool code), then C=1
+kv=$(kver_of 6.12)
+if scripts/check-single-host.sh "$kv" >"$C/module-6.12-single-host-W=1.log" 2>&1; then
+	ok "module-6.12-single-host-W=1 ($kv)"
+else
+	notok "module-6.12-single-host-W=1" "scripts/check-single-host.sh $kv failed:"
+	tail -n 30 "$C/module-6.12-single-host-W=1.log" | comment
+fi
+set +e
+scripts/vm/build-module.sh -C -N 6.12 >"$C/module-6.12-single-host-C=1.log" 2>&1
+rc=$?
+set -e
+case $rc in
+0) ok "module-6.12-single-host-C=1-sparse ($kv)" ;;
+*)
+	notok "module-6.12-single-host-C=1-sparse" "BELUGA_SHARED=n sparse build against $kv (status $rc):"
+	grep -E ': (warning|error):|^WARNING: ' "$C/module-6.12-single-host-C=1.log" | sort -u | head -n 60 | comment
+	;;
+esac
 
 # 3. userspace, -Werror
 if [ -f userspace/Makefile ]; then

@@ -18,8 +18,9 @@
 # Options:
 #   --fuzz ARGS   fuzzer arguments (default "-r 4 -p 4 -i 300 -T 60": 4 rounds of
 #                 4 processes x 300 operations, at most 60 s; commas or spaces)
-#   --rel LIST    only these beluga_rel tests (comma list; -l lists them)
-#   --verbose     beluga_rel prints every fault point it tries
+#   --rel LIST    only these reliability tests (comma list of names, e.g.
+#                 fault_nth_alloc,abi_ro_struct; build/reliability/rel_* -l lists them)
+#   --verbose     the fault-nth tests print every fault point they try
 #   --modload-stride K   module-load fault injection: every K-th fault point
 #                 (default 6; 1: all of them, ~3 minutes)
 #   --only LIST   guest steps to run: comma list of rel,fuzz,kselftest,exercise,rmmod
@@ -166,7 +167,7 @@ cp "$obj/modules.builtin" "$obj/modules.builtin.modinfo" "$obj/modules.order" \
 	"$root/lib/modules/$krel/" 2>/dev/null || true
 /sbin/depmod -b "$root" "$krel"
 [ -n "$ksft" ] && cp "$ksft"/* "$root/tests/kselftest/"
-cp build/reliability/beluga_rel "$root/tests/reliability/"
+cp build/reliability/rel_* "$root/tests/reliability/"
 cp build/fuzz/beluga_fuzz "$root/tests/fuzz/"
 install -m 0755 tests/fuzz/exercise.sh "$root/tests/fuzz/exercise.sh"
 # the outside exercisers (Debian's stress-ng and trinity) with their shared

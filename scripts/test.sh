@@ -4,7 +4,8 @@
 #   2. host unit tests of the portable core   make -C tests/unit check     (TAP)
 #   3. userspace host tests                    make -C userspace check      (TAP)
 #   4. beluga.ko for both guest kernels with W=1, failing on any warning; 4a. the
-#      root Kbuild (scripts/check-root-kbuild.sh)
+#      root Kbuild (scripts/check-root-kbuild.sh); 4b. the single-host module
+#      (BELUGA_SHARED=n), W=1 against 6.12 (scripts/check-single-host.sh)
 #   5. static kselftests (make -C tests/kselftest) and static userspace tools
 #      (make -C userspace static)
 #   5a. the Python package (make -C userspace python)
@@ -152,6 +153,16 @@ done
 # 4a. the root Kbuild: `make -C .../build M=$PWD` from the root (one kernel suffices)
 step build:root-kbuild "$L/root-kbuild.log" scripts/check-root-kbuild.sh "$(kver_of 6.12)" || true
 
+# 4b. the single-host module: BELUGA_SHARED=n leaves the shared-pool code out; built
+#     W=1 against 6.12 in its own copy, warning-free, and compared with step 4's module
+single_ref=
+[ -f "${ko[6.12]:-none}" ] && single_ref=${ko[6.12]}
+single_dir=
+if step build:beluga.ko-6.12-W=1-single-host "$L/single-host.log" \
+	scripts/check-single-host.sh "$(kver_of 6.12)" $single_ref; then
+	single_dir=$BELUGA_BUILD/kmod-$(kver_of 6.12)-single/single-host
+fi
+
 # 5. static binaries for the guests ----------------------------------------------
 ksft_dir=
 if [ -f tests/kselftest/Makefile ]; then
@@ -205,8 +216,10 @@ for k in $kernels; do
 	[ -n "$ksft_dir" ] && args+=(-d "$ksft_dir:/tests/kselftest")
 	[ -n "$us_dir" ] && args+=(-d "$us_dir:/usr/bin")
 	[ -d userspace/build/guest-tests ] && args+=(-d "userspace/build/guest-tests:/tests/userspace")
-	# 6.12 runs tests/python with the host's Python, shared read-only over 9p
+	# 6.12 runs tests/python with the host's Python, shared read-only over 9p, and
+	# swaps in the single-host module once (BELUGA_TEST_SINGLE_KO, admin_test)
 	[ "$k" = 6.12 ] && args+=(-P "$BELUGA_ROOT")
+	[ "$k" = 6.12 ] && [ -n "$single_dir" ] && args+=(-d "$single_dir:/tests/single-host")
 	out "# booting the $k guest"
 	scripts/vm/run-guest.sh "${args[@]}" "$k" >"$L/guest-$k.log" 2>&1 &
 	gpid[$k]=$!

@@ -29,14 +29,11 @@ compared byte for byte; the count of differing requests must be 0.
 """
 
 import argparse
-import atexit
 import collections
 import json
 import os
-import shutil
 import statistics
 import sys
-import tempfile
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -45,17 +42,10 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "python"))
 
 import numpy as np  # noqa: E402
 
+from fake_pool import use_fake_kernel  # noqa: E402
+
 BT = 16
 DEFAULT_TRACE = os.path.join(ROOT, "..", "shared", "data", "mooncake_conversation_trace.jsonl")
-
-
-def fake_device():
-    """A file for the fake kernel to open as its device, removed at exit."""
-    d = tempfile.mkdtemp(prefix="beluga-fake-")
-    atexit.register(shutil.rmtree, d, True)
-    path = os.path.join(d, "beluga")
-    open(path, "w").close()
-    return path
 
 
 def parse():
@@ -116,10 +106,7 @@ def main():
               f"set BELUGA_TRACE or --trace)")
         return 0
     if args.fake:
-        dev = fake_device()
-        os.environ.update(BELUGA_FAKE_KERNEL="1", BELUGA_FAKE_REGIONS="dax0.0:256M",
-                          BELUGA_FAKE_BLOCK_SIZE="65536", BELUGA_DEVICE=dev)
-        args.device = dev
+        args.device = use_fake_kernel("dax0.0:256M", 65536)
     import beluga
     from mini.connector import connectors
     from mini.engine import MiniEngine, bit_exact

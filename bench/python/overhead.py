@@ -27,27 +27,17 @@ never read as the figure.
 """
 
 import argparse
-import atexit
 import ctypes
 import json
 import os
-import shutil
 import statistics
 import sys
-import tempfile
 import time
+
+from fake_pool import use_fake_kernel
 
 GOAL = 1.5
 OPS = {"count": 0, "pin": 1}      # lookup64.c's L64_COUNT, L64_PIN
-
-
-def fake_device():
-    """A file for the fake kernel to open as its device, removed at exit."""
-    d = tempfile.mkdtemp(prefix="beluga-fake-")
-    atexit.register(shutil.rmtree, d, True)
-    path = os.path.join(d, "beluga")
-    open(path, "w").close()
-    return path
 
 
 def parse():
@@ -124,10 +114,7 @@ def main():
     args = parse()
     if args.fake:
         # before the extensions load: their fake kernels read these once
-        fake_dev = fake_device()
-        os.environ.update(BELUGA_FAKE_KERNEL="1", BELUGA_FAKE_REGIONS="dax0.0:64M",
-                          BELUGA_FAKE_BLOCK_SIZE="4096", BELUGA_DEVICE=fake_dev)
-        args.device = fake_dev
+        args.device = use_fake_kernel("dax0.0:64M", 4096)
     import beluga
 
     n = args.keys

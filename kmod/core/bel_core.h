@@ -202,6 +202,12 @@ int bel_pool_find_offset(struct bel_pool *pool, u64 offset, u32 *slot,
 
 /* One consistent snapshot of occupancy and counters. */
 void bel_pool_stats(struct bel_pool *pool, struct bel_stats *out);
+/*
+ * Add the counters of @c (allocs .. alloc_failures; not the occupancy) to
+ * the pool's: work done on the pool elsewhere, by a shared pool's host that
+ * left (kmod/mh.c), so that the pool's counters still run since load.
+ */
+void bel_pool_add_counters(struct bel_pool *pool, const struct bel_stats *c);
 int bel_region_stats(struct bel_pool *pool, u32 slot,
 		     struct bel_region_stats *out);
 

@@ -1,14 +1,16 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * Beluga multi-host: several hosts share one CXL region without cache
- * coherence and without cross-host atomics. See docs/multihost.md.
+ * coherence and without cross-host atomics. See Documentation/multihost.md.
  *
- * This header holds the versioned on-media format (explicit offsets, fixed
- * width little-endian fields, static size checks), the accessor layer that
- * every access to shared metadata goes through, and the API of the portable
- * protocol in mh_format.c, mh_host.c and mh_ops.c. Like the rest of the
- * core it depends on bel_env.h only, so it compiles into the kernel module
- * and into the userspace simulator (tests/unit/mh).
+ * This header is the API of the portable protocol, as the kernel glue
+ * (kmod/mh.c) and the userspace simulator (tests/unit/mh) use it: the
+ * environment a host runs in (memory accessors, clock), a host and its
+ * clients, the block operations. The on-media format is in
+ * bel_mh_format.h; what only the mh files share (the accessor layer,
+ * layout helpers, partition lists) is in bel_mh_internal.h. Like the rest
+ * of the core it depends on bel_env.h only, so it compiles into the kernel
+ * module and into the simulator.
  *
  * Files:
  *   mh_format.c  layout, superblock check, format, attach/join/leave
@@ -20,152 +22,17 @@
 
 #include "bel_env.h"
 #include "bel_pins.h"
+#include "bel_mh_format.h"
 #include <linux/beluga.h>
 
 #ifdef __KERNEL__
-#include <linux/build_bug.h>
 #include <linux/compiler.h>
-#include <linux/math64.h>
-#include <asm/byteorder.h>
 #define BEL_MH_READ_ONCE(x)		READ_ONCE(x)
 #define BEL_MH_WRITE_ONCE(x, v)		WRITE_ONCE(x, v)
-static inline u64 bel_mh_div64(u64 a, u64 b)
-{
-	return div64_u64(a, b);
-}
 #else
-#include <endian.h>
-#define cpu_to_le16(x)	((__le16)htole16(x))
-#define cpu_to_le32(x)	((__le32)htole32(x))
-#define cpu_to_le64(x)	((__le64)htole64(x))
-#define le16_to_cpu(x)	((u16)le16toh(x))
-#define le32_to_cpu(x)	((u32)le32toh(x))
-#define le64_to_cpu(x)	((u64)le64toh(x))
 #define BEL_MH_READ_ONCE(x)		__atomic_load_n(&(x), __ATOMIC_RELAXED)
 #define BEL_MH_WRITE_ONCE(x, v)		__atomic_store_n(&(x), (v), __ATOMIC_RELAXED)
-static inline u64 bel_mh_div64(u64 a, u64 b)
-{
-	return a / b;
-}
 #endif
-
-/* --- on-media format, version 1 ---------------------------------------- */
-
-#define BEL_MH_LINE		64U	/* unit of single-writer ownership */
-#define BEL_MH_MAX_HOSTS	16U	/* hard cap; a pool's is max_hosts */
-#define BEL_MH_DEF_HOSTS	8U
-#define BEL_MH_MAGIC		0x484d4147554c4542ULL	/* "BELUGAMH" */
-#define BEL_MH_VERSION_MAJOR	1U
-#define BEL_MH_VERSION_MINOR	0U
-
-/* Version-independent locations: a later format keeps these. */
-#define BEL_MH_SB_OFF		0ULL
-#define BEL_MH_SB_SIZE		192U
-#define BEL_MH_INTENT_OFF	4096ULL	/* one line per host id, 64 ids */
-#define BEL_MH_HOST_OFF		8192ULL	/* one line per host id */
-
-#define BEL_MH_DEF_HEARTBEAT_MS	100U
-#define BEL_MH_DEF_LEASE_MS	2000U
-/* Longest lease a pool may have (a join waits up to one). */
-#define BEL_MH_MAX_LEASE_MS	60000U
-#define BEL_MH_DEF_DATA_ALIGN	(2ULL << 20)
-
-/* Bucket heads per line: __le32 each, block number + 1, 0 ends a chain. */
-#define BEL_MH_BUCKETS_PER_LINE	(BEL_MH_LINE / 4)
-
-/*
- * The superblock: written once by the formatting host, after every other
- * area has been zeroed and flushed; read by every joining host. @csum is
- * bel_mh_csum() of everything before it.
- */
-struct bel_mh_super {
-	__le64 magic;
-	__le32 version_major;
-	__le32 version_minor;
-	u8 uuid[16];
-	__le64 region_size;	/* bytes of the shared region */
-	__le64 block_size;
-	__le64 data_off;	/* first block */
-	__le64 nr_blocks;
-	__le32 max_hosts;	/* host ids and partitions */
-	__le32 buckets;		/* per partition, a power of two */
-	__le64 host_off;	/* host records */
-	__le64 pin_off;		/* pin arrays */
-	__le64 pin_stride;	/* bytes of one host's pin array */
-	__le64 index_off;	/* entry of block b at index_off + b * 64 */
-	__le64 bucket_off;	/* bucket heads of partition p at ... */
-	__le64 bucket_stride;	/* ... bucket_off + p * bucket_stride */
-	__le64 data_align;
-	__le32 heartbeat_ms;
-	__le32 lease_ms;
-	__le32 flags;		/* 0 */
-	__le32 reserved[12];
-	__le32 csum;
-};
-
-static_assert(sizeof(struct bel_mh_super) == BEL_MH_SB_SIZE,
-	      "superblock is three lines");
-
-/* Format intent of one host id (line at BEL_MH_INTENT_OFF + id * 64). */
-struct bel_mh_intent {
-	__le64 nonce;		/* 0: no intent */
-	__le64 progress;	/* advanced while formatting */
-	__le64 reserved[6];
-};
-
-static_assert(sizeof(struct bel_mh_intent) == BEL_MH_LINE,
-	      "intent is one line");
-
-enum bel_mh_host_state {
-	BEL_MH_HOST_NONE = 0,	/* never joined since format */
-	BEL_MH_HOST_ACTIVE = 1,
-	BEL_MH_HOST_LEFT = 2,	/* detached cleanly */
-};
-
-/* One host's record, written only by that host. */
-struct bel_mh_host_rec {
-	__le32 state;		/* enum bel_mh_host_state */
-	__le32 incarnation;	/* +1 at every join, never 0 once joined */
-	__le64 heartbeat;	/* +1 every heartbeat period */
-	__le32 owned;		/* bitmask of owned partitions */
-	__le32 flags;		/* 0 */
-	char name[24];
-	__le64 reserved[2];
-};
-
-static_assert(sizeof(struct bel_mh_host_rec) == BEL_MH_LINE,
-	      "host record is one line");
-
-enum bel_mh_ent_state {
-	BEL_MH_ENT_EMPTY = 0,	/* never used since format */
-	BEL_MH_ENT_TENTATIVE = 2,	/* publish in progress */
-	BEL_MH_ENT_PUBLISHED = 3,
-	BEL_MH_ENT_EVICTING = 4,	/* eviction in progress */
-};
-
-/*
- * The index entry of one block (a line at index_off + block * 64), written
- * only by the owner of the block's partition. While linked into the chain
- * of its key's bucket it is TENTATIVE, PUBLISHED or EVICTING; once
- * unlinked it keeps its last contents (readers that reach it through a
- * stale pointer see a key of its old bucket, or of another bucket, which
- * tells them they were diverted) until the block is published again.
- */
-struct bel_mh_entry {
-	__le32 state;		/* enum bel_mh_ent_state */
-	__le32 block;		/* the block, for checking */
-	__le64 ns;
-	__le64 key_lo;
-	__le64 key_hi;
-	__le64 seq;		/* publish sequence in the partition */
-	__le32 writer;		/* host id that wrote the entry */
-	__le32 writer_inc;	/* and its incarnation */
-	__le32 next;		/* next block in the chain + 1; 0 ends it */
-	__le32 reserved[3];
-};
-
-static_assert(sizeof(struct bel_mh_entry) == BEL_MH_LINE,
-	      "index entry is one line");
 
 /* --- flush and invalidate sites ----------------------------------------- */
 
@@ -214,21 +81,6 @@ struct bel_mh_site_info {
 };
 
 extern const struct bel_mh_site_info bel_mh_sites[BEL_MH_NR_SITES];
-
-#ifdef BEL_MH_TESTING
-/* The one disabled site, or BEL_MH_SITE_NONE. Defined by the simulator. */
-extern int bel_mh_site_off;
-static inline bool bel_mh_site_on(int site)
-{
-	return site != bel_mh_site_off;
-}
-#else
-static inline bool bel_mh_site_on(int site)
-{
-	(void)site;
-	return true;
-}
-#endif
 
 /* --- the environment: memory accessors, clock --------------------------- */
 
@@ -447,15 +299,6 @@ struct bel_mh_client {
 
 #define BEL_MH_NONE	0xffffffffU
 
-/* --- accessors: the only way the protocol touches shared metadata ------- */
-
-static inline u64 bel_mh_nlines(u64 off, u64 len)
-{
-	if (!len)
-		return 0;
-	return ((off + len - 1) / BEL_MH_LINE) - off / BEL_MH_LINE + 1;
-}
-
 /*
  * Self-fence: once the own heartbeat is older than lease/2, this host stores
  * nothing new in the pool, because the other hosts may act on its lease
@@ -475,172 +318,13 @@ static inline bool bel_mh_fenced_now(struct bel_mh_host *h)
 	return false;
 }
 
-static inline void bel_mh_read(struct bel_mh_host *h, u64 off, void *dst,
-			       u32 len)
-{
-	h->cnt.reads += bel_mh_nlines(off, len);
-	h->ops->read(h->priv, off, dst, len);
-}
-
-/*
- * Write then flush: every store to the pool, one a host may depend on.
- * The fence is checked once, before the write; a store that passed it is
- * always flushed at once, even if the deadline passes in between: a
- * dirty line cannot be taken back, only written back now or at a time the
- * hardware chooses (an eviction, the next invalidate, long after another
- * host has reused the line). Written back now, it reaches the device
- * before the lease ends, as long as the stall between check and flush
- * stays below lease - fence (docs/multihost.md, section 1). False when
- * the store was dropped because the host is fenced.
- */
-static inline bool bel_mh_put(struct bel_mh_host *h, int site, u64 off,
-			      const void *src, u32 len)
-{
-	if (bel_mh_fenced_now(h))
-		return false;
-	h->cnt.writes += bel_mh_nlines(off, len);
-	h->ops->write(h->priv, off, src, len);
-	if (bel_mh_site_on(site)) {
-		h->cnt.flushes += bel_mh_nlines(off, len);
-		h->ops->flush(h->priv, site, off, len);
-	}
-	return true;
-}
-
-/*
- * Invalidate, so that the next read comes from the device. Not subject to
- * the fence: every store is flushed by bel_mh_put(), so the lines dropped
- * here are clean and nothing is written back.
- */
-static inline void bel_mh_inval_at(struct bel_mh_host *h, int site, u64 off,
-				   u64 len)
-{
-	if (!bel_mh_site_on(site))
-		return;
-	h->cnt.invals += bel_mh_nlines(off, len);
-	h->ops->inval(h->priv, site, off, len);
-}
-
-static inline void bel_mh_fence(struct bel_mh_host *h)
-{
-	h->cnt.fences++;
-	h->ops->fence(h->priv);
-}
-
-#define BEL_MH_INVAL(h, site, off, len) \
-	bel_mh_inval_at(h, BEL_MH_##site, off, len)
-
-/* Invalidate then read: a line another host may have written. */
-static inline void bel_mh_get(struct bel_mh_host *h, int site, u64 off,
-			      void *dst, u32 len)
-{
-	bel_mh_inval_at(h, site, off, len);
-	bel_mh_read(h, off, dst, len);
-}
-
-#define BEL_MH_PUT(h, site, off, src, len) \
-	bel_mh_put(h, BEL_MH_##site, off, src, len)
-#define BEL_MH_GET(h, site, off, dst, len) \
-	bel_mh_get(h, BEL_MH_##site, off, dst, len)
-
-/* Read, after invalidating at @site unless it is 0 (a line we write). */
-static inline void bel_mh_load(struct bel_mh_host *h, int site, u64 off,
-			       void *dst, u32 len)
-{
-	if (site)
-		bel_mh_inval_at(h, site, off, len);
-	bel_mh_read(h, off, dst, len);
-}
-
-/* Chain links: block + 1, 0 for none. */
-static inline u32 bel_mh_link_dec(__le32 v)
-{
-	u32 x = le32_to_cpu(v);
-
-	return x ? x - 1 : BEL_MH_NONE;
-}
-
-static inline __le32 bel_mh_link_enc(u32 b)
-{
-	return cpu_to_le32(b == BEL_MH_NONE ? 0 : b + 1);
-}
-
-/* A preemption point of a long walk (the host mutex may be held). */
-static inline void bel_mh_resched(struct bel_mh_host *h)
-{
-	h->ops->resched(h->priv);
-}
-
-static inline u64 bel_mh_now(struct bel_mh_host *h)
-{
-	return h->ops->now_ns(h->priv);
-}
-
-/* --- small helpers shared by the mh files ------------------------------- */
-
-static inline u64 bel_mh_mix64(u64 x)
-{
-	x ^= x >> 33;
-	x *= 0xff51afd7ed558ccdULL;
-	x ^= x >> 33;
-	x *= 0xc4ceb9fe1a85ec53ULL;
-	x ^= x >> 33;
-	return x;
-}
-
-u32 bel_mh_csum(const void *buf, u32 len);
-
-static inline u64 bel_mh_rec_off(const struct bel_mh_geo *g, u32 id)
-{
-	return g->host_off + (u64)id * BEL_MH_LINE;
-}
-
-static inline u64 bel_mh_pin_off(const struct bel_mh_geo *g, u32 id,
-				 u32 block)
-{
-	return g->pin_off + (u64)id * g->pin_stride + (u64)block * 4;
-}
-
-static inline u64 bel_mh_ent_off(const struct bel_mh_geo *g, u32 block)
-{
-	return g->index_off + (u64)block * BEL_MH_LINE;
-}
-
-static inline u64 bel_mh_bucket_off(const struct bel_mh_geo *g, u32 part,
-				    u32 bucket)
-{
-	return g->bucket_off + (u64)part * g->bucket_stride +
-	       (u64)bucket * 4;
-}
-
-/* Bucket of (ns, key): the same in every partition. */
-static inline u32 bel_mh_bucket_of(const struct bel_mh_geo *g, u64 ns,
-				   u64 key_lo, u64 key_hi)
-{
-	u64 x = bel_mh_mix64(ns * 0x9e3779b97f4a7c15ULL ^ key_hi);
-
-	x = bel_mh_mix64(x ^ key_lo);
-	return (u32)x & (g->buckets - 1);
-}
-
 /* Byte offset of block @block in the region. */
 static inline u64 bel_mh_block_off(const struct bel_mh_geo *g, u32 block)
 {
 	return g->data_off + (u64)block * g->block_size;
 }
 
-/* The partition holding @block. */
-u32 bel_mh_part_of(const struct bel_mh_host *h, u32 block);
-
 /* --- mh_format.c --------------------------------------------------------- */
-
-/*
- * Compute a layout for @region_size and the format parameters of @cfg.
- * -EINVAL when the region cannot hold the metadata and one block per
- * partition.
- */
-int bel_mh_layout(u64 region_size, const struct bel_mh_config *cfg,
-		  struct bel_mh_geo *geo);
 
 /*
  * Attach host cfg->host_id to the region: format it when it carries no
@@ -697,19 +381,6 @@ void bel_mh_heartbeat(struct bel_mh_host *h);
  */
 void bel_mh_tick(struct bel_mh_host *h);
 
-/* Alive in this host's view (itself: while joined and not fenced). */
-bool bel_mh_alive(const struct bel_mh_host *h, u32 id);
-/* Designated owner of partition @p in this host's view, or BEL_MH_NONE. */
-u32 bel_mh_designated(const struct bel_mh_host *h, u32 p);
-
-/* One claim attempt of partition @p (h->lock held): 0 or -EBUSY. */
-int bel_mh_try_claim(struct bel_mh_host *h, u32 p);
-/*
- * Give up owned partition @p now (-EBUSY while this host has blocks of it
- * ALLOCATED). The tick may claim it again if it is designated to us.
- */
-int bel_mh_release_part(struct bel_mh_host *h, u32 p);
-
 /* Status of every host id, as this host sees it now. */
 struct bel_mh_host_info {
 	u32 state;
@@ -724,28 +395,6 @@ struct bel_mh_host_info {
 
 int bel_mh_hosts(struct bel_mh_host *h, struct bel_mh_host_info *out,
 		 u32 max);
-
-/* --- internal, shared between the mh files ----------------------------- */
-
-void bel_mh_view_update(struct bel_mh_host *h, u32 x,
-			const struct bel_mh_host_rec *r, u64 now);
-/* Invalidate and read every other host's record; update the views. */
-void bel_mh_observe(struct bel_mh_host *h);
-/* 0, -ENODEV (not joined) or -ESTALE (fenced). */
-int bel_mh_usable(struct bel_mh_host *h);
-/* Owned partition @p: its LRU of unpinned PUBLISHED blocks, free list. */
-void bel_mh_lru_add(struct bel_mh_host *h, u32 p, u32 b);
-void bel_mh_lru_del(struct bel_mh_host *h, u32 p, u32 b);
-void bel_mh_free_push(struct bel_mh_host *h, u32 p, u32 b);
-u32 bel_mh_free_pop(struct bel_mh_host *h, u32 p);
-/* Bucket heads of partition @p: read (invalidating at @site unless 0). */
-u32 bel_mh_get_head(struct bel_mh_host *h, u32 p, u32 bucket, int site);
-void bel_mh_set_head(struct bel_mh_host *h, u32 p, u32 bucket, u32 block,
-		     int site);
-u32 bel_mh_ent_bucket(const struct bel_mh_host *h,
-		      const struct bel_mh_entry *e);
-/* Is writer (@w, @winc) of an entry dead in this host's view? */
-bool bel_mh_writer_dead(const struct bel_mh_host *h, u32 w, u32 winc);
 
 /* --- mh_ops.c ------------------------------------------------------------ */
 
@@ -787,7 +436,7 @@ void bel_mh_stats(struct bel_mh_host *h, struct bel_mh_stats *out);
 /*
  * Payload helpers for CPU access through the accessor layer: write +
  * flush, and invalidate + read. The kernel leaves payloads to userspace
- * (docs/multihost.md, section 10); the simulator uses these.
+ * (Documentation/multihost.md, section 10); the simulator uses these.
  */
 void bel_mh_payload_write(struct bel_mh_host *h, u32 block, u64 off,
 			  const void *src, u32 len);

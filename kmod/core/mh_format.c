@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * Multi-host: the on-media layout, superblock checks, format, and the
- * attach (format or join) and leave of one host. See docs/multihost.md,
+ * attach (format or join) and leave of a host. See Documentation/multihost.md,
  * sections 4 and 6.
  *
  * Format without compare-and-swap: a host that finds no valid superblock
@@ -12,7 +12,7 @@
  * that has not changed for a lease is stale (its host died while
  * formatting) and is ignored.
  */
-#include "bel_mh.h"
+#include "bel_mh_internal.h"
 
 const struct bel_mh_site_info bel_mh_sites[BEL_MH_NR_SITES] = {
 	[BEL_MH_SITE_NONE] = { "NONE", "no site" },

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * Multi-host: heartbeat, liveness, and the ownership of partitions (claim,
- * release, rebuild at takeover). See docs/multihost.md, section 6.
+ * release, rebuild at takeover). See Documentation/multihost.md, section 6.
  *
  * Liveness is judged by each host on its own clock: another host is dead
  * when its heartbeat counter has not moved for a lease; that is sticky for
@@ -14,7 +14,7 @@
  * after invalidating; if another host that is alive in its view has the
  * bit too, it withdraws. Two racing claimants cannot both miss each other.
  */
-#include "bel_mh.h"
+#include "bel_mh_internal.h"
 
 void bel_mh_view_update(struct bel_mh_host *h, u32 x,
 			const struct bel_mh_host_rec *r, u64 now)

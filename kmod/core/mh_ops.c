@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * Multi-host block operations: alloc, free, publish, lookup (+pin),
- * release, eviction. See docs/multihost.md, section 5.
+ * release, eviction. See Documentation/multihost.md, section 5.
  *
  * Each host allocates only from partitions it owns, and alone writes their
  * index. Publish dedup across hosts and pins against eviction both use the
@@ -12,7 +12,7 @@
  *
  * Every function here runs with h->lock held.
  */
-#include "bel_mh.h"
+#include "bel_mh_internal.h"
 
 enum bel_mh_race {
 	BEL_MH_PROCEED = 0,

@@ -421,6 +421,24 @@ void bel_pool_stats(struct bel_pool *pool, struct bel_stats *out)
 	bel_spin_unlock(&pool->lock);
 }
 
+void bel_pool_add_counters(struct bel_pool *pool, const struct bel_stats *c)
+{
+	struct bel_stats *s = &pool->stats;
+
+	bel_spin_lock(&pool->lock);
+	s->allocs += c->allocs;
+	s->frees += c->frees;
+	s->publishes += c->publishes;
+	s->publish_races += c->publish_races;
+	s->lookups += c->lookups;
+	s->lookup_keys += c->lookup_keys;
+	s->lookup_hits += c->lookup_hits;
+	s->releases += c->releases;
+	s->evictions += c->evictions;
+	s->alloc_failures += c->alloc_failures;
+	bel_spin_unlock(&pool->lock);
+}
+
 int bel_region_stats(struct bel_pool *pool, u32 slot,
 		     struct bel_region_stats *out)
 {

@@ -1,26 +1,29 @@
 #!/usr/bin/env bash
-# build-module.sh [-W] [-C] [-q] 6.1|6.12|KVER
+# build-module.sh [-W] [-C] [-N] [-q] 6.1|6.12|KVER
 # Build beluga.ko against one guest kernel's headers, in a per-kernel copy of the
 # tree (build/kmod-KVER/{kmod,uapi,VERSION}: the Kbuild includes $(src)/../uapi), and print
 # the path of the .ko. Incremental: only changed sources are copied, so kbuild
 # rebuilds only what changed.
 #   -W  W=1 build; fail (exit 2) if the compiler printed any warning
 #   -C  C=1 build (sparse; the tree is cleaned first, so every file is checked); fail (exit 2) on any warning
+#   -N  the single-host module, without shared pools (BELUGA_SHARED=n), in its own
+#       copy (build/kmod-KVER-single), so that it never replaces the guests' module
 # The full build log is kept in build/kmod-KVER/build.log.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
-wflag=() strict=0 sparse=0
-while getopts WCq opt; do
+wflag=() strict=0 sparse=0 suffix=
+while getopts WCNq opt; do
 	case $opt in
 	W) wflag+=(W=1) strict=1 ;;
 	C) wflag+=(C=1) sparse=1 strict=1 ;;
+	N) wflag+=(BELUGA_SHARED=n) suffix=-single ;;
 	q) ;;
-	*) die "usage: $0 [-W] [-C] 6.1|6.12|KVER" ;;
+	*) die "usage: $0 [-W] [-C] [-N] 6.1|6.12|KVER" ;;
 	esac
 done
 shift $((OPTIND - 1))
-[ $# -eq 1 ] || die "usage: $0 [-W] [-C] 6.1|6.12|KVER"
+[ $# -eq 1 ] || die "usage: $0 [-W] [-C] [-N] 6.1|6.12|KVER"
 case $1 in
 6.1 | 6.12) kver=$(kver_of "$1") ;;
 *) kver=$1 ;;
@@ -28,7 +31,7 @@ esac
 kdir=$(kdir_of "$kver")
 [ -f "$BELUGA_ROOT/kmod/Kbuild" ] || die "kmod/Kbuild is missing: the module sources are not in this tree"
 
-out=$BELUGA_BUILD/kmod-$kver
+out=$BELUGA_BUILD/kmod-$kver$suffix
 mkdir -p "$out"
 # concurrent callers (two guests, make test and make check) share this tree
 exec 8>"$out.lock"

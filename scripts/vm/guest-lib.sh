@@ -68,6 +68,28 @@ run_tap_prog() {
 		-v nf="$TAP_N_FILE" -v tmo="$_tmo" -f /etc/beluga/tap-filter.awk
 }
 
+# run_tap_progs WHAT TIMEOUT PROG... : run_tap_prog on each PROG that is an executable
+# file, named by its basename, after a "# ---- WHAT NAME" line; a failure named WHAT
+# when none is. With TAP_FILTER set to a function name, "$TAP_FILTER PROG" runs first:
+# false leaves PROG out, and the words it leaves in TAP_ARGS are PROG's arguments.
+run_tap_progs() {
+	_rtp_what=$1 _rtp_tmo=$2
+	shift 2
+	_rtp_found=0
+	for _rtp in "$@"; do
+		[ -f "$_rtp" ] && [ -x "$_rtp" ] || continue
+		_rtp_found=1
+		TAP_ARGS=
+		if [ -n "${TAP_FILTER:-}" ]; then
+			"$TAP_FILTER" "$_rtp" || continue
+		fi
+		echo "# ---- $_rtp_what ${_rtp##*/} (uptime $(cut -d' ' -f1 /proc/uptime) s)"
+		# shellcheck disable=SC2086 # TAP_ARGS is a list of words
+		run_tap_prog "${_rtp##*/}" "$_rtp_tmo" "$_rtp" $TAP_ARGS
+	done
+	[ $_rtp_found -eq 1 ] || tap_fail "$_rtp_what" "no $_rtp_what programs among: $*"
+}
+
 # dmesg_check: one TAP result, "dmesg-clean-KERNEL", failing on kernel warnings,
 # oopses and sanitizer reports anywhere in the log, and on any beluga message at
 # error level or above. The offending lines are printed as "# " comments.

@@ -254,4 +254,5 @@ export BELUGA_TEST_NODE=$BELUGA_TEST_NODE
 export BELUGA_TEST_DAX_CXL='$BELUGA_TEST_DAX_CXL'
 export BELUGA_MODPROBE_ARGS='$BELUGA_MODPROBE_ARGS'
 export BELUGA_TEST_KO=$([ -f /lib/modules/$KVER/updates/beluga.ko ] && echo /lib/modules/$KVER/updates/beluga.ko)
+export BELUGA_TEST_SINGLE_KO=$([ -f /tests/single-host/beluga.ko ] && echo /tests/single-host/beluga.ko)
 EOT

@@ -55,6 +55,9 @@
  * BELUGA_TEST_DAX, BELUGA_DEV.
  */
 #include "../reliability/rel.h"
+/* TAP results; CHECK() below is the fuzzer's own */
+#define TAP_RESULTS_ONLY
+#include "../lib/tap.h"
 
 #include <dirent.h>
 #include <pthread.h>
@@ -677,7 +680,7 @@ static void op_fork(struct worker *w)
 		 * Allocate through a file of its own: a block the child left
 		 * allocated to the shared file (killed right after ALLOC)
 		 * would be invisible to the parent's model. Shared ownership
-		 * itself is checked exactly by beluga_rel's fork-ownership.
+		 * itself is checked exactly by rel_crash's fork_ownership.
 		 */
 		int own = bt_open(O_RDWR);
 		struct beluga_stats st;
@@ -1553,19 +1556,19 @@ static int pool_cmd(const char *what)
 
 	printf("TAP version 13\n");
 	if (fd < 0) {
-		rel_skip(what, "cannot open the device (is beluga.ko loaded?)");
-		return rel_done();
+		tap_skip("cannot open the device (is beluga.ko loaded?)", "%s", what);
+		return tap_done();
 	}
 	if (!strcmp(what, "attach")) {
 		r = setup_pool(fd, why, sizeof(why));
 		if (r == -ENOENT) {
-			rel_skip("pool-attach", why);
+			tap_skip(why, "pool-attach");
 		} else {
 			if (r)
 				rel_diag("%s", why);
 			else if (bt_stats(fd, &st) == 0)
 				rel_stats_print("attached", &st);
-			rel_result(r == 0, "pool-attach");
+			tap_result(r == 0, "pool-attach");
 		}
 	} else {
 		bool quiet = rel_wait_quiet(fd, 1, 3000, &st);
@@ -1576,10 +1579,10 @@ static int pool_cmd(const char *what)
 		r = rel_reset_pool_fd(fd, 5000);
 		if (bt_stats(fd, &st) == 0)
 			rel_stats_print("after the reset", &st);
-		rel_result(quiet && !r && !st.total_blocks, "pool-reset");
+		tap_result(quiet && !r && !st.total_blocks, "pool-reset");
 	}
 	close(fd);
-	return rel_done();
+	return tap_done();
 }
 
 static void usage(void)
@@ -1652,32 +1655,32 @@ int main(int argc, char **argv)
 
 	fd = bt_open(O_RDWR);
 	if (fd < 0) {
-		rel_skip("setup", "cannot open the device (is beluga.ko loaded?)");
-		return rel_done();
+		tap_skip("cannot open the device (is beluga.ko loaded?)", "setup");
+		return tap_done();
 	}
 	r = setup_pool(fd, why, sizeof(why));
 	if (r == -ENOENT) {
-		rel_skip("setup", why);
-		return rel_done();
+		tap_skip(why, "setup");
+		return tap_done();
 	}
 	if (r) {
 		rel_diag("%s", why);
-		rel_fail("setup");
-		return rel_done();
+		tap_result(0, "setup");
+		return tap_done();
 	}
 	/* The parent maps the main regions for the whole run: never detachable. */
 	pmap = rel_map(fd, B->main_end, PROT_READ);
 	if (!pmap || bt_stats(fd, &st0)) {
 		rel_diag("mapping the pool: %s", strerror(errno));
-		rel_fail("setup");
-		return rel_done();
+		tap_result(0, "setup");
+		return tap_done();
 	}
 	rel_stats_print("start", &st0);
-	rel_ok("setup");
-	rel_result(model_full(), "model-full");
+	tap_result(1, "setup");
+	tap_result(model_full(), "model-full");
 	if (!rel_wait_quiet(fd, st0.clients, 3000, &st)) {
 		rel_stats_print("after model-full", &st);
-		rel_fail("model-full-released");
+		tap_result(0, "model-full-released");
 	}
 
 	for (int round = 0; round < rounds; round++) {
@@ -1785,7 +1788,7 @@ int main(int argc, char **argv)
 			 PRIu64 ", published %" PRIu64 ", evictions %" PRIu64, round,
 			 rel_now() - rstart, self_killed, killed, total_ops(), total_ioctls(),
 			 B->verified, B->pubs, st.evictions);
-		rel_result(round_ok, name);
+		tap_result(round_ok, "%s", name);
 		if (!round_ok)
 			all_ok = false;
 	}
@@ -1794,9 +1797,9 @@ int main(int argc, char **argv)
 		rel_diag("%" PRIu64 " call(s) failed with -EFAULT after changing state "
 			 "(ALLOC with a read-only struct; see the worker's message above)",
 			 B->abi_violations);
-		rel_fail("failed-call-no-effect");
+		tap_result(0, "failed-call-no-effect");
 	} else {
-		rel_ok("failed-call-no-effect");
+		tap_result(1, "failed-call-no-effect");
 	}
 
 	if (uname(&uts))
@@ -1808,9 +1811,9 @@ int main(int argc, char **argv)
 	if (min_ioctls) {
 		rel_diag("ioctls made %" PRIu64 ", wanted at least %" PRIu64, total_ioctls(),
 			 min_ioctls);
-		rel_result(total_ioctls() >= min_ioctls, "ioctl-volume");
+		tap_result(total_ioctls() >= min_ioctls, "ioctl-volume");
 	}
-	rel_result(pool_restored(fd, &st0), "pool-restored");
+	tap_result(pool_restored(fd, &st0), "pool-restored");
 
 	/* the end: drop everything; every region must detach */
 	munmap(pmap, B->main_end);
@@ -1820,12 +1823,12 @@ int main(int argc, char **argv)
 	if (r || st.total_blocks || st.allocated_blocks || st.pins) {
 		rel_diag("the pool did not return to empty: every region should detach "
 			 "once nothing is mapped, allocated or pinned");
-		rel_fail("final-state");
+		tap_result(0, "final-state");
 	} else {
-		rel_ok("final-state");
+		tap_result(1, "final-state");
 	}
 	close(fd);
 	rel_diag("%.1f s, %" PRIu64 " hostile calls, seed 0x%" PRIx64 "%s", rel_now() - t0,
 		 B->hostile, seed, all_ok ? "" : " (FAILED: replay with the seed above)");
-	return rel_done();
+	return tap_done();
 }

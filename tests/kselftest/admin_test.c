@@ -674,6 +674,59 @@ static int wait_for_device(void)
 	return wait_for_device_path(BELUGA_DEVICE_PATH);
 }
 
+/* The module tests are opt-in: BELUGA_TEST_KO names the module file. */
+#define SKIP_WITHOUT_TEST_KO(ko) do {					\
+	if (!(ko) || !*(ko))						\
+		SKIP(return, "BELUGA_TEST_KO not set");			\
+	if (access((ko), R_OK))						\
+		SKIP(return, "BELUGA_TEST_KO=%.200s: %s", (ko), strerror(errno)); \
+} while (0)
+
+/*
+ * Unload the module (no file may be open) and load @ko with @params. When
+ * that load fails, the module is loaded again without parameters, so that
+ * the rest of the suite has one. 0 or -errno, and @step names what failed.
+ */
+static int reload_with(const char *ko, const char *params, const char **step)
+{
+	int r;
+
+	*step = "unload with no open file";
+	if (delete_module("beluga", O_NONBLOCK))
+		return -errno;
+	r = load_module_params(ko, params);
+	if (r) {
+		*step = load_module_params(ko, "") ? "finit_module with the parameters "
+			"(and the reload without them failed too)" :
+			"finit_module with the parameters";
+	}
+	return r;
+}
+
+/*
+ * Back to the module without parameters for the rest of the suite: unload
+ * it if it is loaded, load it plain, wait for /dev/beluga. 0 or -errno, and
+ * @step names what failed.
+ */
+static int reload_plain(const char *ko, const char **step)
+{
+	int r, fd;
+
+	*step = "unload";
+	if (!access("/sys/module/beluga", F_OK) && delete_module("beluga", O_NONBLOCK))
+		return -errno;
+	*step = "reload without parameters";
+	r = load_module_params(ko, "");
+	if (r)
+		return r;
+	*step = "open " BELUGA_DEVICE_PATH " after the reload";
+	fd = wait_for_device();
+	if (fd < 0)
+		return fd;
+	close(fd);
+	return 0;
+}
+
 TEST_F(admin, rmmod_refused_while_open)
 {
 	const char *ko = getenv("BELUGA_TEST_KO");
@@ -712,10 +765,7 @@ TEST(module_unload_reload)
 	int32_t res;
 	int fd, r;
 
-	if (!ko || !*ko)
-		SKIP(return, "BELUGA_TEST_KO not set");
-	if (access(ko, R_OK))
-		SKIP(return, "BELUGA_TEST_KO=%.200s: %s", ko, strerror(errno));
+	SKIP_WITHOUT_TEST_KO(ko);
 	if (!bt_backend_ok(backend, 0, BT_REGION_LEN, why, sizeof(why)))
 		SKIP(return, "%s", why);
 	ASSERT_EQ(0, bt_reset_pool());
@@ -754,6 +804,7 @@ TEST(module_unload_reload)
 TEST(module_pools_param)
 {
 	const char *ko = getenv("BELUGA_TEST_KO");
+	const char *step;
 	const char *p1 = BELUGA_DEVICE_PATH "1";
 	struct beluga_info i0, i1;
 	struct beluga_attach a;
@@ -766,26 +817,15 @@ TEST(module_pools_param)
 	uint64_t o;
 	int32_t res;
 
-	if (!ko || !*ko)
-		SKIP(return, "BELUGA_TEST_KO not set");
-	if (access(ko, R_OK))
-		SKIP(return, "BELUGA_TEST_KO=%.200s: %s", ko, strerror(errno));
+	SKIP_WITHOUT_TEST_KO(ko);
 	ASSERT_EQ(0, bt_reset_pool());
 	if (have_node)
 		snprintf(params, sizeof(params),
 			 "pools=2 block_size=64K node=%d:2M", node);
 	else
 		snprintf(params, sizeof(params), "pools=2");
-	r = delete_module("beluga", O_NONBLOCK) ? -errno : 0;
-	ASSERT_EQ(0, r) TH_LOG("unload with no open file: %s", strerror(-r));
-	r = load_module_params(ko, params);
-	if (r) {
-		int r2 = load_module_params(ko, "");
-
-		ASSERT_EQ(0, r) TH_LOG("finit_module(%s, \"%s\"): %s (reload "
-				       "without parameters: %s)", ko, params,
-				       strerror(-r), strerror(-r2));
-	}
+	r = reload_with(ko, params, &step);
+	ASSERT_EQ(0, r) TH_LOG("%s (%s, \"%s\"): %s", step, ko, params, strerror(-r));
 	fd0 = wait_for_device();
 	ASSERT_LE(0, fd0);
 	fd1 = wait_for_device_path(p1);
@@ -835,16 +875,102 @@ TEST(module_pools_param)
 	close(fd0);
 	EXPECT_EQ(0, bt_reset_pool());
 
+	r = reload_plain(ko, &step);
+	ASSERT_EQ(0, r) TH_LOG("%s: %s -- the rest of the suite has no module",
+			       step, strerror(-r));
+	EXPECT_NE(0, stat(p1, &sb)) TH_LOG("%s outlived pools=2", p1);
+}
+
+/*
+ * Opt-in (BELUGA_TEST_KO and BELUGA_TEST_SINGLE_KO, the module built with
+ * BELUGA_SHARED=n): the single-host module has no shared pools. A shared
+ * ATTACH fails with -EOPNOTSUPP once its fields passed their checks (a bad
+ * one is still -EINVAL), attaches nothing, and the module has none of the
+ * shared pools' parameters; a local region attaches as ever. Then the
+ * plain module again, where the same ATTACH gets past that check.
+ */
+TEST(module_single_host)
+{
+	const char *ko = getenv("BELUGA_TEST_KO");
+	const char *single = getenv("BELUGA_TEST_SINGLE_KO");
+	int backend = bt_pick_backend(BT_ANY_BACKEND);
+	struct beluga_attach a, shared;
+	struct beluga_info info;
+	char why[160];
+	int fd, r;
+
+	if (!ko || !*ko || !single || !*single)
+		SKIP(return, "BELUGA_TEST_KO or BELUGA_TEST_SINGLE_KO not set");
+	if (access(ko, R_OK) || access(single, R_OK))
+		SKIP(return, "%.200s or %.200s: %s", ko, single, strerror(errno));
+	ASSERT_EQ(0, bt_reset_pool());
+	r = delete_module("beluga", O_NONBLOCK) ? -errno : 0;
+	ASSERT_EQ(0, r) TH_LOG("unload: %s", strerror(-r));
+	r = load_module(single);
+	if (r) {
+		int r2 = load_module(ko);
+
+		ASSERT_EQ(0, r) TH_LOG("finit_module(%s): %s (plain module "
+				       "again: %s)", single, strerror(-r),
+				       strerror(-r2));
+	}
+	fd = wait_for_device();
+	ASSERT_LE(0, fd) TH_LOG("/dev/beluga of the single-host module: %s",
+				strerror(-fd));
+
+	/* No device behind it: only the argument checks and the kind see it. */
+	memset(&shared, 0, sizeof(shared));
+	shared.size = sizeof(shared);
+	shared.flags = BELUGA_ATTACH_SHARED | BELUGA_ATTACH_HOST_ID;
+	shared.backend = BELUGA_BACKEND_DAX;
+	shared.node = -1;
+	shared.phys_start = 1ULL << 40;
+	shared.length = 4 * BT_MIB;
+	snprintf(shared.name, sizeof(shared.name), "bt-single-shared");
+	a = shared;
+	r = bt_attach(fd, &a);
+	EXPECT_EQ(-EOPNOTSUPP, r) TH_LOG("shared ATTACH on the single-host "
+					 "module: %s", strerror(-r));
+	a = shared;
+	a.backend = BELUGA_BACKEND_NODE;
+	a.node = 0;
+	a.phys_start = 0;
+	r = bt_attach(fd, &a);
+	EXPECT_EQ(-EINVAL, r) TH_LOG("shared ATTACH of a node region (fields "
+				     "come first): %s", strerror(-r));
+	ASSERT_EQ(0, bt_info(fd, &info));
+	EXPECT_EQ(0, info.nr_regions) TH_LOG("a refused ATTACH attached");
+	EXPECT_NE(0, access("/sys/module/beluga/parameters/host_id", F_OK))
+		TH_LOG("the single-host module has the host_id parameter");
+	if (bt_backend_ok(backend, 0, BT_REGION_LEN, why, sizeof(why))) {
+		ASSERT_EQ(0, bt_attach_req(&a, backend, 0, 0, BT_REGION_LEN,
+					   BT_BLOCK_SIZE, "bt-single"));
+		r = bt_attach(fd, &a);
+		EXPECT_EQ(0, r) TH_LOG("local ATTACH on the single-host "
+				       "module: %s", strerror(-r));
+		if (!r)
+			EXPECT_EQ(0, bt_detach(fd, a.region_id,
+					       BELUGA_DETACH_EVICT, NULL));
+	} else {
+		TH_LOG("no local region attached: %s", why);
+	}
+	close(fd);
+
 	/* back to the plain module for the rest of the suite */
 	r = delete_module("beluga", O_NONBLOCK) ? -errno : 0;
 	ASSERT_EQ(0, r) TH_LOG("unload: %s", strerror(-r));
-	r = load_module_params(ko, "");
-	ASSERT_EQ(0, r) TH_LOG("reload without parameters: %s -- the rest of "
-			       "the suite has no module", strerror(-r));
-	fd0 = wait_for_device();
-	ASSERT_LE(0, fd0);
-	close(fd0);
-	EXPECT_NE(0, stat(p1, &sb)) TH_LOG("%s outlived pools=2", p1);
+	r = load_module(ko);
+	ASSERT_EQ(0, r) TH_LOG("reload: %s -- the rest of the suite has no "
+			       "module", strerror(-r));
+	fd = wait_for_device();
+	ASSERT_LE(0, fd);
+	a = shared;
+	r = bt_attach(fd, &a);
+	EXPECT_NE(-EOPNOTSUPP, r) TH_LOG("the plain module refuses shared "
+					 "pools");
+	if (!r)
+		bt_detach(fd, a.region_id, BELUGA_DETACH_EVICT, NULL);
+	close(fd);
 }
 
 /* ------------------------------------------------------------------ */
@@ -951,6 +1077,60 @@ TEST(dax_reattach_shows_no_old_bytes)
 }
 
 /*
+ * While a device-dax range is in a pool, /proc/iomem names it
+ * "<pool>:<region>" over exactly the region's range (here a 2 MiB part of
+ * an instance, nested inside device_dax's "daxX.Y" entry), and the
+ * region's sysfs directory links to the instance; after DETACH both are
+ * gone. Only 2 MiB, because ATTACH clears the range first: a whole
+ * 256 MiB instance of emulated CXL takes 20-30 s under TCG (the guest
+ * smoke attaches whole instances and checks their entries). The fixture's
+ * teardown detaches the region when a check fails midway.
+ */
+TEST_F_TIMEOUT(admin, dax_claim_in_proc_iomem, 120)
+{
+	const char *entry = "beluga:bt-iomem";
+	char names[BT_MAX_DAX][64], why[160], link[128];
+	uint64_t phys, size, start = 0, end = 0;
+	struct beluga_region_info ri;
+	struct beluga_attach a;
+	struct stat st;
+	int r;
+
+	if (!bt_backend_ok(BELUGA_BACKEND_DAX, 0, 2 * BT_REGION_LEN, why,
+			   sizeof(why)))
+		SKIP(return, "%s", why);
+	if (geteuid())
+		SKIP(return, "needs root: /proc/iomem shows zeros to others");
+	ASSERT_LT(0, bt_env_dax(names));
+	ASSERT_EQ(0, bt_dax_geometry(names[0], &phys, &size));
+	ASSERT_EQ(0, bt_iomem_find(entry, &start, &end))
+		TH_LOG("\"%s\" is in /proc/iomem before ATTACH", entry);
+	ASSERT_EQ(0, bt_attach_req(&a, BELUGA_BACKEND_DAX, 0, BT_REGION_LEN,
+				   BT_REGION_LEN, BT_BLOCK_SIZE, "bt-iomem"));
+	r = bt_attach(self->c.fd, &a);
+	ASSERT_EQ(0, r) TH_LOG("ATTACH of 2 MiB of %s: %s", names[0],
+			       strerror(-r));
+	ASSERT_EQ(0, bt_region_info(self->c.fd, a.region_id, &ri));
+	EXPECT_EQ(phys + BT_REGION_LEN, ri.phys_start);
+	EXPECT_EQ(1, bt_iomem_find(entry, &start, &end))
+		TH_LOG("no single \"%s\" entry in /proc/iomem", entry);
+	EXPECT_EQ(ri.phys_start, start);
+	EXPECT_EQ(ri.phys_start + ri.length - 1, end);
+	r = bt_region_dax_link(a.region_id, names[0]);
+	EXPECT_EQ(1, r) TH_LOG("region%u/dax does not lead to %s: %s",
+			       a.region_id, names[0],
+			       r < 0 ? strerror(-r) : "another device");
+
+	ASSERT_EQ(0, bt_detach(self->c.fd, a.region_id, BELUGA_DETACH_EVICT,
+			       NULL));
+	EXPECT_EQ(0, bt_iomem_find(entry, &start, &end))
+		TH_LOG("\"%s\" is still in /proc/iomem after DETACH", entry);
+	snprintf(link, sizeof(link), "/sys/class/misc/beluga/region%u/dax",
+		 a.region_id);
+	EXPECT_NE(0, lstat(link, &st)) TH_LOG("%s outlived DETACH", link);
+}
+
+/*
  * Opt-in (BELUGA_TEST_KO): reload with pools=2; tenant A fills and
  * publishes a device-dax range in pool 0 and detaches it with EVICT, the
  * admin attaches the range to pool 1, and a read-only opener of pool 1
@@ -959,27 +1139,20 @@ TEST(dax_reattach_shows_no_old_bytes)
 TEST(module_pools_moved_range_is_clear)
 {
 	const char *ko = getenv("BELUGA_TEST_KO");
+	const char *step;
 	const char *p1 = BELUGA_DEVICE_PATH "1";
 	struct beluga_attach a;
 	char why[160];
 	long long at;
 	int fd0, fd1, r;
 
-	if (!ko || !*ko)
-		SKIP(return, "BELUGA_TEST_KO not set");
-	if (access(ko, R_OK))
-		SKIP(return, "BELUGA_TEST_KO=%.200s: %s", ko, strerror(errno));
+	SKIP_WITHOUT_TEST_KO(ko);
 	if (!bt_backend_ok(BELUGA_BACKEND_DAX, 0, BT_REGION_LEN, why,
 			   sizeof(why)))
 		SKIP(return, "%s", why);
 	ASSERT_EQ(0, bt_reset_pool());
-	r = delete_module("beluga", O_NONBLOCK) ? -errno : 0;
-	ASSERT_EQ(0, r) TH_LOG("unload with no open file: %s", strerror(-r));
-	r = load_module_params(ko, "pools=2");
-	if (r)
-		load_module_params(ko, "");
-	ASSERT_EQ(0, r) TH_LOG("finit_module(%s, pools=2): %s", ko,
-			       strerror(-r));
+	r = reload_with(ko, "pools=2", &step);
+	ASSERT_EQ(0, r) TH_LOG("%s (%s, pools=2): %s", step, ko, strerror(-r));
 	fd0 = wait_for_device();
 	ASSERT_LE(0, fd0);
 	fd1 = wait_for_device_path(p1);
@@ -1003,14 +1176,9 @@ TEST(module_pools_moved_range_is_clear)
 	}
 	close(fd0);
 	EXPECT_EQ(0, bt_reset_pool());
-	r = delete_module("beluga", O_NONBLOCK) ? -errno : 0;
-	ASSERT_EQ(0, r) TH_LOG("unload: %s", strerror(-r));
-	r = load_module_params(ko, "");
-	ASSERT_EQ(0, r) TH_LOG("reload without parameters: %s -- the rest of "
-			       "the suite has no module", strerror(-r));
-	fd0 = wait_for_device();
-	ASSERT_LE(0, fd0);
-	close(fd0);
+	r = reload_plain(ko, &step);
+	ASSERT_EQ(0, r) TH_LOG("%s: %s -- the rest of the suite has no module",
+			       step, strerror(-r));
 }
 
 /*
@@ -1133,17 +1301,15 @@ static void opener_loop(struct opener_state *st)
 TEST(module_init_failure_with_opener)
 {
 	const char *ko = getenv("BELUGA_TEST_KO");
+	const char *step;
 	struct opener_state *st;
 	char params[160], why[160];
 	uint64_t phys, size;
 	char names[BT_MAX_DAX][64];
 	pid_t pid;
-	int node, r, status, fd;
+	int node, r, status;
 
-	if (!ko || !*ko)
-		SKIP(return, "BELUGA_TEST_KO not set");
-	if (access(ko, R_OK))
-		SKIP(return, "BELUGA_TEST_KO=%.200s: %s", ko, strerror(errno));
+	SKIP_WITHOUT_TEST_KO(ko);
 	if (bt_env_node(&node) == 0) {
 		/* 16 MiB to allocate and zero first: a window of some length */
 		snprintf(params, sizeof(params), "node=%d:16M:bt-a,%d:1T:bt-b", node,
@@ -1188,14 +1354,9 @@ TEST(module_init_failure_with_opener)
 				       st->opens, st->maps);
 	munmap(st, sizeof(*st));
 
-	if (r == 0)
-		delete_module("beluga", O_NONBLOCK);
-	r = load_module_params(ko, "");
-	ASSERT_EQ(0, r) TH_LOG("reload without parameters: %s -- the rest of "
-			       "the suite has no module", strerror(-r));
-	fd = wait_for_device();
-	ASSERT_LE(0, fd);
-	close(fd);
+	r = reload_plain(ko, &step);
+	ASSERT_EQ(0, r) TH_LOG("%s: %s -- the rest of the suite has no module",
+			       step, strerror(-r));
 }
 
 TEST_HARNESS_MAIN

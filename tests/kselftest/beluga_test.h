@@ -53,23 +53,8 @@
 
 #include "../lib/beluga_abi.h"
 
-/*
- * The harness is not -Wextra clean: its functions and TEST() wrappers have
- * unused parameters, and EXPECT_EQ(0, u64) compares an int literal with an
- * unsigned field (-Wsign-compare; the harness prints both sides with their
- * own signedness, so the comparison is what we mean).
- */
-#pragma GCC diagnostic ignored "-Wunused-parameter"
-#pragma GCC diagnostic ignored "-Wsign-compare"
-/*
- * -Wclobbered: TEST_F()'s wrapper keeps the fork() result in a local across
- * setjmp(). If it is clobbered, a failed ASSERT skips the fixture teardown
- * (the failure is still reported). Every fixture here therefore starts by
- * emptying the pool itself (bt_reset_pool()) instead of trusting the last
- * teardown.
- */
-#pragma GCC diagnostic ignored "-Wclobbered"
-#include "kselftest_harness.h"
+/* kselftest_harness.h, with the warnings it needs silenced (why: there). */
+#include "../lib/harness.h"
 
 /* ------------------------------------------------------------------ */
 /* The ABI's struct layouts, checked at compile time.                  */
@@ -245,6 +230,52 @@ static inline bool bt_backend_ok(int backend, int index, uint64_t length,
 		return false;
 	}
 	return true;
+}
+
+/*
+ * How many /proc/iomem entries are named @name; the last one's range goes
+ * to @start and @end. -errno when the file cannot be read.
+ */
+static inline int bt_iomem_find(const char *name, uint64_t *start,
+				uint64_t *end)
+{
+	char line[256], entry[128];
+	unsigned long long s, e;
+	int found = 0;
+	FILE *f;
+
+	f = fopen("/proc/iomem", "re");
+	if (!f)
+		return -errno;
+	while (fgets(line, sizeof(line), f)) {
+		if (sscanf(line, " %llx-%llx : %127[^\n]", &s, &e, entry) != 3 ||
+		    strcmp(entry, name))
+			continue;
+		*start = s;
+		*end = e;
+		found++;
+	}
+	fclose(f);
+	return found;
+}
+
+/*
+ * Does region @slot's "dax" link in sysfs lead to device-dax instance
+ * @dax (/sys/bus/dax/devices/@dax)? 1 yes, 0 elsewhere, -errno when
+ * either path does not resolve.
+ */
+static inline int bt_region_dax_link(uint32_t slot, const char *dax)
+{
+	char link[PATH_MAX], want[PATH_MAX], path[128];
+
+	snprintf(path, sizeof(path), "/sys/class/misc/beluga/region%u/dax",
+		 slot);
+	if (!realpath(path, link))
+		return -errno;
+	snprintf(path, sizeof(path), "/sys/bus/dax/devices/%s", dax);
+	if (!realpath(path, want))
+		return -errno;
+	return !strcmp(link, want);
 }
 
 /* Resolve BT_ANY_BACKEND: node (RAM speed) when available, else dax. */

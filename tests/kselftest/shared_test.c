@@ -243,6 +243,42 @@ static void sh_stats_view(struct __test_metadata *_metadata, int fd,
 #define SH_VIEW(fd, region, nr, alloc, pub, pinned) \
 	sh_stats_view(_metadata, fd, region, nr, alloc, pub, pinned)
 
+/*
+ * A shared region shows in /proc/iomem as "beluga:bt-shared" over exactly
+ * its range while attached, like a local one (admin_test), links to its
+ * device-dax instance in sysfs, and shows neither after DETACH.
+ */
+TEST_F(shared, claim_in_proc_iomem)
+{
+	char names[BT_MAX_DAX][64];
+	struct beluga_region_info ri;
+	struct beluga_attach a;
+	uint64_t start = 0, end = 0;
+	char why[160];
+	int r;
+
+	if (!bt_backend_ok(BELUGA_BACKEND_DAX, 0, SH_LEN, why, sizeof(why)))
+		SKIP(return, "%s", why);
+	if (geteuid())
+		SKIP(return, "needs root: /proc/iomem shows zeros to others");
+	ASSERT_EQ(0, bt_iomem_find("beluga:bt-shared", &start, &end));
+	ASSERT_EQ(0, sh_req(&a, BELUGA_ATTACH_SHARED | BELUGA_ATTACH_HOST_ID |
+			    BELUGA_ATTACH_FORMAT, 3));
+	r = bt_attach(self->c.fd, &a);
+	ASSERT_EQ(0, r) TH_LOG("shared attach with FORMAT: %s", strerror(-r));
+	ASSERT_EQ(0, bt_region_info(self->c.fd, a.region_id, &ri));
+	EXPECT_EQ(1, bt_iomem_find("beluga:bt-shared", &start, &end));
+	EXPECT_EQ(ri.phys_start, start);
+	EXPECT_EQ(ri.phys_start + ri.length - 1, end);
+	ASSERT_LT(0, bt_env_dax(names));
+	EXPECT_EQ(1, bt_region_dax_link(a.region_id, names[0]))
+		TH_LOG("region%u/dax does not lead to %s", a.region_id,
+		       names[0]);
+	EXPECT_EQ(0, bt_detach(self->c.fd, a.region_id, BELUGA_DETACH_EVICT,
+			       NULL));
+	EXPECT_EQ(0, bt_iomem_find("beluga:bt-shared", &start, &end));
+}
+
 TEST_F_TIMEOUT(shared, single_host_round_trip, 180)
 {
 	struct beluga_attach a;

@@ -70,7 +70,8 @@ wait_settled() {
 }
 
 # wait_home SECS: this host owns its home partition (a joiner's ALLOC fails
-# with ENOSPC until the adopter hands it over, docs/multihost.md section 6)
+# with ENOSPC until the adopter hands it over, Documentation/multihost.md
+# section 6)
 owns_home() { [ $(((0x$(hfield $id 5) >> id) & 1)) = 1 ]; }
 wait_home() {
 	_i=0

@@ -57,7 +57,7 @@
 
 #include <linux/beluga.h>
 
-#include "bel_mh.h"
+#include "bel_mh_format.h"
 
 #define KEY_HI	0x4d554c5449484f53ULL	/* "MULTIHOS" */
 
@@ -498,11 +498,11 @@ static void print_blocks(const char *what, const char *role,
 }
 
 /*
- * Pool accounting on a survivor (docs/multihost.md section 6: no block is
- * lost, none is owned twice): pin every key the test published, then take
- * every block this host can get. run.sh checks across the survivors that
- * pinned and allocated blocks together are the whole pool, and that no
- * block was handed out twice.
+ * Pool accounting on a survivor (Documentation/multihost.md section 6: no
+ * block is lost, none is owned twice): pin every key the test published,
+ * then take every block this host can get. run.sh checks across the
+ * survivors that pinned and allocated blocks together are the whole pool,
+ * and that no block was handed out twice.
  */
 static int do_account(uint64_t ns, const char *role, uint64_t mine,
 		      uint64_t other, int hold, int argc, char **argv)

@@ -4,7 +4,7 @@
 Backends
     fake  (default, on the host): the binding's fake build
           (userspace/build/python-fake), whose libbeluga talks to
-          userspace/tests/fake_kernel.c in process. Each test gets a fresh
+          tests/userspace/fake_kernel.c in process. Each test gets a fresh
           fake pool (_fake_reset) backed by a regular file in tmp_path.
     real  (BELUGA_TEST_REAL=1, in the guests): the real build against
           $BELUGA_DEVICE (default /dev/beluga), used as it is: published

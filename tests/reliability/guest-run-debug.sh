@@ -4,13 +4,14 @@
 # scripts/test-debug.sh and run by /init after the topology is set up and
 # beluga.ko is loaded. Prints TAP (names prefixed "6.12-debug:").
 #   1. the kernel log of boot and setup is scanned;
-#   2. reliability tests (/tests/reliability/beluga_rel, all but rmmod);
+#   2. reliability tests (every /tests/reliability/rel_* but rel_modload;
+#      kselftest-harness programs, one per area);
 #   3. the ioctl fuzzer (/tests/fuzz/beluga_fuzz $BELUGA_FUZZ_ARGS), then one
 #      of its workers alone, its model checked against STATS (fuzz-solo);
 #   4. every kselftest (/tests/kselftest/*), then the outside exercisers
 #      (/tests/fuzz/exercise.sh: stress-ng dev and sysfs, trinity);
-#   5. module unload/reload and module-load fault injection (beluga_rel rmmod
-#      fault-nth-modload modload-open-race), last;
+#   5. module unload/reload and module-load fault injection
+#      (/tests/reliability/rel_modload), last;
 #   6. kmemleak scan (leaks younger than the tests) and the kernel log scan
 #      (KASAN, UBSAN, lockdep, BUG:, WARNING:, kmemleak): any report fails the
 #      run, printed in full.
@@ -18,8 +19,9 @@
 #   beluga_fuzz=ARGS   fuzzer arguments, commas for spaces ("-r,4,-p,4")
 #   beluga_only=LIST   run only these steps (comma list of rel,fuzz,kselftest,exercise,rmmod)
 #   beluga_exercise_secs=N  seconds for each outside exerciser (default 20)
-#   beluga_rel=LIST    only these beluga_rel tests (comma list; beluga_rel -l)
-#   beluga_rel_verbose=1  beluga_rel prints every fault point it tries
+#   beluga_rel=LIST    only these reliability tests (comma list of test names,
+#                      '-' or '_'; each program's -l lists its own)
+#   beluga_rel_verbose=1  the fault-nth tests print every fault point they try
 #   beluga_modload_stride=K  module-load fault injection tests every K-th point
 #                      (default 6; 1 tests them all)
 . /etc/beluga/lib.sh
@@ -71,10 +73,29 @@ step() {
 	echo "# ---- $1 (uptime $(elapsed) s)"
 }
 
+# rel_filter PROG (run_tap_progs' TAP_FILTER): rel_modload runs last, in its
+# own step. With beluga_rel=LIST, TAP_ARGS becomes "-t NAME" for each listed
+# test that PROG has (the harness's -l prints them, last column), and a
+# program with none of them is not run; without a list, all run.
+rel_filter() {
+	[ "${1##*/}" = rel_modload ] && return 1
+	[ -z "$REL_TESTS" ] && return 0
+	_have=$("$1" -l 2>&1 | awk 'NR > 1 && !/^--/ { print $NF }')
+	for _t in $REL_TESTS; do
+		_t=$(echo "$_t" | tr - _)
+		echo "$_have" | grep -qx "$_t" && TAP_ARGS="$TAP_ARGS -t $_t"
+	done
+	[ -n "$TAP_ARGS" ]
+}
+
 if want rel; then
 	step "reliability tests"
-	# shellcheck disable=SC2086 # a list of test names
-	run_tap_prog rel 900 /tests/reliability/beluga_rel $REL_TESTS
+	# read by run_tap_progs (/etc/beluga/lib.sh)
+	# shellcheck disable=SC2034
+	TAP_FILTER=rel_filter
+	run_tap_progs rel 900 /tests/reliability/rel_*
+	# shellcheck disable=SC2034
+	TAP_FILTER=
 fi
 if want fuzz; then
 	step "fuzzer: beluga_fuzz $FUZZ_ARGS"
@@ -91,14 +112,7 @@ if want fuzz; then
 		-p 6 -i 1500 -T 20 -R 1 -W 3 -k
 fi
 if want kselftest; then
-	found=0
-	for t in /tests/kselftest/*; do
-		[ -f "$t" ] && [ -x "$t" ] || continue
-		found=1
-		step "kselftest $(basename "$t")"
-		run_tap_prog "$(basename "$t")" 900 "$t"
-	done
-	[ $found -eq 1 ] || tap_fail kselftest "no kselftest binaries in /tests/kselftest"
+	run_tap_progs kselftest 900 /tests/kselftest/*
 fi
 if want exercise; then
 	step "outside exercisers: stress-ng dev and sysfs, trinity (${EXERCISE_SECS} s each)"
@@ -106,7 +120,7 @@ if want exercise; then
 fi
 if want rmmod; then
 	step "module unload and reload"
-	run_tap_prog rmmod 600 /tests/reliability/beluga_rel rmmod fault-nth-modload modload-open-race
+	run_tap_prog rmmod 600 /tests/reliability/rel_modload
 fi
 
 step "kmemleak and kernel log scan"

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * Shared helpers of Beluga's reliability tests and ioctl fuzzer (static
- * binaries that run in the QEMU guests as root, against /dev/beluga).
+ * binaries that run in the QEMU guests as root, against /dev/beluga). The
+ * tests report through kselftest_harness.h (rel_test.h), the fuzzer through
+ * ../lib/tap.h; rel_diag() prints a "# " comment for either.
  *
- *   - TAP output (rel_ok / rel_fail / rel_skip, rel_done prints the plan);
  *   - the raw ioctl wrappers of ../lib/beluga_abi.h (bt_*, shared with the
  *     kselftests), plus DETACH and EVICT shapes of its own;
  *   - the environment of the guest scripts: BELUGA_TEST_DAX ("dax0.0
@@ -13,7 +14,7 @@
  *     (evicting), rel_attach_node()/rel_attach_dax() attach small regions;
  *   - STATS invariants (rel_stats_check) and a seeded PRNG (splitmix64).
  *
- * Header-only so that each test is one .c file.
+ * Header-only, shared by every program of ../reliability and ../fuzz.
  */
 #ifndef BELUGA_REL_H
 #define BELUGA_REL_H
@@ -45,11 +46,7 @@
 #include "../lib/beluga_abi.h"
 
 
-/* ------------------------------------------------------------------ */
-/* TAP                                                                  */
-
-static int rel_n, rel_failed, rel_skipped;
-
+/* A "# " comment line: diagnostics for TAP (tests/lib/tap.h) or the harness. */
 static inline void rel_diag(const char *fmt, ...)
 {
 	va_list ap;
@@ -60,47 +57,6 @@ static inline void rel_diag(const char *fmt, ...)
 	va_end(ap);
 	fputc('\n', stdout);
 	fflush(stdout);
-}
-
-static inline void rel_result(bool ok, const char *name)
-{
-	rel_n++;
-	if (!ok)
-		rel_failed++;
-	printf("%sok %d %s\n", ok ? "" : "not ", rel_n, name);
-	fflush(stdout);
-}
-
-static inline void rel_ok(const char *name)
-{
-	rel_result(true, name);
-}
-
-static inline void rel_fail(const char *name)
-{
-	rel_result(false, name);
-}
-
-static inline void rel_skip(const char *name, const char *why)
-{
-	rel_n++;
-	rel_skipped++;
-	printf("ok %d %s # SKIP %s\n", rel_n, name, why);
-	fflush(stdout);
-}
-
-/* Prints the plan; exit status 1 on any failure, 4 (KSFT_SKIP) if all skipped. */
-static inline int rel_done(void)
-{
-	printf("1..%d\n", rel_n);
-	printf("# %d passed, %d failed, %d skipped\n", rel_n - rel_failed - rel_skipped,
-	       rel_failed, rel_skipped);
-	fflush(stdout);
-	if (rel_failed)
-		return 1;
-	if (rel_n && rel_skipped == rel_n)
-		return 4;
-	return 0;
 }
 
 /* ------------------------------------------------------------------ */

@@ -11,7 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "tap.h"
+#include "../lib/tap.h"
 #include "bel_internal.h"
 
 #define BS 4096ULL		/* block size of the test pools */

@@ -601,6 +601,45 @@ static void retire_blocks(void)
 	pool_free(p);
 }
 
+/* Counters handed over from elsewhere (a shared pool's host that left). */
+static void add_counters(void)
+{
+	u32 blocks[] = { 4 };
+	struct bel_pool *p = pool_with(1, blocks);
+	struct bel_client *c = bel_client_new(p);
+	struct bel_stats add = {
+		.total_blocks = 100, .free_blocks = 100, .pins = 100,
+		.allocs = 1, .frees = 2, .publishes = 3, .publish_races = 4,
+		.lookups = 5, .lookup_keys = 6, .lookup_hits = 7,
+		.releases = 8, .evictions = 9, .alloc_failures = 10,
+	};
+	struct bel_stats s;
+	u64 off;
+
+	CHECK_EQ(bel_alloc(c, 1, &off), 0);
+	bel_pool_add_counters(p, &add);
+	bel_pool_add_counters(p, &add);
+	s = stats_of(p);
+	/* Occupancy stays the pool's own. */
+	CHECK_EQ(s.total_blocks, 4);
+	CHECK_EQ(s.free_blocks, 3);
+	CHECK_EQ(s.allocated_blocks, 1);
+	CHECK_EQ(s.pins, 0);
+	CHECK_EQ(s.allocs, 3);
+	CHECK_EQ(s.frees, 4);
+	CHECK_EQ(s.publishes, 6);
+	CHECK_EQ(s.publish_races, 8);
+	CHECK_EQ(s.lookups, 10);
+	CHECK_EQ(s.lookup_keys, 12);
+	CHECK_EQ(s.lookup_hits, 14);
+	CHECK_EQ(s.releases, 16);
+	CHECK_EQ(s.evictions, 18);
+	CHECK_EQ(s.alloc_failures, 20);
+	check_pool(p);
+	bel_client_release(c);
+	pool_free(p);
+}
+
 int main(void)
 {
 	TAP_RUN(empty_pool);
@@ -615,5 +654,6 @@ int main(void)
 	TAP_RUN(find_offset_holes);
 	TAP_RUN(region_stats_and_invariant);
 	TAP_RUN(retire_blocks);
+	TAP_RUN(add_counters);
 	return tap_done();
 }

@@ -14,14 +14,7 @@
 # per-binary limit; the harness itself limits each test (TEST_TIMEOUT_DEFAULT)
 KSFT_TIMEOUT=${KSFT_TIMEOUT:-600}
 
-found=0
-for t in /tests/kselftest/*; do
-	[ -f "$t" ] && [ -x "$t" ] || continue
-	found=1
-	echo "# running kselftest $(basename "$t")"
-	run_tap_prog "$(basename "$t")" "$KSFT_TIMEOUT" "$t"
-done
-[ $found -eq 1 ] || tap_fail kselftest "no kselftest binaries in /tests/kselftest (make -C tests/kselftest did not produce any)"
+run_tap_progs kselftest "$KSFT_TIMEOUT" /tests/kselftest/*
 
 if [ -x /usr/bin/belugactl ]; then
 	# every device-dax the topology made (6.1: the CXL one is extra)

@@ -282,7 +282,7 @@ struct beluga_info {
  * Shared pool (BELUGA_ATTACH_SHARED): the fields are this host's view,
  * taken under its host lock. @total_blocks is the whole pool's;
  * @free_blocks and @published_blocks count the partitions this host owns
- * now (docs/multihost.md, section 3), @allocated_blocks the blocks its
+ * now (Documentation/multihost.md, 3), @allocated_blocks the blocks its
  * files allocated, @pinned_blocks the blocks (of any partition) its files
  * pin, @pins their pins. So free + allocated + published is the number of
  * blocks in the partitions this host owns, and total_blocks minus that is
@@ -563,7 +563,7 @@ enum beluga_backend {
  * a missing or unterminated name, a negative NODE node; -ENODEV the node
  * has no memory online.
  *
- * Shared pools (several hosts on one CXL device, docs/multihost.md): with
+ * Shared pools (hosts on one CXL device, Documentation/multihost.md): with
  * BELUGA_ATTACH_SHARED the DAX range holds a multi-host pool. The pool
  * (device node) must be empty, and stays limited to this one region. The
  * range is formatted when it holds no valid pool (or with
@@ -587,7 +587,10 @@ enum beluga_backend {
  * -EUCLEAN corrupt pool, -EPROTONOSUPPORT unknown on-media version,
  * -EINVAL geometry or block size mismatch, -ERANGE host id too large for
  * the pool, -EADDRINUSE another live host uses this id, -EBUSY a pool is
- * attached already (or FORMAT while hosts are alive).
+ * attached already (or FORMAT while hosts are alive). -EOPNOTSUPP: the
+ * module was built without shared pools (BELUGA_SHARED=n in kmod/Kbuild);
+ * the struct's fields are checked first, as for any ATTACH, and nothing is
+ * claimed.
  *
  * Pins of a shared pool: a fence zaps mappings, but it cannot revoke pins
  * that devices hold (RDMA memory regions, io_uring fixed buffers,
@@ -596,7 +599,7 @@ enum beluga_backend {
  * (those registrations, O_DIRECT and process_vm_readv() on them fail with
  * -EFAULT), unless the module is loaded with mh_allow_gup=1, which an
  * operator sets only where something outside the host stops its devices'
- * access to the pool when it loses its lease (docs/multihost.md, 10).
+ * access to the pool when it loses its lease (Documentation/multihost.md, 10).
  *
  * Fence: a host whose own heartbeat falls half a lease behind (the machine
  * or its heartbeat work stalled for about a second) stops writing to the

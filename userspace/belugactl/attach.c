@@ -1,16 +1,20 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * belugactl attach, detach and apply: the commands that change which
- * regions the pool has. attach and apply attach through attach_one().
+ * regions the pool has. attach and apply attach through attach_one(),
+ * which also guards a dax instance's /dev/daxX.Y node (daxnode.c); detach
+ * gives the node its mode back.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "belugactl.h"
 
@@ -36,17 +40,85 @@ struct attach_request {
 	int shared;		/* dax only */
 	int host_id;		/* shared: -1 for the module's host_id */
 	unsigned int flags;	/* shared: LIBBELUGA_SHARED_FORMAT */
+	int force;		/* dax: attach even though the node is held */
 };
+
+/* A refusal that attach_one() has reported itself. */
+#define ATTACH_REFUSED	1
+
+/* "pid 12 (fio), pid 34 (sh) and 2 more" */
+static const char *format_holders(char *buf, size_t len, const struct dax_holder *h, int n,
+				  int shown)
+{
+	size_t used = 0;
+	int i;
+
+	buf[0] = '\0';
+	for (i = 0; i < shown && used < len; i++)
+		used += (size_t)snprintf(buf + used, len - used, "%spid %d (%s)",
+					 i ? ", " : "", h[i].pid, h[i].comm[0] ? h[i].comm : "?");
+	if (n > shown && used < len)
+		snprintf(buf + used, len - used, " and %d more", n - shown);
+	return buf;
+}
+
+/*
+ * Before a dax instance is attached: close its node to new openers (mode
+ * 0000, daxnode.c), then look for processes that already have it open or
+ * mapped: whatever they write there would land in the pool's blocks. A
+ * holder refuses the attach unless --force. Returns 0, with @saved_now
+ * set when the node's old mode was saved by this call (attach_one()
+ * restores it if the attach fails; an earlier attach's is left alone), or
+ * ATTACH_REFUSED after saying why.
+ */
+static int guard_dax_node(const struct attach_request *req, int *saved_now)
+{
+	struct dax_holder h[4];
+	char path[PATH_MAX], who[256];
+	int n, saved;
+
+	*saved_now = 0;
+	dax_node_path(req->dax, path, sizeof(path));
+	if (access(path, F_OK) && errno == ENOENT)
+		return 0;	/* no node: nobody opens it by that path */
+	saved = dax_node_tighten(req->dax, path);
+	*saved_now = saved == 0;
+	if (saved < 0)
+		fprintf(stderr, "belugactl %s: warning: cannot make %s mode 0000 while it is "
+			"attached: %s\n", cmd_name, path, strerror(-saved));
+	n = dax_node_holders(path, h, 4);
+	if (n < 0)
+		fprintf(stderr, "belugactl %s: warning: cannot tell who has %s open: %s\n",
+			cmd_name, path, strerror(-n));
+	if (n <= 0)
+		return 0;
+	format_holders(who, sizeof(who), h, n, n < 4 ? n : 4);
+	if (req->force) {
+		fprintf(stderr, "belugactl %s: warning: %s is open in %s (--force): it can "
+			"still write the pool's blocks\n", cmd_name, path, who);
+		return 0;
+	}
+	fprintf(stderr, "belugactl %s: %s is open in %s: it could write the pool's blocks "
+		"behind Beluga's back; stop %s, or attach anyway with --force\n", cmd_name,
+		path, who, n == 1 ? "it" : "them");
+	if (*saved_now)
+		dax_node_restore(req->dax, NULL);
+	*saved_now = 0;
+	return ATTACH_REFUSED;
+}
 
 /*
  * Attach @req and print what the pool got. Returns libbeluga's 0 or
- * -errno; the caller reports a failure (beluga_last_error(b) says why).
+ * -errno, for the caller to report (beluga_last_error(b) says why), or
+ * ATTACH_REFUSED, reported already.
  */
 static int attach_one(struct beluga *b, const struct attach_request *req)
 {
 	struct beluga_attach out;
-	int ret;
+	int saved_now = 0, ret;
 
+	if (req->dax && guard_dax_node(req, &saved_now))
+		return ATTACH_REFUSED;
 	if (req->shared)
 		ret = beluga_attach_dax_shared(b, req->dax, req->block_size, req->host_id,
 					       req->flags, &out);
@@ -54,8 +126,11 @@ static int attach_one(struct beluga *b, const struct attach_request *req)
 		ret = beluga_attach_dax(b, req->dax, req->block_size, &out);
 	else
 		ret = beluga_attach_node(b, req->node, req->bytes, req->block_size, &out);
-	if (ret)
+	if (ret) {
+		if (saved_now)
+			dax_node_restore(req->dax, NULL);
 		return ret;
+	}
 	if (!out.name[0] && req->dax)
 		snprintf(out.name, sizeof(out.name), "%s", req->dax);
 	else if (!out.name[0])
@@ -73,11 +148,12 @@ int cmd_attach(int argc, char **argv)
 		{ "shared", no_argument, NULL, 'S' },
 		{ "format", no_argument, NULL, 'F' },
 		{ "host-id", required_argument, NULL, 'H' },
+		{ "force", no_argument, NULL, 'f' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	uint64_t node = 0, bytes = 0, block_size = 0, host_id = 0;
-	int have_node = 0, have_size = 0, opt, ret;
+	int have_node = 0, have_size = 0, force = 0, opt, ret;
 	int shared = 0, format = 0, have_host_id = 0;
 	struct attach_request req;
 	const char *dax = NULL;
@@ -108,23 +184,22 @@ int cmd_attach(int argc, char **argv)
 		case 'F':
 			format = 1;
 			break;
+		case 'f':
+			force = 1;
+			break;
 		case 'H':
 			if (parse_u64(optarg, &host_id) || host_id > 15)
 				return usage_error("invalid host id '%s': give 0 to 15, unique "
 						   "among the hosts sharing the pool", optarg);
 			have_host_id = 1;
 			break;
-		case 'h':
-			return print_help();
 		default:
-			return bad_option(argv, opt);
+			return other_option(argv, opt);
 		}
 	}
-	if (optind < argc)
-		dax = argv[optind++];
-	if (optind < argc)
-		return usage_error("unexpected argument '%s': attach one region at a time",
-				   argv[optind]);
+	ret = last_argument(argc, argv, &dax, "attach one region at a time");
+	if (ret)
+		return ret;
 	if (dax && have_node)
 		return usage_error("give either a dax device or --node, not both");
 	if (!dax && !have_node)
@@ -136,6 +211,8 @@ int cmd_attach(int argc, char **argv)
 		return usage_error("--node needs --size, the bytes to reserve (e.g. --size 192M)");
 	if (dax && !strncmp(dax, "/dev/", 5) && strncmp(dax, "/dev/dax", 8))
 		return usage_error("'%s' is not a device-dax path: expected /dev/daxX.Y", dax);
+	if (force && !dax)
+		return usage_error("--force applies to a dax device only");
 	if ((format || have_host_id) && !shared)
 		return usage_error("--format and --host-id apply to --shared only");
 	if (shared && !dax)
@@ -145,13 +222,15 @@ int cmd_attach(int argc, char **argv)
 	req = (struct attach_request){
 		.dax = dax, .node = (int)node, .bytes = bytes, .block_size = block_size,
 		.shared = shared, .host_id = have_host_id ? (int)host_id : -1,
-		.flags = format ? LIBBELUGA_SHARED_FORMAT : 0,
+		.flags = format ? LIBBELUGA_SHARED_FORMAT : 0, .force = force,
 	};
 	ret = open_device(O_RDWR, &b);
 	if (ret)
 		return ret;
 	ret = attach_one(b, &req);
-	if (ret) {
+	if (ret == ATTACH_REFUSED) {
+		ret = EXIT_FAILED;
+	} else if (ret) {
 		const struct hint_context ctx = { .dax = dax };
 
 		ret = op_failed_ctx(b, ret, &ctx);
@@ -164,6 +243,19 @@ int cmd_attach(int argc, char **argv)
 
 /* ---- detach ---- */
 
+/* After DETACH of region @name: its dax node gets back the mode attach saved. */
+static void restore_dax_node(const char *name)
+{
+	int ret;
+
+	if (strncmp(name, "dax", 3))
+		return;
+	ret = dax_node_restore(name, NULL);
+	if (ret < 0)
+		fprintf(stderr, "belugactl %s: warning: cannot give the node of %s its mode "
+			"back: %s\n", cmd_name, name, strerror(-ret));
+}
+
 int cmd_detach(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -174,7 +266,7 @@ int cmd_detach(int argc, char **argv)
 	struct beluga_region_info ri;
 	uint64_t id, evicted = 0;
 	int evict = 0, opt, ret, slot;
-	const char *which;
+	const char *which = NULL;
 	struct beluga *b;
 
 	while ((opt = getopt_long(argc, argv, ":eh", opts, NULL)) != -1) {
@@ -182,18 +274,15 @@ int cmd_detach(int argc, char **argv)
 		case 'e':
 			evict = 1;
 			break;
-		case 'h':
-			return print_help();
 		default:
-			return bad_option(argv, opt);
+			return other_option(argv, opt);
 		}
 	}
 	if (optind >= argc)
 		return usage_error("detach what? give a region id or name (see `belugactl status`)");
-	which = argv[optind++];
-	if (optind < argc)
-		return usage_error("unexpected argument '%s': detach one region at a time",
-				   argv[optind]);
+	ret = last_argument(argc, argv, &which, "detach one region at a time");
+	if (ret)
+		return ret;
 
 	ret = open_device(O_RDWR, &b);
 	if (ret)
@@ -227,6 +316,7 @@ int cmd_detach(int argc, char **argv)
 		if (evict)
 			printf(", evicted %" PRIu64 " published blocks", evicted);
 		printf("\n");
+		restore_dax_node(ri.name);
 	}
 	beluga_close(b);
 	return ret;
@@ -273,16 +363,13 @@ int cmd_apply(int argc, char **argv)
 		case 'c':
 			check = 1;
 			break;
-		case 'h':
-			return print_help();
 		default:
-			return bad_option(argv, opt);
+			return other_option(argv, opt);
 		}
 	}
-	if (optind < argc)
-		path = argv[optind++];
-	if (optind < argc)
-		return usage_error("unexpected argument '%s': give one config file", argv[optind]);
+	ret = last_argument(argc, argv, &path, "give one config file");
+	if (ret)
+		return ret;
 
 	ret = config_read(path, &cfg, err, sizeof(err));
 	if (ret) {
@@ -324,7 +411,9 @@ int cmd_apply(int argc, char **argv)
 			continue;
 		}
 		ret = attach_one(b, &req);
-		if (ret) {
+		if (ret == ATTACH_REFUSED) {
+			failed++;
+		} else if (ret) {
 			const struct hint_context ctx = { .dax = req.dax };
 			char hint[256];
 

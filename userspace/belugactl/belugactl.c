@@ -2,7 +2,7 @@
 /*
  * belugactl: the operator's tool for the Beluga KV-cache pool.
  *
- *   belugactl attach /dev/dax0.0 [--block-size 2M]
+ *   belugactl attach /dev/dax0.0 [--block-size 2M] [--force]
  *   belugactl attach --node 1 --size 192M [--block-size 2M]
  *   belugactl attach --shared [--host-id N] [--format] /dev/dax0.0
  *   belugactl detach REGION_ID|NAME [--evict]
@@ -98,6 +98,27 @@ int bad_option(char **argv, int opt)
 	return usage_error("unknown option '%s'", arg);
 }
 
+/* The end of every command's option switch: --help, or a bad option. */
+int other_option(char **argv, int opt)
+{
+	return opt == 'h' ? print_help() : bad_option(argv, opt);
+}
+
+/*
+ * The arguments after the options: at most one, into *@arg (left as it is
+ * when there is none), or none at all when @arg is NULL. A usage error
+ * names the first one too many, with @hint (what to give instead) if any.
+ */
+int last_argument(int argc, char **argv, const char **arg, const char *hint)
+{
+	if (arg && optind < argc)
+		*arg = argv[optind++];
+	if (optind >= argc)
+		return EXIT_OK;
+	return usage_error("unexpected argument '%s'%s%s", argv[optind],
+			   hint ? ": " : "", hint ? hint : "");
+}
+
 int print_help(void)
 {
 	const struct command *c = find_command(cmd_name);
@@ -122,7 +143,7 @@ int parse_block_size(const char *s, uint64_t *out)
 
 static const struct command commands[] = {
 	{ "attach", cmd_attach,
-	  "DAX_DEVICE [--block-size SIZE]\n"
+	  "DAX_DEVICE [--block-size SIZE] [--force]\n"
 	  "       belugactl attach --node N --size SIZE [--block-size SIZE]\n"
 	  "       belugactl attach --shared [--host-id N] [--format] DAX_DEVICE",
 	  "Add a memory region to the pool (needs root).\n\n"
@@ -139,7 +160,12 @@ static const struct command commands[] = {
 	  "  --host-id N        this host's id in a shared pool, 0-15, unique among its\n"
 	  "                     hosts; default: the module's beluga.host_id\n"
 	  "  --format           with --shared: start the shared pool over (refused while\n"
-	  "                     other hosts are alive)\n\n"
+	  "                     other hosts are alive)\n"
+	  "  --force            attach DAX_DEVICE even though another process has its\n"
+	  "                     node open or mapped (it could write the pool's blocks)\n\n"
+	  "While a dax device is attached its node (/dev/daxX.Y) is mode 0000; detach\n"
+	  "restores the mode it had (kept in /run/beluga). Without --force, attach refuses\n"
+	  "a device that another process has open or mapped and names the process.\n"
 	  "Sizes take K, M, G, T suffixes (powers of 1024).\n" },
 	{ "detach", cmd_detach, "REGION_ID|NAME [--evict]",
 	  "Remove a region from the pool (needs root). Refused while a process maps the\n"

@@ -52,6 +52,10 @@ int open_device(int flags, struct beluga **b);
 int bad_option(char **argv, int opt);
 /* The running command's --help. */
 int print_help(void);
+/* --help ('h') or bad_option(): the default of every option switch. */
+int other_option(char **argv, int opt);
+/* At most one argument after the options (none if @arg is NULL). */
+int last_argument(int argc, char **argv, const char **arg, const char *hint);
 /* --block-size, validated so that a typo never reaches the module. */
 int parse_block_size(const char *s, uint64_t *out);
 
@@ -80,6 +84,32 @@ int find_region_by_name(struct beluga *b, const char *name);
 void read_regions(struct beluga *b, struct region_list *rl);
 /* "dax", "node" or "unknown". */
 const char *backend_name(uint32_t backend);
+
+/* ---- the /dev/daxX.Y node of an attached instance (daxnode.c) ---- */
+
+/* A process that holds a dax node open or mapped. */
+struct dax_holder {
+	int pid;
+	char comm[32];
+};
+
+/* The node of @dax ("dax0.0" or "/dev/dax0.0"): $BELUGA_DEV_ROOT/dax0.0. */
+void dax_node_path(const char *dax, char *buf, size_t len);
+/*
+ * Processes other than this one that hold @path open or mapped: how many
+ * (the first @max go to @out), or -errno when @path or /proc is unreadable.
+ */
+int dax_node_holders(const char *path, struct dax_holder *out, int max);
+/*
+ * Save @path's mode for dax_node_restore(), then make it 0000: 0, 1 when a
+ * mode saved earlier (an attach before this one) is kept, or -errno.
+ */
+int dax_node_tighten(const char *dax, const char *path);
+/*
+ * Put back the mode dax_node_tighten() saved for @dax (into @mode if not
+ * NULL): 0, 1 when none was saved, or -errno.
+ */
+int dax_node_restore(const char *dax, unsigned int *mode);
 
 /* ---- argument parsing (util/parse.c) ---- */
 

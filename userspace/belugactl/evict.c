@@ -46,14 +46,13 @@ int cmd_evict(int argc, char **argv)
 		case 'a':
 			all = 1;
 			break;
-		case 'h':
-			return print_help();
 		default:
-			return bad_option(argv, opt);
+			return other_option(argv, opt);
 		}
 	}
-	if (optind < argc)
-		return usage_error("unexpected argument '%s'", argv[optind]);
+	ret = last_argument(argc, argv, NULL, NULL);
+	if (ret)
+		return ret;
 	if (!have_ns)
 		return usage_error("--ns is required: give the namespace, e.g. --ns 0");
 	if (have_key == all)

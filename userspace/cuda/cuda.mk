@@ -34,12 +34,12 @@ $(CU)/obj/kvcopy_plan.o: cuda/kvcopy_plan.c cuda/kvcopy_plan.h cuda/kvcopy.h
 	@mkdir -p $(dir $@)
 	$(CC) $(KV_CFLAGS) -c -o $@ $<
 
-# Host tests, run by tests/run-tests.sh in `make check` (no GPU, no nvcc):
+# Host tests, run by ../tests/userspace/run-tests.sh in `make check` (no GPU, no nvcc):
 # test_cuda (registration pieces, rollback, error clear) against two copies
 # of a stand-in CUDA runtime (a process may map several libcudart copies;
 # each must get its last error cleared), and test_kvcopy (the batch checks
 # and the kernel's tile arithmetic, on the CPU).
-$(C)/libcudart-stub-%.so: tests/cudart_stub.c tests/cudart_stub.h
+$(C)/libcudart-stub-%.so: $(UT)/cudart_stub.c $(UT)/cudart_stub.h
 	@mkdir -p $(dir $@)
 	$(CC) -O1 -g -std=c11 -Wall -Wextra -Werror -fPIC -shared -fvisibility=hidden -o $@ $<
 

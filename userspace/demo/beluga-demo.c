@@ -33,6 +33,7 @@
 #include <time.h>
 
 #include "beluga.h"
+#include "../trace/mooncake.h"
 
 #define DEMO_MAGIC		0x564b4147554c4542ULL	/* "BELUGAKV" little-endian */
 #define VOCAB_SIZE		151936			/* Qwen-sized vocabulary */
@@ -638,106 +639,62 @@ out:
 	return ret;
 }
 
-/* ---- Mooncake trace replay ---- */
-
-/*
- * Parse the "hash_ids" array of one JSON line into @keys (key.lo = id,
- * key.hi = 0). Only that field is read; the rest of the line is ignored.
- * Returns the number of ids, -ENOENT when the line has no hash_ids, or
- * -EINVAL when the array is malformed.
- */
-static ssize_t parse_hash_ids(const char *line, struct beluga_key **keys, size_t *cap)
-{
-	const char *p = strstr(line, "\"hash_ids\"");
-	size_t n = 0;
-
-	if (!p)
-		return -ENOENT;
-	p += strlen("\"hash_ids\"");
-	while (*p == ' ' || *p == '\t')
-		p++;
-	if (*p++ != ':')
-		return -EINVAL;
-	while (*p == ' ' || *p == '\t')
-		p++;
-	if (*p++ != '[')
-		return -EINVAL;
-	for (;;) {
-		unsigned long long id;
-		char *end;
-
-		while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')
-			p++;
-		if (*p == ']')
-			break;
-		if (n && *p++ != ',')
-			return -EINVAL;
-		while (*p == ' ' || *p == '\t')
-			p++;
-		if (*p < '0' || *p > '9')
-			return -EINVAL;
-		errno = 0;
-		id = strtoull(p, &end, 10);
-		if (errno)
-			return -EINVAL;
-		p = end;
-		if (n == *cap) {
-			size_t new_cap = *cap ? 2 * *cap : 256;
-			struct beluga_key *k = realloc(*keys, new_cap * sizeof(*k));
-
-			if (!k)
-				return -ENOMEM;
-			*keys = k;
-			*cap = new_cap;
-		}
-		(*keys)[n].lo = id;
-		(*keys)[n].hi = 0;
-		n++;
-	}
-	return (ssize_t)n;
-}
+/* ---- Mooncake trace replay (../trace/mooncake.h reads it) ---- */
 
 static int run_trace(struct engine *e)
 {
+	struct mooncake_reader tr;
 	struct beluga_key *keys = NULL;
-	size_t keys_cap = 0, line_cap = 0;
-	uint64_t lineno = 0, served = 0;
-	char *line = NULL;
-	int ret = 0;
-	ssize_t n;
-	FILE *f;
+	size_t keys_cap = 0;
+	uint64_t served = 0;
+	int ret = 0, n;
 
-	f = fopen(opt.trace, "re");
-	if (!f)
-		return fail("cannot open trace %s: %s", opt.trace, strerror(errno));
-	while ((!opt.requests || served < opt.requests) && getline(&line, &line_cap, f) > 0) {
-		lineno++;
-		n = parse_hash_ids(line, &keys, &keys_cap);
+	n = mooncake_open(&tr, opt.trace);
+	if (n)
+		return fail("cannot open trace %s: %s", opt.trace, strerror(-n));
+	while (!opt.requests || served < opt.requests) {
+		n = mooncake_next(&tr);
+		if (n == 0)
+			break;
 		if (n == -ENOENT) {
-			if (strspn(line, " \t\r\n") == strlen(line))
-				continue;	/* blank line */
 			ret = fail("%s:%" PRIu64 ": no \"hash_ids\" field: expected Mooncake trace "
-				   "lines like {\"hash_ids\": [1, 2, 3], ...}", opt.trace, lineno);
+				   "lines like {\"hash_ids\": [1, 2, 3], ...}", opt.trace, tr.lineno);
+			break;
+		}
+		if (n == -EIO) {
+			ret = fail("reading %s: %s", opt.trace, strerror(errno));
 			break;
 		}
 		if (n < 0) {
-			ret = fail("%s:%" PRIu64 ": %s", opt.trace, lineno,
+			ret = fail("%s:%" PRIu64 ": %s", opt.trace, tr.lineno,
 				   n == -ENOMEM ? "out of memory" :
 				   "malformed \"hash_ids\": expected a list of non-negative integers");
 			break;
 		}
-		ret = serve(e, keys, (size_t)n);
+		/* the ids are chained block keys already: key.lo = id */
+		if (tr.req.nr_ids > keys_cap) {
+			struct beluga_key *k = realloc(keys, tr.req.nr_ids * sizeof(*k));
+
+			if (!k) {
+				ret = fail("out of memory");
+				break;
+			}
+			keys = k;
+			keys_cap = tr.req.nr_ids;
+		}
+		for (size_t i = 0; i < tr.req.nr_ids; i++) {
+			keys[i].lo = tr.req.ids[i];
+			keys[i].hi = 0;
+		}
+		ret = serve(e, keys, tr.req.nr_ids);
 		if (ret)
 			break;
 		served++;
 	}
-	if (!ret && ferror(f))
-		ret = fail("reading %s: %s", opt.trace, strerror(errno));
-	if (!ret && !lineno)
+	if (!ret && !tr.lineno)
 		ret = fail("%s is empty: no requests to replay", opt.trace);
-	free(line);
 	free(keys);
-	fclose(f);
+	mooncake_close(&tr);
 	return ret;
 }
 

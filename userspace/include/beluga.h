@@ -199,7 +199,7 @@ int beluga_attach_dax(struct beluga *b, const char *dax, uint64_t block_size,
 
 /*
  * beluga_attach_dax_shared - attach a device-dax instance as a pool shared
- * by several hosts (docs/multihost.md); the pool must be empty
+ * by several hosts (Documentation/multihost.md); the pool must be empty
  * @host_id: this host's id, 0..15; -1 for the module's host_id parameter
  * @flags: 0 or LIBBELUGA_SHARED_FORMAT; other bits are refused (-EINVAL)
  * @block_size: 0 accepts the pool's (2 MiB when this call formats)

@@ -189,7 +189,7 @@ def test_detach_with_evict(pool):
 
 @fake_regions
 def test_attach_dax_through_sysfs(pool, tmp_path, monkeypatch):
-    # A fake sysfs tree, as userspace/tests/test_sysfs.c builds one.
+    # A fake sysfs tree, as tests/userspace/test_sysfs.c builds one.
     dev = tmp_path / "sys/bus/dax/devices/dax7.0"
     dev.mkdir(parents=True)
     (dev / "resource").write_text("0x480000000\n")

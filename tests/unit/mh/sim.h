@@ -32,7 +32,7 @@
 
 #include <setjmp.h>
 #include <stdio.h>
-#include "bel_mh.h"
+#include "bel_mh_internal.h"
 
 #define SIM_MAX_HOSTS	8
 #define SIM_CLIENTS	4

@@ -13,7 +13,7 @@
  */
 #include <getopt.h>
 #include "world.h"
-#include "../tap.h"
+#include "../../lib/tap.h"
 
 #define W_CHECK_CLEAN(w) do {						\
 	if ((w)->s->violations) {					\

@@ -23,7 +23,7 @@
  * keeps its error message per thread, so the message read after a call is
  * that call's.
  *
- * The fake build (-DBELUGA_PY_FAKE) links tests/fake_kernel.c for host
+ * The fake build (-DBELUGA_PY_FAKE) links tests/userspace/fake_kernel.c for host
  * tests and adds _fake_* functions; the fake is single-threaded, so its
  * ioctl hook is wrapped in a mutex here.
  */

@@ -16,7 +16,7 @@
 
 #include "beluga.h"
 #include "fake_kernel.h"
-#include "tap.h"
+#include "../lib/tap.h"
 
 #define ROUNDS	20000
 

@@ -23,7 +23,7 @@
 #include "beluga.h"
 #include "fake_kernel.h"
 #include "internal.h"
-#include "tap.h"
+#include "../lib/tap.h"
 
 #define MB	(1ULL << 20)
 

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * A stand-in CUDA runtime for the host tests of libbeluga's registration
- * (tests/cudart_stub.c, built as libcudart-stub-{a,b}.so). It exports the
+ * (tests/userspace/cudart_stub.c, built as libcudart-stub-{a,b}.so). It exports the
  * four runtime calls libbeluga uses with the behaviour of a real runtime
  * that matters there, and records every call:
  *

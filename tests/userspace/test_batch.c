@@ -17,7 +17,7 @@
 #include "beluga.h"
 #include "fake_kernel.h"
 #include "internal.h"
-#include "tap.h"
+#include "../lib/tap.h"
 
 #define BS	4096ULL
 #define MB	(1ULL << 20)

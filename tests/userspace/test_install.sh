@@ -6,17 +6,15 @@
 # shared library's ABI surface: the soname, and that it exports exactly the
 # functions beluga.h declares.
 #
-# Usage: tests/test_install.sh USERSPACE_DIR   (prints TAP)
+# Usage: tests/userspace/test_install.sh USERSPACE_DIR   (prints TAP)
 set -u
 
 src=$(cd "${1:?usage: test_install.sh USERSPACE_DIR}" && pwd)
 tmp=$(mktemp -d /tmp/beluga-install.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 root=$tmp/root
-n=0
-failed=0
-ok() { n=$((n + 1)); echo "ok $n $*"; }
-not_ok() { n=$((n + 1)); failed=$((failed + 1)); echo "not ok $n $*"; }
+# shellcheck source=../lib/tap.sh
+. "$(dirname "$0")/../lib/tap.sh"
 check() { # check NAME CMD...: CMD succeeds
 	local name=$1 out
 	shift
@@ -53,7 +51,7 @@ fi
 pydir=usr/lib/python3/dist-packages
 ext=$(/usr/bin/python3 -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))' 2>/dev/null)
 if [ -z "$ext" ]; then
-	echo "ok $((n += 1)) the Python package # SKIP /usr/bin/python3 not installed"
+	skip "the Python package" "/usr/bin/python3 not installed"
 else
 	for f in "$pydir/beluga/__init__.py" "$pydir/beluga/_beluga$ext"; do
 		if [ -e "$root/$f" ]; then ok "installed $f"; else not_ok "installed $f"; fi
@@ -91,7 +89,7 @@ int main(void)
 C
 export PKG_CONFIG_SYSROOT_DIR=$root PKG_CONFIG_LIBDIR=$root/usr/lib/pkgconfig
 if ! command -v pkg-config >/dev/null 2>&1; then
-	echo "ok $((n += 1)) consumers built with pkg-config # SKIP pkg-config not installed"
+	skip "consumers built with pkg-config" "pkg-config not installed"
 else
 	# shellcheck disable=SC2046
 	check "a C consumer builds with pkg-config against the shared library" \
@@ -144,5 +142,4 @@ else
 	not_ok "modprobe.d/beluga.conf explains every module parameter (missing:${missing:- none found})"
 fi
 
-echo "1..$n"
-[ $failed -eq 0 ]
+tap_done

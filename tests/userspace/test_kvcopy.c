@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "kvcopy_plan.h"
-#include "tap.h"
+#include "../lib/tap.h"
 
 #define L	3	/* layers */
 #define NB	7	/* GPU blocks */

@@ -2,11 +2,11 @@
 # SPDX-License-Identifier: GPL-2.0
 #
 # The Python host tests (tests/python/host, pytest) against the binding's
-# fake build, as TAP for tests/run-tests.sh: one line per test from the
+# fake build, as TAP for tests/userspace/run-tests.sh: one line per test from the
 # conftest's TAP writer, pytest's own output as comments. pytest exiting
 # non-zero (5: nothing collected) without a failing test line is a failure.
 #
-# Usage: tests/test_python.sh USERSPACE_DIR   (after `make python`)
+# Usage: tests/userspace/test_python.sh USERSPACE_DIR   (after `make python`)
 set -u
 
 src=$(cd "${1:?usage: test_python.sh USERSPACE_DIR}" && pwd)

@@ -5,9 +5,9 @@
 # exit codes (0 ok, 1 failed, 2 usage), error messages that name the
 # cause and the fix, JSON and Prometheus output, the boot-time config.
 # Needs no /dev/beluga: the *-fake builds carry an in-process fake kernel
-# (tests/fake_kernel.c), enabled by BELUGA_FAKE_KERNEL.
+# (tests/userspace/fake_kernel.c), enabled by BELUGA_FAKE_KERNEL.
 #
-# Usage: tests/test_cli.sh BUILD_DIR   (prints TAP)
+# Usage: tests/userspace/test_cli.sh BUILD_DIR   (prints TAP)
 set -u
 
 bin=${1:?usage: test_cli.sh BUILD_DIR}
@@ -24,10 +24,8 @@ trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$tmp/nosys"
 : >"$tmp/dev"
 
-n=0
-failed=0
-ok() { n=$((n + 1)); echo "ok $n $*"; }
-not_ok() { n=$((n + 1)); failed=$((failed + 1)); echo "not ok $n $*"; }
+# shellcheck source=../lib/tap.sh
+. "$(dirname "$0")/../lib/tap.sh"
 
 have_python=0
 command -v python3 >/dev/null 2>&1 && have_python=1
@@ -70,7 +68,7 @@ stderr_only() {
 json_check() {
 	local name=$1 file=$2 assertion=${3:-True}
 	if [ $have_python -eq 0 ]; then
-		echo "ok $((n += 1)) $name # SKIP python3 not installed"
+		skip "$name" "python3 not installed"
 		return
 	fi
 	if ! python3 -m json.tool "$file" >/dev/null 2>"$tmp/json.err"; then
@@ -86,6 +84,9 @@ json_check() {
 
 export BELUGA_DEVICE=/nonexistent/beluga
 export BELUGA_SYSFS_ROOT=$tmp/sys
+# the /dev/daxX.Y nodes belugactl guards, and where it keeps their modes
+export BELUGA_DEV_ROOT=$tmp/devroot BELUGA_RUN_DIR=$tmp/run
+mkdir -p "$tmp/devroot"
 
 # ---- usage errors: exit 2, the message names the problem ----
 expect "no command is a usage error" 2 "Usage: belugactl" "$ctl"
@@ -109,7 +110,14 @@ expect "attach: unknown option" 2 "unknown option '--bogus'" "$ctl" attach --bog
 expect "attach: option without its value" 2 "option '--node' needs a value" "$ctl" attach --node
 expect "attach: not a dax path" 2 "not a device-dax path" "$ctl" attach /dev/sda
 expect "detach: nothing to detach" 2 "detach what?" "$ctl" detach
-expect "detach: two regions" 2 "unexpected argument '1'" "$ctl" detach 0 1
+expect "detach: two regions" 2 "unexpected argument '1': detach one region at a time" \
+	"$ctl" detach 0 1
+expect "attach: two devices" 2 "unexpected argument 'dax1.0': attach one region at a time" \
+	"$ctl" attach dax0.0 dax1.0
+expect "apply: two config files" 2 "unexpected argument 'b.conf': give one config file" \
+	"$ctl" apply a.conf b.conf
+expect "evict: stray argument" 2 "unexpected argument 'now'" "$ctl" evict --ns 1 --all now
+expect "detach: --help" 0 "Usage: belugactl detach" "$ctl" detach --help
 expect "evict: --ns is required" 2 "--ns is required" "$ctl" evict --all
 expect "evict: key or all" 2 "exactly one of --key HEX and --all" "$ctl" evict --ns 1
 expect "evict: both key and all" 2 "exactly one of --key HEX and --all" "$ctl" evict --ns 1 --all --key 1
@@ -248,6 +256,71 @@ expect "attach: System RAM is refused with the fix" 1 \
 	"dax1.0 is online as System RAM (kmem): run \`daxctl reconfigure-device --mode=devdax dax1.0\` or use \`belugactl attach --node 2" \
 	env BELUGA_FAKE_KERNEL=1 BELUGA_DEVICE="$tmp/dev" "$fctl" attach dax1.0
 
+# ---- the dax node while attached: holders refuse, mode 0000, restored at detach ----
+node=$tmp/devroot/dax0.0
+fake_dax=(env BELUGA_FAKE_KERNEL=1 BELUGA_FAKE_BLOCK_SIZE=2097152 BELUGA_DEVICE="$tmp/dev")
+truncate -s 4096 "$node"
+chmod 0640 "$node"
+sleep 60 3<"$node" &
+holder=$!
+expect "attach: refused while another process has the node open, naming it and the fix" 1 \
+	"$node is open in pid $holder (sleep): it could write the pool's blocks behind Beluga's back; stop it, or attach anyway with --force" \
+	"${fake_dax[@]}" "$fctl" attach dax0.0
+if [ "$(stat -c %a "$node")" = 640 ] && [ ! -e "$tmp/run/dax0.0.mode" ]; then
+	ok "attach: a refusal leaves the node's mode alone"
+else
+	not_ok "attach: a refusal leaves the node's mode alone (mode $(stat -c %a "$node"), state: $(cat "$tmp/run/dax0.0.mode" 2>&1))"
+fi
+expect "attach --force: attaches, and warns about the holder" 0 "is open in pid $holder (sleep) (--force)" \
+	"${fake_dax[@]}" "$fctl" attach --force /dev/dax0.0
+kill "$holder" 2>/dev/null
+wait "$holder" 2>/dev/null
+if [ "$(stat -c %a "$node")" = 0 ] && [ "$(cat "$tmp/run/dax0.0.mode")" = "$node 0640" ]; then
+	ok "attach: the node is mode 0000 while attached, its old mode saved"
+else
+	not_ok "attach: the node is mode 0000 while attached (mode $(stat -c %a "$node"), state: $(cat "$tmp/run/dax0.0.mode" 2>&1))"
+fi
+expect "detach gives the node its mode back" 0 "detached region 0 (dax0.0)" \
+	"${fake_dax[@]}" BELUGA_FAKE_REGIONS="dax0.0:4M" "$fctl" detach dax0.0
+if [ "$(stat -c %a "$node")" = 640 ] && [ ! -e "$tmp/run/dax0.0.mode" ]; then
+	ok "detach: mode 0640 again, the saved mode removed"
+else
+	not_ok "detach: mode 0640 again (mode $(stat -c %a "$node"), state: $(cat "$tmp/run/dax0.0.mode" 2>&1))"
+fi
+expect "attach with nobody holding the node" 0 "attached dax0.0" "${fake_dax[@]}" "$fctl" attach dax0.0
+if [ "$(stat -c %a "$node")" = 0 ]; then ok "attach: the node is mode 0000"; else not_ok "attach: the node is mode 0000 (mode $(stat -c %a "$node"))"; fi
+expect "attach again fails in the module" 1 "" "${fake_dax[@]}" BELUGA_FAKE_REGIONS="dax0.0:4M" "$fctl" attach dax0.0
+if [ "$(stat -c %a "$node")" = 0 ] && [ "$(cat "$tmp/run/dax0.0.mode")" = "$node 0640" ]; then
+	ok "a failed second attach keeps the first one's mode 0000 and saved mode"
+else
+	not_ok "a failed second attach keeps the first one's mode 0000 (mode $(stat -c %a "$node"), state: $(cat "$tmp/run/dax0.0.mode" 2>&1))"
+fi
+"${fake_dax[@]}" BELUGA_FAKE_REGIONS="dax0.0:4M" "$fctl" detach dax0.0 >/dev/null 2>&1
+if [ -x /usr/bin/python3 ]; then
+	# mapped, with its descriptor closed: the mapping still writes the memory
+	/usr/bin/python3 -c 'import mmap, os, sys, time
+fd = os.open(sys.argv[1], os.O_RDONLY); m = mmap.mmap(fd, 4096, prot=mmap.PROT_READ); os.close(fd)
+print("mapped", flush=True); time.sleep(60)' "$node" >"$tmp/mapper.out" 2>&1 &
+	mapper=$!
+	for _ in 1 2 3 4 5 6 7 8 9 10; do grep -q mapped "$tmp/mapper.out" && break; sleep 0.5; done
+	expect "attach: refused while another process maps the node" 1 "$node is open in pid $mapper (python3)" \
+		"${fake_dax[@]}" "$fctl" attach dax0.0
+	kill "$mapper" 2>/dev/null
+	wait "$mapper" 2>/dev/null
+else
+	echo "ok $((n += 1)) attach: refused while another process maps the node # SKIP /usr/bin/python3 is not installed"
+fi
+: >"$tmp/devroot/dax1.0"
+chmod 0644 "$tmp/devroot/dax1.0"
+expect "attach refused by the library" 1 "System RAM" "${fake_dax[@]}" "$fctl" attach dax1.0
+if [ "$(stat -c %a "$tmp/devroot/dax1.0")" = 644 ] && [ ! -e "$tmp/run/dax1.0.mode" ]; then
+	ok "a failed attach gives the node its mode back"
+else
+	not_ok "a failed attach gives the node its mode back (mode $(stat -c %a "$tmp/devroot/dax1.0"))"
+fi
+expect "attach: --force with --node is a usage error" 2 "--force applies to a dax device only" \
+	"$ctl" attach --force --node 1 --size 2M
+
 # ---- apply and the config file ----
 expect "apply --check packaging/beluga.conf" 0 "block size" "$ctl" apply --check "$top/packaging/beluga.conf"
 cat >"$tmp/good.conf" <<'CONF'
@@ -365,5 +438,4 @@ expect "beluga-setup --to-devdax on a devdax device" 0 "already in devdax mode" 
 expect "beluga-setup --to-devdax on a missing device" 1 "dax7.0: no such dax device" "$setup" --to-devdax dax7.0
 expect "beluga-setup --to-devdax with a bad name" 2 "not a dax device" "$setup" --to-devdax sda
 
-echo "1..$n"
-[ $failed -eq 0 ]
+tap_done

@@ -8,7 +8,9 @@
 #
 # It attaches the first test dax device (and the test NUMA node) with
 # 64 KiB blocks, so that full byte-for-byte verification stays fast on
-# emulated CXL, then: the demo (cold, warm: every block hits, concurrent
+# emulated CXL (refused first while another process holds its node open;
+# while attached, /proc/iomem names it, its sysfs region links to it and
+# its node is mode 0000), then: the demo (cold, warm: every block hits, concurrent
 # engines racing on one namespace, page verification), stats and
 # Prometheus output, evict, apply from a config file, error messages,
 # detach. It leaves the pool as it found it (detached).
@@ -93,8 +95,34 @@ expect "the demo without a region says how to attach one" 1 "belugactl attach" b
 if [ -z "$dax" ]; then
 	skip "dax tests" "BELUGA_TEST_DAX is empty: no device-dax region in this guest"
 else
+	# ---- who else holds the node ----
+	mode_before=$(ls -l "/dev/$dax" | cut -c1-10)
+	sleep 60 3<"/dev/$dax" &
+	holder=$!
+	expect "attach refuses $dax while another process has it open" 1 "is open in pid $holder (sleep)" \
+		belugactl attach "/dev/$dax" --block-size $BS
+	kill $holder
+	wait $holder 2>/dev/null
+
 	# ---- attach and the demo ----
 	expect "attach $dax with 64 KiB blocks" 0 "attached $dax: region" belugactl attach "/dev/$dax" --block-size $BS
+	region=$(sed -n "s/^attached $dax: region \([0-9]*\),.*/\1/p" "$T/out")
+	if grep -q " : beluga:$dax\$" /proc/iomem; then
+		ok "/proc/iomem shows $dax as beluga:$dax"
+	else
+		not_ok "/proc/iomem shows $dax as beluga:$dax"
+		grep -i -E "dax|beluga" /proc/iomem | sed 's/^/#   /'
+	fi
+	if [ -n "$region" ] && [ "$(readlink -f "/sys/class/misc/beluga/region$region/dax")" = "$(readlink -f "/sys/bus/dax/devices/$dax")" ]; then
+		ok "region$region/dax links to $dax"
+	else
+		not_ok "region${region:-?}/dax links to $dax ($(readlink "/sys/class/misc/beluga/region$region/dax" 2>&1))"
+	fi
+	if [ "$(ls -l "/dev/$dax" | cut -c1-10)" = "c---------" ]; then
+		ok "/dev/$dax is mode 0000 while attached"
+	else
+		not_ok "/dev/$dax is mode 0000 while attached ($(ls -l "/dev/$dax"))"
+	fi
 	expect "status shows $dax" 0 "$dax" belugactl status
 	expect "status --json has the region" 0 "\"name\": \"$dax\"" belugactl status --json
 
@@ -166,6 +194,12 @@ else
 	expect "evict a missing key names it" 1 "is not present in namespace 7" \
 		belugactl evict --ns 7 --key 0x1234
 	expect "detach --evict" 0 "detached region" belugactl detach "$dax" --evict
+	if [ "$(ls -l "/dev/$dax" | cut -c1-10)" = "$mode_before" ] && ! grep -q " : beluga:$dax\$" /proc/iomem; then
+		ok "after detach, /dev/$dax has its mode back and /proc/iomem no beluga:$dax"
+	else
+		not_ok "after detach, /dev/$dax has its mode back ($(ls -l "/dev/$dax"), was $mode_before)" \
+			"and /proc/iomem no beluga:$dax ($(grep -c " : beluga:$dax\$" /proc/iomem) entries)"
+	fi
 
 	# ---- apply, as beluga.service does at boot ----
 	printf 'block_size = %s\ndax = /dev/%s\n' $BS "$dax" >"$T/beluga.conf"

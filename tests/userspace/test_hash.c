@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "beluga.h"
-#include "tap.h"
+#include "../lib/tap.h"
 
 typedef unsigned __int128 u128;
 

@@ -6,11 +6,12 @@
 # output as comments, the plan last. A program that exits non-zero without
 # reporting a failure (a crash, a sanitizer report) is a failure itself.
 #
-# Usage: tests/run-tests.sh DIR
+# Usage: tests/userspace/run-tests.sh DIR
 set -u
 
 dir=${1:?usage: run-tests.sh BUILD_DIR}
 here=$(cd "$(dirname "$0")" && pwd)
+us=$(cd "$here/../../userspace" && pwd)
 # Sanitizers: fail hard on the first report. Leak checking needs ptrace-free
 # runs; keep it unless the environment cannot do it.
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
@@ -58,6 +59,9 @@ run hash "$dir/test_hash"
 run batch "$dir/test_batch"
 run sysfs "$dir/test_sysfs"
 run errors "$dir/test_errors"
+# the shared trace reader, also over the real trace where the checkout has it
+BELUGA_TRACE=${BELUGA_TRACE:-$(cd "$here/../../.." && pwd)/shared/data/mooncake_conversation_trace.jsonl} \
+	run trace "$dir/test_trace"
 # The same threads under ThreadSanitizer, where this kernel lets it run.
 tsan=$dir/../tsan/test_errors
 if [ -x "$tsan" ]; then
@@ -73,8 +77,8 @@ run cuda-mapped "$dir/test_cuda" --mapped "$dir"
 run kvcopy "$dir/test_kvcopy"
 run cli "$here/test_cli.sh" "$dir"
 run version "$here/test_version.sh" "$dir"
-run install "$here/test_install.sh" "$here/.."
-run python "$here/test_python.sh" "$here/.."
+run install "$here/test_install.sh" "$us"
+run python "$here/test_python.sh" "$us"
 
 echo "1..$n"
 echo "# userspace: $((n - failed)) passed, $failed failed"

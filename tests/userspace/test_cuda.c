@@ -4,7 +4,7 @@
  *   - bel_cuda_plan() on pools of terabytes with awkward block sizes (pure
  *     arithmetic, nothing allocated);
  *   - bel_cuda_register_range() and beluga_cuda_register() against the stub
- *     runtime (tests/cudart_stub.c) loaded through BELUGA_CUDART: every piece
+ *     runtime (tests/userspace/cudart_stub.c) loaded through BELUGA_CUDART: every piece
  *     a block multiple below 512 GiB, rollback of the registered pieces when
  *     one fails, the last-error state cleared in every runtime mapped.
  *
@@ -25,7 +25,7 @@
 #include "cudart_stub.h"
 #include "fake_kernel.h"
 #include "internal.h"
-#include "tap.h"
+#include "../lib/tap.h"
 
 #define KiB	(1ULL << 10)
 #define MiB	(1ULL << 20)

@@ -6,16 +6,15 @@
 # __version__ and the dkms.conf that scripts/dkms-install.sh installs. (The
 # module's MODULE_VERSION() is checked on a built beluga.ko by scripts/test.sh.)
 #
-# Usage: tests/test_version.sh CHECK_BUILD_DIR   (prints TAP)
+# Usage: tests/userspace/test_version.sh CHECK_BUILD_DIR   (prints TAP)
 set -u
 
 dir=$(cd "${1:?usage: test_version.sh CHECK_BUILD_DIR}" && pwd)
 here=$(cd "$(dirname "$0")" && pwd)
-us=$(cd "$here/.." && pwd)
-top=$(cd "$us/.." && pwd)
-n=0
-ok() { n=$((n + 1)); echo "ok $n $*"; }
-not_ok() { n=$((n + 1)); echo "not ok $n $*"; }
+top=$(cd "$here/../.." && pwd)
+us=$top/userspace
+# shellcheck source=../lib/tap.sh
+. "$(dirname "$0")/../lib/tap.sh"
 same() { # same NAME WANT GOT
 	if [ "$2" = "$3" ]; then ok "$1"; else not_ok "$1 (VERSION says '$2', got '$3')"; fi
 }
@@ -41,4 +40,4 @@ same "dkms.conf: PACKAGE_VERSION" "\"$ver\"" \
 	"$("$top/scripts/dkms-install.sh" -n | sed -n 's/^PACKAGE_VERSION=//p')"
 same "kmod/Kbuild: MODULE_VERSION from VERSION" 1 \
 	"$(grep -c 'shell cat \$(src)/\.\./VERSION' "$top/kmod/Kbuild")"
-echo "1..$n"
+tap_done
