@@ -77,8 +77,16 @@ struct beluga_region {
 	 * link in sysfs; NULL when it could not be found.
 	 */
 	struct device *dax_dev;
-	/* On beluga_preparing while an ATTACH prepares it (region.c). */
+	/* On beluga_preparing from ATTACH's claim to its commit (region.c). */
 	struct list_head preparing;
+	/*
+	 * Reserved in the pool by an ATTACH that has not answered and
+	 * committed yet; a shared one holds its joined pool in @mh until
+	 * its attach_commit makes it the device's (mh.c). Both under
+	 * beluga_claim_mutex.
+	 */
+	bool reserved;
+	struct beluga_mh *mh;
 	/* Bytes cleared or allocated so far while preparing (sysfs). */
 	atomic64_t prepared;
 	/* NODE: one order-0 page per PAGE_SIZE of the region. */
@@ -170,10 +178,16 @@ static inline struct beluga_device *beluga_file_dev(struct file *file)
 }
 
 /* region.c */
-int beluga_region_attach(struct beluga_device *dev, struct beluga_attach *arg,
-			 struct beluga_region **attached);
-int beluga_region_undo_attach(struct beluga_device *dev,
-			      struct beluga_region *region);
+/*
+ * ATTACH: prepare builds the region and fills @arg's out fields, but
+ * nothing can see or use the region until commit (which cannot fail);
+ * abort, instead, tears it down. beluga_region_attach() does both steps.
+ */
+int beluga_attach_prepare(struct beluga_device *dev, struct beluga_attach *arg,
+			  struct beluga_region **prepared);
+void beluga_attach_commit(struct beluga_region *region);
+void beluga_attach_abort(struct beluga_region *region);
+int beluga_region_attach(struct beluga_device *dev, struct beluga_attach *arg);
 int beluga_region_detach(struct beluga_device *dev, u32 slot, bool evict,
 			 u64 *evicted);
 void beluga_region_detach_all(struct beluga_device *dev);
@@ -183,15 +197,19 @@ int beluga_region_pages_busy(struct beluga_region *region);
 int beluga_region_claim_locked(struct beluga_device *dev,
 			       struct beluga_region *region);
 void beluga_region_unclaim(struct beluga_region *region);
-int beluga_region_add_locked(struct beluga_device *dev,
-			     struct beluga_region *region, u64 length,
-			     u64 block_size);
-void beluga_region_remove_locked(struct beluga_device *dev,
+int beluga_region_alone_locked(struct beluga_device *dev,
+			       const struct beluga_region *region);
+int beluga_region_reserve_locked(struct beluga_device *dev,
+				 struct beluga_region *region, u64 length,
+				 u64 block_size);
+void beluga_region_unreserve_locked(struct beluga_device *dev,
+				    struct beluga_region *region);
+void beluga_region_commit_locked(struct beluga_device *dev,
 				 struct beluga_region *region);
-int beluga_region_commit_locked(struct beluga_device *dev,
-				struct beluga_region *region);
 int beluga_local_attach(struct beluga_device *dev,
 			struct beluga_region *region, struct beluga_attach *arg);
+void beluga_local_attach_abort(struct beluga_device *dev,
+			       struct beluga_region *region);
 
 /* main.c: false until module init has succeeded */
 bool beluga_accepting_opens(void);
@@ -212,13 +230,22 @@ int beluga_release(struct inode *inode, struct file *file);
  */
 struct beluga_pool_ops {
 	/*
-	 * ATTACH: claim @region (allocated, named, from @arg), add it to
-	 * @dev's pool and fill @arg's outputs. Takes beluga_claim_mutex and
-	 * the pool's locks itself; on success @region holds one more
-	 * reference, the caller's, taken before a DETACH could free it.
+	 * ATTACH in three steps (region.c, beluga_attach_prepare()). attach
+	 * claims @region (allocated, named, from @arg) and reserves it in
+	 * @dev's pool (a shared pool is joined here): it holds its slot,
+	 * offsets and sysfs directory, but nothing can map, allocate, count
+	 * or detach it. Takes beluga_claim_mutex and the pool's locks
+	 * itself. After the answer, attach_commit makes it the pool's and
+	 * cannot fail, or attach_abort (the answer could not be written)
+	 * tears it down; both with beluga_claim_mutex, ops_rwsem (when the
+	 * kind has a detach step) and regions_rwsem held for writing.
 	 */
 	int (*attach)(struct beluga_device *dev, struct beluga_region *region,
 		      struct beluga_attach *arg);
+	void (*attach_commit)(struct beluga_device *dev,
+			      struct beluga_region *region);
+	void (*attach_abort)(struct beluga_device *dev,
+			     struct beluga_region *region);
 	/*
 	 * DETACH, before @region leaves the core (beluga_claim_mutex,
 	 * ops_rwsem and regions_rwsem held for writing): -EBUSY keeps it,

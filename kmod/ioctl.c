@@ -1,26 +1,33 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * ioctl dispatch. Each command's struct starts with its own size; the
- * dispatcher copies it in with copy_struct_from_user() (accepting older and
- * newer userspace), checks permissions, runs the command and copies the
- * struct back up to the smaller of the two sizes. Batch arrays are copied
- * into kernel buffers before the core runs, and results are copied out
- * after; when a copy-out fails, state changes are undone, or, where the uapi
- * says the call took effect, reported. Pool commands run through the
- * pool's struct beluga_pool_ops: the single-host core or a shared pool.
- * No user memory is touched while ops_rwsem or a global mutex is held: a
- * user buffer that stalls (userfaultfd, a FUSE mapping) holds up nothing
- * but its own caller.
+ * ioctl dispatch, the way iommufd's is built. Each command's struct starts
+ * with its own size; the dispatcher checks who may ask, copies the struct
+ * in with copy_struct_from_user() (accepting older and newer userspace)
+ * and runs the command. The command answers the caller itself, when its
+ * answer is complete, with beluga_ucmd_respond(): the struct goes back up
+ * to the smaller of the two sizes. Batch arrays are copied into kernel
+ * buffers before the core runs, and results are copied out after. What a
+ * command has done by the time its answer turns out not to be writable is
+ * in the uapi header, with each command; ATTACH answers before the new
+ * region becomes visible, so nothing of it is left then. Block commands
+ * run through the pool's struct beluga_pool_ops: the single-host core or
+ * a shared pool. No user memory is touched while ops_rwsem or a global
+ * mutex is held: a user buffer that stalls (userfaultfd, a FUSE mapping)
+ * holds up nothing but its own caller.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
+#include <linux/build_bug.h>
 #include <linux/capability.h>
 #include <linux/fs.h>
 #include <linux/slab.h>
+#include <linux/stddef.h>
 #include <linux/uaccess.h>
 
 #include "beluga.h"
 #include "beluga_trace.h"
+/* The uapi structs' sizes and offsets, asserted at build time. */
+#include "beluga_layout.h"
 
 union beluga_ioctl_buf {
 	struct beluga_info info;
@@ -36,26 +43,23 @@ union beluga_ioctl_buf {
 	struct beluga_hosts hosts;
 };
 
-/* One call: the user's struct as copied in, and where it goes back. */
+/* One call: the caller, its struct as copied in, and where the answer goes. */
 struct beluga_ucmd {
-	union beluga_ioctl_buf buf;
-	void __user *uarg;
-	size_t out_len;		/* min(the user's size, the kernel's) */
-	bool responded;
+	struct beluga_file *bf;
+	void __user *ubuffer;
+	u32 user_size;		/* the struct's size as the caller knows it */
+	void *cmd;		/* the kernel's copy of the struct */
 };
 
 /*
- * Write the struct back now, while the command can still be undone: a
- * command that commits after its output is in place never takes effect
- * behind an -EFAULT (the late copy fails only if another thread unmaps the
- * struct during the call, or under fault injection).
+ * Answer the caller: copy the struct back, as much of it as both sides
+ * know. Each command calls it once its answer is complete, like
+ * iommufd_ucmd_respond(); a command with nothing to answer never does.
  */
-static int beluga_respond(union beluga_ioctl_buf *u)
+static int beluga_ucmd_respond(struct beluga_ucmd *ucmd, size_t cmd_len)
 {
-	struct beluga_ucmd *ucmd = container_of(u, struct beluga_ucmd, buf);
-
-	ucmd->responded = true;
-	if (copy_to_user(ucmd->uarg, &ucmd->buf, ucmd->out_len))
+	if (copy_to_user(ucmd->ubuffer, ucmd->cmd,
+			 min_t(size_t, ucmd->user_size, cmd_len)))
 		return -EFAULT;
 	return 0;
 }
@@ -136,9 +140,10 @@ static void beluga_undo(struct beluga_file *bf,
 	beluga_pool_ops_end(bf->dev);
 }
 
-static int beluga_cmd_info(struct beluga_file *bf, union beluga_ioctl_buf *u)
+static int beluga_cmd_info(struct beluga_ucmd *ucmd)
 {
-	struct beluga_info *info = &u->info;
+	struct beluga_info *info = ucmd->cmd;
+	struct beluga_file *bf = ucmd->bf;
 	struct bel_stats stats;
 
 	if (info->flags)
@@ -151,25 +156,28 @@ static int beluga_cmd_info(struct beluga_file *bf, union beluga_ioctl_buf *u)
 	info->map_size = bel_pool_map_size(&bf->dev->pool);
 	info->max_batch = BELUGA_MAX_BATCH;
 	info->max_regions = BELUGA_MAX_REGIONS;
-	return 0;
+	return beluga_ucmd_respond(ucmd, sizeof(*info));
 }
 
-static int beluga_cmd_stats(struct beluga_file *bf, union beluga_ioctl_buf *u)
+static int beluga_cmd_stats(struct beluga_ucmd *ucmd)
 {
-	struct beluga_stats *out = &u->stats;
+	struct beluga_stats *out = ucmd->cmd;
+	struct beluga_file *bf = ucmd->bf;
 	struct bel_stats s;
 
 	if (out->flags)
 		return -EINVAL;
 	beluga_pool_stats(bf->dev, &s);
 	bel_stats_to_uapi(&s, out);
-	return 0;
+	return beluga_ucmd_respond(ucmd, sizeof(*out));
 }
 
-static int beluga_cmd_alloc(struct beluga_file *bf, union beluga_ioctl_buf *u)
+/* The answer is the offsets array; the struct has nothing to answer. */
+static int beluga_cmd_alloc(struct beluga_ucmd *ucmd)
 {
 	const struct beluga_pool_ops *ops;
-	struct beluga_alloc *arg = &u->alloc;
+	struct beluga_alloc *arg = ucmd->cmd;
+	struct beluga_file *bf = ucmd->bf;
 	size_t bytes;
 	u64 *offsets;
 	int ret;
@@ -212,12 +220,15 @@ out:
 	return ret;
 }
 
-/* FREE and RELEASE: the same all-or-nothing list of offsets. */
-static int beluga_cmd_block_list(struct beluga_file *bf,
-				 union beluga_ioctl_buf *u, bool release)
+/*
+ * FREE and RELEASE: the same all-or-nothing list of offsets, and nothing
+ * to answer.
+ */
+static int beluga_cmd_block_list(struct beluga_ucmd *ucmd, bool release)
 {
 	const struct beluga_pool_ops *ops;
-	struct beluga_blocks *arg = &u->blocks;
+	struct beluga_blocks *arg = ucmd->cmd;
+	struct beluga_file *bf = ucmd->bf;
 	u64 *offsets;
 	int ret;
 
@@ -247,23 +258,22 @@ out:
 	return ret;
 }
 
-static int beluga_cmd_free(struct beluga_file *bf, union beluga_ioctl_buf *u)
+static int beluga_cmd_free(struct beluga_ucmd *ucmd)
 {
-	return beluga_cmd_block_list(bf, u, false);
+	return beluga_cmd_block_list(ucmd, false);
 }
 
-static int beluga_cmd_release(struct beluga_file *bf,
-			      union beluga_ioctl_buf *u)
+static int beluga_cmd_release(struct beluga_ucmd *ucmd)
 {
-	return beluga_cmd_block_list(bf, u, true);
+	return beluga_cmd_block_list(ucmd, true);
 }
 
-static int beluga_cmd_publish(struct beluga_file *bf,
-			      union beluga_ioctl_buf *u)
+static int beluga_cmd_publish(struct beluga_ucmd *ucmd)
 {
-	struct beluga_publish *arg = &u->publish;
+	struct beluga_publish *arg = ucmd->cmd;
+	struct beluga_file *bf = ucmd->bf;
 	struct beluga_publish_item *items;
-	int ret;
+	int ret, err;
 	u32 i;
 
 	arg->published = 0;
@@ -294,21 +304,24 @@ static int beluga_cmd_publish(struct beluga_file *bf,
 	trace_beluga_publish(beluga_pool_id(bf->dev), arg->ns, arg->count,
 			     arg->published, arg->exists, arg->failed, ret);
 	/*
-	 * Publishing cannot be undone: the keys are visible already. The
-	 * dispatcher still copies the counters back on -EFAULT.
+	 * Publishing cannot be undone: the keys are visible already. So the
+	 * answer is written as far as it can be, the counters first.
 	 */
-	if (copy_to_user(u64_to_user_ptr(arg->items), items,
-			 (size_t)arg->count * sizeof(*items)))
-		ret = -EFAULT;
+	ret = beluga_ucmd_respond(ucmd, sizeof(*arg));
+	err = copy_to_user(u64_to_user_ptr(arg->items), items,
+			   (size_t)arg->count * sizeof(*items)) ? -EFAULT : 0;
+	if (!ret)
+		ret = err;
 out:
 	kvfree(items);
 	return ret;
 }
 
-static int beluga_cmd_lookup(struct beluga_file *bf, union beluga_ioctl_buf *u)
+static int beluga_cmd_lookup(struct beluga_ucmd *ucmd)
 {
 	const struct beluga_pool_ops *ops;
-	struct beluga_lookup *arg = &u->lookup;
+	struct beluga_lookup *arg = ucmd->cmd;
+	struct beluga_file *bf = ucmd->bf;
 	bool pin = arg->flags & BELUGA_LOOKUP_PIN;
 	struct beluga_key *keys;
 	u64 *offsets = NULL;
@@ -351,7 +364,7 @@ static int beluga_cmd_lookup(struct beluga_file *bf, union beluga_ioctl_buf *u)
 		ret = -EFAULT;
 	} else {
 		arg->hits = hits;
-		ret = beluga_respond(u);
+		ret = beluga_ucmd_respond(ucmd, sizeof(*arg));
 	}
 	/* The caller never learnt what it pinned: let go of it. */
 	if (ret && pin && hits)
@@ -362,60 +375,97 @@ out:
 	return ret;
 }
 
-static int beluga_cmd_attach(struct beluga_file *bf, union beluga_ioctl_buf *u)
+/*
+ * ATTACH's first layout (BELUGA_ATTACH_SIZE_V1) carried the host id in the
+ * 32 bits that are __reserved now; a caller of that size still puts it
+ * there. Returns whether @cmd came in that layout.
+ */
+static bool beluga_attach_from_v1(struct beluga_ucmd *ucmd)
 {
-	struct beluga_region *region;
-	int ret;
+	struct beluga_attach *cmd = ucmd->cmd;
 
-	ret = beluga_region_attach(bf->dev, &u->attach, &region);
-	if (ret)
-		return ret;
-	ret = beluga_respond(u);
-	if (!ret) {
-		beluga_region_put(region);
-		return 0;
+	if (ucmd->user_size >= offsetofend(struct beluga_attach, host_id))
+		return false;
+	/* Sizes that cut host_id: what they hold of it is not a host id. */
+	if (cmd->flags & BELUGA_ATTACH_HOST_ID) {
+		cmd->host_id = cmd->__reserved;
+		cmd->__reserved = 0;
 	}
-	/*
-	 * The caller never learnt the region's id: take the region back. A
-	 * client that allocated from it in the meantime keeps it (-EBUSY),
-	 * which the uapi documents.
-	 */
-	beluga_region_undo_attach(bf->dev, region);
-	return ret;
+	return true;
 }
 
-static int beluga_cmd_detach(struct beluga_file *bf, union beluga_ioctl_buf *u)
+/*
+ * Prepare, answer, commit: the region is built but invisible while the
+ * caller is answered, so a caller that cannot be answered (-EFAULT) leaves
+ * no region behind, and no one ever saw one.
+ */
+static int beluga_cmd_attach(struct beluga_ucmd *ucmd)
 {
-	struct beluga_detach *arg = &u->detach;
+	struct beluga_attach *cmd = ucmd->cmd;
+	struct beluga_region *region;
+	bool v1;
+	int ret;
+
+	v1 = beluga_attach_from_v1(ucmd);
+	ret = beluga_attach_prepare(ucmd->bf->dev, cmd, &region);
+	if (ret)
+		return ret;
+	/* The caller's own bytes back where it put them. */
+	if (v1 && (cmd->flags & BELUGA_ATTACH_HOST_ID))
+		cmd->__reserved = cmd->host_id;
+	ret = beluga_ucmd_respond(ucmd, sizeof(*cmd));
+	if (ret) {
+		beluga_attach_abort(region);
+		return ret;
+	}
+	beluga_attach_commit(region);
+	return 0;
+}
+
+/* Once it ran, DETACH answers whatever the result: evictions stand. */
+static int beluga_cmd_detach(struct beluga_ucmd *ucmd)
+{
+	struct beluga_detach *arg = ucmd->cmd;
+	int ret, err;
 
 	if ((arg->flags & ~BELUGA_DETACH_EVICT) || arg->__reserved)
 		return -EINVAL;
 	arg->evicted = 0;
-	return beluga_region_detach(bf->dev, arg->region_id, arg->flags & BELUGA_DETACH_EVICT,
-			     &arg->evicted);
+	ret = beluga_region_detach(ucmd->bf->dev, arg->region_id,
+				   arg->flags & BELUGA_DETACH_EVICT,
+				   &arg->evicted);
+	err = beluga_ucmd_respond(ucmd, sizeof(*arg));
+	return err ? err : ret;
 }
 
-static int beluga_cmd_evict(struct beluga_file *bf, union beluga_ioctl_buf *u)
+/*
+ * The pool's kind is state: it comes after the arguments. Once the pool's
+ * evict ran, EVICT answers whatever the result (-ENOENT, -EBUSY: @busy).
+ */
+static int beluga_cmd_evict(struct beluga_ucmd *ucmd)
 {
 	const struct beluga_pool_ops *ops;
-	struct beluga_evict *arg = &u->evict;
-	int ret;
+	struct beluga_evict *arg = ucmd->cmd;
+	struct beluga_file *bf = ucmd->bf;
+	int ret, err;
 
 	if (arg->flags & ~BELUGA_EVICT_NAMESPACE)
 		return -EINVAL;
 	if ((arg->flags & BELUGA_EVICT_NAMESPACE) && (arg->key.lo || arg->key.hi))
 		return -EINVAL;
-	/* The pool's kind is state: it comes after the arguments. */
 	ops = beluga_pool_ops_begin(bf->dev);
 	ret = ops->evict ? ops->evict(bf->dev, arg) : -EOPNOTSUPP;
 	beluga_pool_ops_end(bf->dev);
-	return ret;
+	if (ret == -EOPNOTSUPP)
+		return ret;
+	err = beluga_ucmd_respond(ucmd, sizeof(*arg));
+	return err ? err : ret;
 }
 
-static int beluga_cmd_region_info(struct beluga_file *bf,
-				  union beluga_ioctl_buf *u)
+static int beluga_cmd_region_info(struct beluga_ucmd *ucmd)
 {
-	struct beluga_region_info *arg = &u->region_info;
+	struct beluga_region_info *arg = ucmd->cmd;
+	struct beluga_file *bf = ucmd->bf;
 	struct beluga_region *region;
 	struct bel_region_stats rs;
 	u32 slot = arg->region_id;
@@ -447,20 +497,23 @@ static int beluga_cmd_region_info(struct beluga_file *bf,
 out:
 	up_read(&bf->dev->regions_rwsem);
 	beluga_pool_ops_end(bf->dev);
-	return ret;
+	if (ret)
+		return ret;
+	return beluga_ucmd_respond(ucmd, sizeof(*arg));
 }
 
 /*
- * The records are gathered under mh_rwsem into a kernel buffer and copied
+ * The records are gathered under ops_rwsem into a kernel buffer and copied
  * out after it is dropped. -EMSGSIZE answers the struct too: its @count
  * says how many records there are.
  */
-static int beluga_cmd_hosts(struct beluga_file *bf, union beluga_ioctl_buf *u)
+static int beluga_cmd_hosts(struct beluga_ucmd *ucmd)
 {
-	struct beluga_hosts *arg = &u->hosts;
+	struct beluga_hosts *arg = ucmd->cmd;
+	struct beluga_file *bf = ucmd->bf;
 	struct beluga_host *hosts;
 	u32 nr_out;
-	int n, ret;
+	int n, ret, err;
 
 	if (arg->flags || arg->__reserved)
 		return -EINVAL;
@@ -480,74 +533,101 @@ static int beluga_cmd_hosts(struct beluga_file *bf, union beluga_ioctl_buf *u)
 	}
 	ret = (u32)n > arg->count ? -EMSGSIZE : 0;
 	arg->count = n;
-	if (beluga_respond(u))
-		ret = -EFAULT;
+	err = beluga_ucmd_respond(ucmd, sizeof(*arg));
+	if (err)
+		ret = err;
 out:
 	kfree(hosts);
 	return ret;
 }
 
-/* What a command needs before it runs. */
+/* Who may ask: checked before the struct is read. */
 #define BELUGA_OP_ADMIN		BIT(0)	/* CAP_SYS_ADMIN */
 #define BELUGA_OP_WRITE		BIT(1)	/* a file opened for writing */
-/*
- * May have taken effect even when it fails (PUBLISH whose results cannot be
- * written, DETACH_EVICT that evicted but stayed busy): copy the struct's
- * counters back on error too.
- */
-#define BELUGA_OP_EFFECTIVE	BIT(2)
-/* Nothing in the struct is output: it is not written back. */
-#define BELUGA_OP_IN_ONLY	BIT(3)
 
 struct beluga_ioctl_op {
-	int (*execute)(struct beluga_file *bf, union beluga_ioctl_buf *u);
+	int (*execute)(struct beluga_ucmd *ucmd);
 	size_t size;		/* the kernel's struct */
 	size_t min_size;	/* the first version's */
 	unsigned int flags;	/* BELUGA_OP_* */
 };
 
-#define BELUGA_OP(_cmd, _fn, _struct, _flags)				\
+/*
+ * @_member is the command's struct in union beluga_ioctl_buf (so a struct
+ * that is not in the union does not compile); @_v1_end is the last field
+ * of its first version, as @_member.field: older callers pass at least
+ * that much.
+ */
+#define BELUGA_IOCTL_OP(_cmd, _fn, _member, _v1_end, _flags)		\
 	[BELUGA_CMD_##_cmd] = {						\
 		.execute = _fn,						\
-		.size = sizeof(struct _struct),				\
-		.min_size = BELUGA_##_cmd##_SIZE_V1,			\
+		.size = sizeof_field(union beluga_ioctl_buf, _member),	\
+		.min_size = offsetofend(union beluga_ioctl_buf, _v1_end),	\
 		.flags = _flags,					\
 	}
 
-/* FREE and RELEASE share struct beluga_blocks. */
-#define BELUGA_FREE_SIZE_V1	BELUGA_BLOCKS_SIZE_V1
-#define BELUGA_RELEASE_SIZE_V1	BELUGA_BLOCKS_SIZE_V1
-
 static const struct beluga_ioctl_op beluga_ops[] = {
-	BELUGA_OP(INFO, beluga_cmd_info, beluga_info, 0),
-	BELUGA_OP(STATS, beluga_cmd_stats, beluga_stats, 0),
-	BELUGA_OP(ALLOC, beluga_cmd_alloc, beluga_alloc,
-		  BELUGA_OP_WRITE | BELUGA_OP_IN_ONLY),
-	BELUGA_OP(FREE, beluga_cmd_free, beluga_blocks,
-		  BELUGA_OP_WRITE | BELUGA_OP_IN_ONLY),
-	BELUGA_OP(PUBLISH, beluga_cmd_publish, beluga_publish,
-		  BELUGA_OP_WRITE | BELUGA_OP_EFFECTIVE),
-	BELUGA_OP(LOOKUP, beluga_cmd_lookup, beluga_lookup, 0),
-	BELUGA_OP(RELEASE, beluga_cmd_release, beluga_blocks,
-		  BELUGA_OP_IN_ONLY),
-	BELUGA_OP(ATTACH, beluga_cmd_attach, beluga_attach, BELUGA_OP_ADMIN),
-	BELUGA_OP(DETACH, beluga_cmd_detach, beluga_detach,
-		  BELUGA_OP_ADMIN | BELUGA_OP_EFFECTIVE),
-	BELUGA_OP(EVICT, beluga_cmd_evict, beluga_evict,
-		  BELUGA_OP_ADMIN | BELUGA_OP_EFFECTIVE),
-	BELUGA_OP(REGION_INFO, beluga_cmd_region_info, beluga_region_info, 0),
-	BELUGA_OP(HOSTS, beluga_cmd_hosts, beluga_hosts, 0),
+	BELUGA_IOCTL_OP(INFO, beluga_cmd_info, info, info.max_regions, 0),
+	BELUGA_IOCTL_OP(STATS, beluga_cmd_stats, stats, stats.alloc_failures,
+			0),
+	BELUGA_IOCTL_OP(ALLOC, beluga_cmd_alloc, alloc, alloc.offsets,
+			BELUGA_OP_WRITE),
+	BELUGA_IOCTL_OP(FREE, beluga_cmd_free, blocks, blocks.offsets,
+			BELUGA_OP_WRITE),
+	BELUGA_IOCTL_OP(PUBLISH, beluga_cmd_publish, publish, publish.items,
+			BELUGA_OP_WRITE),
+	BELUGA_IOCTL_OP(LOOKUP, beluga_cmd_lookup, lookup, lookup.offsets, 0),
+	BELUGA_IOCTL_OP(RELEASE, beluga_cmd_release, blocks, blocks.offsets,
+			0),
+	BELUGA_IOCTL_OP(ATTACH, beluga_cmd_attach, attach, attach.nr_blocks,
+			BELUGA_OP_ADMIN),
+	BELUGA_IOCTL_OP(DETACH, beluga_cmd_detach, detach, detach.evicted,
+			BELUGA_OP_ADMIN),
+	BELUGA_IOCTL_OP(EVICT, beluga_cmd_evict, evict, evict.busy,
+			BELUGA_OP_ADMIN),
+	BELUGA_IOCTL_OP(REGION_INFO, beluga_cmd_region_info, region_info,
+			region_info.name, 0),
+	BELUGA_IOCTL_OP(HOSTS, beluga_cmd_hosts, hosts, hosts.hosts, 0),
 };
+
+/* The first versions' sizes that the uapi header documents. */
+static_assert(offsetofend(struct beluga_info, max_regions) ==
+	      BELUGA_INFO_SIZE_V1);
+static_assert(offsetofend(struct beluga_stats, alloc_failures) ==
+	      BELUGA_STATS_SIZE_V1);
+static_assert(offsetofend(struct beluga_stats, retired_blocks) ==
+	      BELUGA_STATS_SIZE_V2);
+static_assert(offsetofend(struct beluga_alloc, offsets) ==
+	      BELUGA_ALLOC_SIZE_V1);
+static_assert(offsetofend(struct beluga_blocks, offsets) ==
+	      BELUGA_BLOCKS_SIZE_V1);
+static_assert(offsetofend(struct beluga_publish, items) ==
+	      BELUGA_PUBLISH_SIZE_V1);
+static_assert(offsetofend(struct beluga_lookup, offsets) ==
+	      BELUGA_LOOKUP_SIZE_V1);
+static_assert(offsetofend(struct beluga_attach, nr_blocks) ==
+	      BELUGA_ATTACH_SIZE_V1);
+static_assert(offsetofend(struct beluga_attach, __reserved2) ==
+	      BELUGA_ATTACH_SIZE_V2);
+static_assert(offsetofend(struct beluga_detach, evicted) ==
+	      BELUGA_DETACH_SIZE_V1);
+static_assert(offsetofend(struct beluga_evict, busy) ==
+	      BELUGA_EVICT_SIZE_V1);
+static_assert(offsetofend(struct beluga_region_info, name) ==
+	      BELUGA_REGION_INFO_SIZE_V1);
+static_assert(offsetofend(struct beluga_hosts, hosts) ==
+	      BELUGA_HOSTS_SIZE_V1);
 
 long beluga_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 {
-	struct beluga_file *bf = file->private_data;
-	void __user *uarg = (void __user *)arg;
 	const struct beluga_ioctl_op *op;
-	struct beluga_ucmd ucmd = { .uarg = uarg };
-	union beluga_ioctl_buf *buf = &ucmd.buf;
+	union beluga_ioctl_buf buf;
+	struct beluga_ucmd ucmd = {
+		.bf = file->private_data,
+		.ubuffer = (void __user *)arg,
+		.cmd = &buf,
+	};
 	unsigned int nr = _IOC_NR(cmd);
-	u32 usize;
 	int ret;
 
 	/* Only the exact _IO() encodings are ours. */
@@ -561,31 +641,16 @@ long beluga_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 	if ((op->flags & BELUGA_OP_WRITE) && !(file->f_mode & FMODE_WRITE))
 		return -EBADF;
 
-	if (get_user(usize, (u32 __user *)uarg))
+	if (get_user(ucmd.user_size, (u32 __user *)ucmd.ubuffer))
 		return -EFAULT;
-	if (usize < op->min_size)
+	if (ucmd.user_size < op->min_size)
 		return -EINVAL;
 	/* Bounds the zero check of unknown trailing bytes, as clone3() does. */
-	if (usize > PAGE_SIZE)
+	if (ucmd.user_size > PAGE_SIZE)
 		return -E2BIG;
-	ret = copy_struct_from_user(buf, op->size, uarg, usize);
+	ret = copy_struct_from_user(&buf, op->size, ucmd.ubuffer,
+				    ucmd.user_size);
 	if (ret)
 		return ret;
-	ucmd.out_len = min_t(size_t, usize, op->size);
-	/*
-	 * Fail a struct the results cannot be written to before anything
-	 * takes effect: writing its own bytes back changes nothing.
-	 */
-	if (!(op->flags & BELUGA_OP_IN_ONLY) &&
-	    copy_to_user(uarg, buf, ucmd.out_len))
-		return -EFAULT;
-
-	ret = op->execute(bf, buf);
-	if (ucmd.responded || (op->flags & BELUGA_OP_IN_ONLY))
-		return ret;
-	if (ret && !(op->flags & BELUGA_OP_EFFECTIVE))
-		return ret;
-	if (copy_to_user(uarg, buf, ucmd.out_len))
-		return -EFAULT;
-	return ret;
+	return op->execute(&ucmd);
 }

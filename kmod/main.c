@@ -159,7 +159,7 @@ static int beluga_attach_param(struct beluga_device *dev, const char *param,
 		arg.length = b;
 		if (name)
 			strscpy(arg.name, name, sizeof(arg.name));
-		ret = beluga_region_attach(dev, &arg, NULL);
+		ret = beluga_region_attach(dev, &arg);
 		if (ret) {
 			/*
 			 * A warning: the load fails with @ret, and the cause

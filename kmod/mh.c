@@ -841,7 +841,10 @@ static int beluga_mh_leave(struct beluga_mh *mh, bool force)
 /*
  * The attach op: a shared pool is one region, alone in its pool. Its
  * range is the pool's own data, cleared at FORMAT and never at a join, so
- * it is claimed with the locks held, not prepared first. The offset space
+ * it is claimed with the locks held, not prepared first. The pool is
+ * joined here, before the ATTACH answers, and the region reserved; the
+ * joined pool waits in region->mh, out of the block commands' reach,
+ * until beluga_mh_attach_commit() makes it the device's. The offset space
  * shows the data area only.
  */
 static int beluga_mh_attach(struct beluga_device *dev,
@@ -855,11 +858,9 @@ static int beluga_mh_attach(struct beluga_device *dev,
 	mutex_lock(&beluga_claim_mutex);
 	down_write(&dev->ops_rwsem);
 	down_write(&dev->regions_rwsem);
-	if (dev->ops != &beluga_local_pool_ops ||
-	    READ_ONCE(dev->pool.nr_regions)) {
-		ret = -EBUSY;
+	ret = beluga_region_alone_locked(dev, region);
+	if (ret)
 		goto out_unlock;
-	}
 	ret = beluga_region_claim_locked(dev, region);
 	if (ret)
 		goto out_unlock;
@@ -867,30 +868,27 @@ static int beluga_mh_attach(struct beluga_device *dev,
 	if (ret)
 		goto out_unclaim;
 	length = (u64)mh->host.geo.nr_blocks * mh->host.geo.block_size;
-	ret = beluga_region_add_locked(dev, region, length,
-				       mh->host.geo.block_size);
+	ret = beluga_region_reserve_locked(dev, region, length,
+					   mh->host.geo.block_size);
 	if (ret)
 		goto out_leave;
 	if (region->nr_blocks != mh->host.geo.nr_blocks) {
 		ret = -EINVAL;
-		goto out_remove;
+		goto out_unreserve;
 	}
 	beluga_mh_set_map_base(mh, region->first_offset);
 	mh->block_size = mh->host.geo.block_size;
 	mh->nr_blocks = region->nr_blocks;
-	ret = beluga_region_commit_locked(dev, region);
-	if (ret)
-		goto out_leave;
-	dev->mh->cur = mh;
-	dev->mh->gen++;
-	dev->ops = &beluga_shared_pool_ops;
+	region->mh = mh;
+	/* Nothing to clear: "attaching" shows it complete. */
+	atomic64_set(&region->prepared, region->length);
 	up_write(&dev->regions_rwsem);
 	up_write(&dev->ops_rwsem);
 	mutex_unlock(&beluga_claim_mutex);
 	return 0;
 
-out_remove:
-	beluga_region_remove_locked(dev, region);
+out_unreserve:
+	beluga_region_unreserve_locked(dev, region);
 out_leave:
 	/* No client can hold anything in it yet. */
 	beluga_mh_leave(mh, true);
@@ -901,6 +899,30 @@ out_unlock:
 	up_write(&dev->ops_rwsem);
 	mutex_unlock(&beluga_claim_mutex);
 	return ret;
+}
+
+/* The attach_commit op: the joined pool becomes the device's. */
+static void beluga_mh_attach_commit(struct beluga_device *dev,
+				    struct beluga_region *region)
+{
+	beluga_region_commit_locked(dev, region);
+	dev->mh->cur = region->mh;
+	region->mh = NULL;
+	dev->mh->gen++;
+	dev->ops = &beluga_shared_pool_ops;
+}
+
+/*
+ * The attach_abort op: the answer could not be written; leave the pool,
+ * in which no client can hold anything yet.
+ */
+static void beluga_mh_attach_abort(struct beluga_device *dev,
+				   struct beluga_region *region)
+{
+	beluga_region_unreserve_locked(dev, region);
+	beluga_mh_leave(region->mh, true);
+	region->mh = NULL;
+	beluga_region_unclaim(region);
 }
 
 /* The detach op: leave the pool first; the core holds nothing in it. */
@@ -1018,6 +1040,8 @@ static int beluga_mh_lookup(struct beluga_file *bf, u64 ns, u32 count,
  */
 const struct beluga_pool_ops beluga_shared_pool_ops = {
 	.attach = beluga_mh_attach,
+	.attach_commit = beluga_mh_attach_commit,
+	.attach_abort = beluga_mh_attach_abort,
 	.detach = beluga_mh_detach,
 	.stats = beluga_mh_stats,
 	.region_stats = beluga_mh_region_stats,

@@ -125,6 +125,8 @@ static int beluga_local_evict(struct beluga_device *dev,
  */
 const struct beluga_pool_ops beluga_local_pool_ops = {
 	.attach = beluga_local_attach,
+	.attach_commit = beluga_region_commit_locked,
+	.attach_abort = beluga_local_attach_abort,
 	.stats = beluga_local_stats,
 	.region_stats = beluga_local_region_stats,
 	.retire = beluga_local_retire,

@@ -472,6 +472,10 @@ static int beluga_check_unique(struct beluga_device *dev,
 	return 0;
 }
 
+/*
+ * ATTACH's fields (steps 5 and 8 of the uapi's common errors), in the
+ * current layout: the ioctl has moved a first-layout host id already.
+ */
 static int beluga_attach_validate(const struct beluga_attach *arg)
 {
 	const u32 shared_flags = BELUGA_ATTACH_SHARED | BELUGA_ATTACH_FORMAT |
@@ -482,14 +486,13 @@ static int beluga_attach_validate(const struct beluga_attach *arg)
 		return -EINVAL;
 	if (arg->flags && !(arg->flags & BELUGA_ATTACH_SHARED))
 		return -EINVAL;
-	if (arg->flags & BELUGA_ATTACH_SHARED) {
-		if (arg->backend != BELUGA_BACKEND_DAX)
-			return -EINVAL;
-		if (!(arg->flags & BELUGA_ATTACH_HOST_ID) && arg->host_id)
-			return -EINVAL;
-	} else if (arg->__reserved) {
+	if (arg->__reserved || arg->__reserved2)
 		return -EINVAL;
-	}
+	if (!(arg->flags & BELUGA_ATTACH_HOST_ID) && arg->host_id)
+		return -EINVAL;
+	if ((arg->flags & BELUGA_ATTACH_SHARED) &&
+	    arg->backend != BELUGA_BACKEND_DAX)
+		return -EINVAL;
 	if (namelen == sizeof(arg->name))
 		return -EINVAL;
 	switch (arg->backend) {
@@ -515,18 +518,41 @@ static int beluga_attach_validate(const struct beluga_attach *arg)
 }
 
 /*
- * A local region is claimed and made ready (a device-dax range cleared,
- * node memory allocated) with no lock held, since that takes seconds for a
- * large region: ATTACH and DETACH of every pool, and mmap() of this one, go
- * on meanwhile. Its entry on beluga_preparing keeps its name and range.
- * The region joins its pool only once it is ready: until then nothing of
- * it can be mapped or allocated.
+ * ATTACH in the order iommufd creates an object (answer, then finalize),
+ * through the pool ops of the kind asked for:
+ *
+ *   1. A local region is claimed and made ready (a device-dax range
+ *      cleared, node memory allocated) with no lock held, since that takes
+ *      seconds for a large region: ATTACH and DETACH of every pool, and
+ *      mmap() of this one, go on meanwhile. A shared region is not: its
+ *      range is the pool's own data, which a join must keep.
+ *   2. ops->attach, under beluga_claim_mutex and the pool's locks,
+ *      reserves it: a shared region joins its multi-host pool, the core
+ *      holds its slot and offsets (bel_pool_reserve_region()), its
+ *      poisoned pages are retired and its sysfs directory is made (the
+ *      last step that can fail). Nothing of it can be mapped, allocated,
+ *      looked up, counted or detached yet.
+ *   3. The ioctl answers the caller with the region's id and offsets.
+ *   4. ops->attach_commit publishes it in the pool, which cannot fail; or,
+ *      when the answer could not be written, ops->attach_abort tears it
+ *      down without it ever having been visible.
+ *
+ * From step 1 (a shared region: step 2) to step 4 the region is on
+ * beluga_preparing, which keeps its name and range taken.
  */
+
 /* Under beluga_claim_mutex: @region is no longer being prepared. */
 static void beluga_region_prepared(struct beluga_region *region)
 {
 	spin_lock(&beluga_preparing_lock);
 	list_del_init(&region->preparing);
+	spin_unlock(&beluga_preparing_lock);
+}
+
+static void beluga_region_preparing(struct beluga_region *region)
+{
+	spin_lock(&beluga_preparing_lock);
+	list_add(&region->preparing, &beluga_preparing);
 	spin_unlock(&beluga_preparing_lock);
 }
 
@@ -551,6 +577,7 @@ ssize_t beluga_region_attaching_show(struct beluga_device *dev, char *buf)
 	return len;
 }
 
+/* Step 1 of a local region. */
 static int beluga_region_prepare(struct beluga_device *dev,
 				 struct beluga_region *region)
 {
@@ -561,11 +588,8 @@ static int beluga_region_prepare(struct beluga_device *dev,
 	ret = beluga_check_unique(dev, region);
 	if (!ret && dax)
 		ret = beluga_dax_claim(region);
-	if (!ret) {
-		spin_lock(&beluga_preparing_lock);
-		list_add(&region->preparing, &beluga_preparing);
-		spin_unlock(&beluga_preparing_lock);
-	}
+	if (!ret)
+		beluga_region_preparing(region);
 	mutex_unlock(&beluga_claim_mutex);
 	if (ret)
 		return ret;
@@ -598,54 +622,90 @@ int beluga_region_claim_locked(struct beluga_device *dev,
 }
 
 /*
- * Under beluga_claim_mutex and regions_rwsem (write): give the claimed
- * @region @length bytes of blocks of @block_size (0: the pool's) in the
- * core. Nothing of it can be reached before beluga_region_commit_locked().
+ * Under beluga_claim_mutex: may @region, of the kind region->ops, come to
+ * @dev's pool? A shared pool is one region, alone in its pool: no shared
+ * region may come to a pool that has a region (attached, or reserved by an
+ * ATTACH that has not committed yet), and no region to a pool with a
+ * shared one (the same two cases). -EBUSY if not.
  */
-int beluga_region_add_locked(struct beluga_device *dev,
-			     struct beluga_region *region, u64 length,
-			     u64 block_size)
+int beluga_region_alone_locked(struct beluga_device *dev,
+			       const struct beluga_region *region)
 {
-	int ret;
+	bool shared = region->ops != &beluga_local_pool_ops;
+	const struct beluga_region *r;
 
-	ret = bel_pool_add_region(&dev->pool, length, block_size,
-				  &region->slot, &region->first_offset,
-				  &region->nr_blocks);
-	if (ret)
-		return ret;
-	beluga_poison_attach(region);
+	if (dev->ops != &beluga_local_pool_ops)
+		return -EBUSY;
+	if (shared && (READ_ONCE(dev->pool.nr_regions) ||
+		       READ_ONCE(dev->pool.nr_reserved)))
+		return -EBUSY;
+	list_for_each_entry(r, &beluga_preparing, preparing) {
+		if (r == region || r->dev != dev || !r->reserved)
+			continue;
+		if (shared || r->ops != &beluga_local_pool_ops)
+			return -EBUSY;
+	}
 	return 0;
 }
 
-/* Undo beluga_region_add_locked(). */
-void beluga_region_remove_locked(struct beluga_device *dev,
-				 struct beluga_region *region)
-{
-	bel_pool_remove_region(&dev->pool, region->slot, false, NULL);
-}
-
 /*
- * Make the added @region the pool's (sysfs, regions[]) and take the
- * caller's reference: once the locks are dropped, a DETACH may free
- * @region's own at any time. On failure it is removed from the core again.
+ * Step 2, under beluga_claim_mutex and regions_rwsem (write): reserve
+ * @length bytes of blocks of @block_size (0: the pool's) for the claimed
+ * @region in the core and make its sysfs directory. Nothing of it can be
+ * reached before beluga_region_commit_locked().
  */
-int beluga_region_commit_locked(struct beluga_device *dev,
-				struct beluga_region *region)
+int beluga_region_reserve_locked(struct beluga_device *dev,
+				 struct beluga_region *region, u64 length,
+				 u64 block_size)
 {
 	int ret;
 
+	ret = bel_pool_reserve_region(&dev->pool, length, block_size,
+				      &region->slot, &region->first_offset,
+				      &region->nr_blocks);
+	if (ret)
+		return ret;
+	beluga_poison_attach(region);
 	ret = beluga_region_sysfs_add(region);
 	if (ret) {
-		beluga_region_remove_locked(dev, region);
+		bel_pool_abort_region(&dev->pool, region->slot);
 		return ret;
 	}
+	/* A shared region comes to the list only now (a local one is on it). */
+	if (list_empty(&region->preparing))
+		beluga_region_preparing(region);
+	region->reserved = true;
+	return 0;
+}
+
+/* Undo beluga_region_reserve_locked() (the region was never visible). */
+void beluga_region_unreserve_locked(struct beluga_device *dev,
+				    struct beluga_region *region)
+{
+	beluga_region_prepared(region);
+	region->reserved = false;
+	/* Waits for sysfs readers, which never take regions_rwsem. */
+	beluga_region_sysfs_del(region);
+	bel_pool_abort_region(&dev->pool, region->slot);
+}
+
+/*
+ * Step 4 of every kind: make the reserved @region the pool's (regions[],
+ * the core's blocks). Cannot fail. The reference the ATTACH allocated it
+ * with becomes the pool's: a DETACH may free it once the locks are
+ * dropped.
+ */
+void beluga_region_commit_locked(struct beluga_device *dev,
+				 struct beluga_region *region)
+{
+	beluga_region_prepared(region);
+	region->reserved = false;
 	dev->regions[region->slot] = region;
+	bel_pool_commit_region(&dev->pool, region->slot);
 	dev_info(dev->misc.this_device,
 		 "attached %s as region %u: %llu bytes, %u blocks at offset 0x%llx\n",
 		 region->name, region->slot, region->length, region->nr_blocks,
 		 region->first_offset);
-	beluga_region_get(region);
-	return 0;
 }
 
 /* The attach op of the single-host pool (beluga_local_pool_ops). */
@@ -665,18 +725,12 @@ int beluga_local_attach(struct beluga_device *dev,
 	 */
 	mutex_lock(&beluga_claim_mutex);
 	down_write(&dev->regions_rwsem);
-	/* Prepared: its reservation becomes the region itself below. */
-	beluga_region_prepared(region);
 	/* A pool of another kind (a shared pool) came meanwhile. */
-	if (dev->ops != &beluga_local_pool_ops) {
-		ret = -EBUSY;
-		goto out_unclaim;
-	}
-	ret = beluga_region_add_locked(dev, region, region->length,
-				       arg->block_size);
+	ret = beluga_region_alone_locked(dev, region);
 	if (ret)
 		goto out_unclaim;
-	ret = beluga_region_commit_locked(dev, region);
+	ret = beluga_region_reserve_locked(dev, region, region->length,
+					   arg->block_size);
 	if (ret)
 		goto out_unclaim;
 	up_write(&dev->regions_rwsem);
@@ -684,10 +738,19 @@ int beluga_local_attach(struct beluga_device *dev,
 	return 0;
 
 out_unclaim:
+	beluga_region_prepared(region);
 	beluga_region_unclaim(region);
 	up_write(&dev->regions_rwsem);
 	mutex_unlock(&beluga_claim_mutex);
 	return ret;
+}
+
+/* The attach_abort op of the single-host pool. */
+void beluga_local_attach_abort(struct beluga_device *dev,
+			       struct beluga_region *region)
+{
+	beluga_region_unreserve_locked(dev, region);
+	beluga_region_unclaim(region);
 }
 
 /*
@@ -703,8 +766,8 @@ beluga_attach_ops(const struct beluga_attach *arg)
 	return &beluga_local_pool_ops;
 }
 
-int beluga_region_attach(struct beluga_device *dev, struct beluga_attach *arg,
-			 struct beluga_region **attached)
+int beluga_attach_prepare(struct beluga_device *dev, struct beluga_attach *arg,
+			  struct beluga_region **prepared)
 {
 	const struct beluga_pool_ops *ops;
 	struct beluga_region *region;
@@ -740,15 +803,60 @@ int beluga_region_attach(struct beluga_device *dev, struct beluga_attach *arg,
 		beluga_region_put(region);
 		return ret;
 	}
-	/* The reference the attach op took for us keeps these fields. */
+	/* Reserved: nothing else can see @region, let alone free it. */
 	arg->region_id = region->slot;
 	arg->first_offset = region->first_offset;
 	arg->nr_blocks = region->nr_blocks;
-	if (attached)
-		*attached = region;
-	else
-		beluga_region_put(region);
+	*prepared = region;
 	return 0;
+}
+
+/*
+ * The locks of step 4. A kind with a detach step (a shared pool) changes
+ * the pool's ops at its commit and abort: the block commands stop
+ * meanwhile; else they go on.
+ */
+static void beluga_attach_lock(struct beluga_region *region)
+{
+	mutex_lock(&beluga_claim_mutex);
+	if (region->ops->detach)
+		down_write(&region->dev->ops_rwsem);
+	down_write(&region->dev->regions_rwsem);
+}
+
+static void beluga_attach_unlock(struct beluga_region *region)
+{
+	up_write(&region->dev->regions_rwsem);
+	if (region->ops->detach)
+		up_write(&region->dev->ops_rwsem);
+	mutex_unlock(&beluga_claim_mutex);
+}
+
+void beluga_attach_commit(struct beluga_region *region)
+{
+	beluga_attach_lock(region);
+	region->ops->attach_commit(region->dev, region);
+	beluga_attach_unlock(region);
+}
+
+void beluga_attach_abort(struct beluga_region *region)
+{
+	beluga_attach_lock(region);
+	region->ops->attach_abort(region->dev, region);
+	beluga_attach_unlock(region);
+	beluga_region_put(region);
+}
+
+/* Both steps, for the regions attached at module load. */
+int beluga_region_attach(struct beluga_device *dev, struct beluga_attach *arg)
+{
+	struct beluga_region *region;
+	int ret;
+
+	ret = beluga_attach_prepare(dev, arg, &region);
+	if (!ret)
+		beluga_attach_commit(region);
+	return ret;
 }
 
 /*
@@ -799,13 +907,11 @@ static int beluga_detach_locked(struct beluga_device *dev, u32 slot,
 	return 0;
 }
 
-/* DETACH of @slot; with @expect, only if @slot still holds that region. */
-static int beluga_detach_slot(struct beluga_device *dev, u32 slot,
-			      const struct beluga_region *expect, bool evict,
-			      u64 *evicted)
+int beluga_region_detach(struct beluga_device *dev, u32 slot, bool evict,
+			 u64 *evicted)
 {
 	bool stop_ops;
-	int ret = -ENOENT;
+	int ret;
 
 	mutex_lock(&beluga_claim_mutex);
 	/*
@@ -817,36 +923,11 @@ static int beluga_detach_slot(struct beluga_device *dev, u32 slot,
 	if (stop_ops)
 		down_write(&dev->ops_rwsem);
 	down_write(&dev->regions_rwsem);
-	if (!expect || (slot < BELUGA_MAX_REGIONS && dev->regions[slot] == expect))
-		ret = beluga_detach_locked(dev, slot, evict, evicted, false);
+	ret = beluga_detach_locked(dev, slot, evict, evicted, false);
 	up_write(&dev->regions_rwsem);
 	if (stop_ops)
 		up_write(&dev->ops_rwsem);
 	mutex_unlock(&beluga_claim_mutex);
-	return ret;
-}
-
-int beluga_region_detach(struct beluga_device *dev, u32 slot, bool evict,
-			 u64 *evicted)
-{
-	return beluga_detach_slot(dev, slot, NULL, evict, evicted);
-}
-
-/*
- * Take back a region the caller attached (an ATTACH whose struct could not
- * be written back) and drop the caller's reference. A DETACH and another
- * ATTACH may have reused the slot meanwhile: the reference keeps @region's
- * memory, so the comparison cannot match someone else's region. Fails like
- * DETACH without BELUGA_DETACH_EVICT when the region is gone or in use.
- */
-int beluga_region_undo_attach(struct beluga_device *dev,
-			      struct beluga_region *region)
-{
-	u64 evicted;
-	int ret;
-
-	ret = beluga_detach_slot(dev, region->slot, region, false, &evicted);
-	beluga_region_put(region);
 	return ret;
 }
 

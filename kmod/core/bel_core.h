@@ -110,7 +110,12 @@ struct bel_block {
 };
 
 struct bel_region {
-	bool present;
+	bool present;			/* in the pool: allocatable, counted */
+	/*
+	 * Reserved by bel_pool_reserve_region(): its slot, offset span and
+	 * block table exist, but nothing sees it until it is committed.
+	 */
+	bool reserved;
 	u64 first_offset;		/* offset of block 0 in the mapping */
 	u64 length;			/* bytes of memory behind the region */
 	u32 nr_blocks;
@@ -141,7 +146,8 @@ struct bel_pool {
 	 */
 	bel_spinlock_t lock;
 	u64 block_size;			/* 0 while no region is present */
-	u32 nr_regions;
+	u32 nr_regions;			/* present ones */
+	u32 nr_reserved;		/* reserved, not yet committed */
 	u32 rotor;			/* next slot to allocate from */
 	struct bel_region regions[BELUGA_MAX_REGIONS];
 
@@ -256,6 +262,20 @@ void bel_pool_destroy(struct bel_pool *pool);
  */
 int bel_pool_add_region(struct bel_pool *pool, u64 length, u64 block_size,
 			u32 *slot, u64 *first_offset, u32 *nr_blocks);
+
+/*
+ * bel_pool_add_region() in two steps, for a caller that must answer before
+ * the region becomes visible (ATTACH answers its caller first). Reserve
+ * builds the region and holds its slot, its offset span and the pool's
+ * block size, with the same errors as bel_pool_add_region(); nothing of it
+ * can be allocated, looked up, counted or found by offset until commit.
+ * A reserved region takes memory errors (bel_retire_offset()). Commit
+ * cannot fail; abort drops the reservation as if it had never been made.
+ */
+int bel_pool_reserve_region(struct bel_pool *pool, u64 length, u64 block_size,
+			    u32 *slot, u64 *first_offset, u32 *nr_blocks);
+void bel_pool_commit_region(struct bel_pool *pool, u32 slot);
+void bel_pool_abort_region(struct bel_pool *pool, u32 slot);
 
 /*
  * Remove the region in @slot. -ENOENT: no such region. -EBUSY: a block is

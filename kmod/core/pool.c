@@ -47,11 +47,13 @@ void bel_pool_destroy(struct bel_pool *pool)
 		bel_kvfree(pool->regions[slot].blocks);
 		pool->regions[slot].blocks = NULL;
 		pool->regions[slot].present = false;
+		pool->regions[slot].reserved = false;
 	}
 	bel_kvfree(pool->buckets);
 	pool->buckets = NULL;
 	pool->nr_buckets = 0;
 	pool->nr_regions = 0;
+	pool->nr_reserved = 0;
 	pool->block_size = 0;
 	bel_spin_destroy(&pool->lock);
 }
@@ -77,7 +79,7 @@ static u64 bel_total_blocks_locked(struct bel_pool *pool)
 	u32 slot;
 
 	for (slot = 0; slot < BELUGA_MAX_REGIONS; slot++)
-		if (pool->regions[slot].present)
+		if (bel_slot_taken(&pool->regions[slot]))
 			total += pool->regions[slot].nr_blocks;
 	return total;
 }
@@ -150,8 +152,9 @@ static u32 bel_buckets_for(u64 nr_blocks)
 	return n > BEL_MAX_BUCKETS ? BEL_MAX_BUCKETS : (u32)n;
 }
 
-int bel_pool_add_region(struct bel_pool *pool, u64 length, u64 block_size,
-			u32 *slot_out, u64 *first_offset, u32 *nr_blocks_out)
+int bel_pool_reserve_region(struct bel_pool *pool, u64 length,
+			    u64 block_size, u32 *slot_out, u64 *first_offset,
+			    u32 *nr_blocks_out)
 {
 	struct bel_block *blocks;
 	struct bel_region *r;
@@ -231,10 +234,11 @@ retry:
 	r->nr_free = (u32)n;
 	r->free_head = 0;
 	BEL_WRITE(r->blocks, blocks);
+	/* Reserved, not present: no reader, ALLOC or count sees it yet. */
+	r->reserved = true;
+	pool->nr_reserved++;
+	/* Fixed from now on: a region attached meanwhile must match it. */
 	BEL_WRITE(pool->block_size, bs);
-	/* Fields first: lock-free readers test 'present' first. */
-	bel_store_release(&r->present, true);
-	pool->nr_regions++;
 
 	old = buckets;
 	if (buckets && nr_buckets > pool->nr_buckets)
@@ -253,6 +257,55 @@ retry:
 		bel_kvfree(old);
 	}
 	return 0;
+}
+
+void bel_pool_commit_region(struct bel_pool *pool, u32 slot)
+{
+	struct bel_region *r = &pool->regions[slot];
+
+	bel_spin_lock(&pool->lock);
+	r->reserved = false;
+	pool->nr_reserved--;
+	/* Fields first: lock-free readers test 'present' first. */
+	bel_store_release(&r->present, true);
+	pool->nr_regions++;
+	bel_spin_unlock(&pool->lock);
+}
+
+/*
+ * The last region gone, committed, reserved or still being torn down:
+ * the block size is free.
+ */
+static void bel_pool_forget_block_size_locked(struct bel_pool *pool)
+{
+	if (!pool->nr_regions && !bel_nr_taken_locked(pool))
+		BEL_WRITE(pool->block_size, 0);
+}
+
+void bel_pool_abort_region(struct bel_pool *pool, u32 slot)
+{
+	struct bel_region *r = &pool->regions[slot];
+	struct bel_block *blocks;
+
+	bel_spin_lock(&pool->lock);
+	blocks = r->blocks;
+	memset(r, 0, sizeof(*r));
+	pool->nr_reserved--;
+	bel_pool_forget_block_size_locked(pool);
+	bel_spin_unlock(&pool->lock);
+	bel_kvfree(blocks);
+}
+
+int bel_pool_add_region(struct bel_pool *pool, u64 length, u64 block_size,
+			u32 *slot, u64 *first_offset, u32 *nr_blocks)
+{
+	int ret;
+
+	ret = bel_pool_reserve_region(pool, length, block_size, slot,
+				      first_offset, nr_blocks);
+	if (!ret)
+		bel_pool_commit_region(pool, *slot);
+	return ret;
 }
 
 /*
@@ -346,8 +399,7 @@ int bel_pool_remove_region(struct bel_pool *pool, u32 slot, bool evict,
 	/* Log entries naming its blocks are dropped: it is not present. */
 	bel_lru_merge_locked(pool);
 	memset(r, 0, sizeof(*r));
-	if (!pool->nr_regions && !bel_nr_taken_locked(pool))
-		BEL_WRITE(pool->block_size, 0);
+	bel_pool_forget_block_size_locked(pool);
 	bel_spin_unlock(&pool->lock);
 
 	bel_kvfree(blocks);
@@ -678,7 +730,8 @@ int bel_retire_offset(struct bel_pool *pool, u64 offset)
 	bel_spin_lock(&pool->lock);
 	for (slot = 0; slot < BELUGA_MAX_REGIONS; slot++) {
 		r = &pool->regions[slot];
-		if (r->present && offset >= r->first_offset) {
+		/* A reserved region: ATTACH retires its poison before commit. */
+		if (bel_slot_taken(r) && offset >= r->first_offset) {
 			index = bel_div64(offset - r->first_offset,
 					  pool->block_size);
 			if (index < r->nr_blocks)

@@ -70,7 +70,7 @@ TEST(struct_sizes)
 	EXPECT_EQ(BELUGA_PUBLISH_SIZE_V1, sizeof(struct beluga_publish));
 	EXPECT_EQ(32, sizeof(struct beluga_publish_item));
 	EXPECT_EQ(BELUGA_LOOKUP_SIZE_V1, sizeof(struct beluga_lookup));
-	EXPECT_EQ(BELUGA_ATTACH_SIZE_V1, sizeof(struct beluga_attach));
+	EXPECT_EQ(BELUGA_ATTACH_SIZE_V2, sizeof(struct beluga_attach));
 	EXPECT_EQ(BELUGA_DETACH_SIZE_V1, sizeof(struct beluga_detach));
 	EXPECT_EQ(BELUGA_EVICT_SIZE_V1, sizeof(struct beluga_evict));
 	EXPECT_EQ(BELUGA_REGION_INFO_SIZE_V1, sizeof(struct beluga_region_info));
@@ -500,6 +500,136 @@ TEST_F(abi, size_above_page_e2big)
 	EXPECT_EQ(BELUGA_ABI_VERSION, big.info.abi_version);
 }
 
+/*
+ * ATTACH grew by appending @host_id and @__reserved2 (BELUGA_ATTACH_SIZE_V2);
+ * its first layout, which carried the host id in what is __reserved now,
+ * is still accepted by its size.
+ */
+TEST_F(abi, attach_layouts)
+{
+	union bt_argbuf buf;
+	uint32_t id;
+	unsigned int i;
+	int r;
+
+	if (!self->have_extra)
+		SKIP(return, "no second region to attach");
+
+	/* The first layout: 96 bytes; what lies past them is not read. */
+	build_arg(self, C_ATTACH, &buf);
+	buf.w[0] = BELUGA_ATTACH_SIZE_V1;
+	memset(buf.b + BELUGA_ATTACH_SIZE_V1, 0xa5, 16);
+	r = bt_ioctl(self->c.fd, BELUGA_IOC_ATTACH, &buf);
+	ASSERT_EQ(0, r) TH_LOG("ATTACH of the first layout: %s", strerror(-r));
+	ASSERT_LT(0, buf.attach.nr_blocks);
+	for (i = BELUGA_ATTACH_SIZE_V1; i < BELUGA_ATTACH_SIZE_V1 + 16; i++)
+		EXPECT_EQ(0xa5, buf.b[i]) TH_LOG("byte %u past a V1 struct written", i);
+	id = buf.attach.region_id;
+	ASSERT_EQ(0, bt_detach(self->c.fd, id, 0, NULL));
+
+	/* The current layout, its size */
+	build_arg(self, C_ATTACH, &buf);
+	buf.w[0] = BELUGA_ATTACH_SIZE_V2;
+	r = bt_ioctl(self->c.fd, BELUGA_IOC_ATTACH, &buf);
+	ASSERT_EQ(0, r) TH_LOG("ATTACH of the current layout: %s", strerror(-r));
+	EXPECT_EQ(0, buf.attach.host_id);
+	EXPECT_EQ(0, buf.attach.__reserved2);
+	ASSERT_EQ(0, bt_detach(self->c.fd, buf.attach.region_id, 0, NULL));
+
+	/* too small, and nonzero bytes past the current layout */
+	build_arg(self, C_ATTACH, &buf);
+	buf.w[0] = BELUGA_ATTACH_SIZE_V1 - 1;
+	r = bt_ioctl(self->c.fd, BELUGA_IOC_ATTACH, &buf);
+	EXPECT_EQ(-EINVAL, r) TH_LOG("ATTACH size %u: %s",
+				     BELUGA_ATTACH_SIZE_V1 - 1, strerror(-r));
+	build_arg(self, C_ATTACH, &buf);
+	buf.w[0] = BELUGA_ATTACH_SIZE_V2 + 8;
+	buf.b[BELUGA_ATTACH_SIZE_V2] = 1;
+	r = bt_ioctl(self->c.fd, BELUGA_IOC_ATTACH, &buf);
+	EXPECT_EQ(-E2BIG, r) TH_LOG("ATTACH size %u, byte %u nonzero: %s",
+				    BELUGA_ATTACH_SIZE_V2 + 8,
+				    BELUGA_ATTACH_SIZE_V2, strerror(-r));
+
+	/* the new fields' rules */
+	build_arg(self, C_ATTACH, &buf);
+	buf.w[0] = BELUGA_ATTACH_SIZE_V2;
+	buf.attach.__reserved2 = 1;
+	r = bt_ioctl(self->c.fd, BELUGA_IOC_ATTACH, &buf);
+	EXPECT_EQ(-EINVAL, r) TH_LOG("ATTACH __reserved2: %s", strerror(-r));
+	build_arg(self, C_ATTACH, &buf);
+	buf.w[0] = BELUGA_ATTACH_SIZE_V2;
+	buf.attach.host_id = 1;
+	r = bt_ioctl(self->c.fd, BELUGA_IOC_ATTACH, &buf);
+	EXPECT_EQ(-EINVAL, r) TH_LOG("ATTACH host_id without HOST_ID: %s",
+				     strerror(-r));
+
+	/*
+	 * Where each layout takes the host id from: a shared DAX request
+	 * passes the field checks and is then refused because the pool has
+	 * a region (-EBUSY); a nonzero __reserved of the current layout is
+	 * refused before (-EINVAL).
+	 */
+	build_arg(self, C_ATTACH, &buf);
+	buf.attach.flags = BELUGA_ATTACH_SHARED | BELUGA_ATTACH_HOST_ID;
+	buf.attach.backend = BELUGA_BACKEND_DAX;
+	buf.attach.node = -1;
+	buf.attach.__reserved = 3;	/* the first layout's host_id */
+	buf.w[0] = BELUGA_ATTACH_SIZE_V1;
+	r = bt_ioctl(self->c.fd, BELUGA_IOC_ATTACH, &buf);
+	EXPECT_EQ(-EBUSY, r) TH_LOG("V1 shared ATTACH, host id 3: %s", strerror(-r));
+	EXPECT_EQ(3, buf.attach.__reserved);
+	buf.w[0] = BELUGA_ATTACH_SIZE_V2;
+	r = bt_ioctl(self->c.fd, BELUGA_IOC_ATTACH, &buf);
+	EXPECT_EQ(-EINVAL, r) TH_LOG("V2 shared ATTACH, __reserved 3: %s",
+				     strerror(-r));
+	buf.attach.__reserved = 0;
+	buf.attach.host_id = 3;
+	r = bt_ioctl(self->c.fd, BELUGA_IOC_ATTACH, &buf);
+	EXPECT_EQ(-EBUSY, r) TH_LOG("V2 shared ATTACH, host_id 3: %s", strerror(-r));
+	buf.w[0] = BELUGA_ATTACH_SIZE_V1;
+	buf.attach.__reserved = 0;
+	r = bt_ioctl(self->c.fd, BELUGA_IOC_ATTACH, &buf);
+	EXPECT_EQ(-EBUSY, r) TH_LOG("V1 shared ATTACH, host id 0, a V2 host_id past its size: %s",
+				    strerror(-r));
+	ASSERT_UNCHANGED(self);
+}
+
+/*
+ * ATTACH answers before the region joins the pool: an answer that cannot
+ * be written leaves no region, no slot and no name behind.
+ */
+TEST_F(abi, attach_unanswerable_leaves_nothing)
+{
+	struct beluga_attach *ro, ok;
+	struct beluga_region_info ri;
+	uint32_t slot;
+	int r;
+
+	if (!self->have_extra)
+		SKIP(return, "no second region to attach");
+	ro = mmap(NULL, BT_PAGE, PROT_READ | PROT_WRITE,
+		  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, ro);
+	*ro = self->extra;
+	ASSERT_EQ(0, mprotect(ro, BT_PAGE, PROT_READ));
+	r = bt_attach(self->c.fd, ro);
+	EXPECT_EQ(-EFAULT, r) TH_LOG("ATTACH into a read-only struct: %s",
+				     strerror(-r));
+	munmap(ro, BT_PAGE);
+	for (slot = 0; slot < BELUGA_MAX_REGIONS; slot++) {
+		if (bt_region_info(self->c.fd, slot, &ri))
+			continue;
+		EXPECT_NE(0, strcmp(ri.name, self->extra.name))
+			TH_LOG("slot %u holds the unanswered region", slot);
+	}
+	ASSERT_UNCHANGED(self);
+	/* the name and the range are free: the same request succeeds */
+	ok = self->extra;
+	r = bt_attach(self->c.fd, &ok);
+	ASSERT_EQ(0, r) TH_LOG("ATTACH after the unanswered one: %s", strerror(-r));
+	EXPECT_EQ(0, bt_detach(self->c.fd, ok.region_id, 0, NULL));
+}
+
 TEST_F(abi, unknown_flags_einval)
 {
 	union bt_argbuf buf;
@@ -899,9 +1029,8 @@ enum {
 #define ADMIN_CMDS	(CMD(C_ATTACH) | CMD(C_DETACH) | CMD(C_EVICT))
 #define WRITE_CMDS	(CMD(C_ALLOC) | CMD(C_FREE) | CMD(C_PUBLISH))
 #define BATCH_CMDS	(WRITE_CMDS | CMD(C_LOOKUP) | CMD(C_RELEASE))
-/* commands whose struct is not written back (uapi: "in" fields only) */
-#define IN_ONLY_CMDS	(CMD(C_ALLOC) | CMD(C_FREE) | CMD(C_RELEASE))
-#define OUT_CMDS	(ALL_CMDS & ~IN_ONLY_CMDS)
+/* commands that answer in their struct (uapi: all but ALLOC, FREE, RELEASE) */
+#define OUT_CMDS	(ALL_CMDS & ~(CMD(C_ALLOC) | CMD(C_FREE) | CMD(C_RELEASE)))
 
 static const struct order_row {
 	unsigned int cmds;	/* CMD() mask */
@@ -932,12 +1061,16 @@ static const struct order_row {
 	ROW(ALL_CMDS, V_SIZE_HUGE | V_FLAGS, -E2BIG, "size above 4096 before flags"),
 	ROW(ALL_CMDS, V_TAIL | V_FLAGS, -E2BIG, "nonzero trailing bytes before flags"),
 	ROW(OUT_CMDS, V_SIZE_SMALL | V_ARG_RO, -EINVAL,
-	    "size below V1 before the write-back check"),
+	    "size below V1 before the answer"),
 	ROW(OUT_CMDS, V_TAIL | V_ARG_RO, -E2BIG,
-	    "nonzero trailing bytes before the write-back check"),
-	ROW(OUT_CMDS, V_ARG_RO | V_FLAGS, -EFAULT, "write-back check before flags"),
-	ROW(IN_ONLY_CMDS, V_ARG_RO | V_FLAGS, -EINVAL,
-	    "an in-only struct may be read-only; flags"),
+	    "nonzero trailing bytes before the answer"),
+	/* a read-only struct fails only when the answer is written: last */
+	ROW(ALL_CMDS, V_ARG_RO | V_FLAGS, -EINVAL,
+	    "flags before the answer to a read-only struct"),
+	{ CMD(C_LOOKUP), V_ARG_RO, -EFAULT, -ENODEV,
+	  "the answer to a read-only struct after the pool" },
+	ROW(CMD(C_INFO) | CMD(C_STATS) | CMD(C_HOSTS), V_ARG_RO, -EFAULT,
+	    "the answer to a read-only struct"),
 	ROW(CMD(C_INFO) | CMD(C_STATS) | CMD(C_LOOKUP) | CMD(C_RELEASE) |
 	    CMD(C_REGION_INFO) | CMD(C_HOSTS), V_UNPRIV | V_TAIL, -E2BIG,
 	    "no capability needed; the size"),
@@ -948,8 +1081,8 @@ static const struct order_row {
 	    -EINVAL, "reserved before the count"),
 	ROW(CMD(C_ATTACH) | CMD(C_DETACH) | CMD(C_HOSTS), V_RESERVED | V_TAIL,
 	    -E2BIG, "trailing bytes before reserved"),
-	ROW(CMD(C_HOSTS), V_ARG_RO | V_RESERVED, -EFAULT,
-	    "HOSTS: the write-back check before reserved"),
+	ROW(CMD(C_HOSTS), V_ARG_RO | V_RESERVED, -EINVAL,
+	    "HOSTS: reserved before the answer"),
 	ROW(CMD(C_HOSTS), V_UNPRIV | V_RDONLY | V_RESERVED, -EINVAL,
 	    "HOSTS: any file, any caller; reserved"),
 	ROW(CMD(C_HOSTS), V_FLAGS, -EINVAL, "HOSTS: flags, on any pool"),

@@ -59,6 +59,13 @@
 /* ------------------------------------------------------------------ */
 /* The ABI's struct layouts, checked at compile time.                  */
 
+/* Every size and offset, the same assertions the module compiles. */
+#include <assert.h>
+#include <stddef.h>
+#include "beluga_layout.h"	/* uapi/, not installed */
+
+/* The sizes the header names. */
+
 _Static_assert(sizeof(struct beluga_key) == 16, "beluga_key");
 _Static_assert(sizeof(struct beluga_info) == BELUGA_INFO_SIZE_V1, "info");
 _Static_assert(sizeof(struct beluga_stats) == BELUGA_STATS_SIZE_V2, "stats");
@@ -67,7 +74,7 @@ _Static_assert(sizeof(struct beluga_blocks) == BELUGA_BLOCKS_SIZE_V1, "blocks");
 _Static_assert(sizeof(struct beluga_publish) == BELUGA_PUBLISH_SIZE_V1, "publish");
 _Static_assert(sizeof(struct beluga_publish_item) == 32, "publish_item");
 _Static_assert(sizeof(struct beluga_lookup) == BELUGA_LOOKUP_SIZE_V1, "lookup");
-_Static_assert(sizeof(struct beluga_attach) == BELUGA_ATTACH_SIZE_V1, "attach");
+_Static_assert(sizeof(struct beluga_attach) == BELUGA_ATTACH_SIZE_V2, "attach");
 _Static_assert(sizeof(struct beluga_detach) == BELUGA_DETACH_SIZE_V1, "detach");
 _Static_assert(sizeof(struct beluga_evict) == BELUGA_EVICT_SIZE_V1, "evict");
 _Static_assert(sizeof(struct beluga_region_info) == BELUGA_REGION_INFO_SIZE_V1,

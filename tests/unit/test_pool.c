@@ -103,6 +103,70 @@ static void add_region_validation(void)
 	pool_free(p);
 }
 
+/*
+ * A reserved region (ATTACH before it answers) holds its slot, its offsets
+ * and the block size, and is invisible until committed; an aborted one
+ * leaves no trace.
+ */
+static void reserve_commit_abort(void)
+{
+	struct bel_pool *p = pool_new();
+	struct bel_client *c = bel_client_new(p);
+	struct bel_region_stats rs;
+	u32 slot, s2, n, n2;
+	u64 first, f2, off, ro;
+
+	CHECK_EQ(bel_pool_reserve_region(p, 4 * M2, M2, &slot, &first, &n), 0);
+	CHECK_EQ(slot, 0);
+	CHECK_EQ(first, 0);
+	CHECK_EQ(n, 4);
+	/* Nothing sees it. */
+	CHECK_EQ(p->nr_regions, 0);
+	CHECK_EQ(stats_of(p).total_blocks, 0);
+	CHECK_EQ(bel_alloc(c, 1, &off), -ENODEV);
+	CHECK_EQ(bel_pool_map_size(p), 0);
+	CHECK_EQ(bel_pool_find_offset(p, 0, &s2, &ro), -ENOENT);
+	CHECK_EQ(bel_region_stats(p, 0, &rs), -ENOENT);
+	CHECK_EQ(bel_pool_remove_region(p, 0, true, NULL), -ENOENT);
+	/* It holds its slot, its offset span and the block size. */
+	CHECK_EQ(bel_pool_add_region(p, M2, 2 * M2, &s2, &f2, &n2), -EINVAL);
+	CHECK_EQ(bel_pool_add_region(p, M2, 0, &s2, &f2, &n2), 0);
+	CHECK_EQ(s2, 1);
+	CHECK_EQ(f2, 4 * M2);
+	CHECK_EQ(stats_of(p).total_blocks, 1);
+	/* It takes memory errors before it is visible. */
+	CHECK_EQ(bel_retire_offset(p, 2 * M2), 1);
+	bel_pool_commit_region(p, slot);
+	CHECK_EQ(p->nr_regions, 2);
+	CHECK_EQ(stats_of(p).total_blocks, 5);
+	CHECK_EQ(stats_of(p).retired_blocks, 1);
+	CHECK_EQ(stats_of(p).free_blocks, 4);
+	CHECK_EQ(bel_region_stats(p, 0, &rs), 0);
+	CHECK_EQ(rs.nr_blocks, 4);
+	CHECK_EQ(bel_pool_map_size(p), 5 * M2);
+	check_pool(p);
+
+	/* Abort: as if never reserved, the slot and span reused. */
+	CHECK_EQ(bel_pool_remove_region(p, 0, false, NULL), 0);
+	CHECK_EQ(bel_pool_reserve_region(p, 2 * M2, 0, &slot, &first, &n), 0);
+	CHECK_EQ(slot, 0);
+	bel_pool_abort_region(p, slot);
+	CHECK_EQ(p->nr_regions, 1);
+	CHECK_EQ(stats_of(p).total_blocks, 1);
+	CHECK_EQ(bel_pool_remove_region(p, 1, false, NULL), 0);
+	/* The last reservation gone, the block size is free again. */
+	CHECK_EQ(bel_pool_reserve_region(p, 2 * M2, M2, &slot, &first, &n), 0);
+	CHECK_EQ(p->block_size, M2);
+	bel_pool_abort_region(p, slot);
+	CHECK_EQ(p->block_size, 0);
+	CHECK_EQ(bel_pool_add_region(p, 8 * 4096, 4096, &slot, &first, &n), 0);
+	CHECK_EQ(slot, 0);
+	CHECK_EQ(first, 0);
+	check_pool(p);
+	bel_client_release(c);
+	pool_free(p);
+}
+
 /* Block size that is a multiple of 4 KiB but not a power of two. */
 static void odd_block_size(void)
 {
@@ -580,6 +644,7 @@ int main(void)
 {
 	TAP_RUN(empty_pool);
 	TAP_RUN(add_region_validation);
+	TAP_RUN(reserve_commit_abort);
 	TAP_RUN(odd_block_size);
 	TAP_RUN(alloc_round_robin);
 	TAP_RUN(alloc_all_or_nothing);

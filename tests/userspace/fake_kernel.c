@@ -309,14 +309,12 @@ static int cmd_attach(int fd, void *arg)
 		return -EINVAL;
 	if (a->flags && !(a->flags & BELUGA_ATTACH_SHARED))
 		return -EINVAL;
-	if (a->flags & BELUGA_ATTACH_SHARED) {
-		if (a->backend != BELUGA_BACKEND_DAX)
-			return -EINVAL;
-		if (!(a->flags & BELUGA_ATTACH_HOST_ID) && a->host_id)
-			return -EINVAL;
-	} else if (a->__reserved) {
+	if (a->__reserved || a->__reserved2)
 		return -EINVAL;
-	}
+	if (!(a->flags & BELUGA_ATTACH_HOST_ID) && a->host_id)
+		return -EINVAL;
+	if ((a->flags & BELUGA_ATTACH_SHARED) && a->backend != BELUGA_BACKEND_DAX)
+		return -EINVAL;
 	if (namelen == sizeof(a->name))
 		return -EINVAL;
 	switch (a->backend) {

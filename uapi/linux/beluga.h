@@ -73,7 +73,11 @@
  * version (BELUGA_*_SIZE_V1 below):
  *   - a larger size from newer userspace is accepted when the bytes the
  *     kernel does not know are zero, else -E2BIG;
- *   - output is written back up to the smaller of the two sizes.
+ *   - a smaller one is an older caller: the fields it does not pass read
+ *     as zero;
+ *   - the answer is written back up to the smaller of the two sizes.
+ * Structs grow only at the end, by appending fields (BELUGA_*_SIZE_V2);
+ * fields never move.
  * Common errors, checked in this order; a call that breaks several rules
  * gets the error of the first step it fails:
  *   1. -ENOTTY  unknown command number, or a command encoded with a size
@@ -89,8 +93,8 @@
  *   4. The struct, read as copy_struct_from_user() reads it: -EFAULT when
  *      the size field cannot be read; -EINVAL size below the first
  *      version; -E2BIG size above 4096, or nonzero bytes past the kernel's
- *      struct; -EFAULT when the rest of the struct cannot be read or, for
- *      a command that writes results into it, written back.
+ *      struct; -EFAULT when the rest of the struct cannot be read. (That it
+ *      can be written is not checked here: see the answer, below.)
  *   5. The struct's fields: -EINVAL unknown flags or a nonzero reserved
  *      field; then the count of a batch, -EINVAL for 0 and -E2BIG above
  *      BELUGA_MAX_BATCH (HOSTS' count is a capacity: any value is
@@ -105,10 +109,12 @@
  *   7. -ENODEV  ALLOC, FREE, PUBLISH, LOOKUP or RELEASE while no region is
  *               attached (INFO, STATS, REGION_INFO and HOSTS work on an
  *               empty pool).
- *   8. The command's own errors (its description below). Last, results
- *      written to arrays the kernel only writes, and only when there is a
- *      result: LOOKUP's offsets array, PUBLISH's item results, HOSTS'
- *      records (-EFAULT, described with each command).
+ *   8. The command's own errors (its description below). Last, the
+ *      answer: results written to arrays the kernel only writes, and only
+ *      when there is a result (LOOKUP's offsets array, PUBLISH's item
+ *      results, HOSTS' records), and the struct itself for a command that
+ *      answers in it (all but ALLOC, FREE and RELEASE, whose struct is only
+ *      read and may be read-only): -EFAULT when it cannot be written.
  * Why this order: each step needs the one before it, as in iommufd, whose
  * conventions this ABI follows. The struct is copied in whole with
  * copy_struct_from_user() before any field is looked at, so nonzero
@@ -119,16 +125,36 @@
  * state, so a malformed call fails the same way whether or not a region
  * is attached.
  * A command that fails with an error leaves the pool unchanged, unless its
- * description below says otherwise (PUBLISH, DETACH with
- * BELUGA_DETACH_EVICT). A struct that cannot be written back fails with
- * -EFAULT before anything happens. If it becomes unwritable during the call
- * (another thread unmaps it), ALLOC, FREE and RELEASE are unaffected (they
- * write nothing back), LOOKUP releases what it pinned and ATTACH detaches
- * the new region again (unless a client already allocated from it), but
- * PUBLISH, DETACH and EVICT, which cannot be undone, keep their effect and
- * return -EFAULT: REGION_INFO and LOOKUP tell what happened.
- * The counters of STATS count attempts: a call
- * undone on -EFAULT still shows in allocs and frees.
+ * description below says otherwise (DETACH with BELUGA_DETACH_EVICT), or
+ * it failed writing its answer (-EFAULT: PUBLISH, DETACH and EVICT, next).
+ *
+ * The answer and -EFAULT
+ * ----------------------
+ * Each command writes its answer once the answer is complete, as iommufd
+ * does, so an answer that cannot be written (the struct or an output
+ * array read-only or unmapped, also by another thread during the call)
+ * is found then, and what the command did by then is, command by command:
+ *   INFO, STATS, REGION_INFO  nothing (they change no state).
+ *   ALLOC    the blocks, answered in @offsets: freed again before the
+ *            -EFAULT (each one the file still holds). The array is also
+ *            checked before anything is allocated (step 6).
+ *   FREE, RELEASE  no answer: they never fail for it.
+ *   PUBLISH  takes effect, and cannot be undone: the keys are visible. The
+ *            struct's counters are written first, then the item results.
+ *   LOOKUP   @offsets, then the struct; with BELUGA_LOOKUP_PIN the pins are
+ *            dropped again before the -EFAULT (each one the file still
+ *            holds). Without it nothing changed but the counters.
+ *   ATTACH   nothing: the region is built first but is not part of the
+ *            pool until the answer is written, so on -EFAULT it is torn
+ *            down without anything having seen it: no slot, no offsets, no
+ *            blocks. What ATTACH does to the memory itself stays done: a
+ *            device-dax range was cleared; a shared pool was joined and is
+ *            left again (its other hosts see this host come and go), and
+ *            with BELUGA_ATTACH_FORMAT it stays formatted.
+ *   DETACH, EVICT  what they did stands: a region detached, blocks
+ *            evicted (REGION_INFO and LOOKUP tell what happened).
+ * The counters of STATS count attempts: a call undone on -EFAULT still
+ * shows in allocs and frees.
  */
 #ifndef _UAPI_LINUX_BELUGA_H
 #define _UAPI_LINUX_BELUGA_H
@@ -361,6 +387,8 @@ struct beluga_stats {
  * ATTACH clears a device-dax range, node memory comes zeroed, and a
  * shared pool's FORMAT clears its data area (BELUGA_IOC_ATTACH).
  *
+ * The answer is @offsets; the struct is only read (it may be read-only).
+ *
  * Errors: -ENOSPC when free plus evictable blocks are fewer than @count;
  * -EBADF on a read-only file; -EFAULT when @offsets cannot be written,
  * checked before anything is allocated (step 6 above; if it becomes
@@ -450,10 +478,11 @@ struct beluga_publish_item {
  *
  * Results are per item; the call itself returns 0 once the items were
  * read, even when some items failed. The whole call fails with -EINVAL,
- * changing nothing, when an item's @__reserved is nonzero. If the results
- * cannot be written back (-EFAULT), the call has still taken effect: the
- * counters in this struct were written first, and the state is visible
- * through LOOKUP.
+ * changing nothing, when an item's @__reserved is nonzero. The answer is
+ * this struct's counters, then the items' @result. If either cannot be
+ * written (-EFAULT), the call has still taken effect (publishing cannot
+ * be undone): whatever of the answer can be written is, and the state is
+ * visible through LOOKUP.
  *
  * The writer must have finished (and, on a non-coherent path, flushed)
  * the block's bytes before PUBLISH; readers may see them at once after.
@@ -496,9 +525,11 @@ struct beluga_publish {
  * pool but the counters, and the offsets are only a hint: the blocks may
  * be evicted at any time.
  *
- * Errors: -EFAULT when @keys cannot be read or @offsets cannot be written;
- * with BELUGA_LOOKUP_PIN the pins are dropped again before returning (each
- * one the file still holds).
+ * The answer is @offsets, then @hits in this struct.
+ *
+ * Errors: -EFAULT when @keys cannot be read, or @offsets or the struct
+ * cannot be written; with BELUGA_LOOKUP_PIN the pins are dropped again
+ * before returning (each one the file still holds).
  * -EOVERFLOW with BELUGA_LOOKUP_PIN when a hit already carries nearly 2^32
  * pins; nothing is pinned then.
  */
@@ -538,11 +569,26 @@ enum beluga_backend {
  * @name: in: NUL-terminated label, e.g. "dax0.0", unique in the pool;
  *	required for DAX; for NODE it may be empty and becomes "node<N>"
  * @region_id: out: slot of the new region, 0..BELUGA_MAX_REGIONS-1
- * @__reserved: must be 0, unless BELUGA_ATTACH_HOST_ID is given
- * @host_id: in, with BELUGA_ATTACH_HOST_ID: this host's id in a shared
- *	pool (the same 32 bits as @__reserved)
+ * @__reserved: must be 0 (but see the first layout, below)
  * @first_offset: out: offset of the region's first block
  * @nr_blocks: out: blocks the region adds
+ * @host_id: in (since BELUGA_ATTACH_SIZE_V2), with BELUGA_ATTACH_HOST_ID:
+ *	this host's id in a shared pool; must be 0 without that flag
+ * @__reserved2: must be 0
+ *
+ * The first layout, BELUGA_ATTACH_SIZE_V1 bytes, ends at @nr_blocks and
+ * gave the host id in the 32 bits that are @__reserved now. A caller that
+ * passes a size below the end of @host_id still does so: with
+ * BELUGA_ATTACH_HOST_ID its @__reserved is the host id (and reads back
+ * unchanged); without, it must be 0.
+ *
+ * The answer (@region_id, @first_offset, @nr_blocks) is written before the
+ * region joins the pool: until then nothing can map, allocate from, look
+ * up, count or detach it. If it cannot be written (-EFAULT), the region is
+ * torn down again and the pool is as before (see "The answer and -EFAULT"
+ * above for what stays done to the memory). Its sysfs directory exists
+ * from a little before the answer (its block counts read -ENODEV until the
+ * region is in the pool).
  *
  * DAX: the range must be 2 MiB aligned, lie wholly inside one device-dax
  * instance bound to the device_dax driver, and not overlap System RAM or
@@ -629,12 +675,11 @@ struct beluga_attach {
 	__aligned_u64 block_size;
 	char name[BELUGA_NAME_LEN];
 	__u32 region_id;
-	union {
-		__u32 __reserved;
-		__u32 host_id;
-	};
+	__u32 __reserved;
 	__aligned_u64 first_offset;
 	__aligned_u64 nr_blocks;
+	__u32 host_id;
+	__u32 __reserved2;
 };
 
 /*
@@ -646,6 +691,7 @@ struct beluga_attach {
 #define BELUGA_ATTACH_HOST_ID	_BITUL(3)	/* @host_id is given */
 
 #define BELUGA_ATTACH_SIZE_V1	96
+#define BELUGA_ATTACH_SIZE_V2	104	/* + @host_id, @__reserved2 */
 #define BELUGA_IOC_ATTACH	_IO(BELUGA_TYPE, BELUGA_CMD_ATTACH)
 
 /* DETACH flags */
@@ -667,6 +713,10 @@ struct beluga_attach {
  * if the region is still busy after that (allocated or pinned blocks), the
  * evictions stand, -EBUSY is returned and @evicted is written back.
  * -ENOENT: no region in that slot.
+ *
+ * The answer (@evicted) is written after the region is detached, whatever
+ * the result: on -EFAULT what DETACH did stands (the region detached, or
+ * the evictions of a busy one).
  */
 struct beluga_detach {
 	__u32 size;
@@ -693,6 +743,8 @@ struct beluga_detach {
  *
  * Errors: -ENOENT the key is not present; -EBUSY the key is pinned.
  * With BELUGA_EVICT_NAMESPACE the call succeeds and reports @busy.
+ * The answer (@evicted, @busy) is written after the eviction, also with
+ * -ENOENT and -EBUSY: on -EFAULT the evictions stand.
  */
 struct beluga_evict {
 	__u32 size;

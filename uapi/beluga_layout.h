@@ -1,0 +1,159 @@
+/* SPDX-License-Identifier: GPL-2.0 WITH Linux-syscall-note */
+/*
+ * The binary layout of <linux/beluga.h>: every struct's size and every
+ * field's offset, as compile-time assertions. Not installed. It is
+ * compiled where the ABI is compiled on each side: by the module
+ * (kmod/ioctl.c) and by the userspace kselftests (tests/kselftest/
+ * beluga_test.h), so that a change to a struct that moves a field, or a
+ * compiler that lays one out differently, fails the build instead of
+ * reaching a caller. Structs only grow at the end: a new field is a new
+ * line here, and no existing line ever changes.
+ *
+ * The includer provides static_assert() and offsetof() (the kernel's
+ * <linux/build_bug.h> and <linux/stddef.h>, or C11's <assert.h> and
+ * <stddef.h>).
+ */
+#ifndef BELUGA_LAYOUT_H
+#define BELUGA_LAYOUT_H
+
+#include <linux/beluga.h>
+
+#define BELUGA_LAYOUT_SIZE(s, n) \
+	static_assert(sizeof(struct s) == (n), #s " is " #n " bytes")
+#define BELUGA_LAYOUT(s, f, off) \
+	static_assert(offsetof(struct s, f) == (off), #s "." #f " at " #off)
+
+BELUGA_LAYOUT_SIZE(beluga_key, 16);
+BELUGA_LAYOUT(beluga_key, lo, 0);
+BELUGA_LAYOUT(beluga_key, hi, 8);
+
+BELUGA_LAYOUT_SIZE(beluga_info, 48);
+BELUGA_LAYOUT(beluga_info, size, 0);
+BELUGA_LAYOUT(beluga_info, flags, 4);
+BELUGA_LAYOUT(beluga_info, abi_version, 8);
+BELUGA_LAYOUT(beluga_info, nr_regions, 12);
+BELUGA_LAYOUT(beluga_info, block_size, 16);
+BELUGA_LAYOUT(beluga_info, nr_blocks, 24);
+BELUGA_LAYOUT(beluga_info, map_size, 32);
+BELUGA_LAYOUT(beluga_info, max_batch, 40);
+BELUGA_LAYOUT(beluga_info, max_regions, 44);
+
+BELUGA_LAYOUT_SIZE(beluga_stats, 152);
+BELUGA_LAYOUT(beluga_stats, size, 0);
+BELUGA_LAYOUT(beluga_stats, flags, 4);
+BELUGA_LAYOUT(beluga_stats, total_blocks, 8);
+BELUGA_LAYOUT(beluga_stats, free_blocks, 16);
+BELUGA_LAYOUT(beluga_stats, allocated_blocks, 24);
+BELUGA_LAYOUT(beluga_stats, published_blocks, 32);
+BELUGA_LAYOUT(beluga_stats, pinned_blocks, 40);
+BELUGA_LAYOUT(beluga_stats, pins, 48);
+BELUGA_LAYOUT(beluga_stats, clients, 56);
+BELUGA_LAYOUT(beluga_stats, allocs, 64);
+BELUGA_LAYOUT(beluga_stats, frees, 72);
+BELUGA_LAYOUT(beluga_stats, publishes, 80);
+BELUGA_LAYOUT(beluga_stats, publish_races, 88);
+BELUGA_LAYOUT(beluga_stats, lookups, 96);
+BELUGA_LAYOUT(beluga_stats, lookup_keys, 104);
+BELUGA_LAYOUT(beluga_stats, lookup_hits, 112);
+BELUGA_LAYOUT(beluga_stats, releases, 120);
+BELUGA_LAYOUT(beluga_stats, evictions, 128);
+BELUGA_LAYOUT(beluga_stats, alloc_failures, 136);
+BELUGA_LAYOUT(beluga_stats, retired_blocks, 144);
+
+BELUGA_LAYOUT_SIZE(beluga_alloc, 24);
+BELUGA_LAYOUT(beluga_alloc, size, 0);
+BELUGA_LAYOUT(beluga_alloc, flags, 4);
+BELUGA_LAYOUT(beluga_alloc, count, 8);
+BELUGA_LAYOUT(beluga_alloc, __reserved, 12);
+BELUGA_LAYOUT(beluga_alloc, offsets, 16);
+
+BELUGA_LAYOUT_SIZE(beluga_blocks, 24);
+BELUGA_LAYOUT(beluga_blocks, size, 0);
+BELUGA_LAYOUT(beluga_blocks, flags, 4);
+BELUGA_LAYOUT(beluga_blocks, count, 8);
+BELUGA_LAYOUT(beluga_blocks, __reserved, 12);
+BELUGA_LAYOUT(beluga_blocks, offsets, 16);
+
+BELUGA_LAYOUT_SIZE(beluga_publish_item, 32);
+BELUGA_LAYOUT(beluga_publish_item, offset, 0);
+BELUGA_LAYOUT(beluga_publish_item, key, 8);
+BELUGA_LAYOUT(beluga_publish_item, result, 24);
+BELUGA_LAYOUT(beluga_publish_item, __reserved, 28);
+
+BELUGA_LAYOUT_SIZE(beluga_publish, 40);
+BELUGA_LAYOUT(beluga_publish, size, 0);
+BELUGA_LAYOUT(beluga_publish, flags, 4);
+BELUGA_LAYOUT(beluga_publish, ns, 8);
+BELUGA_LAYOUT(beluga_publish, count, 16);
+BELUGA_LAYOUT(beluga_publish, published, 20);
+BELUGA_LAYOUT(beluga_publish, exists, 24);
+BELUGA_LAYOUT(beluga_publish, failed, 28);
+BELUGA_LAYOUT(beluga_publish, items, 32);
+
+BELUGA_LAYOUT_SIZE(beluga_lookup, 40);
+BELUGA_LAYOUT(beluga_lookup, size, 0);
+BELUGA_LAYOUT(beluga_lookup, flags, 4);
+BELUGA_LAYOUT(beluga_lookup, ns, 8);
+BELUGA_LAYOUT(beluga_lookup, count, 16);
+BELUGA_LAYOUT(beluga_lookup, hits, 20);
+BELUGA_LAYOUT(beluga_lookup, keys, 24);
+BELUGA_LAYOUT(beluga_lookup, offsets, 32);
+
+BELUGA_LAYOUT_SIZE(beluga_attach, 104);
+BELUGA_LAYOUT(beluga_attach, size, 0);
+BELUGA_LAYOUT(beluga_attach, flags, 4);
+BELUGA_LAYOUT(beluga_attach, backend, 8);
+BELUGA_LAYOUT(beluga_attach, node, 12);
+BELUGA_LAYOUT(beluga_attach, phys_start, 16);
+BELUGA_LAYOUT(beluga_attach, length, 24);
+BELUGA_LAYOUT(beluga_attach, block_size, 32);
+BELUGA_LAYOUT(beluga_attach, name, 40);
+BELUGA_LAYOUT(beluga_attach, region_id, 72);
+BELUGA_LAYOUT(beluga_attach, __reserved, 76);
+BELUGA_LAYOUT(beluga_attach, first_offset, 80);
+BELUGA_LAYOUT(beluga_attach, nr_blocks, 88);
+BELUGA_LAYOUT(beluga_attach, host_id, 96);
+BELUGA_LAYOUT(beluga_attach, __reserved2, 100);
+
+BELUGA_LAYOUT_SIZE(beluga_detach, 24);
+BELUGA_LAYOUT(beluga_detach, size, 0);
+BELUGA_LAYOUT(beluga_detach, flags, 4);
+BELUGA_LAYOUT(beluga_detach, region_id, 8);
+BELUGA_LAYOUT(beluga_detach, __reserved, 12);
+BELUGA_LAYOUT(beluga_detach, evicted, 16);
+
+BELUGA_LAYOUT_SIZE(beluga_evict, 48);
+BELUGA_LAYOUT(beluga_evict, size, 0);
+BELUGA_LAYOUT(beluga_evict, flags, 4);
+BELUGA_LAYOUT(beluga_evict, ns, 8);
+BELUGA_LAYOUT(beluga_evict, key, 16);
+BELUGA_LAYOUT(beluga_evict, evicted, 32);
+BELUGA_LAYOUT(beluga_evict, busy, 40);
+
+BELUGA_LAYOUT_SIZE(beluga_region_info, 112);
+BELUGA_LAYOUT(beluga_region_info, size, 0);
+BELUGA_LAYOUT(beluga_region_info, flags, 4);
+BELUGA_LAYOUT(beluga_region_info, region_id, 8);
+BELUGA_LAYOUT(beluga_region_info, backend, 12);
+BELUGA_LAYOUT(beluga_region_info, node, 16);
+BELUGA_LAYOUT(beluga_region_info, mappings, 20);
+BELUGA_LAYOUT(beluga_region_info, phys_start, 24);
+BELUGA_LAYOUT(beluga_region_info, length, 32);
+BELUGA_LAYOUT(beluga_region_info, first_offset, 40);
+BELUGA_LAYOUT(beluga_region_info, nr_blocks, 48);
+BELUGA_LAYOUT(beluga_region_info, free_blocks, 56);
+BELUGA_LAYOUT(beluga_region_info, allocated_blocks, 64);
+BELUGA_LAYOUT(beluga_region_info, published_blocks, 72);
+BELUGA_LAYOUT(beluga_region_info, name, 80);
+
+BELUGA_LAYOUT_SIZE(beluga_hosts, 24);
+BELUGA_LAYOUT(beluga_hosts, size, 0);
+BELUGA_LAYOUT(beluga_hosts, flags, 4);
+BELUGA_LAYOUT(beluga_hosts, count, 8);
+BELUGA_LAYOUT(beluga_hosts, __reserved, 12);
+BELUGA_LAYOUT(beluga_hosts, hosts, 16);
+
+#undef BELUGA_LAYOUT
+#undef BELUGA_LAYOUT_SIZE
+
+#endif /* BELUGA_LAYOUT_H */
