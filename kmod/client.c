@@ -10,7 +10,7 @@
 #include <linux/fs.h>
 #include <linux/slab.h>
 
-#include "beluga.h"
+#include "beluga_glue.h"
 
 int beluga_open(struct inode *inode, struct file *file)
 {

@@ -16,7 +16,7 @@
 #include <linux/seq_file.h>
 #include <linux/slab.h>
 
-#include "beluga.h"
+#include "beluga_glue.h"
 
 static struct dentry *beluga_debugfs_root;
 

@@ -24,7 +24,7 @@
 #include <linux/stddef.h>
 #include <linux/uaccess.h>
 
-#include "beluga.h"
+#include "beluga_glue.h"
 #include "beluga_trace.h"
 /* The uapi structs' sizes and offsets, asserted at build time. */
 #include "beluga_layout.h"

@@ -31,13 +31,13 @@
 #include <linux/slab.h>
 #include <linux/string.h>
 
-#include "beluga.h"
+#include "beluga_glue.h"
 
 #define BELUGA_MAX_POOLS	16
 
 struct beluga_device *beluga_pools;
 int beluga_nr_pools;
-/* Serialises ATTACH and DETACH across pools (beluga.h). */
+/* Serialises ATTACH and DETACH across pools (beluga_glue.h). */
 DEFINE_MUTEX(beluga_claim_mutex);
 
 /*

@@ -41,7 +41,7 @@
 #include <linux/workqueue.h>
 #include <asm/cacheflush.h>
 
-#include "beluga.h"
+#include "beluga_glue.h"
 #include "beluga_trace.h"
 #include "core/bel_mh.h"
 

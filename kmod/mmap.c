@@ -21,7 +21,7 @@
 #include <linux/pfn_t.h>
 #include <linux/sched/mm.h>
 
-#include "beluga.h"
+#include "beluga_glue.h"
 #include "beluga_trace.h"
 
 /* vm_private_data: the bitmask of region slots the mapping counts in. */

@@ -74,7 +74,7 @@
 #include <linux/page-flags.h>
 #include <linux/sched.h>
 
-#include "beluga.h"
+#include "beluga_glue.h"
 
 /* First pfn of the blocks of a dax region, and the pages they cover. */
 static unsigned long beluga_dax_first_pfn(const struct beluga_region *region)

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * The pool ops table (struct beluga_pool_ops, beluga.h): one seam between
+ * The pool ops table (struct beluga_pool_ops, beluga_glue.h): one seam between
  * the glue and the kinds of pool. A pool runs on the single-host portable
  * core, the table below, until an ATTACH makes it a shared multi-host pool
  * (mh.c, beluga_shared_pool_ops), and again after that region's DETACH.
@@ -12,7 +12,7 @@
 
 #include <linux/rwsem.h>
 
-#include "beluga.h"
+#include "beluga_glue.h"
 
 /*
  * The pool's ops, with ops_rwsem held for reading so that the pool's kind

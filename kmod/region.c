@@ -60,7 +60,7 @@
 #include <linux/sysfs.h>
 #include <linux/utsname.h>
 
-#include "beluga.h"
+#include "beluga_glue.h"
 
 #define BELUGA_NODE_CHUNK_ORDER	9	/* 2 MiB with 4 KiB pages */
 #define BELUGA_CLEAR_CHUNK	SZ_2M	/* cleared between reschedules */

@@ -27,7 +27,7 @@
 #include <linux/slab.h>
 #include <linux/sysfs.h>
 
-#include "beluga.h"
+#include "beluga_glue.h"
 
 /* --- pool attributes ---------------------------------------------------- */
 

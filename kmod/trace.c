@@ -8,7 +8,7 @@
 #define CREATE_TRACE_POINTS
 #include "beluga_trace.h"
 
-#include "beluga.h"
+#include "beluga_glue.h"
 
 /* Under the pool lock, from bel_evict_block_locked(). */
 void bel_env_trace_evict(struct bel_pool *pool, u64 offset, u64 ns,

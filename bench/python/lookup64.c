@@ -28,7 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <beluga.h>
+#include <libbeluga.h>
 
 #define MAX_KEYS 4096
 #define L64_API __attribute__((visibility("default")))

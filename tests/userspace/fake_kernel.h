@@ -24,7 +24,7 @@
 
 #include <stdint.h>
 
-#include "beluga.h"
+#include "libbeluga.h"
 
 #define FAKE_LOG_LEN	256
 

@@ -14,7 +14,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "beluga.h"
+#include "libbeluga.h"
 #include "fake_kernel.h"
 #include "internal.h"
 #include "../lib/tap.h"

@@ -21,7 +21,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "beluga.h"
+#include "libbeluga.h"
 #include "cudart_stub.h"
 #include "fake_kernel.h"
 #include "internal.h"

@@ -14,7 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "beluga.h"
+#include "libbeluga.h"
 #include "fake_kernel.h"
 #include "../lib/tap.h"
 

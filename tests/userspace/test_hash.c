@@ -3,14 +3,14 @@
  * Tests of the reference block hash against an independent, deliberately
  * naive FNV-1a-128 (one byte at a time on unsigned __int128, the input
  * bytes laid out by hand), the FNV spec's vectors, and the vectors that
- * beluga.h publishes for other implementations.
+ * libbeluga.h publishes for other implementations.
  */
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "beluga.h"
+#include "libbeluga.h"
 #include "../lib/tap.h"
 
 typedef unsigned __int128 u128;
@@ -42,7 +42,7 @@ static u128 hex128(const char *s)
 	return v;
 }
 
-/* The key of one block, bytes laid out by hand as beluga.h specifies. */
+/* The key of one block, bytes laid out by hand as libbeluga.h specifies. */
 static u128 ref_block(u128 parent, const uint32_t *tokens, uint32_t n)
 {
 	uint8_t buf[16 + 4 + 4 * 256];

@@ -4,7 +4,7 @@
 # `make install` into a scratch DESTDIR, then build consumers the way an
 # engine would: pkg-config, shared and static, C and C++. Also checks the
 # shared library's ABI surface: the soname, and that it exports exactly the
-# functions beluga.h declares.
+# functions libbeluga.h declares.
 #
 # Usage: tests/userspace/test_install.sh USERSPACE_DIR   (prints TAP)
 set -u
@@ -25,7 +25,7 @@ check() { # check NAME CMD...: CMD succeeds
 }
 
 check "make install DESTDIR=... PREFIX=/usr" make -s -C "$src" install DESTDIR="$root" PREFIX=/usr
-for f in usr/lib/libbeluga.so.1 usr/lib/libbeluga.so usr/lib/libbeluga.a usr/include/beluga.h \
+for f in usr/lib/libbeluga.so.1 usr/lib/libbeluga.so usr/lib/libbeluga.a usr/include/libbeluga.h \
 	usr/include/linux/beluga.h usr/lib/pkgconfig/beluga.pc usr/bin/belugactl usr/bin/beluga-demo; do
 	if [ -e "$root/$f" ]; then ok "installed $f"; else not_ok "installed $f"; fi
 done
@@ -38,12 +38,12 @@ soname=$(readelf -d "$root/usr/lib/libbeluga.so.1" | sed -n 's/.*Library soname:
 if [ "$soname" = libbeluga.so.1 ]; then ok "soname is libbeluga.so.1"; else not_ok "soname is libbeluga.so.1 (got '$soname')"; fi
 
 # Exported functions == functions declared in the public header.
-declared=$(grep -oE '\bbeluga_[a-z0-9_]+\(' "$src/include/beluga.h" | tr -d '(' | sort -u)
+declared=$(grep -oE '\bbeluga_[a-z0-9_]+\(' "$src/include/libbeluga.h" | tr -d '(' | sort -u)
 exported=$(nm -D --defined-only "$root/usr/lib/libbeluga.so.1" | awk '$2 == "T" { sub(/@.*/, "", $3); print $3 }' | sort -u)
 if [ "$declared" = "$exported" ]; then
-	ok "libbeluga.so exports exactly the functions of beluga.h ($(wc -l <<<"$exported"))"
+	ok "libbeluga.so exports exactly the functions of libbeluga.h ($(wc -l <<<"$exported"))"
 else
-	not_ok "libbeluga.so exports exactly the functions of beluga.h"
+	not_ok "libbeluga.so exports exactly the functions of libbeluga.h"
 	diff <(echo "$declared") <(echo "$exported") | sed 's/^/#   /'
 fi
 
@@ -70,7 +70,7 @@ sys.exit(beluga.FAKE_KERNEL or beluga.__file__ != '$root/$pydir/beluga/__init__.
 fi
 
 cat >"$tmp/consumer.c" <<'C'
-#include <beluga.h>
+#include <libbeluga.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -104,7 +104,7 @@ else
 	check "the static consumer runs" "$tmp/consumer-static"
 	if command -v c++ >/dev/null 2>&1; then
 		# shellcheck disable=SC2046
-		check "beluga.h compiles as C++" c++ -x c++ -Wall -Wextra -Werror -fsyntax-only \
+		check "libbeluga.h compiles as C++" c++ -x c++ -Wall -Wextra -Werror -fsyntax-only \
 			$(pkg-config --cflags beluga) "$tmp/consumer.c"
 	fi
 fi

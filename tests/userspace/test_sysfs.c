@@ -20,7 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "beluga.h"
+#include "libbeluga.h"
 #include "fake_kernel.h"
 #include "internal.h"
 #include "../lib/tap.h"

@@ -10,7 +10,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "beluga.h"
+#include "libbeluga.h"
 
 /* Exit codes, as documented in `belugactl --help`. */
 enum {

@@ -40,7 +40,7 @@
 #include <cuda_runtime.h>
 
 extern "C" {
-#include "beluga.h"
+#include "libbeluga.h"
 #include "cuda.h"
 }
 #include "kvcopy_plan.h"

@@ -32,7 +32,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "beluga.h"
+#include "libbeluga.h"
 #include "../trace/mooncake.h"
 
 #define DEMO_MAGIC		0x564b4147554c4542ULL	/* "BELUGAKV" little-endian */

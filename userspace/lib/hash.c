@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 /*
  * libbeluga: the reference chained block hash, FNV-1a with 128-bit state.
- * The definition (byte layout, constants, vectors) is in beluga.h; this
+ * The definition (byte layout, constants, vectors) is in libbeluga.h; this
  * file only has to compute it fast and in portable C11.
  *
  * Why FNV-1a-128: it is fully specified by two constants, needs no seed

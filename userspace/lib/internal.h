@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "beluga.h"
+#include "libbeluga.h"
 #include "cuda.h"
 
 #define BEL_ERRMSG_LEN	512

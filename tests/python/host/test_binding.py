@@ -175,7 +175,7 @@ def test_alloc_nospace(pool):
 
 
 def test_hash_vectors_match_c():
-    # The reference vectors of userspace/include/beluga.h (printed hi then lo).
+    # The reference vectors of userspace/include/libbeluga.h (printed hi then lo).
     def hexkey(b):
         return b[8:16][::-1].hex() + b[0:8][::-1].hex()
 

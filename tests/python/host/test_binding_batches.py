@@ -131,7 +131,7 @@ P, B, M = (1 << 88) + 0x13B, 0x6C62272E07BB014262B821756295C58D, (1 << 128) - 1
 
 
 def py_block_key(parent, toks):
-    """The reimplementation printed in userspace/include/beluga.h."""
+    """The reimplementation printed in userspace/include/libbeluga.h."""
     h = B
     data = parent.to_bytes(16, "little") + len(toks).to_bytes(4, "little")
     data += b"".join(t.to_bytes(4, "little") for t in toks)

@@ -3,7 +3,7 @@
 The SGLang vectors are recomputed here with hashlib from the definition in
 engines.md section 1.2 (sglang python/sglang/srt/mem_cache/hicache_storage.py,
 get_hash_str, commit 001067ff), not taken from beluga.keys; the FNV vectors are
-the ones printed in userspace/include/beluga.h.
+the ones printed in userspace/include/libbeluga.h.
 """
 
 import hashlib
@@ -63,7 +63,7 @@ def test_chain_is_prefix_dependent():
     assert a[1] != b[1]
 
 
-# Vectors from userspace/include/beluga.h (hi then lo as one 128-bit number).
+# Vectors from userspace/include/libbeluga.h (hi then lo as one 128-bit number).
 FNV_VECTORS = [
     (list(range(32)), 16, ["edeb83b5c40730fbe43af425245ace0d", "bba2d53446b14787e13ac728aa0e7927"]),
     ([1, 2, 3, 4], 4, ["a2bf8a25c5590ba78943ede6c6c5e9bd"]),

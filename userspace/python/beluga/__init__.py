@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
 """Beluga: a KV-cache block pool on CXL memory, from Python.
 
-The binding maps libbeluga one to one (see userspace/include/beluga.h):
+The binding maps libbeluga one to one (see userspace/include/libbeluga.h):
 
     import beluga
     with beluga.Pool() as pool:                  # $BELUGA_DEVICE or /dev/beluga

@@ -40,7 +40,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "beluga.h"
+#include "libbeluga.h"
 
 #ifdef BELUGA_PY_FAKE
 #include "fake_kernel.h"

@@ -47,8 +47,8 @@
  *   BELUGA_CUDART      the CUDA runtime beluga_cuda_register() loads, as a
  *                      dlopen() path (default: see beluga_cuda_register())
  */
-#ifndef BELUGA_H
-#define BELUGA_H
+#ifndef LIBBELUGA_H
+#define LIBBELUGA_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -452,4 +452,4 @@ ssize_t beluga_dax_list(struct beluga_dax_device **out);
 }
 #endif
 
-#endif /* BELUGA_H */
+#endif /* LIBBELUGA_H */
