@@ -7,7 +7,7 @@
  *     with the fields the calls imply;
  *   - the uevents of the pool's device when a region is attached and
  *     detached, read from a NETLINK_KOBJECT_UEVENT socket.
- * The debug kernel has no tracing: there the tracepoint test SKIPs.
+ * A kernel without tracefs SKIPs the tracepoint test.
  */
 #include "beluga_test.h"
 
