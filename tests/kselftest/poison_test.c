@@ -387,7 +387,8 @@ FIXTURE_SETUP(poison_shared)
 	}
 	ASSERT_LT(0, bt_env_dax(names));
 	ASSERT_EQ(0, bt_dax_geometry(names[0], &phys, &size));
-	if (size < PZS_SKIP + 8 * BT_MIB) {
+	/* Other tests use the first 40 MiB or so: stay clear of them. */
+	if (size < 128 * BT_MIB) {
 		SKIP(return, "%s is too small (%llu bytes)", names[0],
 		     (unsigned long long)size);
 	}
@@ -494,8 +495,10 @@ TEST_F_TIMEOUT(poison_shared, poisoned_shared_block_is_retired, 240)
 			/* The VM_IO mapping: no get_user_pages() of it. */
 			how = "hwpoison-inject";
 			r = pzs_inject((const void *)target);
-			ASSERT_EQ(0, r) TH_LOG("MADV_HWPOISON: EFAULT; corrupt-pfn: %s",
-					       strerror(-r));
+			if (r) {
+				SKIP(return, "MADV_HWPOISON: EFAULT (VM_IO mapping); "
+				     PZS_INJECT ": %s", strerror(-r));
+			}
 		} else if (r && (errno == EPERM || errno == EINVAL)) {
 			SKIP(return, "madvise(MADV_HWPOISON): %s (needs root and "
 			     "CONFIG_MEMORY_FAILURE)", strerror(errno));
