@@ -33,7 +33,7 @@ const struct bel_mh_site_info bel_mh_sites[BEL_MH_NR_SITES] = {
 	[BEL_MH_F_ENT_ROLLBACK] = { "F_ENT_ROLLBACK", "flush eviction rollback" },
 	[BEL_MH_F_ENT_UNLINK] = { "F_ENT_UNLINK", "flush unlink of an evicted entry" },
 	[BEL_MH_F_ENT_REBUILD] = { "F_ENT_REBUILD", "flush entry repaired at takeover" },
-	[BEL_MH_F_ENT_RETIRE] = { "F_ENT_RETIRE", "flush unlink and RETIRED entry of a retired block" },
+	[BEL_MH_F_ENT_RETIRE] = { "F_ENT_RETIRE", "flush unlink, RETIRED entry" },
 	[BEL_MH_F_PAYLOAD] = { "F_PAYLOAD", "flush block payload" },
 	[BEL_MH_I_SUPER] = { "I_SUPER", "invalidate superblock" },
 	[BEL_MH_I_INTENT] = { "I_INTENT", "invalidate format intents" },
@@ -45,8 +45,8 @@ const struct bel_mh_site_info bel_mh_sites[BEL_MH_NR_SITES] = {
 	[BEL_MH_I_PIN_CHECK] = { "I_PIN_CHECK", "invalidate index entry (pin validation)" },
 	[BEL_MH_I_EVICT_PINS] = { "I_EVICT_PINS", "invalidate pin words (eviction)" },
 	[BEL_MH_I_REBUILD] = { "I_REBUILD", "invalidate index at takeover" },
-	[BEL_MH_I_RETIRED_SCAN] = { "I_RETIRED_SCAN", "invalidate index entries (RETIRED scan at takeover)" },
-	[BEL_MH_I_RETIRE_CHECK] = { "I_RETIRE_CHECK", "invalidate index entry (is a requested retire done?)" },
+	[BEL_MH_I_RETIRED_SCAN] = { "I_RETIRED_SCAN", "invalidate entries (takeover scan)" },
+	[BEL_MH_I_RETIRE_CHECK] = { "I_RETIRE_CHECK", "invalidate entry (retire done?)" },
 	[BEL_MH_I_PAYLOAD] = { "I_PAYLOAD", "invalidate block payload before read" },
 };
 

@@ -313,7 +313,8 @@ static void bel_mh_rebuild(struct bel_mh_host *h, u32 p)
 	for (b = pt->first; b < pt->first + pt->nr; b++) {
 		struct bel_mh_entry e;
 
-		if ((b - pt->first) && !((b - pt->first) % BEL_MH_RESCHED_EVERY))
+		if (b > pt->first &&
+		    !((b - pt->first) % BEL_MH_RESCHED_EVERY))
 			bel_mh_resched(h);
 		if (h->blk_state[b] == BEL_MH_BLK_PUBLISHED)
 			continue;
