@@ -127,17 +127,7 @@ union bt_argbuf {
 	uint8_t b[512];
 	uint32_t w[128];
 	uint64_t q[64];
-	struct beluga_info info;
-	struct beluga_stats stats;
-	struct beluga_alloc alloc;
-	struct beluga_blocks blocks;
-	struct beluga_publish publish;
-	struct beluga_lookup lookup;
-	struct beluga_attach attach;
-	struct beluga_detach detach;
-	struct beluga_evict evict;
-	struct beluga_region_info region_info;
-	struct beluga_hosts hosts;
+	BELUGA_IOCTL_ARGS(BELUGA_IOCTL_ARG_MEMBER)
 };
 
 /* ------------------------------------------------------------------ */
