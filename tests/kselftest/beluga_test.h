@@ -650,4 +650,48 @@ static inline void *bt_readonly_page(void)
 	return p == MAP_FAILED ? NULL : p;
 }
 
+/* ------------------------------------------------------------------ */
+/* Tagged blocks: whether a pinned block's bytes changed.               */
+
+/*
+ * The first bytes of a block as bt_tag_write() leaves them: the key's
+ * words, then a generation and a check word over the three. A block that
+ * is evicted and reused, or scribbled on, while a test holds a pin on it
+ * fails bt_tag_ok(); a block republished under its key gets a new @gen.
+ */
+struct bt_tag {
+	uint64_t lo, hi, gen, check;
+};
+
+/* @lo is cleared first and set last: a half-written tag is never @k's. */
+static inline void bt_tag_write(volatile struct bt_tag *t,
+				struct beluga_key k, uint64_t gen)
+{
+	t->lo = 0;		/* never a valid key word (keys have lo | 1) */
+	t->gen = gen;
+	t->check = gen ^ k.lo ^ k.hi;
+	t->hi = k.hi;
+	t->lo = k.lo;
+}
+
+/*
+ * Does @t hold @k's tag? Each word is read once, into @seen when it is
+ * not NULL (for the caller's message, and to compare generations).
+ */
+static inline bool bt_tag_ok(const volatile struct bt_tag *t,
+			     struct beluga_key k, struct bt_tag *seen)
+{
+	struct bt_tag v;
+
+	/* in this order, one statement each: volatile reads, sequenced */
+	v.lo = t->lo;
+	v.hi = t->hi;
+	v.gen = t->gen;
+	v.check = t->check;
+	if (seen)
+		*seen = v;
+	return v.lo == k.lo && v.hi == k.hi &&
+	       v.check == (v.gen ^ k.lo ^ k.hi);
+}
+
 #endif /* BELUGA_TEST_H */

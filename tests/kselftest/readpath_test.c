@@ -20,28 +20,6 @@
 #define READ_ITERS	1500
 #define DETACH_ROUNDS	40
 
-struct tag {
-	uint64_t lo, hi, gen, check;
-};
-
-static void write_tag(volatile struct tag *t, struct beluga_key k, uint64_t gen)
-{
-	t->lo = 0;		/* never a valid key word (keys have lo | 1) */
-	t->gen = gen;
-	t->check = gen ^ k.lo ^ k.hi;
-	t->hi = k.hi;
-	t->lo = k.lo;
-}
-
-static bool tag_ok(const volatile struct tag *t, struct beluga_key k,
-		   uint64_t *gen)
-{
-	uint64_t lo = t->lo, hi = t->hi, g = t->gen, check = t->check;
-
-	*gen = g;
-	return lo == k.lo && hi == k.hi && check == (g ^ k.lo ^ k.hi);
-}
-
 /* Shared with the children (MAP_SHARED | MAP_ANONYMOUS). */
 struct shared {
 	volatile int stop;
@@ -96,8 +74,8 @@ static int publish_key(int fd, char *map, size_t map_len, uint64_t ns,
 	r = bt_alloc(fd, 1, &off);
 	if (r)
 		return r;
-	if (off + sizeof(struct tag) <= map_len)
-		write_tag((struct tag *)(map + off), k, gen);
+	if (off + sizeof(struct bt_tag) <= map_len)
+		bt_tag_write((struct bt_tag *)(map + off), k, gen);
 	r = bt_publish1(fd, ns, off, k, &res);
 	if (r)
 		return r;
@@ -109,6 +87,7 @@ static int reader(FIXTURE_DATA(readpath) *self, int me)
 {
 	struct beluga_key keys[CHAIN];
 	uint64_t offs[CHAIN], gen[CHAIN];
+	struct bt_tag seen;
 	char *err = self->sh->err[me];
 	int fd = bt_open(O_RDWR), it, j, r;
 	uint32_t hits;
@@ -136,23 +115,22 @@ static int reader(FIXTURE_DATA(readpath) *self, int me)
 					 j, (unsigned long long)offs[j]);
 				return 1;
 			}
-			if (offs[j] + sizeof(struct tag) > self->map_len)
+			if (offs[j] + sizeof(struct bt_tag) > self->map_len)
 				continue;	/* region 1: not mapped */
-			if (!tag_ok((struct tag *)(self->map + offs[j]),
-				    keys[j], &gen[j])) {
+			if (!bt_tag_ok((struct bt_tag *)(self->map + offs[j]),
+				       keys[j], &seen)) {
 				snprintf(err, 200, "key %d pinned at 0x%llx holds another block's bytes",
 					 j, (unsigned long long)offs[j]);
 				return 1;
 			}
+			gen[j] = seen.gen;
 		}
 		sched_yield();
 		for (j = 0; j < (int)hits; j++) {
-			uint64_t g;
-
-			if (offs[j] + sizeof(struct tag) > self->map_len)
+			if (offs[j] + sizeof(struct bt_tag) > self->map_len)
 				continue;
-			if (!tag_ok((struct tag *)(self->map + offs[j]),
-				    keys[j], &g) || g != gen[j]) {
+			if (!bt_tag_ok((struct bt_tag *)(self->map + offs[j]),
+				       keys[j], &seen) || seen.gen != gen[j]) {
 				snprintf(err, 200, "key %d at 0x%llx changed while pinned",
 					 j, (unsigned long long)offs[j]);
 				return 1;
