@@ -694,4 +694,30 @@ static inline bool bt_tag_ok(const volatile struct bt_tag *t,
 	       v.check == (v.gen ^ k.lo ^ k.hi);
 }
 
+/*
+ * ALLOC a block, tag it for @k with @gen where @map (the first @map_len
+ * bytes of the pool's offset space) reaches it, and PUBLISH it under
+ * (@ns, @k). 0 when it is published or the key is there already (another
+ * file republished it first), else -errno or the item's result.
+ */
+static inline int bt_publish_tagged(int fd, char *map, size_t map_len,
+				    uint64_t ns, struct beluga_key k,
+				    uint64_t gen)
+{
+	uint64_t off;
+	int32_t res;
+	int r;
+
+	r = bt_alloc(fd, 1, &off);
+	if (r)
+		return r;
+	if (off + sizeof(struct bt_tag) <= map_len)
+		bt_tag_write((struct bt_tag *)(map + off), k, gen);
+	r = bt_publish1(fd, ns, off, k, &res);
+	if (r)
+		return r;
+	return res == BELUGA_PUBLISH_OK || res == BELUGA_PUBLISH_EXISTS ?
+	       0 : res;
+}
+
 #endif /* BELUGA_TEST_H */

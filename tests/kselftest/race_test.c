@@ -222,22 +222,11 @@ static void *pinner_fn(void *arg)
 }
 
 /* Publish key @i with a fresh generation (republish after eviction). */
-static int publish_key(int fd, char *map, uint64_t ns, int i, uint64_t gen)
+static int publish_key(FIXTURE_DATA(pressure) *self, int fd, int i,
+		       uint64_t gen)
 {
-	struct beluga_key k = bt_key(ns, i);
-	uint64_t off;
-	int32_t res;
-	int r;
-
-	r = bt_alloc(fd, 1, &off);
-	if (r)
-		return r;
-	bt_tag_write((struct bt_tag *)(map + off), k, gen);
-	r = bt_publish1(fd, ns, off, k, &res);
-	if (r)
-		return r;
-	return res == BELUGA_PUBLISH_OK || res == BELUGA_PUBLISH_EXISTS ?
-	       0 : res;
+	return bt_publish_tagged(fd, self->map, self->c.map_len, self->ns,
+				 bt_key(self->ns, i), gen);
 }
 
 static void run_pin_race(struct __test_metadata *_metadata,
@@ -254,7 +243,7 @@ static void run_pin_race(struct __test_metadata *_metadata,
 	fd = bt_open(O_RDWR);
 	ASSERT_LE(0, fd);
 	for (i = 0; i < NKEYS; i++)
-		ASSERT_EQ(0, publish_key(fd, self->map, self->ns, i, gen++));
+		ASSERT_EQ(0, publish_key(self, fd, i, gen++));
 	ASSERT_EQ(0, bt_stats(self->c.fd, &s0));
 
 	memset(&pn, 0, sizeof(pn));
@@ -273,7 +262,7 @@ static void run_pin_race(struct __test_metadata *_metadata,
 			r = bt_evict_key(fd, self->ns, bt_key(self->ns, i), &e);
 			if (r == 0) {
 				evicted++;
-				r = publish_key(fd, self->map, self->ns, i, gen++);
+				r = publish_key(self, fd, i, gen++);
 			} else if (r == -EBUSY || r == -ENOENT) {
 				busy += r == -EBUSY;
 				r = 0;
@@ -297,8 +286,7 @@ static void run_pin_race(struct __test_metadata *_metadata,
 			for (j = 0; !r && j < NKEYS && it % 8 == 0; j++)
 				if (bt_present(fd, self->ns,
 					       bt_key(self->ns, j)) == 0)
-					r = publish_key(fd, self->map, self->ns,
-							j, gen++);
+					r = publish_key(self, fd, j, gen++);
 			if (r == -ENOSPC)
 				r = 0;
 		}

@@ -63,26 +63,6 @@ static struct beluga_key chain_key(uint64_t ns, int r, int j)
 	return bt_key(ns, j ? 1000 + r * CHAIN + j : 0);
 }
 
-/* Publish @k, tagging its block where the mapping reaches it. */
-static int publish_key(int fd, char *map, size_t map_len, uint64_t ns,
-		       struct beluga_key k, uint64_t gen)
-{
-	uint64_t off;
-	int32_t res;
-	int r;
-
-	r = bt_alloc(fd, 1, &off);
-	if (r)
-		return r;
-	if (off + sizeof(struct bt_tag) <= map_len)
-		bt_tag_write((struct bt_tag *)(map + off), k, gen);
-	r = bt_publish1(fd, ns, off, k, &res);
-	if (r)
-		return r;
-	return res == BELUGA_PUBLISH_OK || res == BELUGA_PUBLISH_EXISTS ?
-	       0 : res;
-}
-
 static int reader(FIXTURE_DATA(readpath) *self, int me)
 {
 	struct beluga_key keys[CHAIN];
@@ -169,8 +149,9 @@ static int writer(FIXTURE_DATA(readpath) *self)
 				}
 				if (r)
 					continue;
-				r = publish_key(fd, self->map, self->map_len,
-						self->ns, k, gen++);
+				r = bt_publish_tagged(fd, self->map,
+						      self->map_len, self->ns,
+						      k, gen++);
 				if (r == -ENOSPC) {
 					self->sh->enospc++;
 					continue;
@@ -185,8 +166,10 @@ static int writer(FIXTURE_DATA(readpath) *self)
 		}
 		/* Fillers nobody reads fill the pool, so ALLOC evicts. */
 		for (j = 0; j < 8; j++) {
-			r = publish_key(fd, self->map, self->map_len, self->ns,
-					bt_key(self->ns, 1000000 + gen), gen);
+			r = bt_publish_tagged(fd, self->map, self->map_len,
+					      self->ns,
+					      bt_key(self->ns, 1000000 + gen),
+					      gen);
 			gen++;
 			if (r == -ENOSPC) {
 				self->sh->enospc++;
