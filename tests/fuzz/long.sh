@@ -13,7 +13,10 @@
 # Environment (to resize a leg): BELUGA_FUZZ_PLAIN_ARGS, BELUGA_FUZZ_DEBUG_ARGS
 # (fuzzer arguments, spaces or commas), BELUGA_FUZZ_SEED (one seed for both).
 # Output: build/fuzz-long/plain/ (run-guest.sh's), build/test-debug/ (the
-# debug lane's); a summary at the end. Exit status 1 if either leg failed.
+# debug lane's); per leg build/fuzz-long/LEG.json (tests/fuzz/report.py
+# record), the table build/fuzz-long/report.md and a summary at the end.
+# `tests/fuzz/report.py render --readme README.md` puts the table in the
+# README. Exit status 1 if either leg failed.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 . scripts/vm/lib.sh
@@ -38,9 +41,14 @@ esac
 
 make -C tests/fuzz >/dev/null
 out=$BELUGA_BUILD/fuzz-long
+commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+git diff --quiet HEAD 2>/dev/null || commit="$commit+changes"
 rc=0 summary=()
 for leg in $legs; do
 	t0=$(date +%s)
+	# a leg not run this time keeps its record (with its own commit and date)
+	mkdir -p "$out"
+	rm -f "$out/$leg.json"
 	case $leg in
 	plain)
 		d=$out/plain
@@ -71,9 +79,16 @@ for leg in $legs; do
 	failed=$(sed -n 's/^not ok [0-9]* //p' "$tap" 2>/dev/null | tr '\n' ' ' || true)
 	[ -s "$tap" ] && [ -z "$failed" ] || lrc=1
 	rate=$(grep -o 'ioctl rate: .*' "$tap" 2>/dev/null | tail -n 1 || true)
+	args=$plain_args
+	[ "$leg" = debug ] && args=$debug_args
+	/usr/bin/python3 tests/fuzz/report.py record --leg "$leg" --tap "$tap" --status "$lrc" \
+		--seconds $(($(date +%s) - t0)) --args "$args" --commit "$commit" --out "$out" ||
+		lrc=1
 	summary+=("$leg: $([ "$lrc" -eq 0 ] && echo passed || echo "FAILED${failed:+ (not ok: ${failed% })}") in $(($(date +%s) - t0)) s; ${rate:-no rate printed}")
 	[ "$lrc" -eq 0 ] || rc=1
 done
 echo "# long fuzz run:"
 printf '#   %s\n' "${summary[@]}"
+/usr/bin/python3 tests/fuzz/report.py render --dir "$out" --out "$out/report.md" &&
+	echo "# the table for the README: $out/report.md (tests/fuzz/report.py render --readme README.md)"
 exit $rc
