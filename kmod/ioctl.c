@@ -29,18 +29,9 @@
 /* The uapi structs' sizes and offsets, asserted at build time. */
 #include "beluga_layout.h"
 
+/* Any command's struct (BELUGA_IOCTL_ARGS in beluga_layout.h). */
 union beluga_ioctl_buf {
-	struct beluga_info info;
-	struct beluga_stats stats;
-	struct beluga_alloc alloc;
-	struct beluga_blocks blocks;
-	struct beluga_publish publish;
-	struct beluga_lookup lookup;
-	struct beluga_attach attach;
-	struct beluga_detach detach;
-	struct beluga_evict evict;
-	struct beluga_region_info region_info;
-	struct beluga_hosts hosts;
+	BELUGA_IOCTL_ARGS(BELUGA_IOCTL_ARG_MEMBER)
 };
 
 /* One call: the caller, its struct as copied in, and where the answer goes. */

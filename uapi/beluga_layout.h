@@ -1,13 +1,14 @@
 /* SPDX-License-Identifier: GPL-2.0 WITH Linux-syscall-note */
 /*
  * The binary layout of <linux/beluga.h>: every struct's size and every
- * field's offset, as compile-time assertions. Not installed. It is
- * compiled where the ABI is compiled on each side: by the module
- * (kmod/ioctl.c) and by the userspace kselftests (tests/kselftest/
- * beluga_test.h), so that a change to a struct that moves a field, or a
- * compiler that lays one out differently, fails the build instead of
- * reaching a caller. Structs only grow at the end: a new field is a new
- * line here, and no existing line ever changes.
+ * field's offset, as compile-time assertions, and the list of the
+ * commands' argument structs. Not installed. It is compiled where the ABI
+ * is compiled on each side: by the module (kmod/ioctl.c), by the userspace
+ * kselftests (tests/kselftest/beluga_test.h) and by the host tests' fake
+ * kernel (tests/userspace/fake_kernel.c), so that a change to a struct
+ * that moves a field, or a compiler that lays one out differently, fails
+ * the build instead of reaching a caller. Structs only grow at the end: a
+ * new field is a new line here, and no existing line ever changes.
  *
  * The includer provides static_assert() and offsetof() (the kernel's
  * <linux/build_bug.h> and <linux/stddef.h>, or C11's <assert.h> and
@@ -17,6 +18,33 @@
 #define BELUGA_LAYOUT_H
 
 #include <linux/beluga.h>
+
+/*
+ * BELUGA_IOCTL_ARGS(F) - the commands' argument structs, each once:
+ * F(name) for struct beluga_<name>. It makes the unions that hold any
+ * command's argument (the module's dispatcher, the host tests' fake
+ * kernel, the kselftests' raw buffer), so that a new command's struct is
+ * added here once, like a STATS field in BELUGA_STATS_FIELDS. A line per
+ * struct, not per command: FREE and RELEASE share struct beluga_blocks,
+ * and a union holds a member once. The command tables of the module and
+ * of the fake kernel pair each command with its member of that union, so
+ * a struct missing here fails their build.
+ * BELUGA_IOCTL_ARG_MEMBER(name) is that member.
+ */
+#define BELUGA_IOCTL_ARGS(F)						\
+	F(info)								\
+	F(stats)							\
+	F(alloc)							\
+	F(blocks)							\
+	F(publish)							\
+	F(lookup)							\
+	F(attach)							\
+	F(detach)							\
+	F(evict)							\
+	F(region_info)							\
+	F(hosts)
+
+#define BELUGA_IOCTL_ARG_MEMBER(name)	struct beluga_##name name;
 
 #define BELUGA_LAYOUT_SIZE(s, n) \
 	static_assert(sizeof(struct s) == (n), #s " is " #n " bytes")

@@ -78,7 +78,9 @@ for leg in $legs; do
 	# not its results': a leg passes only with no "not ok" in its TAP.
 	failed=$(sed -n 's/^not ok [0-9]* //p' "$tap" 2>/dev/null | tr '\n' ' ' || true)
 	[ -s "$tap" ] && [ -z "$failed" ] || lrc=1
-	rate=$(grep -o 'ioctl rate: .*' "$tap" 2>/dev/null | tail -n 1 || true)
+	# the leg's first fuzzer run is its volume run (the debug lane replays one
+	# worker alone after it)
+	rate=$(grep -o 'ioctl rate: .*' "$tap" 2>/dev/null | head -n 1 || true)
 	args=$plain_args
 	[ "$leg" = debug ] && args=$debug_args
 	/usr/bin/python3 tests/fuzz/report.py record --leg "$leg" --tap "$tap" --status "$lrc" \

@@ -32,8 +32,12 @@ KERNEL = re.compile(r"kernel (\S+)")
 
 
 def parse_tap(path):
-    """What one leg's TAP says: results, the fuzzer's seed and rate lines."""
+    """What one leg's TAP says: its results, and the seed and rate lines of
+    each fuzzer run in it. The leg's figures are its first run's (the volume
+    run); a lane may run the fuzzer again (the debug lane's one-worker
+    replay), listed under "other_runs"."""
     leg = {"results": 0, "not_ok": [], "rounds_ok": 0, "rounds_run": 0}
+    runs = []
     try:
         lines = open(path, encoding="utf-8", errors="replace").read().splitlines()
     except OSError as e:
@@ -46,26 +50,33 @@ def parse_tap(path):
             name = m.group(2)
             if m.group(1):
                 leg["not_ok"].append(name)
-            if re.search(r"fuzz:round-\d+$", name):
+            if re.search(r"(^|:)fuzz:round-\d+$", name):
                 leg["rounds_run"] += 1
                 leg["rounds_ok"] += 0 if m.group(1) else 1
             continue
         m = SEED.search(line)
         if m:
-            leg.update(seed=m.group(1), rounds=int(m.group(2)),
-                       procs=int(m.group(3)), iters=int(m.group(4)))
+            runs.append(dict(seed=m.group(1), rounds=int(m.group(2)),
+                             procs=int(m.group(3)), iters=int(m.group(4))))
+            continue
         m = RATE.search(line)
-        if m:
-            leg.update(ioctls=int(m.group(1)), fuzz_seconds=float(m.group(3)),
-                       ioctls_per_s=int(m.group(4)), operations=int(m.group(5)),
-                       kernel=m.group(7))
+        if m and runs:
+            runs[-1].update(ioctls=int(m.group(1)), processes=int(m.group(2)), fuzz_seconds=float(m.group(3)),
+                            ioctls_per_s=int(m.group(4)), operations=int(m.group(5)),
+                            kernel=m.group(7))
+            continue
         m = WANTED.search(line)
-        if m:
-            leg["ioctls_wanted"] = int(m.group(2))
+        if m and runs:
+            runs[-1]["ioctls_wanted"] = int(m.group(2))
+            continue
         if "kernel" not in leg and line.startswith("# beluga"):
             m = KERNEL.search(line)
             if m:
                 leg["kernel"] = m.group(1).rstrip(",")
+    if runs:
+        leg.update(runs[0])
+        if len(runs) > 1:
+            leg["other_runs"] = runs[1:]
     return leg
 
 
@@ -88,7 +99,7 @@ def fmt(n):
 
 
 def render_table(legs):
-    out = ["| leg | kernel | commit | date | seed | rounds passed | ioctls (wanted) | ioctls/s "
+    out = ["| leg | kernel | commit | recorded | seed | rounds passed | ioctls (wanted) | ioctls/s "
            "| operations | leg time | verdict |",
            "|---|---|---|---|---|---|---:|---:|---:|---:|---|"]
     for g in legs:
@@ -96,6 +107,9 @@ def render_table(legs):
             "FAILED" + (" (not ok: " + ", ".join(g["not_ok"]) + ")" if g.get("not_ok") else
                         " (" + g.get("error", f"exit status {g.get('status')}") + ")")
         rounds = f"{g['rounds_ok']} of {g['rounds_run']} run ({g.get('rounds', '?')} planned)"
+        for o in g.get("other_runs", []):
+            verdict += (f"; also a run of {o.get('processes', '?')} worker(s), seed "
+                        f"{o.get('seed', '?')}: {fmt(o.get('ioctls'))} ioctls")
         out.append(f"| {g['leg']} | {g.get('kernel', '?')} | {g.get('commit') or '?'} "
                    f"| {g.get('date', '?')} | {g.get('seed', '?')} | {rounds} "
                    f"| {fmt(g.get('ioctls'))} ({fmt(g.get('ioctls_wanted'))}) "

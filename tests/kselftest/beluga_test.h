@@ -127,17 +127,7 @@ union bt_argbuf {
 	uint8_t b[512];
 	uint32_t w[128];
 	uint64_t q[64];
-	struct beluga_info info;
-	struct beluga_stats stats;
-	struct beluga_alloc alloc;
-	struct beluga_blocks blocks;
-	struct beluga_publish publish;
-	struct beluga_lookup lookup;
-	struct beluga_attach attach;
-	struct beluga_detach detach;
-	struct beluga_evict evict;
-	struct beluga_region_info region_info;
-	struct beluga_hosts hosts;
+	BELUGA_IOCTL_ARGS(BELUGA_IOCTL_ARG_MEMBER)
 };
 
 /* ------------------------------------------------------------------ */
@@ -658,6 +648,76 @@ static inline void *bt_readonly_page(void)
 		       -1, 0);
 
 	return p == MAP_FAILED ? NULL : p;
+}
+
+/* ------------------------------------------------------------------ */
+/* Tagged blocks: whether a pinned block's bytes changed.               */
+
+/*
+ * The first bytes of a block as bt_tag_write() leaves them: the key's
+ * words, then a generation and a check word over the three. A block that
+ * is evicted and reused, or scribbled on, while a test holds a pin on it
+ * fails bt_tag_ok(); a block republished under its key gets a new @gen.
+ */
+struct bt_tag {
+	uint64_t lo, hi, gen, check;
+};
+
+/* @lo is cleared first and set last: a half-written tag is never @k's. */
+static inline void bt_tag_write(volatile struct bt_tag *t,
+				struct beluga_key k, uint64_t gen)
+{
+	t->lo = 0;		/* never a valid key word (keys have lo | 1) */
+	t->gen = gen;
+	t->check = gen ^ k.lo ^ k.hi;
+	t->hi = k.hi;
+	t->lo = k.lo;
+}
+
+/*
+ * Does @t hold @k's tag? Each word is read once, into @seen when it is
+ * not NULL (for the caller's message, and to compare generations).
+ */
+static inline bool bt_tag_ok(const volatile struct bt_tag *t,
+			     struct beluga_key k, struct bt_tag *seen)
+{
+	struct bt_tag v;
+
+	/* in this order, one statement each: volatile reads, sequenced */
+	v.lo = t->lo;
+	v.hi = t->hi;
+	v.gen = t->gen;
+	v.check = t->check;
+	if (seen)
+		*seen = v;
+	return v.lo == k.lo && v.hi == k.hi &&
+	       v.check == (v.gen ^ k.lo ^ k.hi);
+}
+
+/*
+ * ALLOC a block, tag it for @k with @gen where @map (the first @map_len
+ * bytes of the pool's offset space) reaches it, and PUBLISH it under
+ * (@ns, @k). 0 when it is published or the key is there already (another
+ * file republished it first), else -errno or the item's result.
+ */
+static inline int bt_publish_tagged(int fd, char *map, size_t map_len,
+				    uint64_t ns, struct beluga_key k,
+				    uint64_t gen)
+{
+	uint64_t off;
+	int32_t res;
+	int r;
+
+	r = bt_alloc(fd, 1, &off);
+	if (r)
+		return r;
+	if (off + sizeof(struct bt_tag) <= map_len)
+		bt_tag_write((struct bt_tag *)(map + off), k, gen);
+	r = bt_publish1(fd, ns, off, k, &res);
+	if (r)
+		return r;
+	return res == BELUGA_PUBLISH_OK || res == BELUGA_PUBLISH_EXISTS ?
+	       0 : res;
 }
 
 #endif /* BELUGA_TEST_H */

@@ -132,31 +132,6 @@ TEST_F_TIMEOUT(race, publish_same_key, 120)
 /* ------------------------------------------------------------------ */
 /* Pins against eviction.                                                */
 
-/* Block contents: key words, then a generation and its check word. */
-struct tag {
-	uint64_t lo, hi, gen, check;
-};
-
-static void write_tag(volatile struct tag *t, struct beluga_key k, uint64_t gen)
-{
-	t->lo = 0;		/* never a valid key word (keys have lo | 1) */
-	t->gen = gen;
-	t->check = gen ^ k.lo ^ k.hi;
-	t->hi = k.hi;
-	t->lo = k.lo;
-}
-
-static bool tag_ok(const volatile struct tag *t, struct beluga_key k,
-		   struct tag *seen)
-{
-	seen->lo = t->lo;
-	seen->hi = t->hi;
-	seen->gen = t->gen;
-	seen->check = t->check;
-	return seen->lo == k.lo && seen->hi == k.hi &&
-	       seen->check == (seen->gen ^ k.lo ^ k.hi);
-}
-
 FIXTURE(pressure) {
 	struct bt_ctx c;
 	uint64_t ns;
@@ -194,7 +169,7 @@ static void *pinner_fn(void *arg)
 {
 	struct pinner *p = arg;
 	unsigned int seed = 12345;
-	struct tag a, b;
+	struct bt_tag a, b;
 
 	while (p->iters < PIN_ITERS || !__atomic_load_n(p->stop, __ATOMIC_ACQUIRE)) {
 		int i = rand_r(&seed) % NKEYS;
@@ -216,7 +191,7 @@ static void *pinner_fn(void *arg)
 			continue;
 		}
 		p->hits++;
-		if (!tag_ok((struct tag *)(p->map + off), k, &a)) {
+		if (!bt_tag_ok((struct bt_tag *)(p->map + off), k, &a)) {
 			snprintf(p->err, sizeof(p->err),
 				 "key %d pinned at 0x%llx holds %llx/%llx gen %llu",
 				 i, (unsigned long long)off,
@@ -226,7 +201,7 @@ static void *pinner_fn(void *arg)
 			break;
 		}
 		sched_yield();
-		if (!tag_ok((struct tag *)(p->map + off), k, &b) ||
+		if (!bt_tag_ok((struct bt_tag *)(p->map + off), k, &b) ||
 		    b.gen != a.gen) {
 			snprintf(p->err, sizeof(p->err),
 				 "key %d at 0x%llx changed while pinned "
@@ -247,22 +222,11 @@ static void *pinner_fn(void *arg)
 }
 
 /* Publish key @i with a fresh generation (republish after eviction). */
-static int publish_key(int fd, char *map, uint64_t ns, int i, uint64_t gen)
+static int publish_key(FIXTURE_DATA(pressure) *self, int fd, int i,
+		       uint64_t gen)
 {
-	struct beluga_key k = bt_key(ns, i);
-	uint64_t off;
-	int32_t res;
-	int r;
-
-	r = bt_alloc(fd, 1, &off);
-	if (r)
-		return r;
-	write_tag((struct tag *)(map + off), k, gen);
-	r = bt_publish1(fd, ns, off, k, &res);
-	if (r)
-		return r;
-	return res == BELUGA_PUBLISH_OK || res == BELUGA_PUBLISH_EXISTS ?
-	       0 : res;
+	return bt_publish_tagged(fd, self->map, self->c.map_len, self->ns,
+				 bt_key(self->ns, i), gen);
 }
 
 static void run_pin_race(struct __test_metadata *_metadata,
@@ -279,7 +243,7 @@ static void run_pin_race(struct __test_metadata *_metadata,
 	fd = bt_open(O_RDWR);
 	ASSERT_LE(0, fd);
 	for (i = 0; i < NKEYS; i++)
-		ASSERT_EQ(0, publish_key(fd, self->map, self->ns, i, gen++));
+		ASSERT_EQ(0, publish_key(self, fd, i, gen++));
 	ASSERT_EQ(0, bt_stats(self->c.fd, &s0));
 
 	memset(&pn, 0, sizeof(pn));
@@ -298,7 +262,7 @@ static void run_pin_race(struct __test_metadata *_metadata,
 			r = bt_evict_key(fd, self->ns, bt_key(self->ns, i), &e);
 			if (r == 0) {
 				evicted++;
-				r = publish_key(fd, self->map, self->ns, i, gen++);
+				r = publish_key(self, fd, i, gen++);
 			} else if (r == -EBUSY || r == -ENOENT) {
 				busy += r == -EBUSY;
 				r = 0;
@@ -315,15 +279,14 @@ static void run_pin_race(struct __test_metadata *_metadata,
 			} else if (r == 0) {
 				for (j = 0; j < n; j++)
 					memset(self->map + o[j], 0xa5,
-					       sizeof(struct tag));
+					       sizeof(struct bt_tag));
 				r = bt_free(fd, n, o);
 			}
 			/* bring evicted keys back now and then */
 			for (j = 0; !r && j < NKEYS && it % 8 == 0; j++)
 				if (bt_present(fd, self->ns,
 					       bt_key(self->ns, j)) == 0)
-					r = publish_key(fd, self->map, self->ns,
-							j, gen++);
+					r = publish_key(self, fd, j, gen++);
 			if (r == -ENOSPC)
 				r = 0;
 		}

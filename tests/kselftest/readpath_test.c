@@ -20,28 +20,6 @@
 #define READ_ITERS	1500
 #define DETACH_ROUNDS	40
 
-struct tag {
-	uint64_t lo, hi, gen, check;
-};
-
-static void write_tag(volatile struct tag *t, struct beluga_key k, uint64_t gen)
-{
-	t->lo = 0;		/* never a valid key word (keys have lo | 1) */
-	t->gen = gen;
-	t->check = gen ^ k.lo ^ k.hi;
-	t->hi = k.hi;
-	t->lo = k.lo;
-}
-
-static bool tag_ok(const volatile struct tag *t, struct beluga_key k,
-		   uint64_t *gen)
-{
-	uint64_t lo = t->lo, hi = t->hi, g = t->gen, check = t->check;
-
-	*gen = g;
-	return lo == k.lo && hi == k.hi && check == (g ^ k.lo ^ k.hi);
-}
-
 /* Shared with the children (MAP_SHARED | MAP_ANONYMOUS). */
 struct shared {
 	volatile int stop;
@@ -85,30 +63,11 @@ static struct beluga_key chain_key(uint64_t ns, int r, int j)
 	return bt_key(ns, j ? 1000 + r * CHAIN + j : 0);
 }
 
-/* Publish @k, tagging its block where the mapping reaches it. */
-static int publish_key(int fd, char *map, size_t map_len, uint64_t ns,
-		       struct beluga_key k, uint64_t gen)
-{
-	uint64_t off;
-	int32_t res;
-	int r;
-
-	r = bt_alloc(fd, 1, &off);
-	if (r)
-		return r;
-	if (off + sizeof(struct tag) <= map_len)
-		write_tag((struct tag *)(map + off), k, gen);
-	r = bt_publish1(fd, ns, off, k, &res);
-	if (r)
-		return r;
-	return res == BELUGA_PUBLISH_OK || res == BELUGA_PUBLISH_EXISTS ?
-	       0 : res;
-}
-
 static int reader(FIXTURE_DATA(readpath) *self, int me)
 {
 	struct beluga_key keys[CHAIN];
 	uint64_t offs[CHAIN], gen[CHAIN];
+	struct bt_tag seen;
 	char *err = self->sh->err[me];
 	int fd = bt_open(O_RDWR), it, j, r;
 	uint32_t hits;
@@ -136,23 +95,22 @@ static int reader(FIXTURE_DATA(readpath) *self, int me)
 					 j, (unsigned long long)offs[j]);
 				return 1;
 			}
-			if (offs[j] + sizeof(struct tag) > self->map_len)
+			if (offs[j] + sizeof(struct bt_tag) > self->map_len)
 				continue;	/* region 1: not mapped */
-			if (!tag_ok((struct tag *)(self->map + offs[j]),
-				    keys[j], &gen[j])) {
+			if (!bt_tag_ok((struct bt_tag *)(self->map + offs[j]),
+				       keys[j], &seen)) {
 				snprintf(err, 200, "key %d pinned at 0x%llx holds another block's bytes",
 					 j, (unsigned long long)offs[j]);
 				return 1;
 			}
+			gen[j] = seen.gen;
 		}
 		sched_yield();
 		for (j = 0; j < (int)hits; j++) {
-			uint64_t g;
-
-			if (offs[j] + sizeof(struct tag) > self->map_len)
+			if (offs[j] + sizeof(struct bt_tag) > self->map_len)
 				continue;
-			if (!tag_ok((struct tag *)(self->map + offs[j]),
-				    keys[j], &g) || g != gen[j]) {
+			if (!bt_tag_ok((struct bt_tag *)(self->map + offs[j]),
+				       keys[j], &seen) || seen.gen != gen[j]) {
 				snprintf(err, 200, "key %d at 0x%llx changed while pinned",
 					 j, (unsigned long long)offs[j]);
 				return 1;
@@ -191,8 +149,9 @@ static int writer(FIXTURE_DATA(readpath) *self)
 				}
 				if (r)
 					continue;
-				r = publish_key(fd, self->map, self->map_len,
-						self->ns, k, gen++);
+				r = bt_publish_tagged(fd, self->map,
+						      self->map_len, self->ns,
+						      k, gen++);
 				if (r == -ENOSPC) {
 					self->sh->enospc++;
 					continue;
@@ -207,8 +166,10 @@ static int writer(FIXTURE_DATA(readpath) *self)
 		}
 		/* Fillers nobody reads fill the pool, so ALLOC evicts. */
 		for (j = 0; j < 8; j++) {
-			r = publish_key(fd, self->map, self->map_len, self->ns,
-					bt_key(self->ns, 1000000 + gen), gen);
+			r = bt_publish_tagged(fd, self->map, self->map_len,
+					      self->ns,
+					      bt_key(self->ns, 1000000 + gen),
+					      gen);
 			gen++;
 			if (r == -ENOSPC) {
 				self->sh->enospc++;

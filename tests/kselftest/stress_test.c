@@ -20,26 +20,6 @@
 #define NKEYS		256
 #define MAXHELD		8
 
-struct tag {
-	uint64_t lo, hi, gen, check;
-};
-
-static void write_tag(volatile struct tag *t, struct beluga_key k, uint64_t gen)
-{
-	t->lo = 0;
-	t->gen = gen;
-	t->check = gen ^ k.lo ^ k.hi;
-	t->hi = k.hi;
-	t->lo = k.lo;
-}
-
-static bool tag_ok(const volatile struct tag *t, struct beluga_key k)
-{
-	uint64_t gen = t->gen;
-
-	return t->lo == k.lo && t->hi == k.hi && t->check == (gen ^ k.lo ^ k.hi);
-}
-
 struct shared {
 	volatile int done;
 	struct {
@@ -131,11 +111,11 @@ static int worker(struct shared *sh, int id, uint64_t ns)
 			for (i = 0; i < n; i++) {
 				int k = rand_r(&seed) % NKEYS;
 
-				if (o[i] + sizeof(struct tag) > info.map_size)
+				if (o[i] + sizeof(struct bt_tag) > info.map_size)
 					WFAIL("ALLOC gave offset 0x%llx",
 					      (unsigned long long)o[i]);
-				write_tag((struct tag *)(map + o[i]),
-					  bt_key(ns, k), ++gen);
+				bt_tag_write((struct bt_tag *)(map + o[i]),
+					     bt_key(ns, k), ++gen);
 				held[nheld].off = o[i];
 				held[nheld].key = k;
 				nheld++;
@@ -187,7 +167,8 @@ static int worker(struct shared *sh, int id, uint64_t ns)
 			me->hits += hits;
 			me->pins += hits;
 			for (i = 0; i < (int)hits; i++) {
-				if (!tag_ok((struct tag *)(map + o[i]), k[i]))
+				if (!bt_tag_ok((struct bt_tag *)(map + o[i]),
+					       k[i], NULL))
 					WFAIL("key %d pinned at 0x%llx: wrong bytes",
 					      kk[i], (unsigned long long)o[i]);
 				pinned[npinned].off = o[i];
@@ -198,8 +179,8 @@ static int worker(struct shared *sh, int id, uint64_t ns)
 			if (!npinned)
 				continue;
 			i = rand_r(&seed) % npinned;
-			if (!tag_ok((struct tag *)(map + pinned[i].off),
-				    bt_key(ns, pinned[i].key)))
+			if (!bt_tag_ok((struct bt_tag *)(map + pinned[i].off),
+				       bt_key(ns, pinned[i].key), NULL))
 				WFAIL("key %d at 0x%llx changed while pinned",
 				      pinned[i].key,
 				      (unsigned long long)pinned[i].off);
@@ -228,8 +209,8 @@ static int worker(struct shared *sh, int id, uint64_t ns)
 	if (id == NWORKERS - 1)
 		return 0;
 	for (i = 0; i < npinned; i++) {
-		if (!tag_ok((struct tag *)(map + pinned[i].off),
-			    bt_key(ns, pinned[i].key)))
+		if (!bt_tag_ok((struct bt_tag *)(map + pinned[i].off),
+			       bt_key(ns, pinned[i].key), NULL))
 			WFAIL("final check: key %d changed while pinned",
 			      pinned[i].key);
 		if (bt_release(fd, 1, &pinned[i].off))

@@ -11,14 +11,17 @@
  * test's device file backs the mapping), no capabilities (the caller is
  * root), no shared pools, and one client.
  */
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "bel_core.h"
+#include "beluga_layout.h"	/* uapi/, not installed */
 #include "fake_kernel.h"
 #include "internal.h"
 
@@ -460,26 +463,33 @@ struct fake_op {
 	unsigned int flags;
 };
 
-#define FAKE_OP(_cmd, _fn, _struct, _min, _flags)				\
-	[BELUGA_CMD_##_cmd] = { .execute = _fn, .size = sizeof(struct _struct),	\
+/* Any command's struct (BELUGA_IOCTL_ARGS in beluga_layout.h). */
+union fake_arg {
+	BELUGA_IOCTL_ARGS(BELUGA_IOCTL_ARG_MEMBER)
+};
+
+/* @_member is the command's struct in union fake_arg, as in the module. */
+#define FAKE_OP(_cmd, _fn, _member, _min, _flags)				\
+	[BELUGA_CMD_##_cmd] = { .execute = _fn,					\
+				.size = sizeof(((union fake_arg *)0)->_member),	\
 				.min_size = _min, .flags = _flags }
 
 static const struct fake_op fake_ops[] = {
-	FAKE_OP(INFO, cmd_info, beluga_info, BELUGA_INFO_SIZE_V1, 0),
-	FAKE_OP(STATS, cmd_stats, beluga_stats, BELUGA_STATS_SIZE_V1, 0),
-	FAKE_OP(ALLOC, cmd_alloc, beluga_alloc, BELUGA_ALLOC_SIZE_V1, OP_WRITE),
-	FAKE_OP(FREE, cmd_free, beluga_blocks, BELUGA_BLOCKS_SIZE_V1, OP_WRITE),
-	FAKE_OP(PUBLISH, cmd_publish, beluga_publish, BELUGA_PUBLISH_SIZE_V1,
+	FAKE_OP(INFO, cmd_info, info, BELUGA_INFO_SIZE_V1, 0),
+	FAKE_OP(STATS, cmd_stats, stats, BELUGA_STATS_SIZE_V1, 0),
+	FAKE_OP(ALLOC, cmd_alloc, alloc, BELUGA_ALLOC_SIZE_V1, OP_WRITE),
+	FAKE_OP(FREE, cmd_free, blocks, BELUGA_BLOCKS_SIZE_V1, OP_WRITE),
+	FAKE_OP(PUBLISH, cmd_publish, publish, BELUGA_PUBLISH_SIZE_V1,
 		OP_WRITE | OP_EFFECTIVE),
-	FAKE_OP(LOOKUP, cmd_lookup, beluga_lookup, BELUGA_LOOKUP_SIZE_V1, 0),
-	FAKE_OP(RELEASE, cmd_release, beluga_blocks, BELUGA_BLOCKS_SIZE_V1, 0),
-	FAKE_OP(ATTACH, cmd_attach, beluga_attach, BELUGA_ATTACH_SIZE_V1, 0),
-	FAKE_OP(DETACH, cmd_detach, beluga_detach, BELUGA_DETACH_SIZE_V1, OP_EFFECTIVE),
-	FAKE_OP(EVICT, cmd_evict, beluga_evict, BELUGA_EVICT_SIZE_V1, OP_EFFECTIVE),
-	FAKE_OP(REGION_INFO, cmd_region_info, beluga_region_info,
+	FAKE_OP(LOOKUP, cmd_lookup, lookup, BELUGA_LOOKUP_SIZE_V1, 0),
+	FAKE_OP(RELEASE, cmd_release, blocks, BELUGA_BLOCKS_SIZE_V1, 0),
+	FAKE_OP(ATTACH, cmd_attach, attach, BELUGA_ATTACH_SIZE_V1, 0),
+	FAKE_OP(DETACH, cmd_detach, detach, BELUGA_DETACH_SIZE_V1, OP_EFFECTIVE),
+	FAKE_OP(EVICT, cmd_evict, evict, BELUGA_EVICT_SIZE_V1, OP_EFFECTIVE),
+	FAKE_OP(REGION_INFO, cmd_region_info, region_info,
 		BELUGA_REGION_INFO_SIZE_V1, 0),
 	/* Effective: -EMSGSIZE answers the struct too. */
-	FAKE_OP(HOSTS, cmd_hosts, beluga_hosts, BELUGA_HOSTS_SIZE_V1, OP_EFFECTIVE),
+	FAKE_OP(HOSTS, cmd_hosts, hosts, BELUGA_HOSTS_SIZE_V1, OP_EFFECTIVE),
 };
 
 /* The count of a command's argument, for the call log. */
@@ -512,19 +522,7 @@ static void log_call(unsigned int cmd, uint32_t count)
 /* The uapi header's common errors, steps 1-4, then the command (5-8). */
 static int fake_dispatch(int fd, unsigned long request, void *uarg)
 {
-	union {
-		struct beluga_info info;
-		struct beluga_stats stats;
-		struct beluga_alloc alloc;
-		struct beluga_blocks blocks;
-		struct beluga_publish publish;
-		struct beluga_lookup lookup;
-		struct beluga_attach attach;
-		struct beluga_detach detach;
-		struct beluga_evict evict;
-		struct beluga_region_info region_info;
-		struct beluga_hosts hosts;
-	} buf;
+	union fake_arg buf;
 	unsigned int nr = (unsigned int)(request & 0xff);
 	const struct fake_op *op;
 	uint32_t usize;

@@ -169,6 +169,23 @@ static void test_big_batches(void)
 	free(keys);
 }
 
+/*
+ * LOOKUP+PIN of the 10 @keys of namespace 7, at 4 keys a call: @want hits in
+ * @calls calls, each one pinned. The pins are released again.
+ */
+static void lookup_pinned(struct beluga *b, const struct beluga_key *keys, ssize_t want,
+			  unsigned int calls, const char *what)
+{
+	uint64_t offs[10] = { 0 };
+	ssize_t hits;
+
+	fake.calls_of[BELUGA_CMD_LOOKUP] = 0;
+	hits = beluga_lookup(b, 7, keys, 10, offs, BELUGA_LOOKUP_PIN);
+	tap_result(hits == want && fake_kernel_calls(BELUGA_CMD_LOOKUP) == calls &&
+		   fake.nr_pins == (uint64_t)want, "%s", what);
+	beluga_release(b, offs, (size_t)want);
+}
+
 static void test_lookup(void)
 {
 	struct beluga_key keys[10];
@@ -183,28 +200,16 @@ static void test_lookup(void)
 	b = setup(4, 32);
 	publish_keys(b, 7, 10);
 	fake.nr_calls = 0;
-	fake.calls_of[BELUGA_CMD_LOOKUP] = 0;
-	hits = beluga_lookup(b, 7, keys, 10, offs, BELUGA_LOOKUP_PIN);
-	tap_result(hits == 10 && fake_kernel_calls(BELUGA_CMD_LOOKUP) == 3 && fake.nr_pins == 10,
-		   "lookup: full hits continue into the next chunk");
-	beluga_release(b, offs, 10);
+	lookup_pinned(b, keys, 10, 3, "lookup: full hits continue into the next chunk");
 
 	/* Key 5 missing: chunk 1 hits 4 of 4, chunk 2 hits 1 of 4, stop. */
 	keys[5].hi ^= 0xdead;
-	fake.calls_of[BELUGA_CMD_LOOKUP] = 0;
-	hits = beluga_lookup(b, 7, keys, 10, offs, BELUGA_LOOKUP_PIN);
-	tap_result(hits == 5 && fake_kernel_calls(BELUGA_CMD_LOOKUP) == 2 && fake.nr_pins == 5,
-		   "lookup: stops at the first miss (chunk 2 of 3 not full)");
-	beluga_release(b, offs, 5);
+	lookup_pinned(b, keys, 5, 2, "lookup: stops at the first miss (chunk 2 of 3 not full)");
 	keys[5].hi ^= 0xdead;
 
 	/* Miss exactly at a chunk boundary. */
 	keys[4].hi ^= 0xbeef;
-	fake.calls_of[BELUGA_CMD_LOOKUP] = 0;
-	hits = beluga_lookup(b, 7, keys, 10, offs, BELUGA_LOOKUP_PIN);
-	tap_result(hits == 4 && fake_kernel_calls(BELUGA_CMD_LOOKUP) == 2 && fake.nr_pins == 4,
-		   "lookup: a miss at a chunk boundary ends the run");
-	beluga_release(b, offs, 4);
+	lookup_pinned(b, keys, 4, 2, "lookup: a miss at a chunk boundary ends the run");
 	keys[4].hi ^= 0xbeef;
 
 	/* Keys after a miss are not a hit even if present (chain semantics). */

@@ -26,6 +26,10 @@ $1 3 6.12:fuzz:round-1
 # ioctls made 1234567, wanted at least 1000000
 $2 4 6.12:fuzz:ioctl-volume
 ok 5 6.12:fuzz:pool-restored
+# beluga_fuzz seed=0xe8e5e4e8e6a58a3a rounds=4 procs=6 iters=1500 budget=20s (replay: ...)
+ok 6 6.12:fuzz-solo:round-0
+# ioctl rate: 4083 ioctls by 1 process(es) in 19.6 s of rounds: 208 ioctls/s (1311 operations, 67/s; kernel 6.12.117+deb12-amd64)
+ok 7 6.12:fuzz-solo:pool-restored
 TAP
 }
 leg_tap ok ok >"$t/good.tap"
@@ -38,8 +42,11 @@ else
 	j=$t/res/plain.json
 	v=$($py -c 'import json,sys; g=json.load(open(sys.argv[1])); print(g["passed"], g["ioctls"], g["ioctls_wanted"], g["ioctls_per_s"], g["seed"], g["rounds_ok"], g["rounds_run"], g["kernel"])' "$j")
 	want="True 1234567 1000000 1233 0x04f53b6df37681c8 2 2 6.12.117+deb12-amd64"
-	[ "$v" = "$want" ] && ok "record parses the fuzzer's seed, rate and volume lines" ||
-		not_ok "record parses the fuzzer's lines: got '$v', want '$want'"
+	[ "$v" = "$want" ] && ok "record takes the first fuzzer run's seed, rate and volume lines" ||
+		not_ok "record takes the first fuzzer run's lines: got '$v', want '$want'"
+	v=$($py -c 'import json,sys; g=json.load(open(sys.argv[1])); o=g["other_runs"]; print(len(o), o[0]["seed"], o[0]["ioctls"], o[0]["processes"])' "$j")
+	[ "$v" = "1 0xe8e5e4e8e6a58a3a 4083 1" ] && ok "a second fuzzer run in the leg is listed apart" ||
+		not_ok "a second fuzzer run in the leg is listed apart: got '$v'"
 fi
 
 $py "$rep" record --leg debug --tap "$t/bad.tap" --status 0 --seconds 1900 --out "$t/res"
@@ -53,8 +60,8 @@ v=$($py -c 'import json,sys; g=json.load(open(sys.argv[1])); print(g["passed"], 
 [ "$v" = "False True" ] && ok "a leg without TAP fails" || not_ok "a leg without TAP fails: got '$v'"
 
 tbl=$($py "$rep" render --dir "$t/res")
-if grep -q '^| plain | 6.12.117+deb12-amd64 | abc1234 | .* | 0x04f53b6df37681c8 | 2 of 2 run (85 planned) | 1,234,567 (1,000,000) | 1,233 | 543,210 | 1100 s | passed |$' <<<"$tbl" &&
-	grep -q '^| debug | .*| FAILED (not ok: 6.12:fuzz:round-1, 6.12:fuzz:ioctl-volume) |$' <<<"$tbl" &&
+if grep -q '^| plain | 6.12.117+deb12-amd64 | abc1234 | .* | 0x04f53b6df37681c8 | 2 of 2 run (85 planned) | 1,234,567 (1,000,000) | 1,233 | 543,210 | 1100 s | passed; also a run of 1 worker(s), seed 0xe8e5e4e8e6a58a3a: 4,083 ioctls |$' <<<"$tbl" &&
+	grep -q '^| debug | .*| FAILED (not ok: 6.12:fuzz:round-1, 6.12:fuzz:ioctl-volume); also a run of 1 worker(s), seed 0xe8e5e4e8e6a58a3a: 4,083 ioctls |$' <<<"$tbl" &&
 	[ "$(grep -n '^| plain' <<<"$tbl" | cut -d: -f1)" -lt "$(grep -n '^| debug' <<<"$tbl" | cut -d: -f1)" ]; then
 	ok "render: one row per leg, plain first, the verdicts and figures of the records"
 else

@@ -199,10 +199,34 @@ static void test_list(const char *root)
 	setenv("BELUGA_SYSFS_ROOT", root, 1);
 }
 
+/* ATTACHes of the tree's devices that fail: the error and what it says. */
+struct attach_refusal {
+	const char *dev;
+	uint64_t block_size;
+	int err;
+	const char *msg;	/* in beluga_last_error() */
+	const char *what;
+};
+
+static const struct attach_refusal refused[] = {
+	{ "dax2.0", 0, -EBUSY, "not bound to device_dax",
+	  "an unbound device is refused with the bind command" },
+	{ "dax3.0", 0, -EOPNOTSUPP, "2 physical ranges", "a multi-range device is refused" },
+	{ "dax4.0", 0, -EINVAL, "2 MiB aligned", "an unaligned range is refused" },
+	{ "dax5.0", 0, -EINVAL, "size 0", "a zero-size device is refused" },
+	{ "dax7.0", 0, -ENOENT, "no such dax device", "a missing device is -ENOENT" },
+	/* dax0.0 was attached first */
+	{ "dax0.0", 0, -EEXIST, "already attached", "the module's -EEXIST is explained" },
+	/* the pool's blocks are 2 MiB */
+	{ "dax10.0", 4096, -EINVAL, "block size 4096",
+	  "a block size mismatch names the block size" },
+};
+
 static void test_attach(void)
 {
 	struct beluga_attach out;
 	struct beluga *b;
+	size_t i;
 	int ret;
 
 	fake_kernel_reset(2 * MB, BELUGA_MAX_BATCH);
@@ -221,27 +245,13 @@ static void test_attach(void)
 		   "dax1.0 is online as System RAM (kmem)") &&
 		   !strstr(beluga_last_error(b), "daxctl"),
 		   "attach: System RAM (kmem) is refused naming the state, no tool");
-	ret = beluga_attach_dax(b, "dax2.0", 0, NULL);
-	tap_result(ret == -EBUSY && strstr(beluga_last_error(b), "not bound to device_dax"),
-		   "attach: an unbound device is refused with the bind command");
-	ret = beluga_attach_dax(b, "dax3.0", 0, NULL);
-	tap_result(ret == -EOPNOTSUPP && strstr(beluga_last_error(b), "2 physical ranges"),
-		   "attach: a multi-range device is refused");
-	ret = beluga_attach_dax(b, "dax4.0", 0, NULL);
-	tap_result(ret == -EINVAL && strstr(beluga_last_error(b), "2 MiB aligned"),
-		   "attach: an unaligned range is refused");
-	ret = beluga_attach_dax(b, "dax5.0", 0, NULL);
-	tap_result(ret == -EINVAL && strstr(beluga_last_error(b), "size 0"),
-		   "attach: a zero-size device is refused");
-	ret = beluga_attach_dax(b, "dax7.0", 0, NULL);
-	tap_result(ret == -ENOENT && strstr(beluga_last_error(b), "no such dax device"),
-		   "attach: a missing device is -ENOENT");
-	ret = beluga_attach_dax(b, "dax0.0", 0, NULL);
-	tap_result(ret == -EEXIST && strstr(beluga_last_error(b), "already attached"),
-		   "attach: the module's -EEXIST is explained");
-	ret = beluga_attach_dax(b, "dax10.0", 4096, NULL);
-	tap_result(ret == -EINVAL && strstr(beluga_last_error(b), "block size 4096"),
-		   "attach: a block size mismatch names the block size");
+	for (i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+		const struct attach_refusal *r = &refused[i];
+
+		ret = beluga_attach_dax(b, r->dev, r->block_size, NULL);
+		tap_result(ret == r->err && strstr(beluga_last_error(b), r->msg),
+			   "attach: %s", r->what);
+	}
 	fake.fail_cmd = BELUGA_CMD_ATTACH;
 	fake.fail_nth = fake_kernel_calls(BELUGA_CMD_ATTACH) + 1;
 	fake.fail_errno = EBUSY;
