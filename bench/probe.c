@@ -198,9 +198,16 @@ static void bytes_per_block(void)
 	size_t i;
 
 	printf("\n== the module's metadata per block (struct sizes of this build, x86-64) ==\n");
-	printf("struct bel_block: %zu bytes (ns 8, key 16, owner pointer 8, prev/next/hash_next/pins 4 x 4,\n"
-	       "                  state and in_lru 1 + 1, padded to %zu-byte alignment)\n",
-	       sizeof(struct bel_block), _Alignof(struct bel_block));
+	/* the fields from the struct itself, so the text cannot go stale */
+	printf("struct bel_block: %zu bytes, %zu-byte aligned (ns %zu, key %zu, seq %zu, hash_next %zu, "
+	       "pins %zu,\n                  state/in_lru/retired/pad 4 x %zu, used %zu, owner %zu, "
+	       "prev/next 2 x %zu)\n",
+	       sizeof(struct bel_block), _Alignof(struct bel_block),
+	       sizeof(((struct bel_block *)0)->ns), sizeof(((struct bel_block *)0)->key),
+	       sizeof(((struct bel_block *)0)->seq), sizeof(((struct bel_block *)0)->hash_next),
+	       sizeof(((struct bel_block *)0)->pins), sizeof(((struct bel_block *)0)->state),
+	       sizeof(((struct bel_block *)0)->used), sizeof(((struct bel_block *)0)->owner),
+	       sizeof(((struct bel_block *)0)->prev));
 	printf("index: one u32 bucket head per bucket, buckets = the power of two >= blocks (pool.c)\n");
 	printf("%10s %10s %12s %14s %16s\n", "blocks", "buckets", "block B", "bucket B/block",
 	       "total B/block");

@@ -68,6 +68,10 @@ plots=$BELUGA_ROOT/bench/plots
 
 # how busy the machine was when the run started, for the write-up
 loadavg=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo unknown)
+# the code measured: the commit, marked when the tree differs from it
+commit=$(git -C "$BELUGA_ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
+git -C "$BELUGA_ROOT" diff --quiet HEAD -- . ":!bench/RESULTS.md" ":!bench/plots" ":!README.md" 2>/dev/null ||
+	commit="$commit+changes"
 full_run=0
 [ $smoke -eq 0 ] && [ $host -eq 1 ] && [ $guest -eq 1 ] && [ -z "$gcmds" ] &&
 	[ "$sections" = "meta data scale replay conc probe python" ] && full_run=1
@@ -225,8 +229,8 @@ fi
 
 # ---- results.json, targets, plots ------------------------------------------
 {
-	printf '{"generated":"%s","host":"%s","smoke":%s,"loadavg":"%s","cpus":%s,"records":[\n' \
-		"$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$(uname -nr | tr -d '"')" \
+	printf '{"generated":"%s","commit":"%s","host":"%s","smoke":%s,"loadavg":"%s","cpus":%s,"records":[\n' \
+		"$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$commit" "$(uname -nr | tr -d '"')" \
 		"$([ $smoke -eq 1 ] && echo true || echo false)" "$loadavg" "$(nproc)"
 	cat "$res"/*.jsonl 2>/dev/null | sed '$!s/$/,/'
 	printf ']}\n'
@@ -236,11 +240,12 @@ log "wrote $json ($(cat "$res"/*.jsonl 2>/dev/null | wc -l) records)"
 "$BELUGA_ROOT/bench/report.sh" "$res"
 
 # bench/RESULTS.md and the README's table, generated from the JSON. Only a
-# full run replaces bench/RESULTS.md; any other run writes next to its JSON.
-md=$out/RESULTS.md frag=$out/readme-results.md
+# full run replaces bench/RESULTS.md and the README's block; any other run
+# writes next to its JSON.
+md=$out/RESULTS.md frag=$out/readme-results.md readme=()
 [ $smoke -eq 1 ] && md=$out/smoke-RESULTS.md frag=$out/smoke-readme-results.md
-[ $full_run -eq 1 ] && md=$BELUGA_ROOT/bench/RESULTS.md
-if /usr/bin/python3 "$BELUGA_ROOT/bench/gen-results.py" "$json" "$md" "$frag"; then
+[ $full_run -eq 1 ] && md=$BELUGA_ROOT/bench/RESULTS.md readme=("$BELUGA_ROOT/README.md")
+if /usr/bin/python3 "$BELUGA_ROOT/bench/gen-results.py" "$json" "$md" "$frag" "${readme[@]}"; then
 	log "wrote $md and the README table fragment $frag"
 else
 	log "bench/gen-results.py failed"

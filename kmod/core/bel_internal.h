@@ -80,22 +80,6 @@ u64 bel_nr_free_locked(struct bel_pool *pool);
 
 u32 bel_index_find_locked(struct bel_pool *pool, u64 ns,
 			  const struct beluga_key *key);
-/*
- * Without the pool lock, inside bel_rcu_read_lock(): the block of (ns,
- * key), whose bel_key_hash() is @hash, or BEL_NONE. Every block it
- * returns was in the index under (ns, key) at some moment during the
- * call. With @pin it is pinned once, and *@first says whether that pin was
- * its first. *@err (0 on entry) becomes
- * -EOVERFLOW when the pin count is full (BEL_NONE returned), or -EAGAIN
- * when the block was pinned but had left the index meanwhile: the caller
- * drops that pin and asks again.
- */
-u32 bel_index_get(struct bel_pool *pool, u64 ns, const struct beluga_key *key,
-		  u64 hash, bool pin, bool *first, int *err);
-/* Hints the caches about the bucket of @hash; no lock needed. */
-void bel_index_prefetch(struct bel_pool *pool, u64 hash);
-/* The same for the first block of that bucket's chain (inside RCU). */
-void bel_index_prefetch_head(struct bel_pool *pool, u64 hash);
 /* The block's ns and key are set; the key must not be present yet. */
 void bel_index_insert_locked(struct bel_pool *pool, u32 id);
 void bel_index_remove_locked(struct bel_pool *pool, u32 id);

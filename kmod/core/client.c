@@ -17,7 +17,7 @@
  *
  * Lock order: client->mutex, then pool->lock, then a client's log lock.
  */
-#include "bel_internal.h"
+#include "bel_index_read.h"
 
 /* --- the owner's list of ALLOCATED blocks ------------------------------ */
 
@@ -503,6 +503,7 @@ int bel_lookup(struct bel_client *c, u64 ns, u32 count,
 {
 	struct bel_pool *pool = c->pool;
 	u64 hash[BEL_PREFETCH_AHEAD];
+	struct bel_index_view view;
 	int err = 0;
 	u32 i, n;
 	int ret;
@@ -519,10 +520,11 @@ int bel_lookup(struct bel_client *c, u64 ns, u32 count,
 		}
 	}
 	bel_rcu_read_lock();
+	bel_index_view_read(pool, &view);
 	/* Each key's hash once: for its prefetch, then for its walk. */
 	for (i = 0; i < count && i < BEL_PREFETCH_AHEAD; i++) {
 		hash[i] = bel_key_hash(ns, keys[i].lo, keys[i].hi);
-		bel_index_prefetch(pool, hash[i]);
+		bel_index_prefetch(&view, hash[i]);
 	}
 	for (n = 0; n < count; n++) {
 		u32 ahead = n + BEL_PREFETCH_AHEAD;
@@ -537,17 +539,17 @@ int bel_lookup(struct bel_client *c, u64 ns, u32 count,
 		if (ahead < count) {
 			hash[ahead % BEL_PREFETCH_AHEAD] =
 				bel_key_hash(ns, keys[ahead].lo, keys[ahead].hi);
-			bel_index_prefetch(pool,
+			bel_index_prefetch(&view,
 					   hash[ahead % BEL_PREFETCH_AHEAD]);
 		}
 		ahead = n + BEL_PREFETCH_AHEAD / 2;
 		if (ahead < count)
-			bel_index_prefetch_head(pool,
+			bel_index_prefetch_head(pool, &view,
 						hash[ahead % BEL_PREFETCH_AHEAD]);
 		do {
 			first = false;
 			err = 0;
-			id = bel_index_get(pool, ns, &keys[n], h, pin, &first,
+			id = bel_index_get(pool, &view, ns, &keys[n], h, pin, &first,
 					   &err);
 			if (first)
 				bel_count(&c->counts.pinned_blocks, 1);

@@ -31,10 +31,10 @@
  * so a probe that hits at the head of its chain touches two lines; a chain
  * lookup prefetches the buckets of the keys ahead of the one it walks
  * (client.c), so that those misses overlap.
+ *
+ * The read side is inline, in bel_index_read.h.
  */
-#include "bel_internal.h"
-
-#define BEL_INDEX_RETRIES	16
+#include "bel_index_read.h"
 
 /* The bucket of (@ns, @key): bel_hash.h says why the hash mixes. */
 static u32 bel_hash_of(u32 nr_buckets, u64 ns, const struct beluga_key *key)
@@ -72,69 +72,8 @@ u32 bel_index_find_locked(struct bel_pool *pool, u64 ns,
 	return BEL_NONE;
 }
 
-/*
- * The bucket array and its size as one reader may use them: the size is
- * read first, and a rehash stores the (larger) new array before its size,
- * so a reader never indexes past the array it holds.
- */
-static u32 *bel_buckets_read(struct bel_pool *pool, u32 *nr)
-{
-	*nr = BEL_READ(pool->nr_buckets);
-	bel_smp_rmb();
-	return BEL_READ(pool->buckets);
-}
-
-/* A block reached through a link, for a lock-free reader. */
-static struct bel_block *bel_block_rcu(struct bel_pool *pool, u32 id)
-{
-	struct bel_block *blocks;
-
-	blocks = BEL_READ(pool->regions[bel_id_slot(id)].blocks);
-	return &blocks[bel_id_index(id)];
-}
-
-void bel_index_prefetch(struct bel_pool *pool, u64 hash)
-{
-	u32 nr;
-	u32 *buckets = bel_buckets_read(pool, &nr);
-
-	if (nr)
-		bel_prefetch(&buckets[(u32)hash & (nr - 1)]);
-}
-
-void bel_index_prefetch_head(struct bel_pool *pool, u64 hash)
-{
-	u32 nr, id;
-	u32 *buckets = bel_buckets_read(pool, &nr);
-
-	if (!nr)
-		return;
-	id = bel_load_acquire(&buckets[(u32)hash & (nr - 1)]);
-	if (id != BEL_NONE)
-		bel_prefetch(bel_block_rcu(pool, id));
-}
-
-/* Pin once unless the block is being evicted; the old count, or < 0. */
-static s64 bel_pin_try(struct bel_block *b)
-{
-	u32 v = BEL_READ(b->pins);
-
-	for (;;) {
-		u32 old;
-
-		if (v == BEL_PINS_DEAD)
-			return -ENOENT;
-		if (v > BEL_MAX_PINS)
-			return -EOVERFLOW;
-		old = bel_cmpxchg32(&b->pins, v, v + 1);
-		if (old == v)
-			return v;
-		v = old;
-	}
-}
-
 /* Under the pool lock: no claim can be in progress (claims hold it). */
-static u32 bel_index_get_locked(struct bel_pool *pool, u64 ns,
+u32 bel_index_get_locked(struct bel_pool *pool, u64 ns,
 				const struct beluga_key *key, bool pin,
 				bool *first, int *err)
 {
@@ -154,69 +93,6 @@ static u32 bel_index_get_locked(struct bel_pool *pool, u64 ns,
 	}
 	bel_spin_unlock(&pool->lock);
 	return id;
-}
-
-u32 bel_index_get(struct bel_pool *pool, u64 ns, const struct beluga_key *key,
-		  u64 hash, bool pin, bool *first, int *err)
-{
-	unsigned int tries;
-
-	for (tries = 0; tries < BEL_INDEX_RETRIES; tries++) {
-		u32 iseq = bel_load_acquire(&pool->index_seq);
-		u32 nr, id;
-		u32 *buckets;
-
-		if (iseq & 1)
-			break;		/* a rehash runs: wait on its lock */
-		buckets = bel_buckets_read(pool, &nr);
-		if (!nr)
-			return BEL_NONE;
-		id = bel_load_acquire(&buckets[(u32)hash & (nr - 1)]);
-		while (id != BEL_NONE) {
-			struct bel_block *b = bel_block_rcu(pool, id);
-			u32 seq = bel_load_acquire(&b->seq);
-			bool match;
-			u32 next;
-
-			if (seq & 1)
-				goto restart;	/* left the index */
-			match = BEL_READ(b->ns) == ns &&
-				BEL_READ(b->key.lo) == key->lo &&
-				BEL_READ(b->key.hi) == key->hi;
-			next = BEL_READ(b->hash_next);
-			bel_smp_rmb();
-			if (BEL_READ(b->seq) != seq)
-				goto restart;
-			if (!match) {
-				id = next;
-				continue;
-			}
-			if (pin) {
-				s64 old = bel_pin_try(b);
-
-				if (old == -EOVERFLOW) {
-					*err = -EOVERFLOW;
-					return BEL_NONE;
-				}
-				if (old < 0)
-					goto restart;	/* being evicted */
-				*first = !old;
-				/* The cmpxchg was a full barrier. */
-				if (BEL_READ(b->seq) != seq) {
-					/* A later use of it: caller drops. */
-					*err = -EAGAIN;
-				}
-			}
-			return id;
-		}
-		/* A miss counts only if no rehash moved links meanwhile. */
-		bel_smp_rmb();
-		if (BEL_READ(pool->index_seq) == iseq)
-			return BEL_NONE;
-restart:
-		;
-	}
-	return bel_index_get_locked(pool, ns, key, pin, first, err);
 }
 
 void bel_index_insert_locked(struct bel_pool *pool, u32 id)

@@ -78,7 +78,7 @@ run kvcopy "$dir/test_kvcopy"
 run cli "$here/test_cli.sh" "$dir"
 run version "$here/test_version.sh" "$dir"
 run docs "$here/test_docs.sh" "$here/../.."
-run fuzz-report "$here/test_fuzz_report.sh" "$here/../.."
+run reports "$here/test_reports.sh" "$here/../.."
 run install "$here/test_install.sh" "$us"
 run python "$here/test_python.sh" "$us"
 

@@ -1,0 +1,184 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * The index's lock-free read side (index.c's header comment describes the
+ * protocol), inline because LOOKUP runs it once per key: an out-of-line
+ * call with seven arguments, and the bucket array and rehash sequence
+ * read again for every key, were a third of a count-only LOOKUP's
+ * instructions. A LOOKUP reads the index's view (bel_index_view) once and
+ * again only after a restart. Used by client.c; writers stay in index.c.
+ */
+#ifndef BEL_INDEX_READ_H
+#define BEL_INDEX_READ_H
+
+#include "bel_internal.h"
+
+/* Restarts of one key before bel_index_get() takes the pool lock. */
+#define BEL_INDEX_RETRIES	16
+
+/* The slow path of bel_index_get(): the key under the pool lock. */
+u32 bel_index_get_locked(struct bel_pool *pool, u64 ns,
+			  const struct beluga_key *key, bool pin,
+			  bool *first, int *err);
+
+/*
+ * The bucket array and its size as one reader may use them: the size is
+ * read first, and a rehash stores the (larger) new array before its size,
+ * so a reader never indexes past the array it holds.
+ */
+static inline u32 *bel_buckets_read(struct bel_pool *pool, u32 *nr)
+{
+	*nr = BEL_READ(pool->nr_buckets);
+	bel_smp_rmb();
+	return BEL_READ(pool->buckets);
+}
+
+/* A block reached through a link, for a lock-free reader. */
+static inline struct bel_block *bel_block_rcu(struct bel_pool *pool, u32 id)
+{
+	struct bel_block *blocks;
+
+	blocks = BEL_READ(pool->regions[bel_id_slot(id)].blocks);
+	return &blocks[bel_id_index(id)];
+}
+
+/*
+ * What one LOOKUP reads of the index once, not per key: the bucket array,
+ * its mask and the rehash sequence they belong to. Under the RCU read
+ * section an older array stays valid memory; a hit found through it is
+ * validated by the block's seq as before, and a miss is only believed
+ * while pool->index_seq still equals @iseq (else the view is read again).
+ */
+struct bel_index_view {
+	u32 *buckets;		/* NULL: no buckets when read */
+	u32 mask;
+	u32 iseq;
+};
+
+static inline void bel_index_view_read(struct bel_pool *pool,
+				       struct bel_index_view *v)
+{
+	u32 nr;
+
+	v->iseq = bel_load_acquire(&pool->index_seq);
+	v->buckets = bel_buckets_read(pool, &nr);
+	if (!nr)
+		v->buckets = NULL;
+	v->mask = nr ? nr - 1 : 0;
+}
+
+static inline void bel_index_prefetch(const struct bel_index_view *v, u64 hash)
+{
+	if (v->buckets)
+		bel_prefetch(&v->buckets[(u32)hash & v->mask]);
+}
+
+static inline void bel_index_prefetch_head(struct bel_pool *pool,
+					   const struct bel_index_view *v,
+					   u64 hash)
+{
+	u32 id;
+
+	if (!v->buckets)
+		return;
+	id = bel_load_acquire(&v->buckets[(u32)hash & v->mask]);
+	if (id != BEL_NONE)
+		bel_prefetch(bel_block_rcu(pool, id));
+}
+
+/* Pin once unless the block is being evicted; the old count, or < 0. */
+static inline s64 bel_pin_try(struct bel_block *b)
+{
+	u32 v = BEL_READ(b->pins);
+
+	for (;;) {
+		u32 old;
+
+		if (v == BEL_PINS_DEAD)
+			return -ENOENT;
+		if (v > BEL_MAX_PINS)
+			return -EOVERFLOW;
+		old = bel_cmpxchg32(&b->pins, v, v + 1);
+		if (old == v)
+			return v;
+		v = old;
+	}
+}
+
+/*
+ * Without the pool lock, inside bel_rcu_read_lock(): the block of (ns,
+ * key), whose bel_key_hash() is @hash, or BEL_NONE. @v is the LOOKUP's
+ * view, read once by bel_index_view_read() in the same read section and
+ * read again here after a restart. Every block it
+ * returns was in the index under (ns, key) at some moment during the
+ * call. With @pin it is pinned once, and *@first says whether that pin was
+ * its first. *@err (0 on entry) becomes
+ * -EOVERFLOW when the pin count is full (BEL_NONE returned), or -EAGAIN
+ * when the block was pinned but had left the index meanwhile: the caller
+ * drops that pin and asks again.
+ */
+static inline u32 bel_index_get(struct bel_pool *pool,
+				struct bel_index_view *v, u64 ns,
+				const struct beluga_key *key, u64 hash,
+				bool pin, bool *first, int *err)
+{
+	unsigned int tries;
+	u32 id;
+
+	for (tries = 0; tries < BEL_INDEX_RETRIES; tries++) {
+		if (v->iseq & 1) {
+			bel_index_view_read(pool, v);
+			if (v->iseq & 1)
+				break;	/* a rehash runs: wait on its lock */
+		}
+		id = v->buckets ? bel_load_acquire(&v->buckets[(u32)hash & v->mask])
+				: BEL_NONE;
+		while (id != BEL_NONE) {
+			struct bel_block *b = bel_block_rcu(pool, id);
+			u32 seq = bel_load_acquire(&b->seq);
+			bool match;
+			u32 next;
+
+			if (seq & 1)
+				goto restart;	/* left the index */
+			match = BEL_READ(b->ns) == ns &&
+				BEL_READ(b->key.lo) == key->lo &&
+				BEL_READ(b->key.hi) == key->hi;
+			next = BEL_READ(b->hash_next);
+			bel_smp_rmb();
+			if (BEL_READ(b->seq) != seq)
+				goto restart;
+			if (!match) {
+				id = next;
+				continue;
+			}
+			if (pin) {
+				s64 old = bel_pin_try(b);
+
+				if (old == -EOVERFLOW) {
+					*err = -EOVERFLOW;
+					return BEL_NONE;
+				}
+				if (old < 0)
+					goto restart;	/* being evicted */
+				*first = !old;
+				/* The cmpxchg was a full barrier. */
+				if (BEL_READ(b->seq) != seq) {
+					/* A later use of it: caller drops. */
+					*err = -EAGAIN;
+				}
+			}
+			return id;
+		}
+		/* A miss counts only if no rehash moved links meanwhile. */
+		bel_smp_rmb();
+		if (BEL_READ(pool->index_seq) == v->iseq)
+			return BEL_NONE;
+restart:
+		bel_index_view_read(pool, v);
+	}
+	id = bel_index_get_locked(pool, ns, key, pin, first, err);
+	bel_index_view_read(pool, v);
+	return id;
+}
+
+#endif /* BEL_INDEX_READ_H */
