@@ -2,7 +2,8 @@
 /*
  * Shared (multi-host) pools: the pool ops table of a pool that one host
  * shares with others (beluga_shared_pool_ops: attach and leave, STATS,
- * the fence's checks at mmap and fault, the block commands), and the
+ * the fence's checks at mmap and fault, the retirement of blocks with
+ * memory errors, the block commands), and the
  * kernel's implementation of the portable protocol's environment
  * (core/bel_mh.h, Documentation/multihost.md). Built only with BELUGA_SHARED=y
  * (Kbuild); nothing else in the glue knows a shared pool's state.
@@ -700,6 +701,7 @@ static void beluga_mh_stats(struct beluga_device *dev, struct bel_stats *s)
 	s->free_blocks = ms.free_blocks;
 	s->allocated_blocks = ms.allocated_blocks;
 	s->published_blocks = ms.published_blocks;
+	s->retired_blocks = ms.retired_blocks;
 	s->pinned_blocks = ms.pinned_blocks;
 	s->pins = ms.pins;
 	bel_counters_add(&s->counters, &ms.ops);
@@ -763,6 +765,62 @@ static void beluga_mh_fault_end(struct beluga_file *bf,
 				struct beluga_region *region)
 {
 	up_read(&region->dev->mh->fence_rwsem);
+}
+
+/*
+ * --- memory errors ---------------------------------------------------------
+ *
+ * poison.c found a poisoned page (a fault on it, or ATTACH's scan): the
+ * block goes out of service on every host through the protocol
+ * (bel_mh_retire(): RETIRED in the pool's index when this host owns the
+ * block's partition, a request in its host record for the owner
+ * otherwise).
+ */
+static void beluga_mh_retire_range(struct beluga_mh *mh,
+				   struct beluga_region *region,
+				   u64 region_offset, u64 len)
+{
+	u64 bs = mh->host.geo.block_size;
+	u64 end = min_t(u64, region_offset + len, (u64)mh->nr_blocks * bs);
+	u64 off;
+	int ret;
+
+	for (off = round_down(region_offset, bs); off < end; off += bs) {
+		ret = bel_mh_retire(&mh->host, (u32)div64_u64(off, bs));
+		if (ret == BEL_MH_RETIRED_NOW)
+			pr_warn_ratelimited("%s: memory error: shared block at offset 0x%llx retired\n",
+					    region->name, region->first_offset + off);
+		else if (ret == BEL_MH_RETIRE_ASKED)
+			pr_warn_ratelimited("%s: memory error: shared block at offset 0x%llx; its partition's owner is asked to retire it\n",
+					    region->name, region->first_offset + off);
+		else if (ret < 0)
+			pr_warn_ratelimited("%s: memory error: shared block at offset 0x%llx not retired yet (%d); the next fault tries again\n",
+					    region->name, region->first_offset + off,
+					    ret);
+	}
+}
+
+/*
+ * The retire op. During ATTACH's scan (beluga_region_reserve_locked()) the
+ * attach holds ops_rwsem for writing and the joined host waits in
+ * region->mh; from a fault (poison.c, no pool lock held) ops_rwsem for
+ * reading keeps the device's host. mh->nr_blocks is set before either.
+ */
+static void beluga_mh_retire(struct beluga_region *region, u64 region_offset,
+			     u64 len)
+{
+	struct beluga_device *dev = region->dev;
+	struct beluga_mh *mh = region->mh;
+
+	if (mh) {
+		beluga_mh_retire_range(mh, region, region_offset, len);
+		return;
+	}
+	down_read(&dev->ops_rwsem);
+	mh = dev->mh->cur;
+	if (mh && mh->joined)
+		beluga_mh_retire_range(mh, region, region_offset, len);
+	up_read(&dev->ops_rwsem);
 }
 
 /* --- attach and leave ----------------------------------------------------- */
@@ -868,6 +926,10 @@ static int beluga_mh_attach(struct beluga_device *dev,
 	if (ret)
 		goto out_unclaim;
 	length = (u64)mh->host.geo.nr_blocks * mh->host.geo.block_size;
+	mh->block_size = mh->host.geo.block_size;
+	mh->nr_blocks = mh->host.geo.nr_blocks;
+	/* The reserve's poison scan retires through it (beluga_mh_retire()). */
+	region->mh = mh;
 	ret = beluga_region_reserve_locked(dev, region, length,
 					   mh->host.geo.block_size);
 	if (ret)
@@ -877,9 +939,6 @@ static int beluga_mh_attach(struct beluga_device *dev,
 		goto out_unreserve;
 	}
 	beluga_mh_set_map_base(mh, region->first_offset);
-	mh->block_size = mh->host.geo.block_size;
-	mh->nr_blocks = region->nr_blocks;
-	region->mh = mh;
 	/* Nothing to clear: "attaching" shows it complete. */
 	atomic64_set(&region->prepared, region->length);
 	up_write(&dev->regions_rwsem);
@@ -890,6 +949,7 @@ static int beluga_mh_attach(struct beluga_device *dev,
 out_unreserve:
 	beluga_region_unreserve_locked(dev, region);
 out_leave:
+	region->mh = NULL;
 	/* No client can hold anything in it yet. */
 	beluga_mh_leave(mh, true);
 out_unclaim:
@@ -901,13 +961,17 @@ out_unlock:
 	return ret;
 }
 
-/* The attach_commit op: the joined pool becomes the device's. */
+/*
+ * The attach_commit op: the joined pool becomes the device's. region->mh
+ * is cleared before the region becomes visible: a fault's retire then
+ * finds the host through the device, under ops_rwsem.
+ */
 static void beluga_mh_attach_commit(struct beluga_device *dev,
 				    struct beluga_region *region)
 {
-	beluga_region_commit_locked(dev, region);
 	dev->mh->cur = region->mh;
 	region->mh = NULL;
+	beluga_region_commit_locked(dev, region);
 	dev->mh->gen++;
 	dev->ops = &beluga_shared_pool_ops;
 }
@@ -1034,10 +1098,7 @@ static int beluga_mh_lookup(struct beluga_file *bf, u64 ns, u32 count,
 	return bel_mh_lookup(c, ns, count, keys, pin, offsets, hits);
 }
 
-/*
- * No retire: a shared pool's blocks belong to the multi-host protocol. No
- * evict: -EOPNOTSUPP (uapi).
- */
+/* No evict: -EOPNOTSUPP (uapi). */
 const struct beluga_pool_ops beluga_shared_pool_ops = {
 	.attach = beluga_mh_attach,
 	.attach_commit = beluga_mh_attach_commit,
@@ -1048,6 +1109,7 @@ const struct beluga_pool_ops beluga_shared_pool_ops = {
 	.mmap = beluga_mh_mmap,
 	.fault_begin = beluga_mh_fault_begin,
 	.fault_end = beluga_mh_fault_end,
+	.retire = beluga_mh_retire,
 	.alloc = beluga_mh_alloc,
 	.free = beluga_mh_free,
 	.release = beluga_mh_release,

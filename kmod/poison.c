@@ -38,15 +38,22 @@
  * (beluga_poison_clear()); their blocks are retired by the scan that
  * follows.
  *
- * Shared pools do not retire. A retired block must stay out of service on
- * every host, across joins, takeovers and FORMAT: that needs a block state
- * in the pool's media format that all hosts honour, written by the
- * multi-host protocol, and a source every host sees (the CXL device's own
- * poison list), while memory_failure() only tells the host that consumed
- * the error. Until the format has such a state, a process touching a
- * poisoned shared block gets SIGBUS (BUS_MCEERR_AR) on any host, the block
- * stays published and allocatable, and metadata lines are read with
- * copy_mc_to_kernel() (mh.c).
+ * Shared pools retire through the multi-host protocol (format 1.2,
+ * Documentation/multihost.md, section 5): the host that learns of the
+ * error (this fault path, or the ATTACH scan) calls the shared ops table's
+ * retire, which takes the block out of service on every host: in a
+ * partition this host owns, the block is unlinked from the shared index and
+ * its entry written RETIRED at once (fence-checked store and flush, like
+ * every metadata write); in another host's partition, this host's record
+ * asks that partition's owner, which retires it at its next tick. A
+ * RETIRED entry is honoured by every 1.2 host, survives takeovers, rejoins
+ * and the last host's leave, and is counted in retired_blocks by the host
+ * owning its partition; FORMAT zeroes the index and so forgets it (the
+ * formatting host's ATTACH scan retires what it knows to be poisoned
+ * again, other hosts at their next fault on it). memory_failure() only
+ * tells the host that consumed the error, so another host learns of the
+ * block only through the protocol, or when it touches the page itself.
+ * Metadata lines are read with copy_mc_to_kernel() (mh.c).
  *
  * memory_failure() against DETACH and rmmod. mf_generic_kill_procs()
  * checks folio->mapping (dax_lock_folio(), then collect_procs()), reads it
@@ -92,7 +99,7 @@ static unsigned long beluga_region_nr_pages(const struct beluga_region *region)
 static void beluga_poison_retire(struct beluga_region *region,
 				 u64 region_offset, u64 len)
 {
-	/* A shared pool's blocks belong to the multi-host protocol. */
+	/* Local: the core; shared: the multi-host protocol (mh.c). */
 	if (region->ops->retire)
 		region->ops->retire(region, region_offset, len);
 }

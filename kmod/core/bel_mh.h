@@ -15,7 +15,8 @@
  * Files:
  *   mh_format.c  layout, superblock check, format, attach/join/leave
  *   mh_host.c    heartbeat, liveness, partition claim/release/rebuild
- *   mh_ops.c     alloc, free, publish, lookup (+pin), release, evict
+ *   mh_ops.c     alloc, free, publish, lookup (+pin), release, evict,
+ *                retire (memory errors)
  */
 #ifndef BEL_MH_H
 #define BEL_MH_H
@@ -53,6 +54,7 @@ enum bel_mh_site {
 	BEL_MH_F_ENT_ROLLBACK,
 	BEL_MH_F_ENT_UNLINK,
 	BEL_MH_F_ENT_REBUILD,
+	BEL_MH_F_ENT_RETIRE,
 	BEL_MH_F_PAYLOAD,
 	BEL_MH_I_SUPER,
 	BEL_MH_I_INTENT,
@@ -64,6 +66,8 @@ enum bel_mh_site {
 	BEL_MH_I_PIN_CHECK,
 	BEL_MH_I_EVICT_PINS,
 	BEL_MH_I_REBUILD,
+	BEL_MH_I_RETIRED_SCAN,
+	BEL_MH_I_RETIRE_CHECK,
 	BEL_MH_I_PAYLOAD,
 	BEL_MH_NR_SITES
 };
@@ -176,6 +180,8 @@ struct bel_mh_view {
 	u64 hb;
 	u64 changed_at;		/* our clock when (inc, hb) last changed */
 	bool dead;		/* lease expired for incarnation @inc */
+	/* Its retire requests, as last read (BEL_MH_NONE: empty slot). */
+	u32 retire[BEL_MH_RETIRE_SLOTS];
 };
 
 /* DRAM state of one partition; meaningful while @owned. */
@@ -191,6 +197,7 @@ struct bel_mh_part {
 	u32 nr_lru;		/* blocks on the LRU (evictable here) */
 	u32 nr_allocated;
 	u32 nr_published;
+	u32 nr_retired;		/* RETIRED blocks (memory errors) */
 	u64 next_seq;
 	u32 backoff;		/* ticks to wait before claiming again */
 };
@@ -199,12 +206,16 @@ enum bel_mh_blk_state {
 	BEL_MH_BLK_FREE = 0,	/* or not in an owned partition */
 	BEL_MH_BLK_ALLOCATED,
 	BEL_MH_BLK_PUBLISHED,
+	BEL_MH_BLK_RETIRED,	/* its entry is RETIRED: out of service */
 };
+
+/* Blocks with a memory error a host remembers until their owner retired them. */
+#define BEL_MH_RETIRE_QUEUE	64U
 
 /*
  * This host's view of the pool (bel_mh_stats()): what it knows without
- * reading other hosts' partitions. free + allocated + published is the
- * number of blocks in the partitions it owns, not the pool's total.
+ * reading other hosts' partitions. free + allocated + published + retired
+ * is the number of blocks in the partitions it owns, not the pool's total.
  */
 struct bel_mh_stats {
 	u64 total_blocks;	/* of the whole pool */
@@ -214,6 +225,8 @@ struct bel_mh_stats {
 	u64 published_blocks;	/* published in owned partitions */
 	u64 pinned_blocks;	/* blocks this host pins, any partition */
 	u64 pins;		/* pins of this host's clients */
+	u64 retired_blocks;	/* RETIRED in owned partitions */
+	u64 retire_pending;	/* memory errors found here, not retired yet */
 	u32 owned;		/* bitmask of owned partitions */
 	struct bel_counters ops;	/* this host's, since it attached */
 };
@@ -258,7 +271,17 @@ struct bel_mh_host {
 	u64 *blk_stamp;			/* PUBLISHED: LRU stamp */
 	u32 *blk_pins;			/* this host's pins on the block */
 	u8 *blk_state;			/* enum bel_mh_blk_state */
+	/* ALLOCATED with a memory error: RETIRED when its owner lets go. */
+	u8 *blk_bad;
 	struct bel_mh_client **blk_owner;	/* ALLOCATED: owner */
+
+	/*
+	 * Blocks in which this host found a memory error, until their
+	 * entries read RETIRED; the first BEL_MH_RETIRE_SLOTS are the
+	 * requests in the own record (rec.retire).
+	 */
+	u32 retire_q[BEL_MH_RETIRE_QUEUE];
+	u32 nr_retire_q;
 
 	u32 nr_allocated;		/* ALLOCATED blocks of all clients */
 	u64 nr_pins;			/* pins of all clients */
@@ -425,6 +448,29 @@ int bel_mh_lookup(struct bel_mh_client *c, u64 ns, u32 count,
 		  const struct beluga_key *keys, bool pin, u64 *offsets,
 		  u32 *hits);
 int bel_mh_release(struct bel_mh_client *c, u32 count, const u64 *offsets);
+
+/*
+ * A memory error hit block @block (a block number of the pool): take it out
+ * of service on every host. In a partition this host owns, at once: a free
+ * block leaves the free list, a published one is unlinked from the index
+ * (LOOKUP no longer finds it on any host), and the entry is written
+ * RETIRED; a block a client of this host has ALLOCATED becomes RETIRED
+ * when the client lets go (FREE, close, or PUBLISH, whose item answers
+ * -EIO). In another host's partition, the request goes into this host's
+ * record, and that partition's owner (or whoever takes it over) retires
+ * the block at its next tick; meanwhile this host's LOOKUP no longer
+ * returns it. Pins of any host on a retired block stay until they are
+ * released: nothing hands the block out again, so what a pinner maps
+ * cannot change under it. A RETIRED entry survives takeovers, rejoins and
+ * the last host's leave; FORMAT clears it (Documentation/multihost.md,
+ * section 5). Returns BEL_MH_RETIRED_NOW or BEL_MH_RETIRE_ASKED for news,
+ * 0 when the block was retired or asked for already, -EINVAL (no such
+ * block), -ENOSPC (BEL_MH_RETIRE_QUEUE requests wait already: try again
+ * at the next fault), -ENODEV, -ESTALE. May sleep.
+ */
+#define BEL_MH_RETIRED_NOW	1
+#define BEL_MH_RETIRE_ASKED	2
+int bel_mh_retire(struct bel_mh_host *h, u32 block);
 
 /* This host's view of the pool, one snapshot under the host mutex. */
 void bel_mh_stats(struct bel_mh_host *h, struct bel_mh_stats *out);

@@ -12,7 +12,7 @@
 /* bel_env.h: byte order (cpu_to_le32() ...) and static_assert(). */
 #include "bel_env.h"
 
-/* --- on-media format, version 1 ---------------------------------------- */
+/* --- on-media format, version 1.2 -------------------------------------- */
 
 #define BEL_MH_LINE		64U	/* unit of single-writer ownership */
 #define BEL_MH_MAX_HOSTS	16U	/* hard cap; a pool's is max_hosts */
@@ -23,8 +23,21 @@
  * 1.1 names its bucket hash in the superblock (@hash); a 1.0 pool has 0
  * there, which is BEL_MH_HASH_MIX64, the only hash 1.0 ever used. A 1.1
  * module joins both; a 1.0 module joins a 1.1 pool of that hash alike.
+ *
+ * 1.2 takes blocks out of service after a memory error: an index entry may
+ * be BEL_MH_ENT_RETIRED (never linked, never handed out again, found by
+ * the scan of a takeover), and a host record carries up to
+ * BEL_MH_RETIRE_SLOTS retire requests for the owners of other partitions
+ * (@retire, zero in 1.0 and 1.1 records). A 1.2 module joins 1.0, 1.1 and
+ * 1.2 pools. Older modules read neither the minor version nor these
+ * fields, so they join a 1.2 pool and cannot be made to refuse it: such a
+ * host ignores retire requests, and in a partition it owns (its home, or
+ * one it takes over) its rebuild takes a RETIRED block for a free one and
+ * hands it out again, which is what 1.1 does with a poisoned block anyway
+ * (the processes touching it get SIGBUS). Upgrade every host of a pool to
+ * 1.2 before relying on retirement (Documentation/multihost.md, section 4).
  */
-#define BEL_MH_VERSION_MINOR	1U
+#define BEL_MH_VERSION_MINOR	2U
 
 /* Bucket hashes of the on-media index (bel_mh_super.hash). */
 #define BEL_MH_HASH_MIX64	0U	/* bel_key_hash() (bel_hash.h) */
@@ -94,7 +107,16 @@ enum bel_mh_host_state {
 	BEL_MH_HOST_LEFT = 2,	/* detached cleanly */
 };
 
-/* One host's record, written only by that host. */
+/* Retire requests in a host record (since 1.2). */
+#define BEL_MH_RETIRE_SLOTS	4U
+
+/*
+ * One host's record, written only by that host. @retire: blocks (+ 1; 0
+ * is an empty slot) in which this host found a memory error and whose
+ * partition's owner has not retired them yet, as far as it has seen; the
+ * owner retires them at its next tick. Kept across a rejoin and a leave,
+ * cleared by FORMAT.
+ */
 struct bel_mh_host_rec {
 	__le32 state;		/* enum bel_mh_host_state */
 	__le32 incarnation;	/* +1 at every join, never 0 once joined */
@@ -102,7 +124,7 @@ struct bel_mh_host_rec {
 	__le32 owned;		/* bitmask of owned partitions */
 	__le32 flags;		/* 0 */
 	char name[24];
-	__le64 reserved[2];
+	__le32 retire[BEL_MH_RETIRE_SLOTS];	/* since 1.2; 0 before */
 };
 
 static_assert(sizeof(struct bel_mh_host_rec) == BEL_MH_LINE,
@@ -113,6 +135,7 @@ enum bel_mh_ent_state {
 	BEL_MH_ENT_TENTATIVE = 2,	/* publish in progress */
 	BEL_MH_ENT_PUBLISHED = 3,
 	BEL_MH_ENT_EVICTING = 4,	/* eviction in progress */
+	BEL_MH_ENT_RETIRED = 5,		/* memory error: out of service (1.2) */
 };
 
 /*
@@ -122,6 +145,9 @@ enum bel_mh_ent_state {
  * unlinked it keeps its last contents (readers that reach it through a
  * stale pointer see a key of its old bucket, or of another bucket, which
  * tells them they were diverted) until the block is published again.
+ * A RETIRED entry is never linked: its owner unlinks a published block's
+ * entry before it writes it RETIRED (state, block, writer; the rest 0),
+ * and nothing rewrites it until FORMAT zeroes the index.
  */
 struct bel_mh_entry {
 	__le32 state;		/* enum bel_mh_ent_state */

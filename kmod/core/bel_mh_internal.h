@@ -200,6 +200,24 @@ int bel_mh_release_part(struct bel_mh_host *h, u32 p);
 
 /* --- internal, shared between the mh files ----------------------------- */
 
+/* A record's retire requests into a view (block numbers, or BEL_MH_NONE). */
+static inline void bel_mh_view_retire(struct bel_mh_view *v,
+				      const struct bel_mh_host_rec *r)
+{
+	u32 s;
+
+	for (s = 0; s < BEL_MH_RETIRE_SLOTS; s++)
+		v->retire[s] = bel_mh_link_dec(r->retire[s]);
+}
+
+/*
+ * The tick, h->lock held: retire the blocks of owned partitions that any
+ * record asks for, and drop the own requests whose entries read RETIRED.
+ */
+void bel_mh_serve_retires(struct bel_mh_host *h);
+/* Copy the first queued requests into the own record (takes rec_lock). */
+void bel_mh_retire_slots_sync(struct bel_mh_host *h);
+
 void bel_mh_view_update(struct bel_mh_host *h, u32 x,
 			const struct bel_mh_host_rec *r, u64 now);
 /* Invalidate and read every other host's record; update the views. */

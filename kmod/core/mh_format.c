@@ -33,6 +33,7 @@ const struct bel_mh_site_info bel_mh_sites[BEL_MH_NR_SITES] = {
 	[BEL_MH_F_ENT_ROLLBACK] = { "F_ENT_ROLLBACK", "flush eviction rollback" },
 	[BEL_MH_F_ENT_UNLINK] = { "F_ENT_UNLINK", "flush unlink of an evicted entry" },
 	[BEL_MH_F_ENT_REBUILD] = { "F_ENT_REBUILD", "flush entry repaired at takeover" },
+	[BEL_MH_F_ENT_RETIRE] = { "F_ENT_RETIRE", "flush unlink, RETIRED entry" },
 	[BEL_MH_F_PAYLOAD] = { "F_PAYLOAD", "flush block payload" },
 	[BEL_MH_I_SUPER] = { "I_SUPER", "invalidate superblock" },
 	[BEL_MH_I_INTENT] = { "I_INTENT", "invalidate format intents" },
@@ -44,6 +45,8 @@ const struct bel_mh_site_info bel_mh_sites[BEL_MH_NR_SITES] = {
 	[BEL_MH_I_PIN_CHECK] = { "I_PIN_CHECK", "invalidate index entry (pin validation)" },
 	[BEL_MH_I_EVICT_PINS] = { "I_EVICT_PINS", "invalidate pin words (eviction)" },
 	[BEL_MH_I_REBUILD] = { "I_REBUILD", "invalidate index at takeover" },
+	[BEL_MH_I_RETIRED_SCAN] = { "I_RETIRED_SCAN", "invalidate entries (takeover scan)" },
+	[BEL_MH_I_RETIRE_CHECK] = { "I_RETIRE_CHECK", "invalidate entry (retire done?)" },
 	[BEL_MH_I_PAYLOAD] = { "I_PAYLOAD", "invalidate block payload before read" },
 };
 
@@ -545,12 +548,14 @@ void bel_mh_free_dram(struct bel_mh_host *h)
 	bel_kvfree(h->blk_stamp);
 	bel_kvfree(h->blk_pins);
 	bel_kvfree(h->blk_state);
+	bel_kvfree(h->blk_bad);
 	bel_kvfree(h->blk_owner);
 	h->blk_next = NULL;
 	h->blk_prev = NULL;
 	h->blk_stamp = NULL;
 	h->blk_pins = NULL;
 	h->blk_state = NULL;
+	h->blk_bad = NULL;
 	h->blk_owner = NULL;
 }
 
@@ -564,9 +569,10 @@ static int bel_mh_alloc_dram(struct bel_mh_host *h)
 	h->blk_stamp = bel_calloc(n, sizeof(*h->blk_stamp));
 	h->blk_pins = bel_calloc(n, sizeof(*h->blk_pins));
 	h->blk_state = bel_calloc(n, sizeof(*h->blk_state));
+	h->blk_bad = bel_calloc(n, sizeof(*h->blk_bad));
 	h->blk_owner = bel_calloc(n, sizeof(*h->blk_owner));
 	if (!h->blk_next || !h->blk_prev || !h->blk_stamp ||
-	    !h->blk_pins || !h->blk_state || !h->blk_owner) {
+	    !h->blk_pins || !h->blk_state || !h->blk_bad || !h->blk_owner) {
 		bel_mh_free_dram(h);
 		h->why = "out of memory for the block table";
 		return -ENOMEM;
@@ -616,6 +622,7 @@ static int bel_mh_join(struct bel_mh_host *h)
 		v->hb = le64_to_cpu(r.heartbeat);
 		v->changed_at = t0;
 		v->dead = false;
+		bel_mh_view_retire(v, &r);
 		if (x == h->id)
 			own = r;
 	}
@@ -652,6 +659,19 @@ static int bel_mh_join(struct bel_mh_host *h)
 	h->rec.state = cpu_to_le32(BEL_MH_HOST_ACTIVE);
 	h->rec.incarnation = cpu_to_le32(inc);
 	memcpy(h->rec.name, h->cfg.name, sizeof(h->rec.name));
+	/*
+	 * Retire requests of the previous incarnation that no owner served
+	 * yet: the memory errors are still there.
+	 */
+	h->nr_retire_q = 0;
+	for (x = 0; x < BEL_MH_RETIRE_SLOTS; x++) {
+		u32 b = bel_mh_link_dec(own.retire[x]);
+
+		if (b < h->geo.nr_blocks)
+			h->retire_q[h->nr_retire_q++] = b;
+	}
+	for (x = 0; x < h->nr_retire_q; x++)
+		h->rec.retire[x] = bel_mh_link_enc(h->retire_q[x]);
 	h->view[h->id].inc = inc;
 	h->view[h->id].state = BEL_MH_HOST_ACTIVE;
 	h->fence_ns = h->geo.lease_ns / 2;

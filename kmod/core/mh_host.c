@@ -35,6 +35,7 @@ void bel_mh_view_update(struct bel_mh_host *h, u32 x,
 	}
 	v->state = le32_to_cpu(r->state);
 	v->owned = le32_to_cpu(r->owned);
+	bel_mh_view_retire(v, r);
 	if (v->state == BEL_MH_HOST_ACTIVE && !v->dead &&
 	    now - v->changed_at > h->geo.lease_ns)
 		v->dead = true;
@@ -208,6 +209,7 @@ static void bel_mh_drop_part(struct bel_mh_host *h, u32 p)
 
 	for (b = pt->first; b < pt->first + pt->nr; b++) {
 		h->blk_state[b] = BEL_MH_BLK_FREE;
+		h->blk_bad[b] = 0;
 		h->blk_next[b] = BEL_MH_NONE;
 		h->blk_prev[b] = BEL_MH_NONE;
 	}
@@ -220,15 +222,19 @@ static void bel_mh_drop_part(struct bel_mh_host *h, u32 p)
 	pt->nr_free = 0;
 	pt->nr_allocated = 0;
 	pt->nr_published = 0;
+	pt->nr_retired = 0;
 }
 
 /*
  * Take over partition @p: walk every chain of its index after invalidating
  * (the previous owner wrote it) and repair what a dead owner left in
  * flight: a TENTATIVE entry is unlinked (its publish never finished), an
- * EVICTING one goes back to PUBLISHED (the block was not freed yet). Every
- * block without a linked PUBLISHED entry is free. Entries are never moved,
- * so readers of other hosts walking the chains meanwhile stay correct.
+ * EVICTING one goes back to PUBLISHED (the block was not freed yet). Then
+ * every other entry of the partition is read after invalidating: a RETIRED
+ * one keeps its block out of service (a memory error, format 1.2). Every
+ * other block without a linked PUBLISHED entry is free. Entries are never
+ * moved, so readers of other hosts walking the chains meanwhile stay
+ * correct.
  */
 static void bel_mh_rebuild(struct bel_mh_host *h, u32 p)
 {
@@ -300,9 +306,29 @@ static void bel_mh_rebuild(struct bel_mh_host *h, u32 p)
 			n = next;
 		}
 	}
+	/*
+	 * RETIRED entries are linked nowhere: one line per block, read once
+	 * per takeover (a 2 MiB block costs 64 bytes of it).
+	 */
+	for (b = pt->first; b < pt->first + pt->nr; b++) {
+		struct bel_mh_entry e;
+
+		if (b > pt->first &&
+		    !((b - pt->first) % BEL_MH_RESCHED_EVERY))
+			bel_mh_resched(h);
+		if (h->blk_state[b] == BEL_MH_BLK_PUBLISHED)
+			continue;
+		BEL_MH_GET(h, I_RETIRED_SCAN, bel_mh_ent_off(&h->geo, b), &e,
+			   sizeof(e));
+		if (le32_to_cpu(e.state) == BEL_MH_ENT_RETIRED &&
+		    le32_to_cpu(e.block) == b) {
+			h->blk_state[b] = BEL_MH_BLK_RETIRED;
+			pt->nr_retired++;
+		}
+	}
 	/* Push in reverse so that the lowest block is handed out first. */
 	for (b = pt->first + pt->nr; b-- > pt->first;)
-		if (h->blk_state[b] != BEL_MH_BLK_PUBLISHED)
+		if (h->blk_state[b] == BEL_MH_BLK_FREE)
 			bel_mh_free_push(h, p, b);
 	pt->next_seq = max_seq + 1;
 	pt->owned = true;
@@ -385,7 +411,9 @@ void bel_mh_tick(struct bel_mh_host *h)
 		if (!bel_mh_held_elsewhere(h, p))
 			bel_mh_try_claim(h, p);
 	}
+	bel_mh_serve_retires(h);
 	bel_mutex_unlock(&h->lock);
+	/* Also stores the own retire requests as they are now. */
 	bel_mh_heartbeat(h);
 }
 

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * Multi-host block operations: alloc, free, publish, lookup (+pin),
- * release, eviction. See Documentation/multihost.md, section 5.
+ * release, eviction, and the retirement of blocks with memory errors. See
+ * Documentation/multihost.md, section 5.
  *
  * Each host allocates only from partitions it owns, and alone writes their
  * index. Publish dedup across hosts and pins against eviction both use the
@@ -305,6 +306,10 @@ static int bel_mh_evict_n(struct bel_mh_host *h, u32 need, u64 *victims)
 	return 0;
 }
 
+static void bel_mh_retire_unlinked(struct bel_mh_host *h, u32 p, u32 b);
+static bool bel_mh_retire_queued(const struct bel_mh_host *h, u32 b);
+
+/* A client lets go of ALLOCATED block @b: free, or RETIRED if it is bad. */
 static void bel_mh_free_block(struct bel_mh_host *h, struct bel_mh_client *c,
 			      u32 b)
 {
@@ -314,6 +319,11 @@ static void bel_mh_free_block(struct bel_mh_host *h, struct bel_mh_client *c,
 	h->part[p].nr_allocated--;
 	h->nr_allocated--;
 	c->nr_allocated--;
+	if (h->blk_bad[b]) {
+		h->blk_bad[b] = 0;
+		bel_mh_retire_unlinked(h, p, b);
+		return;
+	}
 	bel_mh_free_push(h, p, b);
 }
 
@@ -533,6 +543,11 @@ static s32 bel_mh_publish_one(struct bel_mh_host *h, struct bel_mh_client *c,
 		return -EINVAL;
 	if (!bel_mh_owns_alloc(h, c, b))
 		return -EPERM;
+	/* A memory error hit it: out of service, no longer the caller's. */
+	if (h->blk_bad[b]) {
+		bel_mh_free_block(h, c, b);
+		return -EIO;
+	}
 	p = bel_mh_part_of(h, b);
 	bkt = bel_mh_bucket_of(&h->geo, ns, key->lo, key->hi);
 	memset(&we, 0, sizeof(we));
@@ -819,6 +834,9 @@ int bel_mh_lookup(struct bel_mh_client *c, u64 ns, u32 count,
 		p = bel_mh_find(h, ns, &keys[i], hint, &b, &e);
 		if (p == BEL_MH_NONE)
 			break;
+		/* Its owner has not retired it yet: a miss here already. */
+		if (h->nr_retire_q && bel_mh_retire_queued(h, b))
+			break;
 		if (pin) {
 			ret = bel_mh_pin(h, c, p, b, &e);
 			if (ret > 0) {
@@ -965,12 +983,213 @@ void bel_mh_stats(struct bel_mh_host *h, struct bel_mh_stats *out)
 			out->owned_blocks += pt->nr;
 			out->free_blocks += pt->nr_free;
 			out->published_blocks += pt->nr_published;
+			out->retired_blocks += pt->nr_retired;
 		}
 		out->allocated_blocks = h->nr_allocated;
 		out->pinned_blocks = h->nr_pinned;
 		out->pins = h->nr_pins;
+		out->retire_pending = h->nr_retire_q;
 	}
 	bel_mutex_unlock(&h->lock);
+}
+
+/* --- memory errors: retired blocks -------------------------------------- */
+
+static bool bel_mh_retire_queued(const struct bel_mh_host *h, u32 b)
+{
+	u32 i;
+
+	for (i = 0; i < h->nr_retire_q; i++)
+		if (h->retire_q[i] == b)
+			return true;
+	return false;
+}
+
+/*
+ * Block @b of owned partition @p, linked nowhere and on no list, goes out
+ * of service: its entry is written RETIRED (one line, flushed), which
+ * every later owner's rebuild finds. Nothing else rewrites the entry: the
+ * block is never handed out again.
+ */
+static void bel_mh_retire_unlinked(struct bel_mh_host *h, u32 p, u32 b)
+{
+	struct bel_mh_entry e;
+
+	memset(&e, 0, sizeof(e));
+	e.state = cpu_to_le32(BEL_MH_ENT_RETIRED);
+	e.block = cpu_to_le32(b);
+	e.writer = cpu_to_le32(h->id);
+	e.writer_inc = h->rec.incarnation;
+	BEL_MH_PUT(h, F_ENT_RETIRE, bel_mh_ent_off(&h->geo, b), &e, sizeof(e));
+	h->blk_state[b] = BEL_MH_BLK_RETIRED;
+	h->part[p].nr_retired++;
+	/* An own request for it is served. */
+	if (h->nr_retire_q && bel_mh_retire_queued(h, b)) {
+		u32 i, n = 0;
+
+		for (i = 0; i < h->nr_retire_q; i++)
+			if (h->retire_q[i] != b)
+				h->retire_q[n++] = h->retire_q[i];
+		h->nr_retire_q = n;
+		bel_mh_retire_slots_sync(h);
+	}
+}
+
+/* Unlink FREE block @b from owned partition @p's free list. */
+static void bel_mh_free_list_del(struct bel_mh_host *h, u32 p, u32 b)
+{
+	struct bel_mh_part *pt = &h->part[p];
+	u32 *link = &pt->free_head;
+	u32 steps = 0;
+
+	/* A walk: memory errors are rare, a second link costs every block. */
+	while (*link != BEL_MH_NONE && *link != b && steps++ <= pt->nr)
+		link = &h->blk_next[*link];
+	if (*link != b) {
+		BEL_ASSERT(0);
+		return;
+	}
+	*link = h->blk_next[b];
+	h->blk_next[b] = BEL_MH_NONE;
+	pt->nr_free--;
+}
+
+/*
+ * Retire block @b of owned partition @p now, whatever its state: true
+ * when this call changed something (an ALLOCATED block is only marked, to
+ * be retired when its client lets go).
+ */
+static bool bel_mh_retire_owned(struct bel_mh_host *h, u32 p, u32 b)
+{
+	struct bel_mh_entry e;
+
+	switch (h->blk_state[b]) {
+	case BEL_MH_BLK_FREE:
+		bel_mh_free_list_del(h, p, b);
+		bel_mh_retire_unlinked(h, p, b);
+		return true;
+	case BEL_MH_BLK_ALLOCATED:
+		if (h->blk_bad[b])
+			return false;
+		h->blk_bad[b] = 1;
+		return true;
+	case BEL_MH_BLK_PUBLISHED:
+		/*
+		 * Unlinked first: a RETIRED entry left in a chain by a fence
+		 * between the two stores would cut the chain at the next
+		 * rebuild. Pins, this host's or others', stay until released.
+		 */
+		bel_mh_read(h, bel_mh_ent_off(&h->geo, b), &e, sizeof(e));
+		bel_mh_unlink(h, p, b, &e, BEL_MH_F_ENT_RETIRE);
+		if (!h->blk_pins[b])
+			bel_mh_lru_del(h, p, b);
+		h->part[p].nr_published--;
+		bel_mh_retire_unlinked(h, p, b);
+		return true;
+	default:
+		return false;
+	}
+}
+
+/* Is the own request for block @b served: does its entry read RETIRED? */
+static bool bel_mh_retire_done(struct bel_mh_host *h, u32 b)
+{
+	struct bel_mh_entry e;
+
+	if (h->part[bel_mh_part_of(h, b)].owned)
+		return h->blk_state[b] == BEL_MH_BLK_RETIRED;
+	BEL_MH_GET(h, I_RETIRE_CHECK, bel_mh_ent_off(&h->geo, b), &e,
+		   sizeof(e));
+	return le32_to_cpu(e.state) == BEL_MH_ENT_RETIRED &&
+	       le32_to_cpu(e.block) == b;
+}
+
+void bel_mh_retire_slots_sync(struct bel_mh_host *h)
+{
+	u32 s;
+
+	bel_spin_lock(&h->rec_lock);
+	for (s = 0; s < BEL_MH_RETIRE_SLOTS; s++)
+		h->rec.retire[s] = s < h->nr_retire_q ?
+				   bel_mh_link_enc(h->retire_q[s]) : 0;
+	bel_spin_unlock(&h->rec_lock);
+}
+
+void bel_mh_serve_retires(struct bel_mh_host *h)
+{
+	u32 x, s, i, n = 0;
+
+	for (x = 0; x < h->geo.max_hosts; x++) {
+		if (x == h->id)
+			continue;
+		for (s = 0; s < BEL_MH_RETIRE_SLOTS; s++) {
+			u32 b = h->view[x].retire[s];
+			u32 p;
+
+			if (b >= h->geo.nr_blocks)
+				continue;
+			p = bel_mh_part_of(h, b);
+			if (h->part[p].owned)
+				bel_mh_retire_owned(h, p, b);
+		}
+	}
+	if (!h->nr_retire_q)
+		return;
+	for (i = 0; i < h->nr_retire_q; i++) {
+		u32 b = h->retire_q[i];
+		u32 p = bel_mh_part_of(h, b);
+
+		if (h->part[p].owned)
+			bel_mh_retire_owned(h, p, b);
+		if (!bel_mh_retire_done(h, b))
+			h->retire_q[n++] = b;
+	}
+	if (n != h->nr_retire_q) {
+		h->nr_retire_q = n;
+		bel_mh_retire_slots_sync(h);
+	}
+}
+
+int bel_mh_retire(struct bel_mh_host *h, u32 block)
+{
+	bool news = false, asked = false;
+	int ret;
+	u32 p;
+
+	bel_mutex_lock(&h->lock);
+	ret = bel_mh_usable(h);
+	if (!ret && block >= h->geo.nr_blocks)
+		ret = -EINVAL;
+	if (ret)
+		goto out;
+	p = bel_mh_part_of(h, block);
+	if (h->part[p].owned)
+		news = bel_mh_retire_owned(h, p, block);
+	/*
+	 * Remembered until the entry reads RETIRED, also in an own partition:
+	 * an ALLOCATED block is retired only when let go, and a partition
+	 * may move to another host before.
+	 */
+	if (!bel_mh_retire_queued(h, block) && !bel_mh_retire_done(h, block)) {
+		if (h->nr_retire_q == BEL_MH_RETIRE_QUEUE) {
+			ret = -ENOSPC;
+			goto out;
+		}
+		h->retire_q[h->nr_retire_q++] = block;
+		asked = !news;
+		if (h->nr_retire_q <= BEL_MH_RETIRE_SLOTS)
+			bel_mh_retire_slots_sync(h);
+	}
+	if (news)
+		ret = BEL_MH_RETIRED_NOW;
+	else if (asked)
+		ret = BEL_MH_RETIRE_ASKED;
+out:
+	bel_mutex_unlock(&h->lock);
+	/* The request reaches the device now, not a heartbeat later. */
+	if (asked)
+		bel_mh_heartbeat(h);
+	return ret;
 }
 
 /* --- payload --------------------------------------------------------------- */

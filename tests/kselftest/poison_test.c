@@ -13,10 +13,12 @@
  * the test uses the last 8 MiB of the first device-dax, which no other test
  * touches. ATTACH's clear of a device-dax range leaves the poisoned page
  * alone, as seen through /dev/daxX.Y after DETACH (the emulated error does
- * not make the memory unreadable).
+ * not make the memory unreadable). poison_shared does the same on a shared
+ * (multi-host) pool, whose blocks the multi-host protocol retires.
  */
 #include <setjmp.h>
 #include <signal.h>
+#include <sys/mount.h>
 
 #include "beluga_test.h"
 
@@ -318,6 +320,248 @@ TEST_F(poison, held_block_retired_when_let_go)
 	EXPECT_EQ(PZ_BLOCKS - 1 - self->retired0, st.free_blocks);
 	ASSERT_STATS_CONSISTENT(st);
 	bt_unmap(&self->c);
+}
+
+/*
+ * A shared (multi-host) pool, one host: the multi-host protocol retires the
+ * block (format 1.2). 2 MiB blocks, one device-dax folio each, in a range
+ * of the first device-dax that no other test touches (the 24 MiB below
+ * the last 8 MiB the fixture above uses): 2 MiB of metadata and
+ * BELUGA_MAX_HOSTS' default of 8 partitions need 9 blocks at least. The
+ * host owns every partition, so the block is retired at once, and STATS
+ * counts it. Shared mappings refuse get_user_pages() (VM_IO, unless
+ * mh_allow_gup=1); MADV_HWPOISON's lookup of a page already mapped does
+ * not need that path, and where it fails anyway the test injects the
+ * error through hwpoison-inject (debugfs corrupt-pfn) at the page's pfn.
+ */
+#define PZS_LEN		(24 * BT_MIB)
+#define PZS_SKIP	(PZS_LEN + PZ_LEN)	/* from the end of the device */
+#define PZS_INJECT	"/sys/kernel/debug/hwpoison/corrupt-pfn"
+
+FIXTURE(poison_shared) {
+	struct bt_ctx c;
+	struct beluga_attach a;
+	uint64_t ns;
+	uint64_t retired0;
+	struct sigaction old;
+};
+
+static int pzs_attach(struct bt_ctx *c, struct beluga_attach *a, bool format)
+{
+	char names[BT_MAX_DAX][64];
+	uint64_t phys, size;
+	int r;
+
+	if (bt_env_dax(names) < 1)
+		return -ENOENT;
+	r = bt_dax_geometry(names[0], &phys, &size);
+	if (r)
+		return r;
+	r = bt_attach_req(a, BELUGA_BACKEND_DAX, 0, size - PZS_SKIP, PZS_LEN,
+			  PZ_BS, "bt-poison-sh");
+	if (r)
+		return r;
+	a->flags = BELUGA_ATTACH_SHARED | BELUGA_ATTACH_HOST_ID |
+		   (format ? BELUGA_ATTACH_FORMAT : 0);
+	a->host_id = 0;
+	r = bt_attach(c->fd, a);
+	if (!r) {
+		c->att[0] = *a;
+		c->nr = 1;
+	}
+	return r;
+}
+
+FIXTURE_SETUP(poison_shared)
+{
+	struct sigaction sa = { 0 };
+	struct beluga_stats st;
+	char names[BT_MAX_DAX][64];
+	uint64_t phys, size;
+	char why[160];
+	int r;
+
+	bt_ctx_init(&self->c);
+	if (!bt_backend_ok(BELUGA_BACKEND_DAX, 0, PZS_SKIP, why, sizeof(why))) {
+		SKIP(return, "%s", why);
+	}
+	ASSERT_LT(0, bt_env_dax(names));
+	ASSERT_EQ(0, bt_dax_geometry(names[0], &phys, &size));
+	/* Other tests use the first 40 MiB or so: stay clear of them. */
+	if (size < 128 * BT_MIB) {
+		SKIP(return, "%s is too small (%llu bytes)", names[0],
+		     (unsigned long long)size);
+	}
+	bt_setup_empty(&self->c);
+	self->c.backend = BELUGA_BACKEND_DAX;
+	r = pzs_attach(&self->c, &self->a, true);
+	if (r == -EOPNOTSUPP) {
+		SKIP(return, "module built without shared pools");
+	}
+	ASSERT_EQ(0, r) TH_LOG("shared ATTACH with FORMAT: %s", strerror(-r));
+	ASSERT_EQ(0, bt_info(self->c.fd, &self->c.info));
+	self->ns = bt_ns(0x9016);
+	ASSERT_EQ(0, bt_stats(self->c.fd, &st));
+	/* Earlier runs' poison in this range, found by ATTACH's scan. */
+	self->retired0 = st.retired_blocks;
+	sa.sa_sigaction = pz_sigbus;
+	sa.sa_flags = SA_SIGINFO;
+	sigemptyset(&sa.sa_mask);
+	ASSERT_EQ(0, sigaction(SIGBUS, &sa, &self->old));
+}
+
+FIXTURE_TEARDOWN(poison_shared)
+{
+	sigaction(SIGBUS, &self->old, NULL);
+	bt_teardown(&self->c);
+}
+
+/* The pfn behind a mapped address (/proc/self/pagemap; root). */
+static int pzs_pfn(const void *addr, uint64_t *pfn)
+{
+	uint64_t ent = 0;
+	int fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+	ssize_t n;
+
+	if (fd < 0)
+		return -errno;
+	n = pread(fd, &ent, sizeof(ent),
+		  (off_t)((uintptr_t)addr / BT_PAGE) * sizeof(ent));
+	close(fd);
+	if (n != sizeof(ent))
+		return -EIO;
+	if (!(ent & (1ULL << 63)))
+		return -ENOENT;
+	*pfn = ent & ((1ULL << 55) - 1);
+	return *pfn ? 0 : -EPERM;
+}
+
+/* memory_failure() of the page at @addr through hwpoison-inject. */
+static int pzs_inject(const void *addr)
+{
+	char buf[32];
+	uint64_t pfn;
+	int fd, r, len;
+
+	r = pzs_pfn(addr, &pfn);
+	if (r)
+		return r;
+	if (access(PZS_INJECT, F_OK))
+		mount("debugfs", "/sys/kernel/debug", "debugfs", 0, NULL);
+	fd = open(PZS_INJECT, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	len = snprintf(buf, sizeof(buf), "0x%llx\n", (unsigned long long)pfn);
+	r = write(fd, buf, len) == len ? 0 : -errno;
+	close(fd);
+	return r;
+}
+
+TEST_F_TIMEOUT(poison_shared, poisoned_shared_block_is_retired, 240)
+{
+	struct beluga_key bad = { .lo = 0x5bad, .hi = 3 };
+	struct beluga_key good = { .lo = 0x5600d, .hi = 3 };
+	uint64_t o_bad, o_good, got[64], off;
+	volatile char *target;
+	struct beluga_stats st;
+	uint32_t hits = 99, i, good_n;
+	const char *how = "MADV_HWPOISON";
+	int32_t res;
+	char *p;
+	int r;
+
+	ASSERT_EQ(0, bt_stats(self->c.fd, &st));
+	ASSERT_STATS_CONSISTENT(st);
+	ASSERT_LT(self->retired0 + 2, st.total_blocks);
+	ASSERT_GE(64, st.total_blocks);
+	p = bt_map(&self->c);
+	ASSERT_EQ(0, bt_alloc(self->c.fd, 1, &o_bad));
+	ASSERT_EQ(0, bt_alloc(self->c.fd, 1, &o_good));
+	bt_fill(p + o_bad, 4096, 3);
+	bt_fill(p + o_good, 4096, 4);
+	ASSERT_EQ(0, bt_publish1(self->c.fd, self->ns, o_bad, bad, &res));
+	ASSERT_EQ(BELUGA_PUBLISH_OK, res);
+	ASSERT_EQ(0, bt_publish1(self->c.fd, self->ns, o_good, good, &res));
+	ASSERT_EQ(BELUGA_PUBLISH_OK, res);
+	EXPECT_EQ(1, bt_present(self->c.fd, self->ns, bad));
+
+	/* Poison a page in the middle of the published block, mapped. */
+	target = p + o_bad + 7 * BT_PAGE;
+	ASSERT_FALSE(pz_touch_bus(target));
+	pz_signals = 0;
+	if (sigsetjmp(pz_jmp, 1) == 0) {
+		r = madvise((void *)target, BT_PAGE, MADV_HWPOISON);
+		if (r && errno == EFAULT) {
+			/* The VM_IO mapping: no get_user_pages() of it. */
+			how = "hwpoison-inject";
+			r = pzs_inject((const void *)target);
+			if (r) {
+				SKIP(return, "MADV_HWPOISON: EFAULT (VM_IO mapping); "
+				     PZS_INJECT ": %s", strerror(-r));
+			}
+		} else if (r && (errno == EPERM || errno == EINVAL)) {
+			SKIP(return, "madvise(MADV_HWPOISON): %s (needs root and "
+			     "CONFIG_MEMORY_FAILURE)", strerror(errno));
+		} else {
+			ASSERT_EQ(0, r) TH_LOG("MADV_HWPOISON: %s", strerror(errno));
+		}
+	}
+	TH_LOG("poisoned with %s; %d SIGBUS from memory_failure()", how,
+	       (int)pz_signals);
+	/* memory_failure() unmapped the folio; drop what may be left. */
+	madvise(p + o_bad, PZ_BS, MADV_DONTNEED);
+
+	/* The next touch faults: SIGBUS at the very address, block retired. */
+	pz_info.si_code = 0;
+	ASSERT_TRUE(pz_touch_bus(target + 0x321))
+		TH_LOG("touching the poisoned page: no SIGBUS");
+	EXPECT_EQ(BUS_MCEERR_AR, pz_info.si_code);
+	EXPECT_EQ((uintptr_t)(target + 0x321), (uintptr_t)pz_info.si_addr);
+	EXPECT_EQ(12, pz_info.si_addr_lsb);
+
+	/* Taken out of service by the protocol, counted. */
+	ASSERT_EQ(0, bt_stats(self->c.fd, &st));
+	EXPECT_EQ(self->retired0 + 1, st.retired_blocks);
+	EXPECT_EQ(1, st.published_blocks);
+	ASSERT_STATS_CONSISTENT(st);
+	EXPECT_EQ(self->retired0 + 1, pz_sysfs_retired());
+
+	/* LOOKUP no longer returns it; the other key is still there. */
+	EXPECT_EQ(0, bt_lookup(self->c.fd, self->ns, &bad, 1, &off,
+			       BELUGA_LOOKUP_PIN, &hits));
+	EXPECT_EQ(0, hits);
+	EXPECT_EQ(0, bt_present(self->c.fd, self->ns, bad));
+	EXPECT_EQ(1, bt_present(self->c.fd, self->ns, good));
+	EXPECT_EQ(-1, bt_check(p + o_good, 4096, 4));
+
+	/* ALLOC of the whole pool: every other block (evicting 'good'), never it. */
+	good_n = (uint32_t)(st.total_blocks - 1 - self->retired0);
+	EXPECT_EQ(-ENOSPC, bt_alloc(self->c.fd, good_n + 1, got));
+	ASSERT_EQ(0, bt_alloc(self->c.fd, good_n, got));
+	for (i = 0; i < good_n; i++)
+		EXPECT_NE(o_bad, got[i]);
+	EXPECT_EQ(0, bt_present(self->c.fd, self->ns, good));
+	EXPECT_EQ(0, bt_free(self->c.fd, good_n, got));
+	ASSERT_EQ(0, bt_stats(self->c.fd, &st));
+	EXPECT_EQ(self->retired0 + 1, st.retired_blocks);
+	EXPECT_EQ(good_n, st.free_blocks);
+	ASSERT_STATS_CONSISTENT(st);
+	bt_unmap(&self->c);
+
+	/* Leave and join again (no FORMAT): still out of service. */
+	ASSERT_EQ(0, bt_detach(self->c.fd, self->c.att[0].region_id,
+			       BELUGA_DETACH_EVICT, NULL));
+	self->c.nr = 0;
+	r = pzs_attach(&self->c, &self->a, false);
+	ASSERT_EQ(0, r) TH_LOG("shared ATTACH (join): %s", strerror(-r));
+	ASSERT_EQ(0, bt_stats(self->c.fd, &st));
+	EXPECT_EQ(self->retired0 + 1, st.retired_blocks);
+	ASSERT_STATS_CONSISTENT(st);
+	EXPECT_EQ(-ENOSPC, bt_alloc(self->c.fd, good_n + 1, got));
+	ASSERT_EQ(0, bt_alloc(self->c.fd, good_n, got));
+	for (i = 0; i < good_n; i++)
+		EXPECT_NE(o_bad, got[i]);
+	EXPECT_EQ(0, bt_free(self->c.fd, good_n, got));
 }
 
 TEST_HARNESS_MAIN

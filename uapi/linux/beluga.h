@@ -254,8 +254,8 @@ struct beluga_info {
  * @evictions: out: published blocks evicted, by ALLOC or by EVICT
  * @alloc_failures: out: ALLOC calls that ended in -ENOSPC
  * @retired_blocks: out (since BELUGA_STATS_SIZE_V2): blocks of the
- *	regions attached now that a memory error took out of service; 0 on a
- *	shared pool
+ *	regions attached now that a memory error took out of service (on a
+ *	shared pool: of the partitions this host owns, below)
  *
  * Memory errors: when a page behind a block is poisoned (an uncorrectable
  * error that the kernel's memory_failure() handled, or madvise
@@ -275,8 +275,19 @@ struct beluga_info {
  * MADV_DONTNEED). A block that a file still holds (ALLOCATED, or pinned)
  * stays that file's until FREE, PUBLISH (item result -EIO), RELEASE or
  * close, and counts where it is held until then. Detaching the region
- * forgets its retired blocks; attaching it again retires them again. A
- * shared pool does not retire blocks (its processes still get SIGBUS).
+ * forgets its retired blocks; attaching it again retires them again.
+ *
+ * A shared pool retires a block on every host: the host that learns of
+ * the error takes it out of the pool's shared index, or asks the host
+ * owning the block's partition to, within a heartbeat
+ * (Documentation/multihost.md, section 5); from then on no host's LOOKUP
+ * returns it (the learning host's at once) and no host's ALLOC hands it
+ * out, also after takeovers, rejoins, and DETACH and ATTACH of every host.
+ * Pins on it stay until released, and it counts as retired at once; an
+ * ALLOCATED one is retired as on a local pool, when let go. FORMAT starts
+ * a new pool and forgets retired blocks (ATTACH then retires those whose
+ * poison the formatting host knows). Hosts whose module predates format
+ * 1.2 do not honour retirement in partitions they own.
  *
  * The occupancy fields are one consistent snapshot taken under the pool
  * lock; the counters are read in the same snapshot.
@@ -286,8 +297,10 @@ struct beluga_info {
  * @free_blocks and @published_blocks count the partitions this host owns
  * now (Documentation/multihost.md, 3), @allocated_blocks the blocks its
  * files allocated, @pinned_blocks the blocks (of any partition) its files
- * pin, @pins their pins. So free + allocated + published is the number of
- * blocks in the partitions this host owns, and total_blocks minus that is
+ * pin, @pins their pins, @retired_blocks the retired blocks of the
+ * partitions it owns. So free + allocated + published + retired is the
+ * number of blocks in the partitions this host owns, and total_blocks
+ * minus that is
  * owned by other hosts (or by none, for a lease after a host died).
  * Ownership moves when hosts join, leave or die. The counters count this
  * host's operations, and run since load like on a local pool.

@@ -280,8 +280,9 @@ static void test_bucket_hash(void)
 }
 
 /*
- * Format 1.1 added the hash field in what 1.0 left reserved (zero): a
- * pool formatted by a 1.0 module (minor 0, hash 0) still joins.
+ * Format 1.1 added the hash field in what 1.0 left reserved (zero), 1.2
+ * the retire requests of host records (zero before): a pool formatted by
+ * a 1.0 module (minor 0, hash 0) still joins.
  */
 static void test_format_1_0_joins(void)
 {
@@ -293,7 +294,8 @@ static void test_format_1_0_joins(void)
 	CHECK_EQ(r, 0);
 	sim_dev_read(w->s, 0, &sb, sizeof(sb));
 	CHECK_EQ(le32_to_cpu(sb.version_major), BEL_MH_VERSION_MAJOR);
-	CHECK_EQ(le32_to_cpu(sb.version_minor), 1);
+	CHECK_EQ(le32_to_cpu(sb.version_minor), BEL_MH_VERSION_MINOR);
+	CHECK_EQ(BEL_MH_VERSION_MINOR, 2);
 	CHECK_EQ(le32_to_cpu(sb.hash), BEL_MH_HASH_MIX64);
 	sb.version_minor = cpu_to_le32(0);
 	sb.hash = 0;
@@ -2087,6 +2089,333 @@ static void test_random_workload(void)
 
 /* --- main --------------------------------------------------------------------------------- */
 
+/* --- memory errors: retired blocks (format 1.2) ------------------------------ */
+
+struct retire {
+	struct world *w;
+	u32 blk[4];		/* blocks of keys 700.. (published by host 0) */
+	u32 free_blk;		/* a free block of partition 0 */
+	u32 alloc_blk;		/* allocated by host 0 when retired */
+	u32 pinned;		/* host 1's pin on blk[0] */
+	int ret[4];
+	s32 pub;
+	struct bel_mh_stats st[SIM_MAX_HOSTS];
+	u32 got[SIM_MAX_HOSTS];	/* w_alloc_all */
+	u32 hits[SIM_MAX_HOSTS];
+};
+
+static void s_ret_stats(struct sim_host *sh, void *arg)
+{
+	struct retire *a = arg;
+
+	sim_maybe_tick(sh);
+	bel_mh_stats(&sh->mh, &a->st[sh->idx]);
+}
+
+/* Count-only lookup of keys 700..703 on this host. */
+static void s_ret_probe(struct sim_host *sh, void *arg)
+{
+	struct retire *a = arg;
+	u32 i, n = 0;
+
+	sim_maybe_tick(sh);
+	for (i = 0; i < 4; i++) {
+		u32 k = 700 + i;
+
+		n += w_probe(a->w, sh, &k, 1);
+	}
+	a->hits[sh->idx] = n;
+}
+
+/* Everything this host can allocate (evicting what it owns), then freed. */
+static void s_ret_alloc_all(struct sim_host *sh, void *arg)
+{
+	struct retire *a = arg;
+
+	sim_maybe_tick(sh);
+	a->got[sh->idx] = w_alloc_all(a->w, sh, 2);
+}
+
+/* Host 0: keys 700..703 in its home partition, a free and an allocated block. */
+static void s_ret_setup(struct sim_host *sh, void *arg)
+{
+	struct retire *a = arg;
+	u32 i;
+
+	for (i = 0; i < 4; i++)
+		CHECK_EQ(w_put(a->w, sh, 0, 700 + i, &a->blk[i]),
+			 BELUGA_PUBLISH_OK);
+	CHECK_EQ(w_alloc1(a->w, sh, 1, &a->alloc_blk), 0);
+	a->free_blk = sh->mh.part[0].free_head;
+	CHECK(a->free_blk < sh->mh.part[0].first + sh->mh.part[0].nr);
+	for (i = 0; i < 4; i++)
+		CHECK(a->blk[i] < sh->mh.part[1].first);
+}
+
+/* Host 1 pins key 700 (host 0's partition) and keeps the pin. */
+static void s_ret_pin(struct sim_host *sh, void *arg)
+{
+	struct retire *a = arg;
+
+	CHECK(w_pin(a->w, sh, 0, 700, &a->pinned));
+	CHECK_EQ(a->pinned, a->blk[0]);
+}
+
+/* Host 0, the owner, learns of errors in a published, a free, an allocated block. */
+static void s_ret_owner(struct sim_host *sh, void *arg)
+{
+	struct retire *a = arg;
+	struct bel_mh_stats st;
+	u32 k = 700;
+
+	a->ret[0] = bel_mh_retire(&sh->mh, a->blk[0]);
+	a->ret[1] = bel_mh_retire(&sh->mh, a->free_blk);
+	a->ret[2] = bel_mh_retire(&sh->mh, a->alloc_blk);
+	a->ret[3] = bel_mh_retire(&sh->mh, a->blk[0]);
+	/* Gone from the index at once. */
+	CHECK_EQ(w_probe(a->w, sh, &k, 1), 0);
+	bel_mh_stats(&sh->mh, &st);
+	CHECK_EQ(st.retired_blocks, 2);
+	CHECK_EQ(st.allocated_blocks, 1);
+	/* The allocated one: PUBLISH answers -EIO, and it is out too. */
+	a->pub = w_publish(a->w, sh, 1, 799, a->alloc_blk);
+	a->w->bstate[a->alloc_blk] = 0;
+	bel_mh_stats(&sh->mh, &st);
+	CHECK_EQ(st.retired_blocks, 3);
+	CHECK_EQ(st.allocated_blocks, 0);
+	CHECK_EQ(st.retire_pending, 0);
+	a->w->bretired[a->blk[0]] = 1;
+	a->w->bretired[a->free_blk] = 1;
+	a->w->bretired[a->alloc_blk] = 1;
+}
+
+static void s_ret_release(struct sim_host *sh, void *arg)
+{
+	struct retire *a = arg;
+	u64 off = w_off(sh, a->pinned);
+
+	/* The pin outlived the retirement; it is released as any other. */
+	CHECK_EQ(bel_mh_release(&sh->cl[0], 1, &off), 0);
+	a->w->pins[sh->idx][a->pinned]--;
+}
+
+static void s_ret_rejoin(struct sim_host *sh, void *arg)
+{
+	int *ret = arg;
+
+	*ret = sim_attach(sh);
+}
+
+/*
+ * The owner of a partition retires a published block (another host pins
+ * it), a free one and an allocated one. None is found by LOOKUP on any
+ * host or handed out by any ALLOC, STATS counts them, and they stay
+ * retired when the owner dies and a survivor takes the partition over,
+ * when the owner comes back and takes it back, and after every host left
+ * and joined again.
+ */
+static void test_retire_owned(void)
+{
+	struct world *w = w_up(2, ids3, seed_of(41, 0));
+	struct retire a = { .w = w };
+	u32 nr = w->geo.nr_blocks;
+	int ret = -1, i;
+
+	w_run1(w, 0, s_ret_setup, &a);
+	w_run1(w, 1, s_ret_pin, &a);
+	w_run1(w, 0, s_ret_owner, &a);
+	CHECK_EQ(a.ret[0], BEL_MH_RETIRED_NOW);
+	CHECK_EQ(a.ret[1], BEL_MH_RETIRED_NOW);
+	CHECK_EQ(a.ret[2], BEL_MH_RETIRED_NOW);
+	CHECK_EQ(a.ret[3], 0);
+	CHECK_EQ(a.pub, -EIO);
+	CHECK_EQ(w_dev_ent_state(w, a.blk[0]), BEL_MH_ENT_RETIRED);
+	CHECK_EQ(w_dev_ent_state(w, a.free_blk), BEL_MH_ENT_RETIRED);
+	CHECK_EQ(w_dev_ent_state(w, a.alloc_blk), BEL_MH_ENT_RETIRED);
+	CHECK_EQ(w_dev_published(w, 700, NULL, NULL), 0);
+	CHECK_EQ(w_dev_published(w, 799, NULL, NULL), 0);
+	for (i = 0; i < 2; i++) {
+		w_run1(w, i, s_ret_probe, &a);
+		CHECK_EQ(a.hits[i], 3);
+	}
+	w_run1(w, 1, s_ret_release, &a);
+	w_settle(w, 2 * W_MS);
+	w_final_check(w);
+
+	/* The owner dies; host 1 takes partition 0 over. */
+	sim_kill(w->h[0]);
+	w_settle(w, 2 * W_LEASE);
+	CHECK_EQ(w_owner(w, 0), 1);
+	w_run1(w, 1, s_ret_stats, &a);
+	CHECK_EQ(a.st[1].retired_blocks, 3);
+	w_run1(w, 1, s_ret_probe, &a);
+	CHECK_EQ(a.hits[1], 3);
+	w_run1(w, 1, s_ret_alloc_all, &a);
+	CHECK_EQ(a.got[1], nr - 3);
+	w_final_check(w);
+
+	/* It comes back and takes its home partition back. */
+	w_run1(w, 0, s_ret_rejoin, &ret);
+	CHECK_EQ(ret, 0);
+	w_settle(w, 5 * W_MS);
+	CHECK_EQ(w_owner(w, 0), 0);
+	w_run1(w, 0, s_ret_stats, &a);
+	w_run1(w, 1, s_ret_stats, &a);
+	CHECK_EQ(a.st[0].retired_blocks, 3);
+	CHECK_EQ(a.st[1].retired_blocks, 0);
+	a.got[0] = a.got[1] = 0;
+	w_run1(w, 0, s_ret_alloc_all, &a);
+	w_run1(w, 1, s_ret_alloc_all, &a);
+	CHECK_EQ(a.got[0] + a.got[1], nr - 3);
+	w_final_check(w);
+
+	/* Every host leaves; the pool is joined again. */
+	for (i = 0; i < 2; i++) {
+		ret = -1;
+		w_run1(w, i, s_leave, &ret);
+		CHECK_EQ(ret, 0);
+	}
+	for (i = 0; i < 2; i++) {
+		ret = -1;
+		w_run1(w, i, s_attach, &ret);
+		CHECK_EQ(ret, 0);
+	}
+	w_settle(w, 5 * W_MS);
+	w_run1(w, 0, s_ret_stats, &a);
+	CHECK_EQ(a.st[0].retired_blocks, 3);
+	a.got[0] = a.got[1] = 0;
+	w_run1(w, 0, s_ret_alloc_all, &a);
+	w_run1(w, 1, s_ret_alloc_all, &a);
+	CHECK_EQ(a.got[0] + a.got[1], nr - 3);
+	w_final_check(w);
+	W_CHECK_CLEAN(w);
+	w_free(w);
+}
+
+/* Host 0 frees the block that s_ret_setup left allocated. */
+static void s_ret_free_alloc(struct sim_host *sh, void *arg)
+{
+	struct retire *a = arg;
+
+	w_free_block(a->w, sh, 1, a->alloc_blk);
+}
+
+/* Hosts 1 and 2 look up key 700 (so its entry is in their caches). */
+static void s_ret_look(struct sim_host *sh, void *arg)
+{
+	struct retire *a = arg;
+	u32 b;
+
+	CHECK(w_pin(a->w, sh, 0, 700, &b));
+	w_release(a->w, sh, 0, b);
+	CHECK(w_pin(a->w, sh, 0, 701, &b));
+	w_release(a->w, sh, 0, b);
+}
+
+/* Host 1 finds errors in blocks of host 0's partition: it asks. */
+static void s_ret_ask(struct sim_host *sh, void *arg)
+{
+	struct retire *a = arg;
+	struct bel_mh_stats st;
+	u32 k = 700;
+
+	a->ret[0] = bel_mh_retire(&sh->mh, a->blk[0]);
+	a->ret[1] = bel_mh_retire(&sh->mh, a->blk[0]);
+	/* This host no longer returns it, before the owner acts. */
+	CHECK_EQ(w_probe(a->w, sh, &k, 1), 0);
+	bel_mh_stats(&sh->mh, &st);
+	CHECK_EQ(st.retire_pending, 1);
+}
+
+/* Host 2 asks for key 701's block, and dies before anyone acts. */
+static void s_ret_ask_die(struct sim_host *sh, void *arg)
+{
+	struct retire *a = arg;
+
+	a->ret[2] = bel_mh_retire(&sh->mh, a->blk[1]);
+	sim_kill(sh);
+	sim_idle(sh, W_MS);
+}
+
+/*
+ * A host that finds a memory error in another host's partition asks the
+ * owner through its record: the owner retires the block at its next tick
+ * (also when the asking host died meanwhile), the asking host stops
+ * asking once the entry reads RETIRED, no host finds either block, and
+ * they stay retired when the owner dies, its partition is taken over, and
+ * it rejoins.
+ */
+static void test_retire_remote(void)
+{
+	struct world *w = w_up(3, ids3, seed_of(42, 0));
+	struct retire a = { .w = w };
+	u32 nr = w->geo.nr_blocks;
+	int ret = -1, i, adopter;
+
+	w_run1(w, 0, s_ret_setup, &a);
+	/* Its allocation would hold partition 0 back from a takeover. */
+	w_run1(w, 0, s_ret_free_alloc, &a);
+	w_run1(w, 1, s_ret_look, &a);
+	w_run1(w, 2, s_ret_look, &a);
+	w_run1(w, 1, s_ret_ask, &a);
+	CHECK_EQ(a.ret[0], BEL_MH_RETIRE_ASKED);
+	CHECK_EQ(a.ret[1], 0);
+	w_run1(w, 2, s_ret_ask_die, &a);
+	CHECK_EQ(a.ret[2], BEL_MH_RETIRE_ASKED);
+	CHECK(w->h[2]->killed);
+	/* A few ticks: the owner retires both, host 1 sees it done. */
+	w_settle(w, 4 * W_MS);
+	CHECK_EQ(w_dev_ent_state(w, a.blk[0]), BEL_MH_ENT_RETIRED);
+	CHECK_EQ(w_dev_ent_state(w, a.blk[1]), BEL_MH_ENT_RETIRED);
+	a.w->bretired[a.blk[0]] = 1;
+	a.w->bretired[a.blk[1]] = 1;
+	w_run1(w, 1, s_ret_stats, &a);
+	CHECK_EQ(a.st[1].retire_pending, 0);
+	w_run1(w, 0, s_ret_stats, &a);
+	CHECK_EQ(a.st[0].retired_blocks, 2);
+	for (i = 0; i < 2; i++) {
+		w_run1(w, i, s_ret_probe, &a);
+		CHECK_EQ(a.hits[i], 2);
+	}
+	w_settle(w, 2 * W_LEASE);
+
+	/* The owner dies: the adopter's rebuild finds both RETIRED. */
+	sim_kill(w->h[0]);
+	w_settle(w, 2 * W_LEASE);
+	adopter = w_owner(w, 0);
+	CHECK_EQ(adopter, 1);
+	w_run1(w, 1, s_ret_stats, &a);
+	CHECK_EQ(a.st[1].retired_blocks, 2);
+	w_run1(w, 1, s_ret_probe, &a);
+	CHECK_EQ(a.hits[1], 2);
+	w_run1(w, 1, s_ret_alloc_all, &a);
+	CHECK_EQ(a.got[1], nr - 2);
+	w_final_check(w);
+
+	/* The owner and the dead asker come back. */
+	for (i = 0; i < 3; i += 2) {
+		ret = -1;
+		w_run1(w, i, s_ret_rejoin, &ret);
+		CHECK_EQ(ret, 0);
+	}
+	w_settle(w, 5 * W_MS);
+	CHECK_EQ(w_owner(w, 0), 0);
+	w_run1(w, 0, s_ret_stats, &a);
+	CHECK_EQ(a.st[0].retired_blocks, 2);
+	/* Keys 702 and 703 went with host 1's ALLOC of everything. */
+	for (i = 0; i < 3; i++) {
+		a.got[i] = 0;
+		w_run1(w, i, s_ret_probe, &a);
+		CHECK_EQ(a.hits[i], 0);
+	}
+	for (i = 0; i < 3; i++)
+		w_run1(w, i, s_ret_alloc_all, &a);
+	CHECK_EQ(a.got[0] + a.got[1] + a.got[2], nr - 2);
+	w_final_check(w);
+	W_CHECK_CLEAN(w);
+	w_free(w);
+}
+
 struct test {
 	const char *name;
 	void (*fn)(void);
@@ -2125,6 +2454,8 @@ static const struct test tests[] = {
 	T(test_attach_bounds),
 	T(test_clean_leave),
 	T(test_last_leave_reuse),
+	T(test_retire_owned),
+	T(test_retire_remote),
 	T(test_random_workload),
 };
 

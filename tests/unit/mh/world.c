@@ -326,6 +326,14 @@ static bool w_dev_block_live(struct world *w, u32 b, u32 *k_out, u32 *st_out)
 	return x.found;
 }
 
+u32 w_dev_ent_state(struct world *w, u32 b)
+{
+	struct bel_mh_entry e;
+
+	sim_dev_read(w->s, bel_mh_ent_off(&w->geo, b), &e, sizeof(e));
+	return le32_to_cpu(e.state);
+}
+
 /* --- oracle ------------------------------------------------------------------ */
 
 static void w_oracle_alloc(struct world *w, struct sim_host *sh, u32 b)
@@ -337,6 +345,9 @@ static void w_oracle_alloc(struct world *w, struct sim_host *sh, u32 b)
 		sim_violation(w->s, "block %u out of range", b);
 		return;
 	}
+	if (w->bretired[b])
+		sim_violation(w->s, "host %u was handed retired block %u",
+			      sh->host_id, b);
 	if (w->bstate[b] == 1 && w->bhost[b] != sh->idx &&
 	    w_live(w, w->bhost[b]))
 		sim_violation(w->s, "block %u allocated to two hosts (%d, %d)",
@@ -446,6 +457,9 @@ static void w_check_hit(struct world *w, struct sim_host *sh, u32 k, u32 b)
 			      sh->host_id, b, k);
 		return;
 	}
+	if (w->bretired[b])
+		sim_violation(w->s, "host %u found retired block %u (key %u)",
+			      sh->host_id, b, k);
 	if (w->kblock[k] >= 0 && w->kblock[k] != (s32)b)
 		sim_violation(w->s, "key %u: host %u got block %u, the winner published %d",
 			      k, sh->host_id, b, w->kblock[k]);
@@ -588,7 +602,7 @@ static void w_stats_check(struct world *w)
 		}
 		if (st.total_blocks != h->geo.nr_blocks ||
 		    st.free_blocks + st.allocated_blocks +
-		    st.published_blocks != st.owned_blocks ||
+		    st.published_blocks + st.retired_blocks != st.owned_blocks ||
 		    st.pins != pins || st.pinned_blocks != pinned ||
 		    st.allocated_blocks != h->nr_allocated)
 			sim_violation(w->s, "host %d stats: total %llu owned %llu free %llu allocated %llu published %llu pins %llu/%llu pinned %llu/%llu",
@@ -623,7 +637,7 @@ void w_final_check(struct world *w)
 		struct bel_mh_host *h;
 		struct bel_mh_part *pt;
 		struct w_final *f;
-		u32 nf = 0, na = 0, np = 0, walk = 0;
+		u32 nf = 0, na = 0, np = 0, nr = 0, walk = 0;
 
 		if (o < 0) {
 			sim_violation(w->s, "partition %u has %s owner", p,
@@ -637,19 +651,31 @@ void w_final_check(struct world *w)
 				nf++;
 			else if (h->blk_state[b] == BEL_MH_BLK_ALLOCATED)
 				na++;
-			else
+			else if (h->blk_state[b] == BEL_MH_BLK_PUBLISHED)
 				np++;
+			else
+				nr++;
+			/* RETIRED in the owner's table and in the device, or neither. */
+			if ((h->blk_state[b] == BEL_MH_BLK_RETIRED) !=
+			    (w_dev_ent_state(w, b) == BEL_MH_ENT_RETIRED))
+				sim_violation(w->s, "block %u: owner state %u, device entry %u",
+					      b, h->blk_state[b],
+					      w_dev_ent_state(w, b));
+			if (b < W_MAXB && w->bretired[b] &&
+			    h->blk_state[b] != BEL_MH_BLK_RETIRED)
+				sim_violation(w->s, "retired block %u is back in service (state %u)",
+					      b, h->blk_state[b]);
 		}
 		for (b = pt->free_head; b != BEL_MH_NONE && walk <= pt->nr;
 		     b = h->blk_next[b])
 			walk++;
 		if (walk != nf || nf != pt->nr_free ||
-		    nf + na + np != pt->nr || np != pt->nr_published ||
-		    na != pt->nr_allocated)
-			sim_violation(w->s, "partition %u accounting: free %u (list %u, count %u) allocated %u/%u published %u/%u of %u",
+		    nf + na + np + nr != pt->nr || np != pt->nr_published ||
+		    na != pt->nr_allocated || nr != pt->nr_retired)
+			sim_violation(w->s, "partition %u accounting: free %u (list %u, count %u) allocated %u/%u published %u/%u retired %u/%u of %u",
 				      p, nf, walk, pt->nr_free, na,
 				      pt->nr_allocated, np, pt->nr_published,
-				      pt->nr);
+				      nr, pt->nr_retired, pt->nr);
 		/* The device chains hold exactly the owner's published blocks. */
 		f = calloc(1, sizeof(*f));
 		if (!f)

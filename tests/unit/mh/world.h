@@ -33,6 +33,8 @@ struct world {
 	u32 bkey[W_MAXB];
 	s32 kblock[W_MAXK];	/* -1: not published */
 	u16 pins[SIM_MAX_HOSTS][W_MAXB];
+	/* Retired (its owner served the memory error): never handed out. */
+	u8 bretired[W_MAXB];
 };
 
 /* Global options of the test binary. */
@@ -99,6 +101,8 @@ u32 w_alloc_all(struct world *w, struct sim_host *sh, int ci);
 
 /* Device inspection. */
 int w_dev_published(struct world *w, u32 k, u32 *block, u32 *writer);
+/* State of block @b's index entry in the device. */
+u32 w_dev_ent_state(struct world *w, u32 b);
 
 /* Quiescence checks: ownership, accounting, device index. */
 void w_final_check(struct world *w);
