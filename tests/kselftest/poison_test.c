@@ -46,6 +46,26 @@ static void pz_sigbus(int sig, siginfo_t *si, void *uc)
 	siglongjmp(pz_jmp, 1);
 }
 
+/*
+ * The end of both fixtures' setup: the blocks retired already (earlier
+ * runs' poison in the range, found by ATTACH's scan) and the SIGBUS
+ * handler, which their teardowns restore. 0 or -errno.
+ */
+static int pz_arm(struct bt_ctx *c, uint64_t *retired0, struct sigaction *old)
+{
+	struct sigaction sa = { 0 };
+	struct beluga_stats st;
+	int r = bt_stats(c->fd, &st);
+
+	if (r)
+		return r;
+	*retired0 = st.retired_blocks;
+	sa.sa_sigaction = pz_sigbus;
+	sa.sa_flags = SA_SIGINFO;
+	sigemptyset(&sa.sa_mask);
+	return sigaction(SIGBUS, &sa, old) ? -errno : 0;
+}
+
 /* Read one byte at @p; true if that raised SIGBUS (pz_info has it). */
 static bool pz_touch_bus(volatile char *p)
 {
@@ -77,7 +97,6 @@ FIXTURE_VARIANT_ADD(poison, dax) {
 
 FIXTURE_SETUP(poison)
 {
-	struct sigaction sa = { 0 };
 	uint64_t phys, size;
 	char names[BT_MAX_DAX][64];
 	char why[160];
@@ -102,16 +121,7 @@ FIXTURE_SETUP(poison)
 	self->c.nr = 1;
 	ASSERT_EQ(0, bt_info(self->c.fd, &self->c.info));
 	self->ns = bt_ns(0x9015);
-	{
-		struct beluga_stats st;
-
-		ASSERT_EQ(0, bt_stats(self->c.fd, &st));
-		self->retired0 = st.retired_blocks;
-	}
-	sa.sa_sigaction = pz_sigbus;
-	sa.sa_flags = SA_SIGINFO;
-	sigemptyset(&sa.sa_mask);
-	ASSERT_EQ(0, sigaction(SIGBUS, &sa, &self->old));
+	ASSERT_EQ(0, pz_arm(&self->c, &self->retired0, &self->old));
 }
 
 FIXTURE_TEARDOWN(poison)
@@ -374,8 +384,6 @@ static int pzs_attach(struct bt_ctx *c, struct beluga_attach *a, bool format)
 
 FIXTURE_SETUP(poison_shared)
 {
-	struct sigaction sa = { 0 };
-	struct beluga_stats st;
 	char names[BT_MAX_DAX][64];
 	uint64_t phys, size;
 	char why[160];
@@ -401,13 +409,7 @@ FIXTURE_SETUP(poison_shared)
 	ASSERT_EQ(0, r) TH_LOG("shared ATTACH with FORMAT: %s", strerror(-r));
 	ASSERT_EQ(0, bt_info(self->c.fd, &self->c.info));
 	self->ns = bt_ns(0x9016);
-	ASSERT_EQ(0, bt_stats(self->c.fd, &st));
-	/* Earlier runs' poison in this range, found by ATTACH's scan. */
-	self->retired0 = st.retired_blocks;
-	sa.sa_sigaction = pz_sigbus;
-	sa.sa_flags = SA_SIGINFO;
-	sigemptyset(&sa.sa_mask);
-	ASSERT_EQ(0, sigaction(SIGBUS, &sa, &self->old));
+	ASSERT_EQ(0, pz_arm(&self->c, &self->retired0, &self->old));
 }
 
 FIXTURE_TEARDOWN(poison_shared)
