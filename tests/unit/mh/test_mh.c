@@ -2136,6 +2136,22 @@ static void s_ret_alloc_all(struct sim_host *sh, void *arg)
 	a->got[sh->idx] = w_alloc_all(a->w, sh, 2);
 }
 
+/*
+ * After a takeover: host @h, the adopter, counts @retired blocks, finds
+ * @hits of keys 700..703, and can allocate all @nr blocks but the retired.
+ */
+static void ret_check_adopted(struct world *w, struct retire *a, int h, u32 retired,
+			      u32 hits, u32 nr)
+{
+	w_run1(w, h, s_ret_stats, a);
+	CHECK_EQ(a->st[h].retired_blocks, retired);
+	w_run1(w, h, s_ret_probe, a);
+	CHECK_EQ(a->hits[h], hits);
+	w_run1(w, h, s_ret_alloc_all, a);
+	CHECK_EQ(a->got[h], nr - retired);
+	w_final_check(w);
+}
+
 /* Host 0: keys 700..703 in its home partition, a free and an allocated block. */
 static void s_ret_setup(struct sim_host *sh, void *arg)
 {
@@ -2246,13 +2262,7 @@ static void test_retire_owned(void)
 	sim_kill(w->h[0]);
 	w_settle(w, 2 * W_LEASE);
 	CHECK_EQ(w_owner(w, 0), 1);
-	w_run1(w, 1, s_ret_stats, &a);
-	CHECK_EQ(a.st[1].retired_blocks, 3);
-	w_run1(w, 1, s_ret_probe, &a);
-	CHECK_EQ(a.hits[1], 3);
-	w_run1(w, 1, s_ret_alloc_all, &a);
-	CHECK_EQ(a.got[1], nr - 3);
-	w_final_check(w);
+	ret_check_adopted(w, &a, 1, 3, 3, nr);
 
 	/* It comes back and takes its home partition back. */
 	w_run1(w, 0, s_ret_rejoin, &ret);
@@ -2384,13 +2394,7 @@ static void test_retire_remote(void)
 	w_settle(w, 2 * W_LEASE);
 	adopter = w_owner(w, 0);
 	CHECK_EQ(adopter, 1);
-	w_run1(w, 1, s_ret_stats, &a);
-	CHECK_EQ(a.st[1].retired_blocks, 2);
-	w_run1(w, 1, s_ret_probe, &a);
-	CHECK_EQ(a.hits[1], 2);
-	w_run1(w, 1, s_ret_alloc_all, &a);
-	CHECK_EQ(a.got[1], nr - 2);
-	w_final_check(w);
+	ret_check_adopted(w, &a, adopter, 2, 2, nr);
 
 	/* The owner and the dead asker come back. */
 	for (i = 0; i < 3; i += 2) {
