@@ -186,8 +186,11 @@ static void *reader(void *arg)
 	return NULL;
 }
 
-/* Publish @k in a fresh block, its "bytes" written first. */
-static void publish(struct bel_client *c, struct beluga_key k)
+/*
+ * Publish @k in a fresh block, its "bytes" in the shadow written first
+ * when @shadowed (the pools of the hot-head stress fit in it).
+ */
+static void publish(struct bel_client *c, struct beluga_key k, bool shadowed)
 {
 	u64 off;
 	s32 res;
@@ -195,7 +198,8 @@ static void publish(struct bel_client *c, struct beluga_key k)
 
 	if (bel_alloc(c, 1, &off))
 		return;			/* ENOSPC: everything pinned */
-	__atomic_store_n(&shadow[dense(off)], k.lo, __ATOMIC_RELEASE);
+	if (shadowed)
+		__atomic_store_n(&shadow[dense(off)], k.lo, __ATOMIC_RELEASE);
 	if (publish_arrays(c, 0, 1, &off, &k, &res, &a, &b, &f) ||
 	    (res != BELUGA_PUBLISH_OK && res != BELUGA_PUBLISH_EXISTS))
 		fail("PUBLISH failed", off);
@@ -212,7 +216,7 @@ static void *writer(void *arg)
 		for (r = 0; r < READERS; r++)
 			for (j = 0; j < CHAIN; j++)
 				if (!has_key(c, 0, chain_key(r, j)))
-					publish(c, chain_key(r, j));
+					publish(c, chain_key(r, j), true);
 		/* Pressure: evicts the oldest unpinned blocks. */
 		if (!bel_alloc(c, 8, extra)) {
 			for (i = 0; i < 8; i++)
@@ -290,20 +294,6 @@ static void readers_against_writers(void)
 #define MRUN		64
 #define MITERS		3000
 
-/* Publish @k in a fresh block (no shadow: the pool is larger here). */
-static void publish_plain(struct bel_client *c, struct beluga_key k)
-{
-	u64 off;
-	s32 res;
-	u32 a, b, f;
-
-	if (bel_alloc(c, 1, &off))
-		return;			/* ENOSPC: everything pinned */
-	if (publish_arrays(c, 0, 1, &off, &k, &res, &a, &b, &f) ||
-	    (res != BELUGA_PUBLISH_OK && res != BELUGA_PUBLISH_EXISTS))
-		fail("PUBLISH failed", off);
-}
-
 static void *merging_reader(void *arg)
 {
 	struct bel_client *c = bel_client_new(sp);
@@ -348,7 +338,7 @@ static void *evicting_writer(void *arg)
 			rnd = rnd * 6364136223846793005ULL + 1;
 			k = K((rnd >> 33) % MKEYS);
 			if (!has_key(c, 0, k))
-				publish_plain(c, k);
+				publish(c, k, false);
 		}
 	}
 	bel_client_release(c);
@@ -367,7 +357,7 @@ static void merges_against_merges(void)
 	sp = pool_with(2, sizes);
 	w = bel_client_new(sp);
 	for (i = 0; i < MKEYS; i++)
-		publish_plain(w, K(i));
+		publish(w, K(i), false);
 	bel_client_release(w);
 	stop = 0;
 	failures = 0;
