@@ -350,9 +350,12 @@ def main():
     w("- **What still limits 2 workers.** Every pinned key does two locked read-modify-writes on "
       "its block's metadata line (pin, unpin), and that line also holds the key the other "
       "workers read: with a shared chain head (hothead) the line moves between CPUs on every "
-      "lookup. On this machine 2 workers also share its 2 CPUs with the benchmark's parent, the "
-      "host OS and, in the guest, QEMU's own threads, so 2.0 is a ceiling never reached; the "
-      "spread of each ratio shows how much the CPUs were the workers' own.")
+      "lookup. Making those pins per CPU (percpu_ref-style) would tell an eviction whether a "
+      "block is pinned only after an RCU grace period, which the exact LRU order and "
+      "all-or-nothing ALLOC cannot wait for under the pool lock; it is not done. On this "
+      "machine 2 workers also share its 2 CPUs with the benchmark's parent, the host OS and, in "
+      "the guest, QEMU's own threads: a ratio above 2.0 is a 1-worker round that lost CPU time, "
+      "and the spread of each ratio shows how much the CPUs were the workers' own.")
     w("- **rpc-shm-polled needs a CPU nobody else uses.** When its server CPU is shared (other jobs "
       "on the host, or the guest's vCPU threads on a loaded host) each round trip waits for the "
       "scheduler and the polled design loses to everything; on an idle machine it is the fastest "
