@@ -227,14 +227,17 @@ def main():
     if pr:
         w("## 3. Lock hold times and metadata per block (host, the portable core)")
         w("")
-        w("belprobe builds the core with its locks wrapped by a timer. The figure is the longest "
-          "hold of the pool lock (the module's one spinlock) in each call; this is the 'before' "
-          "figure for a read path that does not serialise.")
+        w("belprobe builds the core with its locks wrapped by a timer. Each figure is the longest "
+          "hold in each call of the pool lock (the spinlock every writer takes), of the client's "
+          "mutex (its own calls only), and of any other lock (the client's LRU log and the "
+          "LRU's shards, which RELEASE takes to merge a full log).")
         w("")
-        w("| operation | keys | pool lock, longest hold ns | client mutex ns |")
-        w("|---|---:|---:|---:|")
+        w("| operation | keys | pool lock, longest hold ns | client mutex ns | other locks ns |")
+        w("|---|---:|---:|---:|---:|")
         for r in sel(pr, kind="lockhold"):
-            w(f"| {r['op']} | {r['n']} | {stat(r, 'pool_lock_ns', 0)} | {stat(r, 'client_mutex_ns', 0)} |")
+            other = stat(r, 'other_lock_ns', 0) if 'other_lock_ns' in r else "-"
+            w(f"| {r['op']} | {r['n']} | {stat(r, 'pool_lock_ns', 0)} | "
+              f"{stat(r, 'client_mutex_ns', 0)} | {other} |")
         w("")
         w("| blocks | index buckets | struct bel_block B | bucket B per block | metadata B per block | of a 4 KiB block |")
         w("|---:|---:|---:|---:|---:|---:|")
@@ -340,14 +343,19 @@ def main():
       "faults walk the index under RCU with per-block validation and pin with a "
       "compare-and-exchange that an evictor's claim stops (kmod/core/bel_core.h); ALLOC, PUBLISH "
       "and eviction still serialise on the pool lock. Longest pool-lock hold per call in this "
-      f"run (host core, section 3): {held or 'not measured'}. RELEASE holds it only to merge "
-      "its client's LRU log.")
+      f"run (host core, section 3): {held or 'not measured'}. A RELEASE that fills its "
+      "client's LRU log merges it into that client's own LRU shard, under the shards' locks "
+      "(kmod/core/lru.c), so that two workers neither wait on one lock nor write the links of "
+      "each other's blocks.")
     w("- **What still limits 2 workers.** Every pinned key does two locked read-modify-writes on "
       "its block's metadata line (pin, unpin), and that line also holds the key the other "
       "workers read: with a shared chain head (hothead) the line moves between CPUs on every "
-      "lookup. On this machine 2 workers also share its 2 CPUs with the benchmark's parent, the "
-      "host OS and, in the guest, QEMU's own threads, so 2.0 is a ceiling never reached; the "
-      "spread of each ratio shows how much the CPUs were the workers' own.")
+      "lookup. Making those pins per CPU (percpu_ref-style) would tell an eviction whether a "
+      "block is pinned only after an RCU grace period, which the exact LRU order and "
+      "all-or-nothing ALLOC cannot wait for under the pool lock; it is not done. On this "
+      "machine 2 workers also share its 2 CPUs with the benchmark's parent, the host OS and, in "
+      "the guest, QEMU's own threads: a ratio above 2.0 is a 1-worker round that lost CPU time, "
+      "and the spread of each ratio shows how much the CPUs were the workers' own.")
     w("- **rpc-shm-polled needs a CPU nobody else uses.** When its server CPU is shared (other jobs "
       "on the host, or the guest's vCPU threads on a loaded host) each round trip waits for the "
       "scheduler and the polled design loses to everything; on an idle machine it is the fastest "

@@ -6,7 +6,8 @@
  *
  * 1. Lock hold times. The core is built here with every pthread mutex call
  *    wrapped (lockwrap.h), so each hold of the pool lock (bel_pool.lock,
- *    the module's spinlock) and of a client's mutex is timed. For LOOKUP of
+ *    a spinlock in the module), of a client's mutex, and of any other
+ *    spinlock (a client's LRU log, the LRU's shards) is timed. For LOOKUP of
  *    4096 keys (count-only and pinned), RELEASE of 4096 and ALLOC of 4096
  *    on a full pool (each evicting 4096) + PUBLISH of 4096, it records the
  *    longest hold of each lock in each call: median, min and max over
@@ -41,9 +42,9 @@ static struct {
 } held[HELD_MAX];
 static int nheld;
 
-/* Longest hold since the last reset, per lock. */
+/* Longest hold since the last reset: the pool lock, the mutex, the rest. */
 static pthread_mutex_t *watch_pool, *watch_client;
-static u64 max_pool, max_client;
+static u64 max_pool, max_client, max_other;
 
 int lh_lock(pthread_mutex_t *m)
 {
@@ -70,6 +71,8 @@ int lh_unlock(pthread_mutex_t *m)
 			max_pool = t;
 		if (m == watch_client && t > max_client)
 			max_client = t;
+		if (m != watch_pool && m != watch_client && t > max_other)
+			max_other = t;
 		held[i] = held[--nheld];
 		break;
 	}
@@ -105,7 +108,7 @@ static void lock_holds(u32 len, int calls)
 	struct beluga_key *fresh = xcalloc(len, sizeof(*fresh));
 	u64 *offs = xcalloc(len, sizeof(u64)), *aoffs = xcalloc(len, sizeof(u64));
 	struct beluga_publish_item *res = xcalloc(len, sizeof(*res));
-	double vp[NR_P][64], vc[NR_P][64];
+	double vp[NR_P][64], vc[NR_P][64], vo[NR_P][64];
 	u64 i, ctr = 0, filled = 0;
 	u32 ok, ex, fail, hits;
 	int k, p;
@@ -133,7 +136,7 @@ static void lock_holds(u32 len, int calls)
 		for (p = 0; p < NR_P; p++) {
 			int ret = 0;
 
-			max_pool = max_client = 0;
+			max_pool = max_client = max_other = 0;
 			switch (p) {
 			case P_COUNT:
 				ret = bel_lookup(c, PROBE_NS, len, keys, false,
@@ -161,12 +164,14 @@ static void lock_holds(u32 len, int calls)
 				    pname[p], len, ret, hits);
 			vp[p][k] = (double)max_pool;
 			vc[p][k] = (double)max_client;
+			vo[p][k] = (double)max_other;
 		}
 	}
 	printf("\n== lock holds (%s): longest hold per call, %d calls, pool of %llu blocks, %u keys ==\n",
 	       opt.env, calls, (unsigned long long)nblocks, len);
-	printf("%-16s %12s %12s %12s   %14s\n", "operation", "pool lock ns",
-	       "(min", "max)", "client mutex ns");
+	printf("%-16s %12s %12s %12s   %14s %14s\n", "operation",
+	       "pool lock ns", "(min", "max)", "client mutex ns",
+	       "other locks ns");
 	for (p = 0; p < NR_P; p++) {
 		rec_begin("lockhold");
 		rec_str("backend", "core");
@@ -176,10 +181,11 @@ static void lock_holds(u32 len, int calls)
 		rec_int("runs", calls);
 		rec_three("pool_lock_ns", vp[p], calls);
 		rec_three("client_mutex_ns", vc[p], calls);
+		rec_three("other_lock_ns", vo[p], calls);
 		rec_end();
-		printf("%-16s %12.0f %12.0f %12.0f   %14.0f\n", pname[p],
+		printf("%-16s %12.0f %12.0f %12.0f   %14.0f %14.0f\n", pname[p],
 		       median(vp[p], calls), vp[p][0], vp[p][calls - 1],
-		       median(vc[p], calls));
+		       median(vc[p], calls), median(vo[p], calls));
 	}
 	bel_client_release(c);
 	core_pool_free(pool);

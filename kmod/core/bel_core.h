@@ -12,21 +12,23 @@
  *   pool.c    regions, block table, free lists, round-robin allocation,
  *             eviction, statistics
  *   index.c   hash index (namespace, key) -> block
- *   lru.c     least-recently-used list of published, unpinned blocks
+ *   lru.c     least-recently-used order of published blocks, in shards
  *   client.c  per-client allocation list and pin table, release on close
  *
  * Locking. One bel_spinlock_t in struct bel_pool serialises the writers:
  * ALLOC (and the eviction it does), FREE, PUBLISH, administrative eviction,
  * regions, memory errors and close. It protects the block states, the free
- * lists, the LRU, the index's links and the counters in pool->stats.
+ * lists, which blocks are on the LRU, the index's links and the counters in
+ * pool->stats. The LRU's order has locks of its own (struct bel_lru_shard).
  * Nothing sleeps under it. The read path does not take it:
  *   - LOOKUP walks the index under an RCU read section and validates each
  *     block it passes with the block's index sequence (bel_block.seq),
  *     and pins with a compare-and-exchange on bel_block.pins that fails
  *     once an evictor has claimed the block (index.c, client.c);
  *   - RELEASE drops pins with atomics and records the blocks that became
- *     unpinned in its client's LRU log, which the writers merge into the
- *     LRU under the pool lock before they need its order (lru.c);
+ *     unpinned in its client's LRU log. A full log is merged into the LRU
+ *     by its own client, under the locks of the LRU's shards, not the
+ *     pool lock (lru.c);
  *   - a client's pin table and read-side counters belong to the client
  *     (its mutex), so no two clients write the same cache line for them;
  *   - page faults find their region without a lock (pool.c).
@@ -94,6 +96,7 @@ struct bel_block {
 	 */
 	u32 pins;
 	u8 state;			/* enum bel_block_state */
+	/* On its LRU shard: pool lock and the shard's lock to change. */
 	u8 in_lru;
 	/*
 	 * A memory error hit it while a client still held it (ALLOCATED, or
@@ -101,8 +104,16 @@ struct bel_block {
 	 * that client lets go. A retired PUBLISHED block is out of the index.
 	 */
 	u8 retired;
-	u8 pad;
-	/* PUBLISHED: LRU stamp (bel_now_ns()) of its place in the LRU. */
+	/*
+	 * On the LRU: the shard it is on, or BEL_LRU_MOVING while a merge
+	 * takes it from one shard to another (lru.c).
+	 */
+	u8 lru_shard;
+	/*
+	 * On the LRU: the stamp (bel_now_ns()) of its last use, its place
+	 * in its shard's order. 'used', 'prev' and 'next' of a block on the
+	 * LRU belong to its shard's lock.
+	 */
 	u64 used;
 	struct bel_client *owner;	/* ALLOCATED: the owning client */
 	u32 prev;			/* free list, owner's list or LRU */
@@ -136,13 +147,35 @@ struct bel_region_stats {
 	u64 published_blocks;
 };
 
+/*
+ * The LRU in shards, so that clients merging their logs (lru.c) neither
+ * wait on one lock nor write each other's blocks: each client moves the
+ * blocks it releases to a shard of its own (its home). Each shard is
+ * ordered by bel_block.used, so the order over all shards is exact
+ * without merging them.
+ */
+#define BEL_LRU_SHARDS		16U
+#define BEL_LRU_MOVING		0xffU	/* bel_block.lru_shard: in transit */
+
+struct bel_lru_shard {
+	/*
+	 * Protects head, tail, and 'used', 'prev', 'next' and 'lru_shard'
+	 * of the blocks on this shard. Taken inside the pool lock and inside
+	 * a client's log lock; no other lock is taken inside it.
+	 */
+	bel_spinlock_t lock;
+	u32 head;			/* oldest, or BEL_NONE */
+	u32 tail;			/* newest */
+};
+
 struct bel_pool {
 	/*
 	 * Serialises the writers (see the top of this file). Protects
 	 * regions[] (read without it by LOOKUP, RELEASE and page faults, see
-	 * pool.c), every bel_block but 'pins', the LRU, the index's links
-	 * (read under RCU), the counters in stats, the list of clients and
-	 * every client's alloc list.
+	 * pool.c), every bel_block but 'pins' and the LRU order's fields
+	 * (struct bel_lru_shard), which blocks are on the LRU, the index's
+	 * links (read under RCU), the counters in stats, the list of clients
+	 * and every client's alloc list.
 	 */
 	bel_spinlock_t lock;
 	u64 block_size;			/* 0 while no region is present */
@@ -158,13 +191,13 @@ struct bel_pool {
 	u32 index_seq;
 
 	/*
-	 * lru.c: published blocks in the order of their last use (publish,
-	 * or the release of their last pin); head is the oldest. Every
-	 * unpinned published block is on it once the clients' LRU logs are
-	 * merged; pinned ones may be too, and are skipped by eviction.
+	 * lru.c: every published, unretired block, in the order of its last
+	 * use (publish, or the release of its last pin), in shards. A
+	 * shard's head is its oldest; the pool's oldest is the oldest of the
+	 * heads.
 	 */
-	u32 lru_head;
-	u32 lru_tail;
+	struct bel_lru_shard lru[BEL_LRU_SHARDS];
+	u32 next_lru_home;		/* the next client's home shard */
 
 	/* Clients, for the LRU logs and the counters they keep. */
 	struct bel_client *clients;
@@ -194,36 +227,33 @@ struct bel_read_counts {
 
 /*
  * A client's LRU log: blocks whose last pin it released, with the time,
- * not yet moved to the LRU's newest end. The pool's writers merge all logs
- * in time order under the pool lock before they use the LRU's order
- * (lru.c), so that eviction order is exact LRU for every sequence of
- * calls that do not overlap in time.
+ * not yet moved to their place in the LRU. The client merges its own log
+ * when it is full, and writers that use the LRU's order (eviction) merge
+ * every log first (lru.c), so that eviction order is exact LRU for every
+ * sequence of calls that do not overlap in time.
  */
 #define BEL_LRU_LOG		1024U	/* entries per buffer */
 #define BEL_LRU_MAP		2048U	/* dedup slots, a power of two */
 
 struct bel_lru_entry {
-	u64 t;				/* bel_now_ns(); 0: only if off it */
+	u64 t;				/* bel_now_ns() */
 	u32 id;				/* BEL_NONE: superseded */
 	u32 pad;
 };
 
 struct bel_lru_log {
 	/*
-	 * Protects n, e and the map: taken by the client to append, and by
-	 * the merge (with the pool lock held: pool lock first) to swap e
-	 * with its empty spare.
+	 * Protects n, dead, e, the map and spare: taken by the client to
+	 * append and to merge its full log, and by a writer's merge of all
+	 * logs (pool lock first). Shard locks are taken inside it.
 	 */
 	bel_spinlock_t lock;
 	u32 n;
 	u32 dead;			/* entries superseded since */
 	struct bel_lru_entry *e;
 	u32 *map;			/* id hash -> index in e, for dedup */
-	/* The merge's: a buffer taken from e, its length and cursor. */
+	/* A merge's scratch: e's entries grouped by shard. */
 	struct bel_lru_entry *spare;
-	u32 spare_n;
-	u32 spare_pos;
-	struct bel_client *merge_next;
 };
 
 /* Per-client state. */
@@ -239,7 +269,8 @@ struct bel_client {
 	u32 nr_allocated;		/* pool->lock */
 	struct bel_pin_table pins;	/* block id -> pins held */
 	u64 nr_pins;			/* pins held, with multiplicity */
-	u64 last_stamp;			/* of its last RELEASE */
+	u64 last_stamp;			/* its last LRU stamp */
+	u32 lru_home;			/* its LRU shard (lru.c) */
 	struct bel_read_counts counts;
 	struct bel_lru_log log;
 	struct bel_client *next_client;	/* pool->clients: pool->lock */
@@ -362,7 +393,7 @@ int bel_lookup(struct bel_client *client, u64 ns, u32 count,
 /*
  * All-or-nothing: drop one pin of @client per listed offset. -EINVAL when
  * an offset is not a block or is listed more often than @client pins it.
- * A block whose pins reach zero joins the LRU at the MRU end.
+ * A block whose pins reach zero takes the LRU's newest place.
  */
 int bel_release(struct bel_client *client, u32 count, const u64 *offsets);
 

@@ -58,6 +58,8 @@ typedef struct mutex bel_mutex_t;
 
 /* Lets other tasks run between chunks of a long walk; process context. */
 #define bel_cond_resched()	cond_resched()
+/* One turn of a busy wait on another CPU's short critical section. */
+#define bel_cpu_relax()		cpu_relax()
 
 #define BEL_ASSERT(cond)	WARN_ON_ONCE(!(cond))
 
@@ -166,6 +168,8 @@ static inline void bel_spin_lock(bel_spinlock_t *l)
 #define bel_spin_lock(l)	pthread_mutex_lock(l)
 #endif
 #define bel_spin_unlock(l)	pthread_mutex_unlock(l)
+/* sparse's lock annotations, as the kernel spells them. */
+#define __acquires(...)
 
 typedef pthread_mutex_t bel_mutex_t;
 #define bel_mutex_init(m)	pthread_mutex_init((m), NULL)
@@ -177,6 +181,8 @@ typedef pthread_mutex_t bel_mutex_t;
 #define bel_kvfree(p)		free(p)
 
 #define bel_cond_resched()	sched_yield()
+/* The other thread may not be running: let it. */
+#define bel_cpu_relax()		sched_yield()
 
 #define BEL_ASSERT(cond)	assert(cond)
 

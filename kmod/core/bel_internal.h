@@ -92,29 +92,45 @@ u32 *bel_index_rehash_locked(struct bel_pool *pool, u32 *buckets,
 
 /* --- lru.c ------------------------------------------------------------ */
 
-/* Append at the most recently used end, stamped @t. */
-void bel_lru_add_locked(struct bel_pool *pool, u32 id, u64 t);
+/*
+ * Under the pool lock. Add @n PUBLISHED blocks @ids to @shard, @ids[i] at
+ * its place for stamp @t[i] (the newest end unless a later stamp is
+ * already there); take one off.
+ */
+void bel_lru_add_locked(struct bel_pool *pool, const u32 *ids,
+			const u64 *t, u32 n, u32 shard);
 void bel_lru_del_locked(struct bel_pool *pool, u32 id);
-/* The least recently used block, or BEL_NONE. */
-static inline u32 bel_lru_oldest_locked(struct bel_pool *pool)
-{
-	return pool->lru_head;
-}
+/* A block on the LRU was used at @t: to its place, unless it is newer. */
+void bel_lru_touch_locked(struct bel_pool *pool, u32 id, u64 t);
 
 /*
- * Merge every client's LRU log into the LRU, in time order. Callers that
- * use the LRU's order (eviction) or append to it (PUBLISH, close) do this
- * first, under the pool lock.
+ * Eviction, under the pool lock, after bel_lru_merge_locked(): claim up
+ * to @need unpinned blocks, oldest first, and take them off the LRU;
+ * pinned blocks met on the way count as used now. Returns how many were
+ * claimed; they are linked through bel_block.next from *@victims, oldest
+ * first. bel_lru_unclaim_locked() puts them all back as they were.
+ */
+u32 bel_lru_claim_locked(struct bel_pool *pool, u32 need, u32 *victims);
+void bel_lru_unclaim_locked(struct bel_pool *pool, u32 victims);
+
+/*
+ * The whole order, oldest first, into @ids (at most @max); how many
+ * blocks are on the LRU. Ties between shards go to the lower shard, as
+ * in eviction. For checks and tests.
+ */
+u32 bel_lru_order_locked(struct bel_pool *pool, u32 *ids, u32 max);
+
+/*
+ * Merge every client's LRU log into the LRU. Eviction does this first,
+ * under the pool lock, so that it sees every earlier RELEASE.
  */
 void bel_lru_merge_locked(struct bel_pool *pool);
-/* The same, taking the pool lock. */
-void bel_lru_merge(struct bel_pool *pool);
 /*
- * Record that the @n blocks @ids lost their last pin at @t (0: only put
- * them back on the LRU if an evictor took them off). Called by @c's own
- * calls, without the pool lock; takes it to merge when @c's log is full.
+ * Record that the @n blocks @ids lost their last pin, @ids[i] at @t[i]
+ * (in increasing order). Called by @c's own calls, without the pool lock;
+ * merges @c's log into the LRU's shards when it is full.
  */
-void bel_lru_log(struct bel_client *c, const u32 *ids, u32 n, u64 t);
+void bel_lru_log(struct bel_client *c, const u32 *ids, const u64 *t, u32 n);
 int bel_lru_log_init(struct bel_client *c);
 void bel_lru_log_free(struct bel_client *c);
 

@@ -113,13 +113,15 @@ static void bel_retired_unpinned(struct bel_pool *pool, u32 id)
 
 /*
  * Without the pool lock: drop one pin of each of @ids (@n of them), which
- * @c held. Blocks left without pins are logged for the LRU at @t (0 for
- * a pin taken by mistake: that is no use of the block).
+ * @c held. Blocks left without pins are logged for the LRU, @ids[i] at
+ * @t + i, so that the LRU keeps the order of the call (@t 0 for a pin
+ * taken by mistake: that is no use of the block).
  */
 static void bel_unpin(struct bel_client *c, const u32 *ids, u32 n, u64 t)
 {
 	struct bel_pool *pool = c->pool;
 	u32 idle[64];
+	u64 stamps[64];
 	u32 i, nidle = 0;
 
 	for (i = 0; i < n; i++) {
@@ -133,19 +135,22 @@ static void bel_unpin(struct bel_client *c, const u32 *ids, u32 n, u64 t)
 			bel_retired_unpinned(pool, ids[i]);
 			continue;
 		}
-		idle[nidle++] = ids[i];
+		if (!t)
+			continue;	/* no use: it stays where it is */
+		idle[nidle] = ids[i];
+		stamps[nidle++] = t + i;
 		if (nidle == 64) {
-			bel_lru_log(c, idle, nidle, t);
+			bel_lru_log(c, idle, stamps, nidle);
 			nidle = 0;
 		}
 	}
 	if (nidle)
-		bel_lru_log(c, idle, nidle, t);
+		bel_lru_log(c, idle, stamps, nidle);
 }
 
 /*
- * Under the pool lock (close): drop @n pins of a block; at zero it goes to
- * the LRU's newest end, stamped @t, at once.
+ * Under the pool lock (close): drop @n pins of a block; at zero it moves
+ * to its place in the LRU for @t at once.
  */
 static void bel_unpin_block_locked(struct bel_client *c, u32 id, u32 n,
 				   u64 t)
@@ -166,20 +171,26 @@ static void bel_unpin_block_locked(struct bel_client *c, u32 id, u32 n,
 			bel_put_free_locked(pool, id);	/* -> RETIRED */
 		return;
 	}
-	if (b->in_lru)
-		bel_lru_del_locked(pool, id);
-	bel_lru_add_locked(pool, id, t > b->used ? t : b->used);
+	bel_lru_touch_locked(pool, id, t);
 }
 
-/* A stamp for the LRU after every earlier one of this client. */
-static u64 bel_stamp(struct bel_client *c)
+/*
+ * @n stamps for the LRU, t to t + @n - 1, after every earlier one of
+ * this client; t is returned.
+ */
+static u64 bel_stamps(struct bel_client *c, u32 n)
 {
 	u64 t = bel_now_ns();
 
 	if (t <= c->last_stamp)
 		t = c->last_stamp + 1;
-	c->last_stamp = t;
+	c->last_stamp = t + n - 1;
 	return t;
+}
+
+static u64 bel_stamp(struct bel_client *c)
+{
+	return bel_stamps(c, 1);
 }
 
 /* --- clients ----------------------------------------------------------- */
@@ -198,6 +209,7 @@ struct bel_client *bel_client_new(struct bel_pool *pool)
 	bel_mutex_init(&c->mutex);
 	c->alloc_head = BEL_NONE;
 	bel_spin_lock(&pool->lock);
+	c->lru_home = pool->next_lru_home++ % BEL_LRU_SHARDS;
 	c->next_client = pool->clients;
 	if (pool->clients)
 		pool->clients->prev_client = c;
@@ -227,8 +239,8 @@ static void bel_pool_pause_locked(struct bel_pool *pool)
  * Between chunks no call of @c can run (its mutex is held and its file is
  * gone), so nothing probes its pin table while emptied slots break probe
  * chains; the blocks it still owns or pins keep their regions busy, so
- * no region holding them can go away; pinned blocks stay off the LRU, so no
- * eviction takes them; a block retired meanwhile keeps its pins and goes
+ * no region holding them can go away; eviction cannot claim the blocks
+ * it still pins; a block retired meanwhile keeps its pins and goes
  * to RETIRED when the last one is dropped here, as at any release.
  */
 void bel_client_release(struct bel_client *c)
@@ -240,8 +252,6 @@ void bel_client_release(struct bel_client *c)
 
 	bel_mutex_lock(&c->mutex);
 	bel_spin_lock(&pool->lock);
-	/* Earlier releases first, so the blocks let go here are newest. */
-	bel_lru_merge_locked(pool);
 	t = bel_stamp(c);
 	while (c->alloc_head != BEL_NONE) {
 		u32 id = c->alloc_head;
@@ -270,7 +280,7 @@ void bel_client_release(struct bel_client *c)
 		}
 	}
 	BEL_ASSERT(!c->nr_allocated && !c->nr_pins && !c->pins.used);
-	/* Its log is empty (nothing released since the merge); it goes. */
+	/* What its log still holds goes to the LRU before the log goes. */
 	bel_lru_merge_locked(pool);
 	pool->stats.lookups += c->counts.lookups;
 	pool->stats.lookup_keys += c->counts.lookup_keys;
@@ -316,39 +326,27 @@ int bel_alloc(struct bel_client *c, u32 count, u64 *offsets)
 	}
 	nr_free = bel_nr_free_locked(pool);
 	if (nr_free < count) {
-		u32 need = count - (u32)nr_free, got = 0, id;
+		u32 need = count - (u32)nr_free, victims, id;
 
 		/*
 		 * All or nothing: claim the victims, oldest first, before
-		 * evicting any. A claim stops LOOKUP pinning the block;
-		 * pinned blocks met on the way leave the LRU until their
-		 * last pin goes (lru.c). What is claimed ends up at the
-		 * head, in order: everything between was taken off.
+		 * evicting any. A claim stops LOOKUP pinning the block and
+		 * takes it off the LRU; pinned blocks met on the way count
+		 * as used now (lru.c).
 		 */
 		bel_lru_merge_locked(pool);
-		id = bel_lru_oldest_locked(pool);
-		while (id != BEL_NONE && got < need) {
-			struct bel_block *b = bel_block_of(pool, id);
-			u32 next = b->next;
-
-			if (bel_claim_locked(b))
-				got++;
-			else
-				bel_lru_del_locked(pool, id);
-			id = next;
-		}
-		if (got < need) {
-			for (id = bel_lru_oldest_locked(pool); got; got--) {
-				bel_unclaim_locked(bel_block_of(pool, id));
-				id = bel_block_of(pool, id)->next;
-			}
+		if (bel_lru_claim_locked(pool, need, &victims) < need) {
+			bel_lru_unclaim_locked(pool, victims);
 			pool->stats.alloc_failures++;
 			ret = -ENOSPC;
 			goto out;
 		}
-		while (got--)
-			bel_evict_block_locked(pool,
-					       bel_lru_oldest_locked(pool));
+		for (id = victims; id != BEL_NONE; ) {
+			u32 next = bel_block_of(pool, id)->next;
+
+			bel_evict_block_locked(pool, id);
+			id = next;
+		}
 	}
 	for (i = 0; i < count; i++) {
 		u32 id = bel_take_free_locked(pool, c);
@@ -422,7 +420,9 @@ int bel_publish(struct bel_client *c, u64 ns, u32 count,
 		u32 *failed)
 {
 	struct bel_pool *pool = c->pool;
-	u32 n_ok = 0, n_exists = 0, n_failed = 0;
+	u32 n_ok = 0, n_exists = 0, n_failed = 0, n_lru = 0;
+	u32 lru_ids[64];
+	u64 lru_t[64];
 	u64 now;
 	u32 i;
 
@@ -430,9 +430,8 @@ int bel_publish(struct bel_client *c, u64 ns, u32 count,
 		return -EINVAL;
 	bel_mutex_lock(&c->mutex);
 	bel_spin_lock(&pool->lock);
-	/* Releases before this call are older than what it publishes. */
-	bel_lru_merge_locked(pool);
-	now = bel_now_ns();
+	/* One stamp per item: the LRU keeps them in the call's order. */
+	now = bel_stamps(c, count);
 	for (i = 0; i < count; i++) {
 		struct bel_region *r;
 		struct bel_block *b;
@@ -478,11 +477,19 @@ int bel_publish(struct bel_client *c, u64 ns, u32 count,
 		BEL_WRITE(b->key.hi, items[i].key.hi);
 		bel_index_insert_locked(pool, id);
 		/* Publishing counts as use: newest end of the LRU. */
-		bel_lru_add_locked(pool, id, now);
+		lru_ids[n_lru] = id;
+		lru_t[n_lru++] = now + i;
+		if (n_lru == 64) {
+			bel_lru_add_locked(pool, lru_ids, lru_t, n_lru,
+					   c->lru_home);
+			n_lru = 0;
+		}
 		pool->stats.publishes++;
 		items[i].result = BELUGA_PUBLISH_OK;
 		n_ok++;
 	}
+	if (n_lru)
+		bel_lru_add_locked(pool, lru_ids, lru_t, n_lru, c->lru_home);
 	bel_spin_unlock(&pool->lock);
 	bel_mutex_unlock(&c->mutex);
 	if (published)
@@ -627,7 +634,7 @@ int bel_release(struct bel_client *c, u32 count, const u64 *offsets)
 		c->pins.counts[pos]--;
 	}
 	/* Now apply to the blocks and drop the entries that reached zero. */
-	t = bel_stamp(c);
+	t = bel_stamps(c, count);
 	for (i = 0; i < count; i++) {
 		id = bel_offset_to_id(pool, offsets[i]);
 		pos = bel_pins_find(&c->pins, id);
@@ -635,7 +642,7 @@ int bel_release(struct bel_client *c, u32 count, const u64 *offsets)
 			bel_pins_del_at(&c->pins, pos);
 		ids[k++] = id;
 		if (k == 64 || i + 1 == count) {
-			bel_unpin(c, ids, k, t);
+			bel_unpin(c, ids, k, t + i + 1 - k);
 			k = 0;
 		}
 	}

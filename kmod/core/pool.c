@@ -32,10 +32,15 @@ static u64 bel_region_span(const struct bel_region *r)
 
 int bel_pool_init(struct bel_pool *pool)
 {
+	u32 s;
+
 	memset(pool, 0, sizeof(*pool));
 	bel_spin_init(&pool->lock);
-	pool->lru_head = BEL_NONE;
-	pool->lru_tail = BEL_NONE;
+	for (s = 0; s < BEL_LRU_SHARDS; s++) {
+		bel_spin_init(&pool->lru[s].lock);
+		pool->lru[s].head = BEL_NONE;
+		pool->lru[s].tail = BEL_NONE;
+	}
 	return 0;
 }
 
@@ -55,6 +60,8 @@ void bel_pool_destroy(struct bel_pool *pool)
 	pool->nr_regions = 0;
 	pool->nr_reserved = 0;
 	pool->block_size = 0;
+	for (slot = 0; slot < BEL_LRU_SHARDS; slot++)
+		bel_spin_destroy(&pool->lru[slot].lock);
 	bel_spin_destroy(&pool->lock);
 }
 

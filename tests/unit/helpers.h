@@ -205,8 +205,8 @@ static inline int check_pool(struct bel_pool *p)
 					CHECK_EQ(bel_index_find_locked(p, b->ns,
 								       &b->key),
 						 id);
-					/* Pinned ones may be on it too. */
-					CHECK(b->in_lru || b->pins);
+					/* Pinned or not: on the LRU. */
+					CHECK(b->in_lru);
 				}
 				pins += b->pins;
 				pinned += !!b->pins;
@@ -238,24 +238,33 @@ static inline int check_pool(struct bel_pool *p)
 		ret_n += nr;
 	}
 	/*
-	 * LRU: published, indexed, linked both ways, nothing else; every
-	 * unpinned published block is on it (pinned ones may be).
+	 * LRU: each shard holds the blocks that say so, published and indexed,
+	 * linked both ways, in time order; together exactly the published
+	 * blocks that are not retired, pinned or not.
 	 */
-	prev = BEL_NONE;
-	for (id = p->lru_head; id != BEL_NONE && lru_n <= total;
-	     id = bel_block_of(p, id)->next) {
-		struct bel_block *b = bel_block_of(p, id);
+	for (slot = 0; slot < BEL_LRU_SHARDS; slot++) {
+		u64 last = 0;
 
-		CHECK(b->in_lru && b->state == BEL_BLOCK_PUBLISHED &&
-		      !b->retired);
-		CHECK_EQ(b->prev, prev);
-		prev = id;
-		lru_n++;
-		lru_idle += !b->pins;
+		prev = BEL_NONE;
+		steps = 0;
+		for (id = p->lru[slot].head; id != BEL_NONE && steps <= total;
+		     id = bel_block_of(p, id)->next, steps++) {
+			struct bel_block *b = bel_block_of(p, id);
+
+			CHECK_EQ(b->lru_shard, slot);
+			CHECK(b->in_lru && b->state == BEL_BLOCK_PUBLISHED &&
+			      !b->retired);
+			CHECK_EQ(b->prev, prev);
+			CHECK(b->used >= last);
+			last = b->used;
+			prev = id;
+			lru_idle += !b->pins;
+		}
+		CHECK_EQ(p->lru[slot].tail, prev);
+		lru_n += steps;
 	}
-	CHECK_EQ(p->lru_tail, prev);
 	CHECK_EQ(lru_idle, pub_n - pinned);
-	CHECK(lru_n <= pub_n - unindexed);
+	CHECK_EQ(lru_n, pub_n - unindexed);
 	for (i = 0; i < p->nr_buckets; i++)
 		for (id = p->buckets[i]; id != BEL_NONE && chained <= total;
 		     id = bel_block_of(p, id)->hash_next)

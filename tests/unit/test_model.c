@@ -465,7 +465,7 @@ static void op_reopen(int c)
 {
 	struct bel_pool *p = m.p;
 	int unpinned[NB], nun = 0, mb, i, j;
-	u32 id;
+	u32 id, total, order[NB];
 
 	for (mb = 0; mb < NB; mb++) {
 		if (!exists(mb))
@@ -487,10 +487,13 @@ static void op_reopen(int c)
 	}
 	bel_client_release(m.cl[c]);
 	m.cl[c] = bel_client_new(p);
-	/* Walk back from the LRU tail over the newly unpinned blocks. */
-	id = p->lru_tail;
-	for (i = nun - 1; i >= 0; i--) {
-		REQUIRE(id != BEL_NONE);
+	/* The newest nun blocks of the LRU are the newly unpinned ones. */
+	bel_spin_lock(&p->lock);
+	total = bel_lru_order_locked(p, order, NB);
+	bel_spin_unlock(&p->lock);
+	REQUIRE(total <= NB && total >= (u32)nun);
+	for (i = 0; i < nun; i++) {
+		id = order[total - nun + i];
 		mb = mblock_of(bel_id_to_offset(p, id));
 		REQUIRE(mb >= 0 && m.b[mb].state == BEL_BLOCK_PUBLISHED &&
 			!m.b[mb].pins && !m.b[mb].lru);
@@ -498,7 +501,6 @@ static void op_reopen(int c)
 			;
 		REQUIRE(j < nun);
 		m.b[mb].lru = m.seq + 1 + i;
-		id = bel_block_of(p, id)->prev;
 	}
 	m.seq += nun;
 	cov.reopen_unpinned += nun;

@@ -4,8 +4,14 @@
  * Built with BEL_TEST_LOCK_HOOK (Makefile): the hook counts acquisitions of
  * the pool lock.
  *   1. LOOKUP (count-only, with offsets, with pins), RELEASE and the page
- *      fault's offset lookup take the pool lock zero times.
- *   2. Threads, one client each, LOOKUP+PIN chains that share a hot head
+ *      fault's offset lookup take the pool lock zero times; so does a
+ *      RELEASE that fills its client's LRU log and merges it, and the LRU
+ *      order after such merges is still exact.
+ *   2. Threads, one client each, LOOKUP+PIN and RELEASE runs of more
+ *      distinct shared blocks than one LRU log holds, so that their merges
+ *      move the same blocks between their LRU shards at once, while a
+ *      writer evicts and republishes; the LRU is whole and sorted after.
+ *   3. Threads, one client each, LOOKUP+PIN chains that share a hot head
  *      and check, through a shadow of the blocks' contents, that a pinned
  *      block keeps its bytes while a writer thread republishes and ALLOCs
  *      (evicting) and an admin thread evicts namespaces and removes and
@@ -60,6 +66,58 @@ static void read_path_takes_no_pool_lock(void)
 	/* The releases above are used: the LRU still sees them in order. */
 	check_pool(p);
 	check_client(r);
+	teardown(p, w, r);
+}
+
+/* More distinct blocks than one LRU log holds, released in reverse. */
+#define MANY	(BEL_LRU_LOG * 3 - 100)
+
+static void full_log_merges_without_pool_lock(void)
+{
+	static const u32 sizes[] = { MANY / 2 + 64, MANY / 2 + 64 };
+	struct bel_pool *p = pool_with(2, sizes);
+	struct bel_client *w = bel_client_new(p);
+	struct bel_client *r = bel_client_new(p);
+	static struct beluga_key keys[64];
+	static u64 offs[MANY];
+	static u32 order[MANY + 128];
+	u64 got[64];
+	u32 hits, i, j, n, total;
+
+	for (i = 0; i < MANY; i++)
+		offs[i] = put_key(w, 0, K(i));
+	/* The pin table's first growth takes the pool lock, once. */
+	for (j = 0; j < 64; j++)
+		keys[j] = K(j);
+	CHECK_EQ(bel_lookup(r, 0, 64, keys, true, got, &hits), 0);
+	CHECK_EQ(bel_release(r, 64, got), 0);
+	lock_pool = p;
+	lock_count = 0;
+	/* Newest key first: the LRU's order becomes the reverse of PUBLISH. */
+	for (i = 0; i < MANY; i += n) {
+		n = MANY - i < 64 ? MANY - i : 64;
+		for (j = 0; j < n; j++)
+			keys[j] = K(MANY - 1 - i - j);
+		CHECK_EQ(bel_lookup(r, 0, n, keys, true, got, &hits), 0);
+		CHECK_EQ(hits, n);
+		CHECK_EQ(bel_release(r, n, got), 0);
+	}
+	lock_pool = NULL;
+	printf("# %u releases (%u log merges) took the pool lock %llu times\n",
+	       MANY, MANY / BEL_LRU_LOG, (unsigned long long)lock_count);
+	CHECK_EQ(lock_count, 0);
+	check_pool(p);
+	bel_spin_lock(&p->lock);
+	bel_lru_merge_locked(p);
+	total = bel_lru_order_locked(p, order, MANY + 128);
+	bel_spin_unlock(&p->lock);
+	CHECK_EQ(total, MANY);
+	for (i = 0; i < MANY && i < total; i++)
+		if (bel_id_to_offset(p, order[i]) != offs[MANY - 1 - i]) {
+			CHECK_EQ(bel_id_to_offset(p, order[i]),
+				 offs[MANY - 1 - i]);
+			break;
+		}
 	teardown(p, w, r);
 }
 
@@ -128,8 +186,11 @@ static void *reader(void *arg)
 	return NULL;
 }
 
-/* Publish @k in a fresh block, its "bytes" written first. */
-static void publish(struct bel_client *c, struct beluga_key k)
+/*
+ * Publish @k in a fresh block, its "bytes" in the shadow written first
+ * when @shadowed (the pools of the hot-head stress fit in it).
+ */
+static void publish(struct bel_client *c, struct beluga_key k, bool shadowed)
 {
 	u64 off;
 	s32 res;
@@ -137,7 +198,8 @@ static void publish(struct bel_client *c, struct beluga_key k)
 
 	if (bel_alloc(c, 1, &off))
 		return;			/* ENOSPC: everything pinned */
-	__atomic_store_n(&shadow[dense(off)], k.lo, __ATOMIC_RELEASE);
+	if (shadowed)
+		__atomic_store_n(&shadow[dense(off)], k.lo, __ATOMIC_RELEASE);
 	if (publish_arrays(c, 0, 1, &off, &k, &res, &a, &b, &f) ||
 	    (res != BELUGA_PUBLISH_OK && res != BELUGA_PUBLISH_EXISTS))
 		fail("PUBLISH failed", off);
@@ -154,7 +216,7 @@ static void *writer(void *arg)
 		for (r = 0; r < READERS; r++)
 			for (j = 0; j < CHAIN; j++)
 				if (!has_key(c, 0, chain_key(r, j)))
-					publish(c, chain_key(r, j));
+					publish(c, chain_key(r, j), true);
 		/* Pressure: evicts the oldest unpinned blocks. */
 		if (!bel_alloc(c, 8, extra)) {
 			for (i = 0; i < 8; i++)
@@ -226,9 +288,105 @@ static void readers_against_writers(void)
 	pool_free(sp);
 }
 
+/* --- merges against merges ---------------------------------------------- */
+
+#define MKEYS		(3 * BEL_LRU_LOG)
+#define MRUN		64
+#define MITERS		3000
+
+static void *merging_reader(void *arg)
+{
+	struct bel_client *c = bel_client_new(sp);
+	u64 rnd = 0x9E3779B97F4A7C15ULL * ((u64)(long)arg + 1), offs[MRUN];
+	struct beluga_key keys[MRUN];
+	u32 hits;
+	int it, j;
+
+	for (it = 0; it < MITERS; it++) {
+		u64 first;
+
+		rnd = rnd * 6364136223846793005ULL + 1442695040888963407ULL;
+		first = (rnd >> 33) % MKEYS;
+		for (j = 0; j < MRUN; j++)
+			keys[j] = K((first + (u64)j) % MKEYS);
+		if (bel_lookup(c, 0, MRUN, keys, true, offs, &hits)) {
+			fail("LOOKUP failed", 0);
+			break;
+		}
+		if (hits && bel_release(c, hits, offs))
+			fail("RELEASE failed", offs[0]);
+	}
+	bel_client_release(c);
+	return NULL;
+}
+
+static void *evicting_writer(void *arg)
+{
+	struct bel_client *c = bel_client_new(sp);
+	u64 rnd = 12345, extra[8];
+	int i;
+
+	(void)arg;
+	while (!__atomic_load_n(&stop, __ATOMIC_ACQUIRE)) {
+		/* Pressure: evicts the oldest unpinned blocks... */
+		if (!bel_alloc(c, 8, extra) && bel_free(c, 8, extra))
+			fail("FREE failed", extra[0]);
+		/* ... and some of them come back. */
+		for (i = 0; i < 8; i++) {
+			struct beluga_key k;
+
+			rnd = rnd * 6364136223846793005ULL + 1;
+			k = K((rnd >> 33) % MKEYS);
+			if (!has_key(c, 0, k))
+				publish(c, k, false);
+		}
+	}
+	bel_client_release(c);
+	return NULL;
+}
+
+static void merges_against_merges(void)
+{
+	static const u32 sizes[] = { MKEYS / 2, MKEYS / 2 };
+	struct bel_client *w;
+	pthread_t rd[READERS], wr;
+	struct bel_stats s;
+	long t;
+	u32 i;
+
+	sp = pool_with(2, sizes);
+	w = bel_client_new(sp);
+	for (i = 0; i < MKEYS; i++)
+		publish(w, K(i), false);
+	bel_client_release(w);
+	stop = 0;
+	failures = 0;
+	REQUIRE_EQ(pthread_create(&wr, NULL, evicting_writer, NULL), 0);
+	for (t = 0; t < READERS; t++)
+		REQUIRE_EQ(pthread_create(&rd[t], NULL, merging_reader,
+					  (void *)t), 0);
+	for (t = 0; t < READERS; t++)
+		pthread_join(rd[t], NULL);
+	__atomic_store_n(&stop, 1, __ATOMIC_RELEASE);
+	pthread_join(wr, NULL);
+	CHECK_EQ(failures, 0);
+	s = stats_of(sp);
+	printf("# %d readers x %d runs of %d: hits %llu, evictions %llu\n",
+	       READERS, MITERS, MRUN, (unsigned long long)s.lookup_hits,
+	       (unsigned long long)s.evictions);
+	/* Each reader's log filled and merged many times. */
+	CHECK(s.lookup_hits > (u64)READERS * 4 * BEL_LRU_LOG);
+	CHECK(s.evictions > 0);
+	CHECK_EQ(s.pins, 0);
+	check_pool(sp);
+	pool_free(sp);
+}
+
 int main(void)
 {
 	TAP_RUN(read_path_takes_no_pool_lock);
+	TAP_RUN(full_log_merges_without_pool_lock);
 	TAP_RUN(readers_against_writers);
+	TAP_RUN(merges_against_merges);
 	return tap_done();
 }
