@@ -66,6 +66,21 @@ static int pz_arm(struct bt_ctx *c, uint64_t *retired0, struct sigaction *old)
 	return sigaction(SIGBUS, &sa, old) ? -errno : 0;
 }
 
+/*
+ * The end of both fixtures' setup: the pool's info, the namespace, the
+ * retired count before the test and the SIGBUS handler.
+ */
+static int pz_ready(struct bt_ctx *c, uint64_t salt, uint64_t *ns,
+		    uint64_t *retired0, struct sigaction *old)
+{
+	int r = bt_info(c->fd, &c->info);
+
+	if (r)
+		return r;
+	*ns = bt_ns(salt);
+	return pz_arm(c, retired0, old);
+}
+
 /* Read one byte at @p; true if that raised SIGBUS (pz_info has it). */
 static bool pz_touch_bus(volatile char *p)
 {
@@ -119,9 +134,8 @@ FIXTURE_SETUP(poison)
 	r = bt_attach(self->c.fd, &self->c.att[0]);
 	ASSERT_EQ(0, r) TH_LOG("ATTACH: %s", strerror(-r));
 	self->c.nr = 1;
-	ASSERT_EQ(0, bt_info(self->c.fd, &self->c.info));
-	self->ns = bt_ns(0x9015);
-	ASSERT_EQ(0, pz_arm(&self->c, &self->retired0, &self->old));
+	ASSERT_EQ(0, pz_ready(&self->c, 0x9015, &self->ns, &self->retired0,
+			      &self->old));
 }
 
 FIXTURE_TEARDOWN(poison)
@@ -407,9 +421,8 @@ FIXTURE_SETUP(poison_shared)
 		SKIP(return, "module built without shared pools");
 	}
 	ASSERT_EQ(0, r) TH_LOG("shared ATTACH with FORMAT: %s", strerror(-r));
-	ASSERT_EQ(0, bt_info(self->c.fd, &self->c.info));
-	self->ns = bt_ns(0x9016);
-	ASSERT_EQ(0, pz_arm(&self->c, &self->retired0, &self->old));
+	ASSERT_EQ(0, pz_ready(&self->c, 0x9016, &self->ns, &self->retired0,
+			      &self->old));
 }
 
 FIXTURE_TEARDOWN(poison_shared)
