@@ -2152,6 +2152,25 @@ static void ret_check_adopted(struct world *w, struct retire *a, int h, u32 reti
 	w_final_check(w);
 }
 
+/*
+ * Every one of the first @nh hosts allocates all it can, in turn; together
+ * they get @want blocks (all but the retired ones).
+ */
+static void ret_check_alloc_all(struct world *w, struct retire *a, int nh,
+				u32 want)
+{
+	u32 got = 0;
+	int i;
+
+	for (i = 0; i < nh; i++) {
+		a->got[i] = 0;
+		w_run1(w, i, s_ret_alloc_all, a);
+		got += a->got[i];
+	}
+	CHECK_EQ(got, want);
+	w_final_check(w);
+}
+
 /* Host 0: keys 700..703 in its home partition, a free and an allocated block. */
 static void s_ret_setup(struct sim_host *sh, void *arg)
 {
@@ -2273,11 +2292,7 @@ static void test_retire_owned(void)
 	w_run1(w, 1, s_ret_stats, &a);
 	CHECK_EQ(a.st[0].retired_blocks, 3);
 	CHECK_EQ(a.st[1].retired_blocks, 0);
-	a.got[0] = a.got[1] = 0;
-	w_run1(w, 0, s_ret_alloc_all, &a);
-	w_run1(w, 1, s_ret_alloc_all, &a);
-	CHECK_EQ(a.got[0] + a.got[1], nr - 3);
-	w_final_check(w);
+	ret_check_alloc_all(w, &a, 2, nr - 3);
 
 	/* Every host leaves; the pool is joined again. */
 	for (i = 0; i < 2; i++) {
@@ -2293,11 +2308,7 @@ static void test_retire_owned(void)
 	w_settle(w, 5 * W_MS);
 	w_run1(w, 0, s_ret_stats, &a);
 	CHECK_EQ(a.st[0].retired_blocks, 3);
-	a.got[0] = a.got[1] = 0;
-	w_run1(w, 0, s_ret_alloc_all, &a);
-	w_run1(w, 1, s_ret_alloc_all, &a);
-	CHECK_EQ(a.got[0] + a.got[1], nr - 3);
-	w_final_check(w);
+	ret_check_alloc_all(w, &a, 2, nr - 3);
 	W_CHECK_CLEAN(w);
 	w_free(w);
 }
@@ -2408,14 +2419,10 @@ static void test_retire_remote(void)
 	CHECK_EQ(a.st[0].retired_blocks, 2);
 	/* Keys 702 and 703 went with host 1's ALLOC of everything. */
 	for (i = 0; i < 3; i++) {
-		a.got[i] = 0;
 		w_run1(w, i, s_ret_probe, &a);
 		CHECK_EQ(a.hits[i], 0);
 	}
-	for (i = 0; i < 3; i++)
-		w_run1(w, i, s_ret_alloc_all, &a);
-	CHECK_EQ(a.got[0] + a.got[1] + a.got[2], nr - 2);
-	w_final_check(w);
+	ret_check_alloc_all(w, &a, 3, nr - 2);
 	W_CHECK_CLEAN(w);
 	w_free(w);
 }
