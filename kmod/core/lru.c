@@ -191,14 +191,13 @@ struct bel_lru_heads {
 	u64 t[BEL_LRU_SHARDS];		/* ~0: empty, or nothing before now */
 };
 
+/* Under @s's lock: its head's stamp, if before @now. */
 static void bel_lru_head_read(struct bel_pool *pool, struct bel_lru_heads *h,
 			      u32 s, u64 now)
 {
-	struct bel_lru_shard *sh = &pool->lru[s];
-	u32 head;
+	u32 head = pool->lru[s].head;
 
 	h->t[s] = ~0ULL;
-	head = sh->head;
 	if (head != BEL_NONE && bel_block_of(pool, head)->used < now)
 		h->t[s] = bel_block_of(pool, head)->used;
 }
@@ -215,8 +214,12 @@ static u32 bel_lru_oldest_shard(const struct bel_lru_heads *h)
 	return best;
 }
 
-/* A stamp after every block's on the LRU: the eviction's "now". */
-static u64 bel_lru_now(struct bel_pool *pool)
+/*
+ * One pass over the shards: the eviction's "now", a stamp after every
+ * block's on the LRU (a stamp may run ahead of the clock), and each
+ * head's stamp, dropped again where it is not before that "now".
+ */
+static u64 bel_lru_heads_init(struct bel_pool *pool, struct bel_lru_heads *h)
 {
 	u64 now = bel_now_ns();
 	u32 s;
@@ -228,22 +231,22 @@ static u64 bel_lru_now(struct bel_pool *pool)
 		if (sh->tail != BEL_NONE &&
 		    bel_block_of(pool, sh->tail)->used >= now)
 			now = bel_block_of(pool, sh->tail)->used + 1;
+		bel_lru_head_read(pool, h, s, ~0ULL);
 		bel_spin_unlock(&sh->lock);
 	}
+	/* Filtered once "now" is final: it only grows in the pass. */
+	for (s = 0; s < BEL_LRU_SHARDS; s++)
+		if (h->t[s] >= now)
+			h->t[s] = ~0ULL;
 	return now;
 }
 
 u32 bel_lru_claim_locked(struct bel_pool *pool, u32 need, u32 *victims)
 {
 	u32 got = 0, last = BEL_NONE, s;
-	u64 now = bel_lru_now(pool);
 	struct bel_lru_heads h;
+	u64 now = bel_lru_heads_init(pool, &h);
 
-	for (s = 0; s < BEL_LRU_SHARDS; s++) {
-		bel_spin_lock(&pool->lru[s].lock);
-		bel_lru_head_read(pool, &h, s, now);
-		bel_spin_unlock(&pool->lru[s].lock);
-	}
 	*victims = BEL_NONE;
 	while (got < need) {
 		struct bel_lru_shard *sh;
