@@ -81,6 +81,33 @@ static int pz_ready(struct bt_ctx *c, uint64_t salt, uint64_t *ns,
 	return pz_arm(c, retired0, old);
 }
 
+/*
+ * Both poison tests' blocks: @bad and @good published, each in a block of
+ * its own filled from @seed and @seed + 1. 0, a negative errno, or the
+ * PUBLISH result that was not BELUGA_PUBLISH_OK.
+ */
+static int pz_publish_pair(struct bt_ctx *c, char *p, uint64_t ns,
+			   struct beluga_key bad, struct beluga_key good,
+			   uint64_t seed, uint64_t *o_bad, uint64_t *o_good)
+{
+	int32_t res;
+	int r;
+
+	r = bt_alloc(c->fd, 1, o_bad);
+	if (!r)
+		r = bt_alloc(c->fd, 1, o_good);
+	if (r)
+		return r;
+	bt_fill(p + *o_bad, 4096, seed);
+	bt_fill(p + *o_good, 4096, seed + 1);
+	r = bt_publish1(c->fd, ns, *o_bad, bad, &res);
+	if (!r && res == BELUGA_PUBLISH_OK)
+		r = bt_publish1(c->fd, ns, *o_good, good, &res);
+	if (r)
+		return r;
+	return res == BELUGA_PUBLISH_OK ? 0 : res;
+}
+
 /* Read one byte at @p; true if that raised SIGBUS (pz_info has it). */
 static bool pz_touch_bus(volatile char *p)
 {
@@ -163,19 +190,12 @@ TEST_F(poison, poisoned_block_is_retired)
 	char names[BT_MAX_DAX][64], path[96];
 	uint64_t rel, phys, size;
 	char *p, *dmap;
-	int32_t res;
 	bool bus;
 	int r, dfd;
 
 	p = bt_map(&self->c);
-	ASSERT_EQ(0, bt_alloc(self->c.fd, 1, &o_bad));
-	ASSERT_EQ(0, bt_alloc(self->c.fd, 1, &o_good));
-	bt_fill(p + o_bad, 4096, 1);
-	bt_fill(p + o_good, 4096, 2);
-	ASSERT_EQ(0, bt_publish1(self->c.fd, self->ns, o_bad, bad, &res));
-	ASSERT_EQ(BELUGA_PUBLISH_OK, res);
-	ASSERT_EQ(0, bt_publish1(self->c.fd, self->ns, o_good, good, &res));
-	ASSERT_EQ(BELUGA_PUBLISH_OK, res);
+	ASSERT_EQ(0, pz_publish_pair(&self->c, p, self->ns, bad, good, 1,
+				     &o_bad, &o_good));
 
 	/* Poison one page in the middle of the block, mapped and touched. */
 	target = p + o_bad + 5 * BT_PAGE;
@@ -481,7 +501,6 @@ TEST_F_TIMEOUT(poison_shared, poisoned_shared_block_is_retired, 240)
 	struct beluga_stats st;
 	uint32_t hits = 99, i, good_n;
 	const char *how = "MADV_HWPOISON";
-	int32_t res;
 	char *p;
 	int r;
 
@@ -490,14 +509,8 @@ TEST_F_TIMEOUT(poison_shared, poisoned_shared_block_is_retired, 240)
 	ASSERT_LT(self->retired0 + 2, st.total_blocks);
 	ASSERT_GE(64, st.total_blocks);
 	p = bt_map(&self->c);
-	ASSERT_EQ(0, bt_alloc(self->c.fd, 1, &o_bad));
-	ASSERT_EQ(0, bt_alloc(self->c.fd, 1, &o_good));
-	bt_fill(p + o_bad, 4096, 3);
-	bt_fill(p + o_good, 4096, 4);
-	ASSERT_EQ(0, bt_publish1(self->c.fd, self->ns, o_bad, bad, &res));
-	ASSERT_EQ(BELUGA_PUBLISH_OK, res);
-	ASSERT_EQ(0, bt_publish1(self->c.fd, self->ns, o_good, good, &res));
-	ASSERT_EQ(BELUGA_PUBLISH_OK, res);
+	ASSERT_EQ(0, pz_publish_pair(&self->c, p, self->ns, bad, good, 3,
+				     &o_bad, &o_good));
 	EXPECT_EQ(1, bt_present(self->c.fd, self->ns, bad));
 
 	/* Poison a page in the middle of the published block, mapped. */
