@@ -155,7 +155,22 @@ struct bel_region_stats {
  * without merging them.
  */
 #define BEL_LRU_SHARDS		16U
+/*
+ * pool->lru[] and bel_block.lru_shard: pinned blocks that an eviction met,
+ * parked off the shards it walks until their last pin goes (lru.c).
+ */
+#define BEL_LRU_PARKED		BEL_LRU_SHARDS
 #define BEL_LRU_MOVING		0xffU	/* bel_block.lru_shard: in transit */
+
+/*
+ * Where a merge of every client's log (bel_lru_merge_locked()) goes on
+ * after it let the pool lock go: a client that closes meanwhile moves the
+ * cursors that point at it (bel_lru_cursors_skip_locked()).
+ */
+struct bel_lru_cursor {
+	struct bel_client *next;
+	struct bel_lru_cursor *link;	/* pool->merge_cursors */
+};
 
 struct bel_lru_shard {
 	/*
@@ -196,8 +211,24 @@ struct bel_pool {
 	 * shard's head is its oldest; the pool's oldest is the oldest of the
 	 * heads.
 	 */
-	struct bel_lru_shard lru[BEL_LRU_SHARDS];
+	struct bel_lru_shard lru[BEL_LRU_SHARDS + 1];	/* + parked */
 	u32 next_lru_home;		/* the next client's home shard */
+	/* Merges of every client's log that dropped this lock meanwhile. */
+	struct bel_lru_cursor *merge_cursors;
+	/*
+	 * Work done under the pool lock by eviction, for the unit tests and
+	 * the probe (bench/probe.c): LRU blocks an eviction's claim looked
+	 * at, and client log entries merged while holding this lock.
+	 */
+	u64 lru_claim_visits;
+	u64 lru_merged;
+	/*
+	 * Blocks a merge has taken off one LRU list and not yet linked into
+	 * another (BEL_LRU_MOVING): changed with bel_cmpxchg32() under the
+	 * lock of the list they leave or join. An eviction short of victims
+	 * waits for 0 and looks again, so that no block in transit is missed.
+	 */
+	u32 lru_in_transit;
 
 	/* Clients, for the LRU logs and the counters they keep. */
 	struct bel_client *clients;

@@ -100,18 +100,35 @@ u32 *bel_index_rehash_locked(struct bel_pool *pool, u32 *buckets,
 void bel_lru_add_locked(struct bel_pool *pool, const u32 *ids,
 			const u64 *t, u32 n, u32 shard);
 void bel_lru_del_locked(struct bel_pool *pool, u32 id);
-/* A block on the LRU was used at @t: to its place, unless it is newer. */
-void bel_lru_touch_locked(struct bel_pool *pool, u32 id, u64 t);
+/*
+ * A block on the LRU lost its last pin of @c at @t, under the pool lock:
+ * to its place in @c's home shard, unless it is newer.
+ */
+void bel_lru_touch_locked(struct bel_client *c, u32 id, u64 t);
+/*
+ * Without the pool lock, in an RCU read section: a block lost a pin that
+ * was no use (a LOOKUP's mistake or undo) and may have no pins left. If
+ * an eviction parked it, it goes back to its old place; else nothing.
+ */
+void bel_lru_unpark(struct bel_client *c, u32 id);
 
 /*
  * Eviction, under the pool lock, after bel_lru_merge_locked(): claim up
- * to @need unpinned blocks, oldest first, and take them off the LRU;
- * pinned blocks met on the way count as used now. Returns how many were
- * claimed; they are linked through bel_block.next from *@victims, oldest
- * first. bel_lru_unclaim_locked() puts them all back as they were.
+ * to @need unpinned blocks, oldest first, and take them off the LRU.
+ * Pinned blocks met on the way are parked until their last pin goes,
+ * each taking one from *@budget; at 0 the claim stops early. Returns how
+ * many were claimed; they are linked through bel_block.next from
+ * *@victims, oldest first. bel_lru_unclaim_locked() puts them all back
+ * as they were.
  */
-u32 bel_lru_claim_locked(struct bel_pool *pool, u32 need, u32 *victims);
+u32 bel_lru_claim_locked(struct bel_pool *pool, u32 need, u32 *victims,
+			 u32 *budget);
 void bel_lru_unclaim_locked(struct bel_pool *pool, u32 victims);
+/*
+ * Under the pool lock: wait until no block is between two LRU lists
+ * (a merge moving it), so that a claim after it sees every block.
+ */
+void bel_lru_wait_transit_locked(struct bel_pool *pool);
 
 /*
  * The whole order, oldest first, into @ids (at most @max); how many
@@ -122,9 +139,23 @@ u32 bel_lru_order_locked(struct bel_pool *pool, u32 *ids, u32 max);
 
 /*
  * Merge every client's LRU log into the LRU. Eviction does this first,
- * under the pool lock, so that it sees every earlier RELEASE.
+ * under the pool lock, so that it sees every earlier RELEASE. May sleep:
+ * it lets the pool lock go between clients every BEL_SCAN_CHUNK entries
+ * (bel_pool_pause_locked()).
  */
 void bel_lru_merge_locked(struct bel_pool *pool);
+/*
+ * Under the pool lock, before @c leaves pool->clients: merges that let
+ * the lock go skip it, and its own log goes to the LRU.
+ */
+void bel_lru_client_gone_locked(struct bel_client *c);
+
+/*
+ * Let the CPUs waiting on the pool lock in, and let the scheduler run,
+ * between two chunks of a long walk. Called and returns with the lock
+ * held; process context only (client.c).
+ */
+void bel_pool_pause_locked(struct bel_pool *pool);
 /*
  * Record that the @n blocks @ids lost their last pin, @ids[i] at @t[i]
  * (in increasing order). Called by @c's own calls, without the pool lock;

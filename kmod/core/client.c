@@ -135,8 +135,11 @@ static void bel_unpin(struct bel_client *c, const u32 *ids, u32 n, u64 t)
 			bel_retired_unpinned(pool, ids[i]);
 			continue;
 		}
-		if (!t)
-			continue;	/* no use: it stays where it is */
+		if (!t) {
+			/* No use: it stays where it is, unless parked. */
+			bel_lru_unpark(c, ids[i]);
+			continue;
+		}
 		idle[nidle] = ids[i];
 		stamps[nidle++] = t + i;
 		if (nidle == 64) {
@@ -171,7 +174,7 @@ static void bel_unpin_block_locked(struct bel_client *c, u32 id, u32 n,
 			bel_put_free_locked(pool, id);	/* -> RETIRED */
 		return;
 	}
-	bel_lru_touch_locked(pool, id, t);
+	bel_lru_touch_locked(c, id, t);
 }
 
 /*
@@ -219,11 +222,7 @@ struct bel_client *bel_client_new(struct bel_pool *pool)
 	return c;
 }
 
-/*
- * Let the CPUs waiting on the pool lock in, and let the scheduler run,
- * between two chunks of a long walk. Called and returns with the lock held.
- */
-static void bel_pool_pause_locked(struct bel_pool *pool)
+void bel_pool_pause_locked(struct bel_pool *pool)
 {
 	bel_spin_unlock(&pool->lock);
 	bel_cond_resched();
@@ -281,7 +280,7 @@ void bel_client_release(struct bel_client *c)
 	}
 	BEL_ASSERT(!c->nr_allocated && !c->nr_pins && !c->pins.used);
 	/* What its log still holds goes to the LRU before the log goes. */
-	bel_lru_merge_locked(pool);
+	bel_lru_client_gone_locked(c);
 	pool->stats.lookups += c->counts.lookups;
 	pool->stats.lookup_keys += c->counts.lookup_keys;
 	pool->stats.lookup_hits += c->counts.lookup_hits;
@@ -309,6 +308,9 @@ static bool bel_count_ok(u32 count)
 	return count && count <= BELUGA_MAX_BATCH;
 }
 
+/* Looks an ALLOC takes at the LRU after a short first one. */
+#define BEL_CLAIM_PASSES	1
+
 int bel_alloc(struct bel_client *c, u32 count, u64 *offsets)
 {
 	struct bel_pool *pool = c->pool;
@@ -326,20 +328,46 @@ int bel_alloc(struct bel_client *c, u32 count, u64 *offsets)
 	}
 	nr_free = bel_nr_free_locked(pool);
 	if (nr_free < count) {
-		u32 need = count - (u32)nr_free, victims, id;
+		u32 need, victims, id, budget, passes = 0;
 
 		/*
 		 * All or nothing: claim the victims, oldest first, before
 		 * evicting any. A claim stops LOOKUP pinning the block and
-		 * takes it off the LRU; pinned blocks met on the way count
-		 * as used now (lru.c).
+		 * takes it off the LRU; pinned blocks met on the way are
+		 * parked (lru.c). The merge and a claim that parks a chunk
+		 * let the lock go; no victim is held claimed meanwhile, so
+		 * whatever ran meanwhile saw the pool as it was.
 		 */
 		bel_lru_merge_locked(pool);
-		if (bel_lru_claim_locked(pool, need, &victims) < need) {
+		for (;;) {
+			if (!pool->nr_regions) {
+				ret = -ENODEV;
+				goto out;
+			}
+			nr_free = bel_nr_free_locked(pool);
+			need = nr_free < count ? count - (u32)nr_free : 0;
+			budget = BEL_SCAN_CHUNK;
+			if (bel_lru_claim_locked(pool, need, &victims,
+						 &budget) == need)
+				break;
 			bel_lru_unclaim_locked(pool, victims);
-			pool->stats.alloc_failures++;
-			ret = -ENOSPC;
-			goto out;
+			if (!budget) {
+				bel_pool_pause_locked(pool);
+				continue;
+			}
+			/*
+			 * Short: look once more after the blocks that merges
+			 * had in transit landed, and the pins let go during
+			 * this pass were merged (finding 7 of the second
+			 * review).
+			 */
+			if (passes++ == BEL_CLAIM_PASSES) {
+				pool->stats.alloc_failures++;
+				ret = -ENOSPC;
+				goto out;
+			}
+			bel_lru_wait_transit_locked(pool);
+			bel_lru_merge_locked(pool);
 		}
 		for (id = victims; id != BEL_NONE; ) {
 			u32 next = bel_block_of(pool, id)->next;

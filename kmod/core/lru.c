@@ -16,8 +16,13 @@
  * exact order), and a lock taken per RELEASE is the serialisation this
  * design removes. So:
  *   - LOOKUP with pin leaves the block where it is. Eviction skips pinned
- *     blocks, and moves those it meets to the newest end: whoever pins
- *     them uses them now, and the release of the last pin moves them again.
+ *     blocks, and parks those it meets on a list of their own
+ *     (BEL_LRU_PARKED) that no eviction walks: each pinned block costs an
+ *     eviction one visit per pin, not one per ALLOC, however many ALLOCs
+ *     fail on a pool whose blocks are all pinned. The release of the last
+ *     pin takes it back to its place by time, as for any block (a merge
+ *     treats the parked list as one more shard); a pin dropped as no use
+ *     (t 0) takes it back at its old place (bel_lru_unpark()).
  *   - RELEASE of a last pin appends (block, time) to its client's LRU log,
  *     a client-local buffer under the client's own spinlock, deduplicated
  *     per block, so a client that pins and releases the same blocks over
@@ -33,6 +38,10 @@
  *     chains, host core); with homes, a client's blocks link to its own.
  *   - Eviction (ALLOC) merges every log first, then takes the oldest of
  *     the shards' heads, one victim at a time (bel_lru_claim_locked()).
+ *     Both bound the work of one pool-lock hold: the merge lets the lock
+ *     go every BEL_SCAN_CHUNK entries, at client granularity, and the
+ *     claim stops after parking BEL_SCAN_CHUNK blocks, puts back what it
+ *     claimed, and the ALLOC lets the lock go and starts again.
  * Each shard is sorted by time, whatever the order the logs are merged
  * in, so the order after a merge is exactly what moving each block at its
  * RELEASE would have given, for calls that do not overlap in time; a
@@ -41,6 +50,20 @@
 #include "bel_internal.h"
 
 /* --- one shard, its lock held ------------------------------------------ */
+
+/* @n more (or fewer) blocks in transit; see pool->lru_in_transit. */
+static void bel_lru_transit(struct bel_pool *pool, s32 n)
+{
+	u32 v = BEL_READ(pool->lru_in_transit);
+
+	for (;;) {
+		u32 old = bel_cmpxchg32(&pool->lru_in_transit, v, v + (u32)n);
+
+		if (old == v)
+			return;
+		v = old;
+	}
+}
 
 /* Take @id out of its shard's list. */
 static void bel_lru_unlink(struct bel_pool *pool, struct bel_lru_shard *sh,
@@ -167,15 +190,17 @@ static void bel_lru_move(struct bel_pool *pool, struct bel_lru_shard *sh,
 	bel_lru_link_after(pool, sh, id, b, bel_lru_place(pool, sh, BEL_NONE, t));
 }
 
-void bel_lru_touch_locked(struct bel_pool *pool, u32 id, u64 t)
+/* Its shard's lock held: @b, met pinned by a claim, waits parked. */
+static void bel_lru_park(struct bel_pool *pool, struct bel_lru_shard *sh,
+			 u32 id, struct bel_block *b)
 {
-	struct bel_block *b = bel_block_of(pool, id);
-	struct bel_lru_shard *sh = bel_lru_lock_block(pool, b);
+	struct bel_lru_shard *pk = &pool->lru[BEL_LRU_PARKED];
 
-	BEL_ASSERT(b->in_lru);
-	if (b->in_lru)
-		bel_lru_move(pool, sh, id, b, t);
-	bel_spin_unlock(&sh->lock);
+	bel_lru_unlink(pool, sh, b);
+	bel_spin_lock(&pk->lock);
+	bel_lru_link_after(pool, pk, id, b, pk->tail);
+	BEL_WRITE(b->lru_shard, BEL_LRU_PARKED);
+	bel_spin_unlock(&pk->lock);
 }
 
 /*
@@ -241,14 +266,15 @@ static u64 bel_lru_heads_init(struct bel_pool *pool, struct bel_lru_heads *h)
 	return now;
 }
 
-u32 bel_lru_claim_locked(struct bel_pool *pool, u32 need, u32 *victims)
+u32 bel_lru_claim_locked(struct bel_pool *pool, u32 need, u32 *victims,
+			 u32 *budget)
 {
 	u32 got = 0, last = BEL_NONE, s;
 	struct bel_lru_heads h;
 	u64 now = bel_lru_heads_init(pool, &h);
 
 	*victims = BEL_NONE;
-	while (got < need) {
+	while (got < need && *budget) {
 		struct bel_lru_shard *sh;
 		u64 next_t;
 		u32 next;
@@ -262,7 +288,7 @@ u32 bel_lru_claim_locked(struct bel_pool *pool, u32 need, u32 *victims)
 		next_t = next == BEL_LRU_SHARDS ? ~0ULL : h.t[next];
 		sh = &pool->lru[s];
 		bel_spin_lock(&sh->lock);
-		while (got < need) {
+		while (got < need && *budget) {
 			u32 id = sh->head;
 			struct bel_block *b;
 
@@ -272,9 +298,11 @@ u32 bel_lru_claim_locked(struct bel_pool *pool, u32 need, u32 *victims)
 			if (b->used >= now || b->used > next_t ||
 			    (b->used == next_t && next < s))
 				break;
+			pool->lru_claim_visits++;
 			if (!bel_claim_locked(b)) {
-				/* Pinned: in use now; its last release moves it. */
-				bel_lru_move(pool, sh, id, b, now);
+				/* Pinned: its last release moves it back. */
+				bel_lru_park(pool, sh, id, b);
+				(*budget)--;
 				continue;
 			}
 			bel_lru_unlink(pool, sh, b);
@@ -474,14 +502,17 @@ static struct bel_block *bel_lru_block(struct bel_pool *pool, u32 id)
 enum { BEL_LRU_HOME, BEL_LRU_TAKEN, BEL_LRU_LATE };
 
 /*
- * Step 3 of bel_lru_log_merge(): one block, wherever it is now, to its
- * place for @t in @home. Holds no block in transit when it may wait.
+ * Step 3 of bel_lru_log_merge(), and a use under the pool lock: one
+ * block, wherever it is now, to its place for @t in @home. A parked
+ * block always leaves the parked list, for the later of @t and its last
+ * use. Holds no block in transit when it may wait.
  */
 static void bel_lru_move_home(struct bel_pool *pool, u32 home, u32 id,
 			      struct bel_block *b, u64 t)
 {
 	struct bel_lru_shard *sh = bel_lru_lock_block(pool, b);
 	struct bel_lru_shard *to = &pool->lru[home];
+	bool parked = sh == &pool->lru[BEL_LRU_PARKED];
 
 	/* Off the LRU since, or just published elsewhere: a later use. */
 	if (!bel_load_acquire(&b->in_lru) ||
@@ -489,18 +520,22 @@ static void bel_lru_move_home(struct bel_pool *pool, u32 home, u32 id,
 		bel_spin_unlock(&sh->lock);
 		return;
 	}
-	if (sh == to || t <= b->used) {
+	if (!parked && (sh == to || t <= b->used)) {
 		bel_lru_move(pool, sh, id, b, t);
 		bel_spin_unlock(&sh->lock);
 		return;
 	}
 	bel_lru_unlink(pool, sh, b);
-	b->used = t;
+	if (t > b->used)
+		b->used = t;
+	t = b->used;
 	BEL_WRITE(b->lru_shard, BEL_LRU_MOVING);
+	bel_lru_transit(pool, 1);
 	bel_spin_unlock(&sh->lock);
 	bel_spin_lock(&to->lock);
 	bel_lru_link_after(pool, to, id, b, bel_lru_place(pool, to, BEL_NONE, t));
 	BEL_WRITE(b->lru_shard, home);
+	bel_lru_transit(pool, -1);
 	bel_spin_unlock(&to->lock);
 }
 
@@ -513,7 +548,7 @@ static void bel_lru_take(struct bel_pool *pool, u32 s,
 			 struct bel_lru_entry *orig)
 {
 	struct bel_lru_shard *sh = &pool->lru[s];
-	u32 i;
+	u32 i, taken = 0;
 
 	bel_spin_lock(&sh->lock);
 	for (i = 0; i < n; i++) {
@@ -529,14 +564,22 @@ static void bel_lru_take(struct bel_pool *pool, u32 s,
 			continue;
 		}
 		if (o->t <= b->used) {
-			o->id = BEL_NONE;	/* a later use is recorded */
+			/* A later use is recorded; parked, it goes all the same. */
+			if (s == BEL_LRU_PARKED)
+				o->pad = BEL_LRU_LATE;
+			else
+				o->id = BEL_NONE;
 			continue;
 		}
 		bel_lru_unlink(pool, sh, b);
 		b->used = o->t;
 		BEL_WRITE(b->lru_shard, BEL_LRU_MOVING);
 		o->pad = BEL_LRU_TAKEN;
+		taken++;
 	}
+	/* Counted before the lock goes: see pool->lru_in_transit. */
+	if (taken)
+		bel_lru_transit(pool, taken);
 	bel_spin_unlock(&sh->lock);
 }
 
@@ -560,8 +603,9 @@ static void bel_lru_log_merge(struct bel_client *c)
 	struct bel_lru_log *l = &c->log;
 	struct bel_pool *pool = c->pool;
 	struct bel_lru_shard *home = &pool->lru[c->lru_home];
-	u32 start[BEL_LRU_SHARDS + 2] = { 0 }, pos[BEL_LRU_SHARDS + 1];
-	u32 i, s, at = BEL_NONE;
+	/* Groups: the shards, the parked list, then blocks in transit. */
+	u32 start[BEL_LRU_PARKED + 3] = { 0 }, pos[BEL_LRU_PARKED + 2];
+	u32 i, s, at = BEL_NONE, landed = 0;
 	bool front = false;
 
 	/* Group by the shard each block is on now (moving: the last group). */
@@ -574,10 +618,10 @@ static void bel_lru_log_merge(struct bel_client *c)
 			continue;
 		}
 		s = BEL_READ(b->lru_shard);
-		l->e[i].pad = s == BEL_LRU_MOVING ? BEL_LRU_SHARDS : s;
+		l->e[i].pad = s == BEL_LRU_MOVING ? BEL_LRU_PARKED + 1 : s;
 		start[l->e[i].pad + 1]++;
 	}
-	for (s = 0; s <= BEL_LRU_SHARDS; s++) {
+	for (s = 0; s <= BEL_LRU_PARKED + 1; s++) {
 		start[s + 1] += start[s];
 		pos[s] = start[s];
 	}
@@ -588,10 +632,11 @@ static void bel_lru_log_merge(struct bel_client *c)
 		l->spare[pos[s]].id = l->e[i].id;
 		l->spare[pos[s]++].pad = i;
 		l->e[i].pad = s == c->lru_home ? BEL_LRU_HOME :
-			      s == BEL_LRU_SHARDS ? BEL_LRU_LATE : BEL_LRU_TAKEN;
+			      s == BEL_LRU_PARKED + 1 ? BEL_LRU_LATE :
+			      BEL_LRU_TAKEN;
 	}
 	/* 1. */
-	for (s = 0; s < BEL_LRU_SHARDS; s++)
+	for (s = 0; s <= BEL_LRU_PARKED; s++)
 		if (s != c->lru_home && start[s + 1] > start[s])
 			bel_lru_take(pool, s, l->spare + start[s],
 				     start[s + 1] - start[s], l->e);
@@ -603,6 +648,7 @@ static void bel_lru_log_merge(struct bel_client *c)
 
 		if (e->id == BEL_NONE || e->pad == BEL_LRU_LATE)
 			continue;
+		landed += e->pad == BEL_LRU_TAKEN;
 		b = bel_lru_block(pool, e->id);
 		if (!b) {
 			e->id = BEL_NONE;	/* taken only from a live region */
@@ -630,6 +676,8 @@ static void bel_lru_log_merge(struct bel_client *c)
 		bel_lru_link_after(pool, home, e->id, b, at);
 		BEL_WRITE(b->lru_shard, c->lru_home);
 	}
+	if (landed)
+		bel_lru_transit(pool, -(s32)landed);
 	bel_spin_unlock(&home->lock);
 	/* 3. */
 	for (i = 0; i < l->n; i++) {
@@ -662,14 +710,77 @@ void bel_lru_log(struct bel_client *c, const u32 *ids, const u64 *t, u32 n)
 	bel_spin_unlock(&l->lock);
 }
 
+void bel_lru_wait_transit_locked(struct bel_pool *pool)
+{
+	/* Merges take no pool lock: each one in flight ends by itself. */
+	while (bel_load_acquire(&pool->lru_in_transit))
+		bel_cpu_relax();
+}
+
+void bel_lru_touch_locked(struct bel_client *c, u32 id, u64 t)
+{
+	struct bel_block *b = bel_block_of(c->pool, id);
+
+	BEL_ASSERT(b->in_lru);
+	bel_lru_move_home(c->pool, c->lru_home, id, b, t);
+}
+
+void bel_lru_unpark(struct bel_client *c, u32 id)
+{
+	struct bel_block *b = bel_lru_block(c->pool, id);
+
+	/* Not parked: stays where it is (t 0 is no use). */
+	if (b)
+		bel_lru_move_home(c->pool, c->lru_home, id, b, 0);
+}
+
+/* Merge one client's log, the pool lock held; how many entries it had. */
+static u32 bel_lru_merge_one_locked(struct bel_client *c)
+{
+	u32 n;
+
+	bel_spin_lock(&c->log.lock);
+	n = c->log.n;
+	c->pool->lru_merged += n;
+	if (n)
+		bel_lru_log_merge(c);
+	bel_spin_unlock(&c->log.lock);
+	return n;
+}
+
 void bel_lru_merge_locked(struct bel_pool *pool)
 {
-	struct bel_client *c;
+	struct bel_lru_cursor cur = { .next = pool->clients };
+	struct bel_lru_cursor **pp;
+	u32 budget = BEL_SCAN_CHUNK;
 
-	for (c = pool->clients; c; c = c->next_client) {
-		bel_spin_lock(&c->log.lock);
-		if (c->log.n)
-			bel_lru_log_merge(c);
-		bel_spin_unlock(&c->log.lock);
+	cur.link = pool->merge_cursors;
+	pool->merge_cursors = &cur;
+	while (cur.next) {
+		struct bel_client *c = cur.next;
+		u32 n;
+
+		cur.next = c->next_client;
+		n = bel_lru_merge_one_locked(c) + 1;
+		if (n < budget) {
+			budget -= n;
+		} else if (cur.next) {
+			/* A close meanwhile moves the cursor past itself. */
+			bel_pool_pause_locked(pool);
+			budget = BEL_SCAN_CHUNK;
+		}
 	}
+	for (pp = &pool->merge_cursors; *pp != &cur; pp = &(*pp)->link)
+		;
+	*pp = cur.link;
+}
+
+void bel_lru_client_gone_locked(struct bel_client *c)
+{
+	struct bel_lru_cursor *cur;
+
+	for (cur = c->pool->merge_cursors; cur; cur = cur->link)
+		if (cur->next == c)
+			cur->next = c->next_client;
+	bel_lru_merge_one_locked(c);
 }

@@ -36,7 +36,7 @@ int bel_pool_init(struct bel_pool *pool)
 
 	memset(pool, 0, sizeof(*pool));
 	bel_spin_init(&pool->lock);
-	for (s = 0; s < BEL_LRU_SHARDS; s++) {
+	for (s = 0; s <= BEL_LRU_PARKED; s++) {
 		bel_spin_init(&pool->lru[s].lock);
 		pool->lru[s].head = BEL_NONE;
 		pool->lru[s].tail = BEL_NONE;
@@ -60,7 +60,7 @@ void bel_pool_destroy(struct bel_pool *pool)
 	pool->nr_regions = 0;
 	pool->nr_reserved = 0;
 	pool->block_size = 0;
-	for (slot = 0; slot < BEL_LRU_SHARDS; slot++)
+	for (slot = 0; slot <= BEL_LRU_PARKED; slot++)
 		bel_spin_destroy(&pool->lru[slot].lock);
 	bel_spin_destroy(&pool->lock);
 }

@@ -263,6 +263,26 @@ static inline int check_pool(struct bel_pool *p)
 		CHECK_EQ(p->lru[slot].tail, prev);
 		lru_n += steps;
 	}
+	/*
+	 * Parked: blocks an eviction met pinned, in no order. Once every log
+	 * is merged, each still has a pin, or its last release would have
+	 * taken it back.
+	 */
+	prev = BEL_NONE;
+	steps = 0;
+	for (id = p->lru[BEL_LRU_PARKED].head; id != BEL_NONE && steps <= total;
+	     id = bel_block_of(p, id)->next, steps++) {
+		struct bel_block *b = bel_block_of(p, id);
+
+		CHECK_EQ(b->lru_shard, BEL_LRU_PARKED);
+		CHECK(b->in_lru && b->state == BEL_BLOCK_PUBLISHED &&
+		      !b->retired);
+		CHECK(b->pins);
+		CHECK_EQ(b->prev, prev);
+		prev = id;
+	}
+	CHECK_EQ(p->lru[BEL_LRU_PARKED].tail, prev);
+	lru_n += steps;
 	CHECK_EQ(lru_idle, pub_n - pinned);
 	CHECK_EQ(lru_n, pub_n - unindexed);
 	for (i = 0; i < p->nr_buckets; i++)
