@@ -41,8 +41,11 @@
  * and pins; open /dev/beluga again for separate ownership.
  *
  * Eviction: when ALLOC finds no free block it evicts published blocks with
- * no pins, least recently used first (LOOKUP with BELUGA_LOOKUP_PIN and
- * PUBLISH count as use). A pinned block is never evicted or reused.
+ * no pins, least recently used first. A block's use is its PUBLISH and
+ * the RELEASE of its last pin (or the close that drops it); a LOOKUP, with
+ * or without BELUGA_LOOKUP_PIN, does not move it. A pinned block is never
+ * evicted or reused, and once it has no pins it counts as used at that
+ * moment.
  *
  * Mapping: mmap() of /dev/beluga maps the offset space [0, map_size) from
  * BELUGA_IOC_INFO, or any page-aligned part of it. Mappings are pinnable
@@ -400,6 +403,12 @@ struct beluga_stats {
  * ATTACH clears a device-dax range, node memory comes zeroed, and a
  * shared pool's FORMAT clears its data area (BELUGA_IOC_ATTACH).
  *
+ * An ALLOC that evicts does bounded work each time it holds the pool's
+ * lock: it merges the clients' pending LRU updates and looks at pinned
+ * blocks in chunks, letting other callers in between. A pinned block it
+ * meets is not looked at again until its last pin goes, so ALLOCs that
+ * fail on a pool whose blocks are all pinned cost almost nothing each.
+ *
  * The answer is @offsets; the struct is only read (it may be read-only).
  *
  * Errors: -ENOSPC when free plus evictable blocks are fewer than @count;
@@ -532,9 +541,9 @@ struct beluga_publish {
  *	of the common errors), so it comes before @keys is read and before
  *	-ENODEV. May be 0 without the flag (a count-only probe).
  *
- * With BELUGA_LOOKUP_PIN every hit gets one pin owned by the calling file
- * and moves to the most recently used end of the LRU; the caller must
- * RELEASE each pin (or close the file). Without it nothing changes in the
+ * With BELUGA_LOOKUP_PIN every hit gets one pin owned by the calling file;
+ * the caller must RELEASE each pin (or close the file), and the release of
+ * a block's last pin makes it the most recently used (see Eviction above). Without it nothing changes in the
  * pool but the counters, and the offsets are only a hint: the blocks may
  * be evicted at any time.
  *
