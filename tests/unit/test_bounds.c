@@ -12,7 +12,9 @@
  *   2. Many clients whose LRU logs are nearly full: the evicting ALLOC
  *      merges them in holds of at most one chunk (plus one log), and still
  *      evicts exactly the least recently used block.
- *   3. Blocks that a merge moves between LRU shards are still seen by a
+ *   3. The use of a block is the release of its last pin, not the pin
+ *      (finding 6: the uapi header now says so).
+ *   4. Blocks that a merge moves between LRU shards are still seen by a
  *      claim: ALLOC of every evictable block never answers -ENOSPC while a
  *      releaser's merges move hundreds of blocks at once.
  */
@@ -214,7 +216,33 @@ static void merge_under_lock_is_bounded(void)
 	teardown(p, w, NULL);
 }
 
-/* --- 3. blocks in transit ----------------------------------------------- */
+/*
+ * Finding 6: the uapi header's rule of use. A pinned at t1, B published at
+ * t2, A's pin released at t3: B is the least recently used.
+ */
+static void last_release_is_the_use(void)
+{
+	static const u32 sizes[] = { 2 };
+	struct bel_pool *p = pool_with(1, sizes);
+	struct bel_client *w = bel_client_new(p);
+	struct bel_client *r = bel_client_new(p);
+	struct beluga_key a = K(1);
+	u64 pin, off;
+	u32 hits;
+
+	put_key(w, 0, a);
+	CHECK_EQ(bel_lookup(r, 0, 1, &a, true, &pin, &hits), 0);
+	CHECK_EQ(hits, 1);
+	put_key(w, 0, K(2));
+	CHECK_EQ(bel_release(r, 1, &pin), 0);
+	CHECK_EQ(bel_alloc(w, 1, &off), 0);
+	CHECK_EQ(has_key(w, 0, K(2)), 0);
+	CHECK_EQ(has_key(w, 0, a), 1);
+	CHECK_EQ(bel_free(w, 1, &off), 0);
+	teardown(p, w, r);
+}
+
+/* --- 4. blocks in transit ----------------------------------------------- */
 
 #define TBLOCKS		1200
 #define TRUN		64		/* the releaser pins at most this many */
@@ -306,6 +334,7 @@ int main(void)
 {
 	TAP_RUN(all_pinned_alloc_is_bounded);
 	TAP_RUN(merge_under_lock_is_bounded);
+	TAP_RUN(last_release_is_the_use);
 	TAP_RUN(claim_sees_blocks_in_transit);
 	return tap_done();
 }
