@@ -239,6 +239,19 @@ def main():
             w(f"| {r['op']} | {r['n']} | {stat(r, 'pool_lock_ns', 0)} | "
               f"{stat(r, 'client_mutex_ns', 0)} | {other} |")
         w("")
+        ev = sel(pr, kind="evicthold")
+        if ev:
+            w("An evicting ALLOC's longest pool-lock hold (second review, findings 3 and 4): "
+              "`merge_logs` is one ALLOC(1) that must evict while every client's LRU log holds "
+              "1,023 entries; `all_pinned_first` and `all_pinned_next` are two ALLOC(1) calls on "
+              "a pool whose blocks are all pinned, both failing with -ENOSPC.")
+            w("")
+            w("| case | clients | log entries waiting | blocks | pool lock, longest hold ns |")
+            w("|---|---:|---:|---:|---:|")
+            for r in ev:
+                w(f"| {r['case']} | {r['clients']:,} | {r['log_entries']:,} | {r['blocks']:,} | "
+                  f"{stat(r, 'pool_lock_ns', 0)} |")
+            w("")
         w("| blocks | index buckets | struct bel_block B | bucket B per block | metadata B per block | of a 4 KiB block |")
         w("|---:|---:|---:|---:|---:|---:|")
         for r in sel(pr, kind="memory"):

@@ -13,7 +13,13 @@
  *    longest hold of each lock in each call: median, min and max over
  *    --calls calls (default 31). This is the "before" figure for a read
  *    path that does not serialise on one lock (issue 11).
- * 2. The kernel's metadata bytes per block: sizeof(struct bel_block) plus
+ * 2. The pool lock's longest hold in an evicting ALLOC (second review,
+ *    findings 3 and 4): with 1, 100 and 5,000 clients (--quick: 1 and 100)
+ *    whose LRU logs each hold 1,023 entries, and on a pool of 262,144
+ *    blocks all pinned (the first ALLOC, which parks them, and the next).
+ *    The figure is bounded by design whatever the count; the entries
+ *    merged and blocks looked at are printed beside it.
+ * 3. The kernel's metadata bytes per block: sizeof(struct bel_block) plus
  *    the index's bucket array (a power of two at least the number of
  *    blocks, 4 bytes a bucket) per block, for pools of 1K to 256K blocks,
  *    printed with the derivation. The module compiles the same header, so
@@ -196,6 +202,134 @@ static void lock_holds(u32 len, int calls)
 	free(res);
 }
 
+/* ---- eviction's holds -------------------------------------------------- */
+
+#define EVICT_NS 6
+#define LOG_FILL (BEL_LRU_LOG - 1)	/* a log that has not merged itself */
+
+/* Publish keys 0..n of EVICT_NS through @c. */
+static void evict_fill(struct bel_client *c, u64 n)
+{
+	static u64 offs[BELUGA_MAX_BATCH];
+	static struct beluga_key keys[BELUGA_MAX_BATCH];
+	static struct beluga_publish_item res[BELUGA_MAX_BATCH];
+	u64 done, i;
+	u32 ok, ex, fail;
+
+	for (done = 0; done < n; done += i) {
+		u32 b = n - done > BELUGA_MAX_BATCH ? BELUGA_MAX_BATCH :
+						      (u32)(n - done);
+
+		if (bel_alloc(c, b, offs))
+			die("probe: ALLOC while filling");
+		for (i = 0; i < b; i++)
+			keys[i] = mkkey(PROBE_TAG, done + i);
+		if (bench_core_publish(c, EVICT_NS, b, offs, keys, res, &ok,
+				       &ex, &fail) || ok != b)
+			die("probe: PUBLISH while filling");
+	}
+}
+
+/* LOOKUP+PIN keys 0..n (n <= BELUGA_MAX_BATCH) into @offs. */
+static void evict_pin(struct bel_client *c, u64 first, u32 n, u64 *offs)
+{
+	static struct beluga_key keys[BELUGA_MAX_BATCH];
+	u32 i, hits;
+
+	for (i = 0; i < n; i++)
+		keys[i] = mkkey(PROBE_TAG, first + i);
+	if (bel_lookup(c, EVICT_NS, n, keys, true, offs, &hits) || hits != n)
+		die("probe: LOOKUP+PIN of %u: %u hits", n, hits);
+}
+
+static void evict_rec(const char *what, u64 clients, u64 entries,
+		      u64 blocks, double *v, int n)
+{
+	rec_begin("evicthold");
+	rec_str("backend", "core");
+	rec_str("case", what);
+	rec_int("clients", (long long)clients);
+	rec_int("log_entries", (long long)entries);
+	rec_int("blocks", (long long)blocks);
+	rec_int("runs", n);
+	rec_three("pool_lock_ns", v, n);
+	rec_end();
+	printf("%-22s %8llu %10llu %8llu %12.0f %12.0f %12.0f\n", what,
+	       (unsigned long long)clients, (unsigned long long)entries,
+	       (unsigned long long)blocks, median(v, n), v[0], v[n - 1]);
+}
+
+static void eviction_holds(int rounds)
+{
+	static const u64 fleet[] = { 1, 100, 5000 };
+	u64 nblocks = 2048, pinned = 262144, i;
+	int f, k, nfleet = opt.quick ? 2 : 3;
+	u64 *offs = xcalloc(pinned, sizeof(u64)), off;
+	double v[2][64];
+
+	printf("\n== the pool lock's longest hold in an evicting ALLOC (%s), %d rounds ==\n",
+	       opt.env, rounds);
+	printf("%-22s %8s %10s %8s %12s %12s %12s\n", "case", "clients",
+	       "log ents", "blocks", "hold ns", "(min", "max)");
+	for (f = 0; f < nfleet; f++) {
+		struct bel_pool *pool = core_pool_new(nblocks, 4096);
+		struct bel_client *w = bel_client_new(pool);
+		struct bel_client **cl = xcalloc(fleet[f], sizeof(*cl));
+
+		watch_pool = &pool->lock;
+		watch_client = NULL;
+		evict_fill(w, nblocks);
+		for (i = 0; i < fleet[f]; i++)
+			if (!(cl[i] = bel_client_new(pool)))
+				die("probe: out of memory at client %llu",
+				    (unsigned long long)i);
+		for (k = 0; k < rounds; k++) {
+			/* Each log fills with the same LOG_FILL keys. */
+			for (i = 0; i < fleet[f]; i++) {
+				evict_pin(cl[i], 0, LOG_FILL, offs);
+				if (bel_release(cl[i], LOG_FILL, offs))
+					die("probe: RELEASE");
+			}
+			max_pool = 0;
+			if (bel_alloc(w, 1, &off) || bel_free(w, 1, &off))
+				die("probe: evicting ALLOC");
+			v[0][k] = (double)max_pool;
+		}
+		evict_rec("merge_logs", fleet[f], fleet[f] * LOG_FILL, nblocks,
+			  v[0], rounds);
+		for (i = 0; i < fleet[f]; i++)
+			bel_client_release(cl[i]);
+		bel_client_release(w);
+		core_pool_free(pool);
+		free(cl);
+	}
+	for (k = 0; k < rounds; k++) {
+		struct bel_pool *pool = core_pool_new(pinned, 4096);
+		struct bel_client *w = bel_client_new(pool);
+		struct bel_client *r = bel_client_new(pool);
+
+		watch_pool = &pool->lock;
+		evict_fill(w, pinned);
+		for (i = 0; i < pinned; i += BELUGA_MAX_BATCH)
+			evict_pin(r, i, BELUGA_MAX_BATCH, offs + i);
+		max_pool = 0;
+		if (bel_alloc(w, 1, &off) != -ENOSPC)
+			die("probe: ALLOC on an all-pinned pool did not fail");
+		v[0][k] = (double)max_pool;
+		max_pool = 0;
+		if (bel_alloc(w, 1, &off) != -ENOSPC)
+			die("probe: ALLOC on an all-pinned pool did not fail");
+		v[1][k] = (double)max_pool;
+		bel_client_release(r);
+		bel_client_release(w);
+		core_pool_free(pool);
+	}
+	evict_rec("all_pinned_first", 2, 0, pinned, v[0], rounds);
+	evict_rec("all_pinned_next", 2, 0, pinned, v[1], rounds);
+	watch_pool = NULL;
+	free(offs);
+}
+
 /* ---- bytes per block ------------------------------------------------- */
 
 static void bytes_per_block(void)
@@ -279,6 +413,7 @@ int main(int argc, char **argv)
 	out_open("probe");
 	for (l = 0; l < nlens; l++)
 		lock_holds((u32)lens[l], calls);
+	eviction_holds(opt.quick ? 2 : 5);
 	bytes_per_block();
 	out_close();
 	return 0;
