@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
 # dkms-install.sh [-b] [-u] [-n]
 # Install beluga.ko through DKMS: copy the module's sources (kmod/, uapi/,
 # VERSION) and dkms.conf, made from dkms.conf.in, to /usr/src/beluga-VERSION,

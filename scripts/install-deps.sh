@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
 # Install everything Beluga's build, tests, demo and benchmarks need on a
 # Debian 12 (bookworm) machine, from Debian's own archive only:
 #   - bookworm: compiler, kernel headers for 6.1, busybox, sparse, dkms, ...,
