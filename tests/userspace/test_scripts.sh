@@ -4,7 +4,10 @@
 # The operator's scripts where a newcomer first meets them:
 # - scripts/beluga-setup on a server with no dax device yet (fake sysfs
 #   trees, $BELUGA_SYSFS_ROOT): it says what it found and what to do, and
-#   exits 0.
+#   exits 0;
+# - scripts/install-deps.sh on anything but Debian 12 (fake os-release
+#   files, $BELUGA_OS_RELEASE): it refuses before changing anything (apt,
+#   dpkg stubbed to log), naming Documentation/install.md.
 #
 # Usage: tests/userspace/test_scripts.sh   (prints TAP)
 set -u
@@ -71,4 +74,55 @@ expect_out "beluga-setup, a region without a dax device: says to load dax_cxl, l
 	0 "$tmp/setup.out" "$rc" "CXL regions: region0" "region0 exist but have no dax device" \
 	"modprobe dax_cxl" "node1: 1024 MiB total"
 
+# ---- install-deps.sh refuses anything but Debian 12 --------------------------
+mkdir -p "$tmp/stub"
+for cmd in apt-get apt-cache dpkg-query dpkg; do
+	printf '#!/bin/sh\necho "%s $*" >>"%s"\n' "$cmd" "$tmp/apt-calls" >"$tmp/stub/$cmd"
+	chmod +x "$tmp/stub/$cmd"
+done
+os_release() { # os_release FILE ID VERSION_ID PRETTY_NAME
+	printf 'PRETTY_NAME="%s"\nID=%s\nVERSION_ID="%s"\n' "$4" "$2" "$3" >"$1"
+}
+run_deps() { # run_deps OS_RELEASE [ARG]: output in $tmp/deps.out, status in $rc
+	env PATH="$tmp/stub:$PATH" BELUGA_OS_RELEASE="$1" BELUGA_CACHE="$tmp/cache" \
+		"$top/scripts/install-deps.sh" ${2:+"$2"} >"$tmp/deps.out" 2>&1
+	rc=$?
+}
+refused() { # refused NAME OS_RELEASE PATTERN...
+	local name=$1 file=$2
+	shift 2
+	rm -f "$tmp/apt-calls"
+	run_deps "$file"
+	expect_out "install-deps refuses $name, naming Debian 12 and Documentation/install.md" 1 \
+		"$tmp/deps.out" "$rc" "Debian 12 (bookworm)" "Documentation/install.md" "$@"
+	if [ ! -e "$tmp/apt-calls" ] && [ ! -e "$tmp/cache" ]; then
+		ok "install-deps refuses $name before running apt or writing anything"
+	else
+		not_ok "install-deps refuses $name before running apt or writing anything" \
+			"(ran: $(tr '\n' ';' <"$tmp/apt-calls" 2>/dev/null))"
+	fi
+}
+os_release "$tmp/ubuntu-24.04" ubuntu 24.04 "Ubuntu 24.04.1 LTS"
+refused "Ubuntu 24.04" "$tmp/ubuntu-24.04" "this is Ubuntu 24.04.1 LTS" "Nothing was changed"
+os_release "$tmp/ubuntu-22.04" ubuntu 22.04 "Ubuntu 22.04.5 LTS"
+refused "Ubuntu 22.04" "$tmp/ubuntu-22.04" "ID=ubuntu VERSION_ID=22.04"
+os_release "$tmp/debian-13" debian 13 "Debian GNU/Linux 13 (trixie)"
+refused "Debian 13" "$tmp/debian-13" "ID=debian VERSION_ID=13"
+os_release "$tmp/rhel-9" rhel 9.4 "Red Hat Enterprise Linux 9.4 (Plow)"
+refused "RHEL 9" "$tmp/rhel-9" "Red Hat Enterprise Linux 9.4"
+refused "a system without os-release" "$tmp/missing" "cannot read $tmp/missing"
+
+os_release "$tmp/debian-12" debian 12 "Debian GNU/Linux 12 (bookworm)"
+rm -f "$tmp/apt-calls"
+run_deps "$tmp/debian-12" --check-system
+expect_out "install-deps --check-system accepts Debian 12" 0 "$tmp/deps.out" "$rc" \
+	"Debian GNU/Linux 12 (bookworm): supported"
+run_deps "$tmp/debian-12" --frobnicate
+expect_out "install-deps: an unknown argument is a usage error" 2 "$tmp/deps.out" "$rc" \
+	"unknown argument '--frobnicate'"
+if [ -s "$top/Documentation/install.md" ]; then
+	ok "Documentation/install.md, which the refusal names, exists"
+else
+	not_ok "Documentation/install.md, which the refusal names, exists"
+fi
 tap_done
