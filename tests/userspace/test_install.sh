@@ -58,7 +58,11 @@ for cmd in dkms ldconfig systemd-sysusers groupadd udevadm systemctl depmod modp
 	printf '#!/bin/sh\necho "%s $*" >>"$STUB_LOG"\n' "$cmd" >"$tmp/stub/$cmd"
 	chmod +x "$tmp/stub/$cmd"
 done
-stubbed=(env PATH="$tmp/stub:$PATH" STUB_LOG="$tmp/host-commands")
+# The installs see only the directories given here: none inherited from the
+# environment or from a calling make's command line (MAKEFLAGS).
+clean_env=(env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL -u DESTDIR -u PREFIX -u BINDIR -u LIBDIR
+	-u INCLUDEDIR -u PKGCONFIGDIR -u SYSCONFDIR -u UNITDIR -u SYSUSERSDIR -u PYTHONDIR)
+stubbed=("${clean_env[@]}" PATH="$tmp/stub:$PATH" STUB_LOG="$tmp/host-commands")
 
 # PREFIX: everything under it (and the configuration under /etc).
 opt=$tmp/opt-root
@@ -129,7 +133,7 @@ fi
 # loader's cache and creates the group (here into a scratch PREFIX and
 # SYSCONFDIR, the commands stubbed); as a user it says what root must run.
 live=$tmp/live
-out=$(env PATH="$tmp/stub:$PATH" STUB_LOG="$tmp/live-commands" \
+out=$("${clean_env[@]}" PATH="$tmp/stub:$PATH" STUB_LOG="$tmp/live-commands" \
 	make -s -C "$top" install PREFIX="$live" SYSCONFDIR="$live/etc" 2>&1)
 rc=$?
 if [ "$(id -u)" -eq 0 ]; then
