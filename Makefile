@@ -4,7 +4,14 @@
 #   make                 module for the running kernel (or KDIR=...) + userspace
 #   make module KDIR=... only the module
 #   make userspace       libbeluga, belugactl, demo
-#   make install         DKMS install of the module + userspace install
+#   make install         libbeluga, headers, pkg-config, tools, the Python
+#                        package, and the server's files: systemd unit,
+#                        /etc/beluga.conf, modprobe.d, udev rule, sysusers.d
+#                        (PREFIX=/usr/local; DESTDIR= stages a tree and touches
+#                        nothing else on this host)
+#   make install-dkms    the module's sources to /usr/src/beluga-VERSION, then
+#                        dkms add/build/install for the running kernel; with
+#                        DESTDIR=, only the sources, staged for a package
 #   make test            everything, in QEMU guests; ends with "N passed, N failed"
 #   make demo            a QEMU CXL guest serving a prefix-reuse workload
 #   make check           W=1 and sparse (C=1) builds against 6.1 and 6.12, checkpatch
@@ -33,8 +40,10 @@ userspace:
 	$(MAKE) -C userspace
 
 install: userspace
-	$(MAKE) -C userspace install PREFIX=$(PREFIX) DESTDIR=$(DESTDIR)
-	scripts/dkms-install.sh
+	$(MAKE) -C userspace install install-systemd PREFIX=$(PREFIX) DESTDIR=$(DESTDIR)
+
+install-dkms:
+	DESTDIR=$(DESTDIR) scripts/dkms-install.sh
 
 test:
 	scripts/test.sh
@@ -64,4 +73,4 @@ clean:
 	-$(MAKE) -C tests/kselftest clean
 	rm -rf build
 
-.PHONY: all module userspace install test demo check bench test-debug fuzz core-fuzz clean
+.PHONY: all module userspace install install-dkms test demo check bench test-debug fuzz core-fuzz clean

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: GPL-2.0
 # belbench inside the 6.12 benchmark guest (busybox ash), run as /beluga/run by
 # the initramfs's /init after scripts/vm/guest-setup.sh made the CXL regions
 # (dax0.0, dax1.0: emulated CXL type-3 memory bound to device_dax) and loaded

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
 # bench/plots.sh RESULTS_DIR PLOT_DIR
 # PNG plots (gnuplot) from belbench's plot data (*.dat):
 #   hit-ratio.png   replay hit ratio against pool capacity, with the bound

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
 # bench/report.sh [--all] RESULTS_DIR
 # The targets table from belbench's ratio records (*.jsonl): one line per
 # figure and environment, over all the sizes it was measured at (min..max of

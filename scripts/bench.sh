@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
 # scripts/bench.sh [options]
 # Beluga against the designs it replaces, every baseline in the same run
 # (bench/README.md). Runs belbench natively on the host (the portable core and
@@ -44,7 +45,7 @@ while [ $# -gt 0 ]; do
 	--trace) trace=$2; shift ;;
 	--timeout) tmo=$2; shift ;;
 	--guest-cmd) gcmds+="$2"$'\n'; shift ;;
-	-h | --help) sed -n '2,25p' "$0"; exit 0 ;;
+	-h | --help) sed -n '3,26p' "$0"; exit 0 ;;
 	*) die "unknown option $1 (see --help)" ;;
 	esac
 	shift

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
 # check-root-kbuild.sh KVER: the kernel's usual out-of-tree command,
 #   make -C /lib/modules/KVER/build M=$PWD
 # run from the repository root (through the root Kbuild), builds a beluga.ko

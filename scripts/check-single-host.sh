@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
 # check-single-host.sh KVER [SHARED_KO]: the single-host module. Builds beluga.ko
 # with BELUGA_SHARED=n and W=1 against KVER's headers (scripts/vm/build-module.sh -N,
 # in its own build copy), fails on any warning, and checks that it holds none of the

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
 # scripts/check.sh: what `make check` runs. Static checks, each one TAP result:
 #   1. beluga.ko against the 6.1 and 6.12 headers with W=1, failing on any warning;
 #   2. the same with C=1 (sparse), failing on any sparse warning; 2a. the single-host

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
 # scripts/demo.sh: what `make demo` runs. Installs the dependencies, builds
 # beluga.ko for Debian's 6.12 kernel and the static userspace tools, boots a QEMU
 # TCG guest with three emulated CXL type-3 memory devices, loads the module,

@@ -1,13 +1,18 @@
 #!/usr/bin/env bash
-# dkms-install.sh [-b] [-u] [-n]
+# SPDX-License-Identifier: GPL-2.0
+# dkms-install.sh [-b] [-u] [-n]          (make install-dkms)
 # Install beluga.ko through DKMS: copy the module's sources (kmod/, uapi/,
-# VERSION) and dkms.conf, made from dkms.conf.in, to /usr/src/beluga-VERSION,
-# then dkms add, build and install for each
+# VERSION, LICENSES/) and dkms.conf, made from dkms.conf.in, to
+# /usr/src/beluga-VERSION, then dkms add, build and install for each
 # kernel in $KVERS (default: the running kernel). Idempotent: an earlier copy of
 # the same version is removed from DKMS first.
 #   -b   build only (dkms add + build, no install into /lib/modules)
 #   -u   uninstall: dkms remove beluga/VERSION --all and delete /usr/src/beluga-VERSION
 #   -n   print the dkms.conf it would install and stop (no root needed)
+# With DESTDIR set (a package's staging tree), only the sources and dkms.conf
+# are copied, to $DESTDIR/usr/src/beluga-VERSION: no dkms command runs and
+# nothing outside DESTDIR is written; the package's postinst runs
+# `dkms install beluga/VERSION` on the target.
 # VERSION is the content of the VERSION file.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -38,11 +43,13 @@ if [ $print_conf -eq 1 ]; then
 	exit 0
 fi
 
-[ "$(id -u)" -eq 0 ] || die "must run as root (writes /usr/src and runs dkms); re-run with sudo"
-command -v dkms >/dev/null || die "dkms not found: apt-get install dkms (scripts/install-deps.sh installs it)"
+destdir=${DESTDIR:-}
+if [ -n "$destdir" ] && { [ $build_only -eq 1 ] || [ $uninstall -eq 1 ]; }; then
+	die "-b and -u act on this host's DKMS, DESTDIR ($destdir) only stages the sources: unset DESTDIR"
+fi
 name=$(dkms_conf | sed -n 's/^PACKAGE_NAME="\(.*\)"$/\1/p')
 [ -n "$name" ] || die "cannot read PACKAGE_NAME from dkms.conf.in"
-src=/usr/src/$name-$ver
+src=$destdir/usr/src/$name-$ver
 
 # copy_tree: the sources only, no build outputs from an in-tree build
 copy_tree() {
@@ -52,11 +59,18 @@ copy_tree() {
 	cp "$root/VERSION" "$src/"
 	(cd "$root" && find kmod uapi -type f \( -name '*.c' -o -name '*.h' -o -name Kbuild -o -name Makefile \) \
 		! -name '*.mod.c' -print0) | (cd "$root" && xargs -0 cp --parents -t "$src")
-	local f
-	for f in LICENSE COPYING README.md; do
-		if [ -f "$root/$f" ]; then cp "$root/$f" "$src/"; fi
-	done
+	cp -r "$root/LICENSES" "$src/"
+	if [ -f "$root/README.md" ]; then cp "$root/README.md" "$src/"; fi
 }
+
+if [ -n "$destdir" ]; then
+	copy_tree
+	echo "$me: staged $src (dkms.conf inside); on the target run dkms add -m $name -v $ver, then dkms install -m $name -v $ver"
+	exit 0
+fi
+
+[ "$(id -u)" -eq 0 ] || die "must run as root (writes /usr/src and runs dkms); re-run with sudo"
+command -v dkms >/dev/null || die "dkms not found: apt-get install dkms (scripts/install-deps.sh installs it)"
 
 # remove_old: drop NAME/VER from DKMS if it is there. dkms needs the source's
 # dkms.conf to remove, so this runs after copy_tree (also repairs a tree whose

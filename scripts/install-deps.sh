@@ -1,19 +1,64 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
 # Install everything Beluga's build, tests, demo and benchmarks need on a
 # Debian 12 (bookworm) machine, from Debian's own archive only:
 #   - bookworm: compiler, kernel headers for 6.1, busybox, sparse, dkms, ...,
 #     stress-ng and trinity (the debug lane copies them into its guest);
 #   - bookworm-backports: QEMU 10 (volatile CXL memory) and Linux 6.12.
 # Idempotent: a second run only checks that everything is present.
+# Any other system is refused before anything is changed (it would get a
+# Debian apt source): Documentation/install.md has the manual path.
+#   --check-system   only say whether this system is supported (exit 0 or 1)
 set -euo pipefail
 
-stamp_dir=${BELUGA_CACHE:-/var/cache/beluga}
-mkdir -p "$stamp_dir"
+# BELUGA_OS_RELEASE: another os-release file, for the tests only.
+os_release=${BELUGA_OS_RELEASE:-/etc/os-release}
+check_only=0
+case ${1:-} in
+--check-system) check_only=1 ;;
+"") ;;
+*)
+	echo "install-deps: unknown argument '$1' (usage: install-deps.sh [--check-system])" >&2
+	exit 2
+	;;
+esac
+
+# os_field NAME: NAME's value in the os-release file (sourced in a subshell,
+# as os-release(5) allows)
+os_field() {
+	(
+		set +u
+		# shellcheck disable=SC1090
+		. "$os_release" && printf '%s' "${!1:-}"
+	)
+}
+if [ ! -r "$os_release" ]; then
+	echo "install-deps: cannot read $os_release, so cannot tell whether this is Debian 12 (bookworm)," \
+		"the only system this script supports. Elsewhere install the dependencies by hand:" \
+		"Documentation/install.md" >&2
+	exit 1
+fi
+os_id=$(os_field ID) os_version=$(os_field VERSION_ID)
+if [ "$os_id" != debian ] || [ "$os_version" != 12 ]; then
+	echo "install-deps: this is $(os_field PRETTY_NAME) (ID=$os_id VERSION_ID=$os_version in $os_release);" \
+		"this script supports Debian 12 (bookworm) only: it would add Debian's bookworm-backports apt" \
+		"source and install Debian's kernels. Nothing was changed. Install the dependencies by hand" \
+		"as Documentation/install.md describes (Ubuntu 22.04 and 24.04, other distributions;" \
+		"signing the module for Secure Boot)." >&2
+	exit 1
+fi
+if [ $check_only -eq 1 ]; then
+	echo "install-deps: $(os_field PRETTY_NAME): supported"
+	exit 0
+fi
 
 if [ "$(id -u)" -ne 0 ]; then
 	echo "install-deps: must run as root (apt-get); re-run with sudo" >&2
 	exit 1
 fi
+
+stamp_dir=${BELUGA_CACHE:-/var/cache/beluga}
+mkdir -p "$stamp_dir"
 
 export DEBIAN_FRONTEND=noninteractive
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
 # scripts/test.sh: everything `make test` runs, from a fresh clone on Debian 12.
 #   1. scripts/install-deps.sh (idempotent; needs root the first time)
 #   2. host unit tests of the portable core   make -C tests/unit check     (TAP)

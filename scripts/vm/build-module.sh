@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
 # build-module.sh [-W] [-C] [-N] [-q] 6.1|6.12|KVER
 # Build beluga.ko against one guest kernel's headers, in a per-kernel copy of the
 # tree (build/kmod-KVER/{kmod,uapi,VERSION}: the Kbuild includes $(src)/../uapi), and print

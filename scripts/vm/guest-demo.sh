@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: GPL-2.0
 # The demo, inside the 6.12 CXL guest (busybox ash): attach the two CXL ram regions
 # (dax0.0, dax1.0: blocks are striped across them), replay a prefix-sharing
 # workload with beluga-demo, and show the pool. Exit status 0 on success.

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: GPL-2.0
 # /init of Beluga's test initramfs (busybox). Kernel command line:
 #   beluga_kernel=6.1|6.12   topology to set up (scripts/vm/guest-setup.sh)
 #   beluga_timeout=SECS      guest-side time limit for the run script

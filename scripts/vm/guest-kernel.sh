@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
 # guest-kernel.sh 6.1|6.12
 # Fetch Debian's own kernel image package for a guest kernel (the ABI recorded by
 # scripts/install-deps.sh in /var/cache/beluga/kver-ALIAS) with `apt-get download`,

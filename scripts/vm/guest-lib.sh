@@ -1,4 +1,5 @@
 # shellcheck shell=sh
+# SPDX-License-Identifier: GPL-2.0
 # Guest-side helpers (busybox ash), installed in the initramfs as /etc/beluga/lib.sh.
 # TAP results are numbered across every script of one boot through $TAP_N_FILE, and
 # every name carries the kernel alias ("6.12:...") so that names stay unique when the

@@ -1,4 +1,5 @@
 # shellcheck shell=sh
+# SPDX-License-Identifier: GPL-2.0
 # The Python stage of the in-guest suite (busybox ash), installed in the initramfs
 # as /etc/beluga/python.sh and run by tests/vm/guest-tests.sh when the kernel
 # command line has beluga_hostroot=REPO (scripts/vm/run-guest.sh -P REPO).

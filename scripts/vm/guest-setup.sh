@@ -1,4 +1,5 @@
 # shellcheck shell=sh
+# SPDX-License-Identifier: GPL-2.0
 # Guest topology setup, sourced by /init (busybox ash) with lib.sh loaded.
 # Writes /etc/beluga/env (BELUGA_TEST_DAX, BELUGA_TEST_NODE, BELUGA_TEST_KO: the
 # module file, for unload/reload tests) and reports each step

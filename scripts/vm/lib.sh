@@ -1,4 +1,5 @@
 # shellcheck shell=bash
+# SPDX-License-Identifier: GPL-2.0
 # Common helpers for Beluga's QEMU guest scripts. Source it; do not run it.
 #   BELUGA_ROOT   repository root
 #   BELUGA_BUILD  build output directory (default $BELUGA_ROOT/build, gitignored)

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
 # mkinitramfs.sh [options] 6.1|6.12
 # Build a busybox (static) initramfs for one Debian guest kernel:
 #   - the kernel's CXL, nvdimm/pmem and dax modules (+ their dependencies) and

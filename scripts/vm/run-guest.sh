@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
 # run-guest.sh [options] 6.1|6.12
 # Boot a Debian guest kernel under QEMU TCG (never KVM: it hangs on this machine
 # kind) with Beluga's test topology, run a guest script, stream the serial console

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0
 # Re-emit one program's TAP results under a unique name, numbered in a running
 # sequence. Shared by the guest (busybox awk, /etc/beluga/tap-filter.awk) and the
 # host (scripts/test.sh). Input: the program's output (stdout+stderr), then one

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: GPL-2.0
 # One host of the two-guest multi-host test (busybox ash, 6.12 guest); run.sh
 # boots two guests on the same CXL backing files with this script. /mh holds
 # mhtool and "role" (A or B). Both attach dax0.0 as a shared pool (whoever

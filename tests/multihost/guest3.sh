@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: GPL-2.0
 # One host of the three-guest multi-host test (run.sh -S three; busybox ash,
 # 6.12 guest). /mh holds mhtool, "role" (A, B or C), "pool-bdf" (B and C) and
 # "rejoin" (C's second boot). Hosts A, B, C are ids 0, 1, 2 on one pool; they

@@ -1,4 +1,5 @@
 # shellcheck shell=sh
+# SPDX-License-Identifier: GPL-2.0
 # Sourced by guest.sh and guest3.sh (busybox ash, 6.12 guest; run.sh copies it
 # to /mh): agree with the other guests on which dax device is the shared pool.
 # Needs T (mhtool), DAX (the first host's pool device), role, tap_* and check.

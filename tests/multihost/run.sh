@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
 # Multi-host tests: 6.12 guests on one shared CXL pool (scripts/vm/run-guest.sh
 # -m), the multi-host protocol in the kernel module, end to end.
 #

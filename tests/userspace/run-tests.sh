@@ -80,6 +80,8 @@ run version "$here/test_version.sh" "$dir"
 run docs "$here/test_docs.sh" "$here/../.."
 run reports "$here/test_reports.sh" "$here/../.."
 run install "$here/test_install.sh" "$us"
+run licenses "$here/test_licenses.sh" "$here/../.."
+run scripts "$here/test_scripts.sh"
 run python "$here/test_python.sh" "$us"
 
 echo "1..$n"

@@ -1,15 +1,20 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
 #
-# `make install` into a scratch DESTDIR, then build consumers the way an
-# engine would: pkg-config, shared and static, C and C++. Also checks the
-# shared library's ABI surface: the soname, and that it exports exactly the
-# functions libbeluga.h declares.
+# The top-level `make install` and `make install-dkms` into scratch DESTDIRs,
+# as a packager runs them: everything lands under DESTDIR and PREFIX, and
+# nothing outside DESTDIR changes on this host (the trees install could
+# touch are listed with their mtimes before and after). Then build consumers
+# the way an engine would: pkg-config, shared and static, C and C++. Also
+# checks the shared library's ABI surface: the soname, and that it exports
+# exactly the functions libbeluga.h declares.
 #
 # Usage: tests/userspace/test_install.sh USERSPACE_DIR   (prints TAP)
 set -u
 
 src=$(cd "${1:?usage: test_install.sh USERSPACE_DIR}" && pwd)
+top=$(cd "$src/.." && pwd)
+ver=$(cat "$top/VERSION")
 tmp=$(mktemp -d /tmp/beluga-install.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 root=$tmp/root
@@ -23,12 +28,150 @@ check() { # check NAME CMD...: CMD succeeds
 		printf '%s\n' "$out" | sed 's/^/#   /' | head -10
 	fi
 }
+installed() { # installed ROOT PATH...: each PATH exists under ROOT and is not empty
+	local r=$1 f
+	shift
+	for f in "$@"; do
+		if [ -s "$r/$f" ] || [ -L "$r/$f" ]; then ok "installed /$f"; else not_ok "installed /$f"; fi
+	done
+}
 
-check "make install DESTDIR=... PREFIX=/usr" make -s -C "$src" install DESTDIR="$root" PREFIX=/usr
-for f in usr/lib/libbeluga.so.1 usr/lib/libbeluga.so usr/lib/libbeluga.a usr/include/libbeluga.h \
-	usr/include/linux/beluga.h usr/lib/pkgconfig/beluga.pc usr/bin/belugactl usr/bin/beluga-demo; do
-	if [ -e "$root/$f" ]; then ok "installed $f"; else not_ok "installed $f"; fi
+# What an install could write on this host, with mtimes: the DESTDIR runs
+# below must leave every line as it was. Deep trees are listed only as deep
+# as an install writes, so that a python3 writing its bytecode caches
+# elsewhere in dist-packages does not count.
+host_trees=("/usr/local" "/usr/src" "/etc" "/var/lib/dkms" "/lib/modules/$(uname -r)"
+	"/usr/lib/systemd/system" "/usr/lib/sysusers.d" "/usr/lib/udev/rules.d" "/usr/lib/pkgconfig")
+shallow_trees=("/usr/lib/python3/dist-packages" "/usr/include" "/usr/include/linux" "/usr/bin" "/usr/lib")
+snapshot() {
+	{
+		find "${host_trees[@]}" -xdev -printf '%p %y %m %s %T@\n' 2>/dev/null
+		find "${shallow_trees[@]}" -xdev -maxdepth 1 -printf '%p %y %m %s %T@\n' 2>/dev/null
+	} | sort
+}
+snapshot >"$tmp/host-before"
+
+# dkms, ldconfig and the group tools, replaced by stand-ins that only log:
+# a DESTDIR install must call none of them.
+mkdir -p "$tmp/stub"
+for cmd in dkms ldconfig systemd-sysusers groupadd udevadm systemctl depmod modprobe; do
+	printf '#!/bin/sh\necho "%s $*" >>"$STUB_LOG"\n' "$cmd" >"$tmp/stub/$cmd"
+	chmod +x "$tmp/stub/$cmd"
 done
+# The installs see only the directories given here: none inherited from the
+# environment or from a calling make's command line (MAKEFLAGS).
+clean_env=(env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL -u DESTDIR -u PREFIX -u BINDIR -u LIBDIR
+	-u INCLUDEDIR -u PKGCONFIGDIR -u SYSCONFDIR -u UNITDIR -u SYSUSERSDIR -u PYTHONDIR)
+stubbed=("${clean_env[@]}" PATH="$tmp/stub:$PATH" STUB_LOG="$tmp/host-commands")
+
+# PREFIX: everything under it (and the configuration under /etc).
+opt=$tmp/opt-root
+check "make install DESTDIR=... PREFIX=/opt/beluga" \
+	"${stubbed[@]}" make -s -C "$top" install DESTDIR="$opt" PREFIX=/opt/beluga
+installed "$opt" opt/beluga/lib/libbeluga.so.1 opt/beluga/include/libbeluga.h \
+	opt/beluga/lib/pkgconfig/beluga.pc opt/beluga/bin/belugactl \
+	opt/beluga/lib/systemd/system/beluga.service opt/beluga/lib/sysusers.d/beluga.conf
+outside=$(cd "$opt" && find . -mindepth 1 -maxdepth 2 ! -path ./opt ! -path ./opt/beluga \
+	! -path ./etc ! -path './etc/*' | sed 's|^\.||' | tr '\n' ' ')
+if [ -z "$outside" ]; then
+	ok "PREFIX=/opt/beluga: nothing outside /opt/beluga but the configuration in /etc"
+else
+	not_ok "PREFIX=/opt/beluga: nothing outside /opt/beluga but the configuration in /etc (also: $outside)"
+fi
+if grep -qx 'prefix=/opt/beluga' "$opt/opt/beluga/lib/pkgconfig/beluga.pc" 2>/dev/null; then
+	ok "PREFIX=/opt/beluga: beluga.pc says prefix=/opt/beluga"
+else
+	not_ok "PREFIX=/opt/beluga: beluga.pc says prefix=/opt/beluga"
+fi
+if grep -qx 'ExecStart=/opt/beluga/bin/belugactl apply /etc/beluga.conf' \
+	"$opt/opt/beluga/lib/systemd/system/beluga.service" 2>/dev/null; then
+	ok "PREFIX=/opt/beluga: beluga.service runs /opt/beluga/bin/belugactl"
+else
+	not_ok "PREFIX=/opt/beluga: beluga.service runs /opt/beluga/bin/belugactl"
+fi
+
+# A package's tree: PREFIX=/usr, the server's files included.
+check "make install DESTDIR=... PREFIX=/usr" \
+	"${stubbed[@]}" make -s -C "$top" install DESTDIR="$root" PREFIX=/usr
+installed "$root" usr/lib/libbeluga.so.1 usr/lib/libbeluga.so usr/lib/libbeluga.a usr/include/libbeluga.h \
+	usr/include/linux/beluga.h usr/lib/pkgconfig/beluga.pc usr/bin/belugactl usr/bin/beluga-demo \
+	usr/bin/beluga-setup \
+	usr/lib/systemd/system/beluga.service etc/beluga.conf etc/modprobe.d/beluga.conf \
+	etc/udev/rules.d/60-beluga.rules usr/lib/sysusers.d/beluga.conf
+# The group the udev rule grants /dev/beluga to is the one sysusers.d creates.
+rule_group=$(sed -n 's/.*GROUP="\([^"]*\)".*/\1/p' "$root/etc/udev/rules.d/60-beluga.rules" 2>/dev/null)
+if [ -n "$rule_group" ] && grep -qE "^g[[:space:]]+$rule_group([[:space:]]|\$)" \
+	"$root/usr/lib/sysusers.d/beluga.conf" 2>/dev/null; then
+	ok "sysusers.d/beluga.conf creates the group the udev rule names ($rule_group)"
+else
+	not_ok "sysusers.d/beluga.conf creates the group the udev rule names ('$rule_group')"
+fi
+
+# DKMS, staged: the module's sources and dkms.conf under DESTDIR/usr/src.
+check "make install-dkms DESTDIR=..." "${stubbed[@]}" make -s -C "$top" install-dkms DESTDIR="$root"
+dkms_src=usr/src/beluga-$ver
+installed "$root" "$dkms_src/dkms.conf" "$dkms_src/VERSION" "$dkms_src/kmod/Kbuild" \
+	"$dkms_src/uapi/linux/beluga.h" "$dkms_src/LICENSES/preferred/GPL-2.0"
+if grep -qx "PACKAGE_VERSION=\"$ver\"" "$root/$dkms_src/dkms.conf" 2>/dev/null; then
+	ok "the staged dkms.conf names version $ver"
+else
+	not_ok "the staged dkms.conf names version $ver"
+fi
+# The module's sources as git knows them (a tarball: as find sees them).
+module_src=$(cd "$top" && { git ls-files kmod uapi 2>/dev/null ||
+	find kmod uapi -type f ! -name '*.mod.c'; } | grep -E '(\.[ch]|/Kbuild|/Makefile)$')
+missing_src=$(while read -r f; do [ -f "$root/$dkms_src/$f" ] || echo "$f"; done <<<"$module_src" | tr '\n' ' ')
+if [ "$(wc -l <<<"$module_src")" -lt 10 ]; then
+	not_ok "the staged DKMS tree holds every source of kmod/ and uapi/ (found only '$module_src' in $top)"
+elif [ -z "$missing_src" ]; then
+	ok "the staged DKMS tree holds every source of kmod/ and uapi/"
+else
+	not_ok "the staged DKMS tree holds every source of kmod/ and uapi/ (missing: $missing_src)"
+fi
+
+# Without DESTDIR the install is the live system's: as root it refreshes the
+# loader's cache and creates the group (here into a scratch PREFIX and
+# SYSCONFDIR, the commands stubbed); as a user it says what root must run.
+live=$tmp/live
+out=$("${clean_env[@]}" PATH="$tmp/stub:$PATH" STUB_LOG="$tmp/live-commands" \
+	make -s -C "$top" install PREFIX="$live" SYSCONFDIR="$live/etc" 2>&1)
+rc=$?
+if [ "$(id -u)" -eq 0 ]; then
+	want="ldconfig ;systemd-sysusers $live/lib/sysusers.d/beluga.conf;"
+	got=$(tr '\n' ';' <"$tmp/live-commands" 2>/dev/null)
+	if [ $rc -eq 0 ] && [ "$got" = "$want" ]; then
+		ok "make install without DESTDIR, as root, runs ldconfig and systemd-sysusers"
+	else
+		not_ok "make install without DESTDIR, as root, runs ldconfig and systemd-sysusers (exit $rc, ran: '$got')"
+		printf '%s\n' "$out" | tail -5 | sed 's/^/#   /'
+	fi
+else
+	if [ $rc -eq 0 ] && [ ! -s "$tmp/live-commands" ] && grep -q 'as root.*ldconfig' <<<"$out"; then
+		ok "make install without DESTDIR, as a user, runs nothing and says what root must run"
+	else
+		not_ok "make install without DESTDIR, as a user, runs nothing and says what root must run (exit $rc)"
+		printf '%s\n' "$out" | tail -5 | sed 's/^/#   /'
+	fi
+fi
+if grep -qx "ConditionPathExists=$live/etc/beluga.conf" "$live/lib/systemd/system/beluga.service" 2>/dev/null; then
+	ok "SYSCONFDIR: beluga.service reads beluga.conf from it"
+else
+	not_ok "SYSCONFDIR: beluga.service reads beluga.conf from it"
+fi
+
+# Nothing ran against this host, and nothing on it changed.
+if [ -s "$tmp/host-commands" ]; then
+	not_ok "DESTDIR installs run no host command (ran: $(tr '\n' ';' <"$tmp/host-commands"))"
+else
+	ok "DESTDIR installs run no host command (dkms, ldconfig, systemd-sysusers, groupadd, ...)"
+fi
+snapshot >"$tmp/host-after"
+if cmp -s "$tmp/host-before" "$tmp/host-after"; then
+	ok "DESTDIR installs leave the host as it was (${#host_trees[@]} trees and ${#shallow_trees[@]} directories compared)"
+else
+	not_ok "DESTDIR installs leave the host as it was; changed:"
+	diff "$tmp/host-before" "$tmp/host-after" | grep '^[<>]' | head -20 | sed 's/^/#   /'
+fi
 if cmp -s "$root/usr/include/linux/beluga.h" "$src/../uapi/linux/beluga.h"; then
 	ok "the installed <linux/beluga.h> is the uapi header"
 else
@@ -109,13 +252,6 @@ else
 	fi
 fi
 
-# The boot-time files (packaging/), as a package would install them.
-check "make install-systemd DESTDIR=... PREFIX=/usr" \
-	make -s -C "$src" install-systemd DESTDIR="$root" PREFIX=/usr
-for f in usr/lib/systemd/system/beluga.service etc/beluga.conf etc/modprobe.d/beluga.conf \
-	etc/udev/rules.d/60-beluga.rules; do
-	if [ -s "$root/$f" ]; then ok "installed $f"; else not_ok "installed $f"; fi
-done
 if grep -qx 'ExecStart=/usr/bin/belugactl apply /etc/beluga.conf' \
 	"$root/usr/lib/systemd/system/beluga.service" 2>/dev/null; then
 	ok "beluga.service runs belugactl from BINDIR"

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: GPL-2.0
 # Beluga's in-guest test suite (busybox ash), run by the initramfs's /init after
 # the topology is set up and beluga.ko is loaded. Prints TAP: every result name is
 # prefixed with the kernel alias so that results stay unique across guests.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0
 """Engine processes for the multi-process tests: start one, hear from it, reap it.
 
 An engine is a function fn(conn, *args) run in a forked process; it reports

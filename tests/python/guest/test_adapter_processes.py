@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0
 """Engines of different kinds, each in its own process, share one pool.
 
 One process serves a set of conversations through one adapter (vLLM's

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0
 """Several engine processes on one pool, through the binding.
 
 Each engine is a separate process with its own open file of the device, as

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0
 """The engines' base classes, reduced to their method signatures, as
 recorded in shared/reviews/engines.md and the sources it cites:
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0
 """Replays LMCache's storage-plugin calls on beluga.adapters.lmcache.
 
 The sequence follows LMCache's backend interfaces in

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0
 """Replays SGLang HiCache's storage calls on beluga.adapters.sglang.
 
 The sequence follows python/sglang/srt/mem_cache/hicache_storage.py

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0
 """Replays vLLM's offloading call sequence on beluga.adapters.vllm.
 
 The sequence follows vLLM's OffloadingManager / OffloadingWorker contract in

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0
 """A workload of requests with shared prefixes, its oracle, and the KV
 bytes a model would compute for each block.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0
 """Blocks stored through one adapter are found, byte-exact, through the
 others when they are configured alike: same model geometry, tokens per
 block, salt (so the same namespace) and the SHA-256 page chain as keys."""

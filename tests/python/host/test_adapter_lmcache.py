@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0
 """beluga.adapters.lmcache through LMCache's storage-plugin calls
 (tests/python/harness/lmcache_plugin.py)."""
 

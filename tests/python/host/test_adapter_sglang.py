@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0
 """beluga.adapters.sglang through SGLang HiCache's storage calls
 (tests/python/harness/sglang_hicache.py)."""
 

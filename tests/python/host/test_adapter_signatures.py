@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0
 """The adapters against the engines' interfaces as recorded (signatures
 from the engines' sources, harness/engine_stubs.py): built on those base
 classes they instantiate (no abstract method left) and every method the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0
 """beluga.adapters.vllm through the vLLM offloading call sequence
 (tests/python/harness/vllm_offload.py)."""
 

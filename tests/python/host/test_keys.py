@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0
 """Key schemes and namespace derivation.
 
 The SGLang vectors are recomputed here with hashlib from the definition in

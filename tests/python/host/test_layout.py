@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0
 """BlockLayout arithmetic: sizes, parts, offsets and views (no pool needed)."""
 
 import numpy as np

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0
 """KVStore over the binding: store/load round trips, parts, races, full
 pools and partial loads.  Runs on the fake backend and, unchanged, in the
 guest against the real module (fresh salts per test; sizes from the pool)."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
 """Block keys and namespaces.
 
 A Beluga key is 16 bytes (struct beluga_key {lo, hi}, little-endian); a

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
 """Where each byte of a model's KV block lives inside Beluga pool blocks.
 
 One engine block (``tokens_per_block`` tokens of one tensor-parallel shard)

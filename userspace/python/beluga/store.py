@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
 """KVStore: engine-neutral KV block storage on a Beluga pool.
 
 One key per engine block, every layer inside it (``layout.BlockLayout``).

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
 """Engine adapters over beluga.store.KVStore.
 
 Each module implements one engine's interface as recorded in

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
 """LMCache storage plugin (``StoragePluginInterface`` with the
 ``AllocatorBackendInterface`` calls, lmcache/v1/storage_backend/
 abstract_backend.py; the zero-copy shape of MaruBackend, engines.md 1.3).

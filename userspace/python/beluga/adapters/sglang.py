@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
 """SGLang HiCache storage backend (``HiCacheStorage``,
 python/sglang/srt/mem_cache/hicache_storage.py @001067ff).
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
 """vLLM KV offloading (v0.21+, ``vllm/v1/kv_offload/base.py`` @0105e232).
 
 Load it with the OffloadingConnector::
