@@ -82,6 +82,7 @@ run reports "$here/test_reports.sh" "$here/../.."
 run install "$here/test_install.sh" "$us"
 run licenses "$here/test_licenses.sh" "$here/../.."
 run scripts "$here/test_scripts.sh"
+run examples "$here/test_examples.sh" "$dir"
 run python "$here/test_python.sh" "$us"
 
 echo "1..$n"
