@@ -14,6 +14,8 @@
 #                        DESTDIR=, only the sources, staged for a package
 #   make test            everything, in QEMU guests; ends with "N passed, N failed"
 #   make demo            a QEMU CXL guest serving a prefix-reuse workload
+#   make try             the README's Python quick start over the fake kernel:
+#                        seconds, no root, no CXL, no module
 #   make check           W=1 and sparse (C=1) builds against 6.1 and 6.12, checkpatch
 #   make bench           benchmarks with their baselines (table + JSON + plots)
 #   make test-debug      the in-guest suite on a KASAN/lockdep/kmemleak kernel
@@ -51,6 +53,9 @@ test:
 demo:
 	scripts/demo.sh
 
+try:
+	scripts/try.sh
+
 check:
 	scripts/check.sh
 
@@ -73,4 +78,4 @@ clean:
 	-$(MAKE) -C tests/kselftest clean
 	rm -rf build
 
-.PHONY: all module userspace install install-dkms test demo check bench test-debug fuzz core-fuzz clean
+.PHONY: all module userspace install install-dkms test demo try check bench test-debug fuzz core-fuzz clean

@@ -84,6 +84,7 @@ run licenses "$here/test_licenses.sh" "$here/../.."
 run scripts "$here/test_scripts.sh"
 run examples "$here/test_examples.sh" "$dir"
 run python "$here/test_python.sh" "$us"
+run try "$here/test_try.sh" "$here/../.."
 
 echo "1..$n"
 echo "# userspace: $((n - failed)) passed, $failed failed"
