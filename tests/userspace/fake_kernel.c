@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "bel_core.h"
@@ -298,6 +299,54 @@ static int cmd_lookup(int fd, void *arg)
 	return 0;
 }
 
+/* BELUGA_FAKE_ATTACHING and BELUGA_FAKE_ATTACH_MS (fake_kernel.h). */
+static const char *attaching_file;
+static unsigned long attach_ms;
+
+#define FAKE_ATTACH_STEPS	20
+
+/* Replace @path whole with @text: a reader never sees half a line. */
+static void write_whole(const char *path, const char *text)
+{
+	char tmp[4096];
+	FILE *f;
+
+	snprintf(tmp, sizeof(tmp), "%s.new", path);
+	f = fopen(tmp, "w");
+	if (!f)
+		return;
+	fputs(text, f);
+	if (fclose(f) || rename(tmp, path))
+		unlink(tmp);
+}
+
+/*
+ * The module's step 1 of ATTACH (kmod/region.c): the range is zeroed (a
+ * node's memory allocated) before the region joins the pool, and the
+ * pool's sysfs "attaching" shows "NAME DONE LENGTH" meanwhile. Here that
+ * takes attach_ms, in FAKE_ATTACH_STEPS steps, and the attribute is a file.
+ */
+static void fake_prepare_region(const char *name, uint64_t length)
+{
+	struct timespec step_time = {
+		.tv_sec = (time_t)(attach_ms / FAKE_ATTACH_STEPS / 1000),
+		.tv_nsec = (long)(attach_ms / FAKE_ATTACH_STEPS % 1000) * 1000000,
+	};
+	char line[128];
+	unsigned int step;
+
+	if (!attaching_file || !attach_ms)
+		return;
+	for (step = 0; step < FAKE_ATTACH_STEPS; step++) {
+		snprintf(line, sizeof(line), "%s %llu %llu\n", name,
+			 (unsigned long long)(length / FAKE_ATTACH_STEPS * step),
+			 (unsigned long long)length);
+		write_whole(attaching_file, line);
+		nanosleep(&step_time, NULL);
+	}
+	write_whole(attaching_file, "");
+}
+
 /* kmod/region.c's beluga_attach_validate(), then the pool. */
 static int cmd_attach(int fd, void *arg)
 {
@@ -350,6 +399,7 @@ static int cmd_attach(int fd, void *arg)
 		fake.block_size = a->block_size;
 	else if (a->block_size && a->block_size != pool.block_size)
 		return -EINVAL;
+	fake_prepare_region(a->name, a->length);
 	slot = fake_kernel_add_region(a->name, (enum beluga_backend)a->backend, a->node,
 				      a->phys_start, a->length);
 	if (slot < 0)
@@ -631,6 +681,9 @@ __attribute__((constructor)) static void fake_kernel_from_env(void)
 	fake_kernel_reset(bs ? strtoull(bs, NULL, 0) : 65536,
 			  mb ? (uint32_t)strtoul(mb, NULL, 0) : BELUGA_MAX_BATCH);
 	fake.lookup_skew = getenv("BELUGA_FAKE_LOOKUP_SKEW") != NULL;
+	attaching_file = getenv("BELUGA_FAKE_ATTACHING");
+	if (getenv("BELUGA_FAKE_ATTACH_MS"))
+		attach_ms = strtoul(getenv("BELUGA_FAKE_ATTACH_MS"), NULL, 0);
 	fake_hosts_from_file(getenv("BELUGA_FAKE_HOSTS"));
 	if (!regions_env)
 		return;

@@ -18,6 +18,9 @@
  *   BELUGA_FAKE_LOOKUP_SKEW=1                  LOOKUP returns wrong offsets
  *   BELUGA_FAKE_HOSTS=FILE                     host records for HOSTS, one a
  *                                              line (fake_kernel.c)
+ *   BELUGA_FAKE_ATTACHING=FILE                 ATTACH takes BELUGA_FAKE_ATTACH_MS
+ *   BELUGA_FAKE_ATTACH_MS=2000                 and shows its progress in FILE as
+ *                                              the pool's sysfs "attaching" does
  */
 #ifndef BELUGA_FAKE_KERNEL_H
 #define BELUGA_FAKE_KERNEL_H

@@ -20,9 +20,25 @@
 
 /* ---- attach ---- */
 
-static void print_attached(const struct beluga_attach *a)
+static void print_attached(const struct beluga_attach *a, enum progress_mode mode)
 {
 	char bsz[32], total[32];
+
+	if (mode == PROGRESS_JSON) {
+		struct json j;
+
+		json_init_line(&j, stdout);
+		json_object_begin(&j, NULL);
+		json_string(&j, "event", "attached");
+		json_string(&j, "name", a->name);
+		json_u64(&j, "region_id", a->region_id);
+		json_u64(&j, "nr_blocks", a->nr_blocks);
+		json_u64(&j, "block_size", a->block_size);
+		json_u64(&j, "first_offset", a->first_offset);
+		json_object_end(&j);
+		json_finish(&j);
+		return;
+	}
 
 	printf("attached %s: region %u, %" PRIu64 " blocks of %s (%s) at offset %#" PRIx64 "\n",
 	       a->name[0] ? a->name : "region", a->region_id, (uint64_t)a->nr_blocks,
@@ -41,6 +57,7 @@ struct attach_request {
 	int host_id;		/* shared: -1 for the module's host_id */
 	unsigned int flags;	/* shared: LIBBELUGA_SHARED_FORMAT */
 	int force;		/* dax: attach even though the node is held */
+	int json;		/* --json: progress and result as JSON lines */
 };
 
 /* A refusal that attach_one() has reported itself. */
@@ -114,11 +131,15 @@ static int guard_dax_node(const struct attach_request *req, int *saved_now)
  */
 static int attach_one(struct beluga *b, const struct attach_request *req)
 {
+	struct attach_progress progress;
+	enum progress_mode mode;
 	struct beluga_attach out;
 	int saved_now = 0, ret;
 
 	if (req->dax && guard_dax_node(req, &saved_now))
 		return ATTACH_REFUSED;
+	mode = req->json ? PROGRESS_JSON : isatty(STDERR_FILENO) ? PROGRESS_TTY : PROGRESS_OFF;
+	attach_progress_start(&progress, b, mode, req->dax, req->node);
 	if (req->shared)
 		ret = beluga_attach_dax_shared(b, req->dax, req->block_size, req->host_id,
 					       req->flags, &out);
@@ -126,6 +147,7 @@ static int attach_one(struct beluga *b, const struct attach_request *req)
 		ret = beluga_attach_dax(b, req->dax, req->block_size, &out);
 	else
 		ret = beluga_attach_node(b, req->node, req->bytes, req->block_size, &out);
+	attach_progress_stop(&progress);
 	if (ret) {
 		if (saved_now)
 			dax_node_restore(req->dax, NULL);
@@ -135,7 +157,7 @@ static int attach_one(struct beluga *b, const struct attach_request *req)
 		snprintf(out.name, sizeof(out.name), "%s", req->dax);
 	else if (!out.name[0])
 		snprintf(out.name, sizeof(out.name), "node%d", req->node);
-	print_attached(&out);
+	print_attached(&out, mode);
 	return 0;
 }
 
@@ -149,11 +171,12 @@ int cmd_attach(int argc, char **argv)
 		{ "format", no_argument, NULL, 'F' },
 		{ "host-id", required_argument, NULL, 'H' },
 		{ "force", no_argument, NULL, 'f' },
+		{ "json", no_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	uint64_t node = 0, bytes = 0, block_size = 0, host_id = 0;
-	int have_node = 0, have_size = 0, force = 0, opt, ret;
+	int have_node = 0, have_size = 0, force = 0, json = 0, opt, ret;
 	int shared = 0, format = 0, have_host_id = 0;
 	struct attach_request req;
 	const char *dax = NULL;
@@ -186,6 +209,9 @@ int cmd_attach(int argc, char **argv)
 			break;
 		case 'f':
 			force = 1;
+			break;
+		case 'j':
+			json = 1;
 			break;
 		case 'H':
 			if (parse_u64(optarg, &host_id) || host_id > 15)
@@ -222,7 +248,7 @@ int cmd_attach(int argc, char **argv)
 	req = (struct attach_request){
 		.dax = dax, .node = (int)node, .bytes = bytes, .block_size = block_size,
 		.shared = shared, .host_id = have_host_id ? (int)host_id : -1,
-		.flags = format ? LIBBELUGA_SHARED_FORMAT : 0, .force = force,
+		.flags = format ? LIBBELUGA_SHARED_FORMAT : 0, .force = force, .json = json,
 	};
 	ret = open_device(O_RDWR, &b);
 	if (ret)

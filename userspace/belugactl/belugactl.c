@@ -143,9 +143,9 @@ int parse_block_size(const char *s, uint64_t *out)
 
 static const struct command commands[] = {
 	{ "attach", cmd_attach,
-	  "DAX_DEVICE [--block-size SIZE] [--force]\n"
-	  "       belugactl attach --node N --size SIZE [--block-size SIZE]\n"
-	  "       belugactl attach --shared [--host-id N] [--format] DAX_DEVICE",
+	  "DAX_DEVICE [--block-size SIZE] [--force] [--json]\n"
+	  "       belugactl attach --node N --size SIZE [--block-size SIZE] [--json]\n"
+	  "       belugactl attach --shared [--host-id N] [--format] DAX_DEVICE [--json]",
 	  "Add a memory region to the pool (needs root).\n\n"
 	  "  DAX_DEVICE         a device-dax instance bound to device_dax, e.g. /dev/dax0.0\n"
 	  "                     or dax0.0; attached whole (see `belugactl list`)\n"
@@ -162,7 +162,14 @@ static const struct command commands[] = {
 	  "  --format           with --shared: start the shared pool over (refused while\n"
 	  "                     other hosts are alive)\n"
 	  "  --force            attach DAX_DEVICE even though another process has its\n"
-	  "                     node open or mapped (it could write the pool's blocks)\n\n"
+	  "                     node open or mapped (it could write the pool's blocks)\n"
+	  "  --json             JSON lines on stdout: {\"event\": \"progress\", \"name\",\n"
+	  "                     \"done\", \"length\", \"elapsed_ms\"} while the module prepares\n"
+	  "                     the region, then {\"event\": \"attached\", \"name\",\n"
+	  "                     \"region_id\", \"nr_blocks\", \"block_size\", \"first_offset\"}\n\n"
+	  "The module zeroes a dax device (allocates a node's memory) before the region\n"
+	  "joins the pool: seconds per GiB, minutes on emulated CXL. On a terminal, attach\n"
+	  "shows its progress on stderr (from the pool's sysfs \"attaching\").\n"
 	  "While a dax device is attached its node (/dev/daxX.Y) is mode 0000; detach\n"
 	  "restores the mode it had (kept in /run/beluga). Without --force, attach refuses\n"
 	  "a device that another process has open or mapped and names the process.\n"

@@ -7,6 +7,8 @@
 #ifndef BELUGACTL_H
 #define BELUGACTL_H
 
+#include <limits.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -111,6 +113,35 @@ int dax_node_tighten(const char *dax, const char *path);
  */
 int dax_node_restore(const char *dax, unsigned int *mode);
 
+/* ---- progress of an ATTACH, from the pool's sysfs "attaching" (progress.c) ---- */
+
+enum progress_mode {
+	PROGRESS_OFF,		/* stderr is not a terminal, and no --json */
+	PROGRESS_TTY,		/* one line on stderr, rewritten in place */
+	PROGRESS_JSON,		/* {"event": "progress", ...} lines on stdout */
+};
+
+struct attach_progress {
+	enum progress_mode mode;
+	char path[PATH_MAX];		/* the pool's sysfs "attaching" */
+	char name[BELUGA_NAME_LEN];	/* the region followed: dax0.0, node1 */
+	int dax;			/* zeroing a dax range, else allocating */
+	int shown;			/* a terminal line is on screen */
+	int running, stop;
+	pthread_t thread;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+};
+
+/*
+ * Follow the ATTACH of @dax ("dax0.0", "/dev/dax0.0"), or of node @node when
+ * @dax is NULL, on the pool behind @b, until attach_progress_stop(), which
+ * also erases the terminal line.
+ */
+void attach_progress_start(struct attach_progress *p, struct beluga *b, enum progress_mode mode,
+			   const char *dax, int node);
+void attach_progress_stop(struct attach_progress *p);
+
 /* ---- argument parsing (util/parse.c) ---- */
 
 /*
@@ -135,9 +166,12 @@ struct json {
 	FILE *f;
 	int depth;
 	int items[JSON_MAX_DEPTH];	/* values written at each depth */
+	int one_line;			/* JSON Lines: the document on one line */
 };
 
 void json_init(struct json *j, FILE *f);
+/* A writer whose document is one line (a JSON Lines record). */
+void json_init_line(struct json *j, FILE *f);
 /* @key is NULL at the top level and inside arrays. */
 void json_object_begin(struct json *j, const char *key);
 void json_object_end(struct json *j);

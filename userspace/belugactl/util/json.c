@@ -17,6 +17,12 @@ void json_init(struct json *j, FILE *f)
 	j->f = f;
 }
 
+void json_init_line(struct json *j, FILE *f)
+{
+	json_init(j, f);
+	j->one_line = 1;
+}
+
 static void json_indent(struct json *j)
 {
 	int i;
@@ -57,7 +63,10 @@ static void json_put_string(FILE *f, const char *s)
 /* Comma, newline, indent and "key": before the next value. */
 static void json_prefix(struct json *j, const char *key)
 {
-	if (j->depth > 0) {
+	if (j->depth > 0 && j->one_line) {
+		if (j->items[j->depth])
+			fputs(", ", j->f);
+	} else if (j->depth > 0) {
 		fputs(j->items[j->depth] ? ",\n" : "\n", j->f);
 		json_indent(j);
 	}
@@ -83,7 +92,7 @@ static void json_close(struct json *j, char bracket)
 
 	if (j->depth > 0)
 		j->depth--;
-	if (had_items) {
+	if (had_items && !j->one_line) {
 		fputc('\n', j->f);
 		json_indent(j);
 	}
