@@ -12,14 +12,20 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/vm/lib.sh
+# a line per stage with its time, a heartbeat per minute (stderr)
+. scripts/progress.sh
+progress_init "make demo" "$BELUGA_BUILD/demo-stage-times"
 
+progress_stage "dependencies (scripts/install-deps.sh)"
 if [ "$(id -u)" -eq 0 ]; then
 	scripts/install-deps.sh
 elif [ ! -s "$BELUGA_CACHE/kver-6.12" ]; then
 	die "dependencies are not installed: run 'sudo scripts/install-deps.sh' once"
 fi
 
+progress_stage "beluga.ko for 6.12"
 ko=$(scripts/vm/build-module.sh 6.12) || die "beluga.ko does not build against the 6.12 headers (see above)"
+progress_stage "static belugactl and beluga-demo"
 [ -f userspace/Makefile ] || die "userspace/Makefile is missing: belugactl and beluga-demo are not in this tree yet"
 make -C userspace static >&2 || die "'make -C userspace static' failed: belugactl/beluga-demo cannot be built (see above)"
 missing=()
@@ -29,6 +35,7 @@ done
 [ ${#missing[@]} -eq 0 ] || die "missing after 'make -C userspace static': ${missing[*]}"
 
 out=$BELUGA_BUILD/demo
+progress_stage "the guest: boot, attach, workload" "$out/console.log"
 mkdir -p "$out/etc"
 printf '%s\n' "${BELUGA_DEMO_ARGS:-}" >"$out/etc/demo-args"
 set +e
@@ -36,6 +43,7 @@ scripts/vm/run-guest.sh -r scripts/vm/guest-demo.sh -k "$ko" -o "$out" -t "${BEL
 	-d userspace/build/static:/usr/bin -d "$out/etc:/etc/beluga" 6.12
 rc=$?
 set -e
+progress_end
 if [ $rc -eq 0 ] && grep -q '^demo: ok' "$out/results.tap"; then
 	echo "demo: ok ($(cat "$out/time"); console log: $out/console.log)"
 	exit 0

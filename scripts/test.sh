@@ -26,6 +26,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/vm/lib.sh
+# a line per stage with its time, a heartbeat per minute (stderr; the TAP is unchanged)
+. scripts/progress.sh
 
 # One `make test` per tree at a time: a second one waits (they would share build/test,
 # the per-kernel module build dirs and the CPU).
@@ -45,6 +47,7 @@ stream=$T/stream.tap
 kernels=${BELUGA_GUEST_KERNELS:-6.1 6.12}
 gtmo=${BELUGA_GUEST_TIMEOUT:-1200}
 t_start=$(date +%s)
+progress_init "make test" "$BELUGA_BUILD/test-stage-times"
 
 # out LINE...: one line of the TAP stream (printed and kept)
 out() {
@@ -98,6 +101,7 @@ suite() {
 
 out "# beluga make test: $(date -u '+%Y-%m-%d %H:%M:%S UTC') on $(uname -r), $(nproc) cpus"
 
+progress_stage "dependencies (scripts/install-deps.sh)" "$L/install-deps.log"
 # 1. dependencies ---------------------------------------------------------------
 if [ "$(id -u)" -eq 0 ]; then
 	step host:install-deps "$L/install-deps.log" scripts/install-deps.sh || true
@@ -122,13 +126,18 @@ host_suite() {
 	suite "$name" "$L/$name.log" 1800 make -C "$dir" "$target"
 	out "# $name: $(elapsed "$t0") s"
 }
+progress_stage "core unit tests (tests/unit)" "$L/unit.log"
 host_suite unit tests/unit check
+progress_stage "multi-host simulator (tests/unit/mh)" "$L/unit-mh.log"
 host_suite unit-mh tests/unit/mh check
+progress_stage "userspace host tests (make -C userspace check)" "$L/userspace.log"
 host_suite userspace userspace check
+progress_stage "CUDA build and GPU check" "$L/cuda.log"
 # 3b. the GPU path: nvcc builds the CUDA code (SKIP without nvcc); the device check
 #     runs where a GPU is present, else says SKIP with the reason
 suite cuda "$L/cuda.log" 900 scripts/device-check-cuda.sh
 
+progress_stage "module builds (W=1 for $kernels, root Kbuild, single-host)"
 # 4. the module, W=1, for both guest kernels -------------------------------------
 declare -A ko=()
 for k in $kernels; do
@@ -164,6 +173,7 @@ if step build:beluga.ko-6.12-W=1-single-host "$L/single-host.log" \
 	single_dir=$BELUGA_BUILD/kmod-$(kver_of 6.12)-single/single-host
 fi
 
+progress_stage "static kselftests and tools, Python package"
 # 5. static binaries for the guests ----------------------------------------------
 ksft_dir=
 if [ -f tests/kselftest/Makefile ]; then
@@ -197,6 +207,7 @@ if [ -f userspace/Makefile ]; then
 	if step build:python "$L/python-build.log" make -C userspace python; then :; fi
 fi
 
+progress_stage "benchmark smoke run" "$L/bench-smoke.log"
 # 5b. the benchmarks keep building and running (a smoke run: no thresholds) -----------
 if [ -x scripts/bench.sh ]; then
 	if step bench:smoke "$L/bench-smoke.log" scripts/bench.sh --smoke --guest; then :; fi
@@ -204,6 +215,7 @@ else
 	notok bench:smoke "scripts/bench.sh is missing"
 fi
 
+progress_stage "guests ($kernels, in parallel)" "$T/guest-6.12/console.log"
 # 6. the guests, in parallel ----------------------------------------------------------
 declare -A gpid=()
 # an interrupted test.sh takes its guests (and their QEMUs, see run-guest.sh) down
@@ -244,6 +256,7 @@ for k in $kernels; do
 	[ -f "$T/guest-$k/time" ] && out "# $k guest time: $(cat "$T/guest-$k/time")"
 done
 
+progress_stage "debug kernel lane (scripts/test-debug.sh)" "$L/debug.log"
 # 7. the debug kernel lane (KASAN, UBSAN, lockdep, kmemleak, fault injection):
 #    reliability tests, the bounded ioctl fuzzer, the kselftests, module
 #    unload/reload, then a scan of the kernel log. The kernel is built once per
@@ -263,6 +276,7 @@ else
 	out "# debug lane: $(elapsed "$t0") s"
 fi
 
+progress_stage "multi-host guests (tests/multihost/run.sh)" "$L/multihost.log"
 # 8. rack scale: 6.12 guests on one shared CXL pool file (tests/multihost/run.sh -C
 #    -S all): two guests (cross-host reads, same-key race, refused version,
 #    rejoin, a host that stops without detaching), then three (three-way race, a
@@ -273,6 +287,7 @@ t0=$(date +%s)
 suite multihost "$L/multihost.log" 1800 tests/multihost/run.sh -C -S all
 out "# multihost: $(elapsed "$t0") s"
 
+progress_end
 # summary ----------------------------------------------------------------------------
 out "# total time: $(elapsed "$t_start") s"
 awk -v res="$T/results.tap" -v fails="$T/failures" '

@@ -13,6 +13,9 @@ run() {
 }
 [ -c /dev/beluga ] || { echo "demo: /dev/beluga is missing: the module did not load (see above)"; exit 1; }
 [ -n "$BELUGA_TEST_DAX" ] || { echo "demo: no device-dax region was set up (see the setup results above)"; exit 1; }
+echo
+echo "(attach zeroes each device before it joins the pool: 15-20 s per 256 MiB of emulated CXL"
+echo " memory under TCG; belugactl shows the progress when run on a terminal)"
 for d in $BELUGA_TEST_DAX; do
 	run belugactl attach /dev/$d
 done

@@ -76,7 +76,7 @@ run_example "store_and_load: wrong blocks from LOOKUP are caught by the read-bac
 # -Werror, and the program's first error as a user without the module sees it.
 if ! [ -f "$top/userspace/build/libbeluga.a" ]; then
 	not_ok "examples/Makefile builds the examples (userspace/build/libbeluga.a missing: make -C userspace)"
-elif out=$(PKG_CONFIG_PATH= PKG_CONFIG_LIBDIR=/nonexistent \
+elif out=$(PKG_CONFIG_PATH='' PKG_CONFIG_LIBDIR=/nonexistent \
 	make -s -C "$top/examples" O="$tmp/build" 2>&1); then
 	ok "examples/Makefile builds the examples with -Wall -Wextra -Werror against the tree"
 	out=$(BELUGA_DEVICE="$tmp/none" "$tmp/build/store_and_load" 2>&1)
