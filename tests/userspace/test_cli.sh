@@ -248,6 +248,9 @@ fake_env=("${fake_env_nohosts[@]}")
 expect "detach by name through the fake" 0 "detached region 1 (node1)" "${fake_env[@]}" "$fctl" detach node1
 expect "detach: unknown name" 1 "no attached region named 'dax7.0'" "${fake_env[@]}" "$fctl" detach dax7.0
 expect "detach: id out of range" 1 "region ids are 0..15" "${fake_env[@]}" "$fctl" detach 99
+expect "detach: an empty slot names the fix, then where to look" 1 \
+	"no region in slot 5: give the id of an attached region (see \`belugactl status\`)" \
+	"${fake_env[@]}" "$fctl" detach 5
 expect "evict: a missing key names it" 1 "key 00000000000000000000000000000abc is not present in namespace 3" \
 	"${fake_env[@]}" "$fctl" evict --ns 3 --key abc
 expect "evict --all" 0 "namespace 3: evicted 0 blocks" "${fake_env[@]}" "$fctl" evict --ns 3 --all
@@ -292,7 +295,9 @@ else
 fi
 expect "attach with nobody holding the node" 0 "attached dax0.0" "${fake_dax[@]}" "$fctl" attach dax0.0
 if [ "$(stat -c %a "$node")" = 0 ]; then ok "attach: the node is mode 0000"; else not_ok "attach: the node is mode 0000 (mode $(stat -c %a "$node"))"; fi
-expect "attach again fails in the module" 1 "" "${fake_dax[@]}" BELUGA_FAKE_REGIONS="dax0.0:4M" "$fctl" attach dax0.0
+expect "attach again fails in the module, naming the fix" 1 \
+	"dax0.0 is already attached, or overlaps an attached region: detach that region first, or attach another range (see \`belugactl status\`)" \
+	"${fake_dax[@]}" BELUGA_FAKE_REGIONS="dax0.0:4M" "$fctl" attach dax0.0
 if [ "$(stat -c %a "$node")" = 0 ] && [ "$(cat "$tmp/run/dax0.0.mode")" = "$node 0640" ]; then
 	ok "a failed second attach keeps the first one's mode 0000 and saved mode"
 else
