@@ -80,6 +80,7 @@ run version "$here/test_version.sh" "$dir"
 run docs "$here/test_docs.sh" "$here/../.."
 run reports "$here/test_reports.sh" "$here/../.."
 run install "$here/test_install.sh" "$us"
+run man "$here/test_man.sh" "$dir"
 run python "$here/test_python.sh" "$us"
 
 echo "1..$n"
