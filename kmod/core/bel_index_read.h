@@ -15,10 +15,23 @@
 /* Restarts of one key before bel_index_get() takes the pool lock. */
 #define BEL_INDEX_RETRIES	16
 
+#ifdef BEL_TEST_WALK_HOOK
+/*
+ * Unit tests only (tests/unit/Makefile; never the module): the test
+ * defines this hook, which runs as a lock-free walk reaches block @id,
+ * before the walk reads it, so that a test can change the index at
+ * exactly that point of a LOOKUP.
+ */
+void bel_test_at_walk(struct bel_pool *pool, u32 id);
+#define bel_walk_hook(pool, id)	bel_test_at_walk(pool, id)
+#else
+#define bel_walk_hook(pool, id)	do { (void)(pool); (void)(id); } while (0)
+#endif
+
 /* The slow path of bel_index_get(): the key under the pool lock. */
 u32 bel_index_get_locked(struct bel_pool *pool, u64 ns,
-			  const struct beluga_key *key, bool pin,
-			  bool *first, int *err);
+			 const struct beluga_key *key, bool pin,
+			 bool *first, int *err);
 
 /*
  * The bucket array and its size as one reader may use them: the size is
@@ -133,11 +146,13 @@ static inline u32 bel_index_get(struct bel_pool *pool,
 		id = v->buckets ? bel_load_acquire(&v->buckets[(u32)hash & v->mask])
 				: BEL_NONE;
 		while (id != BEL_NONE) {
-			struct bel_block *b = bel_block_rcu(pool, id);
-			u32 seq = bel_load_acquire(&b->seq);
+			struct bel_block *b;
 			bool match;
-			u32 next;
+			u32 seq, next;
 
+			bel_walk_hook(pool, id);
+			b = bel_block_rcu(pool, id);
+			seq = bel_load_acquire(&b->seq);
 			if (seq & 1)
 				goto restart;	/* left the index */
 			match = BEL_READ(b->ns) == ns &&
