@@ -102,6 +102,7 @@ pkgs=(
 	liburing-dev ndctl daxctl
 	liburcu-dev
 	gnuplot-nox
+	man-db groff-base
 	python3 python3-dev python3-numpy python3-pytest python3-hypothesis
 	"linux-headers-$kver_61"
 	"linux-headers-$kver_612"

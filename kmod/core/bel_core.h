@@ -176,7 +176,8 @@ struct bel_lru_shard {
 	/*
 	 * Protects head, tail, and 'used', 'prev', 'next' and 'lru_shard'
 	 * of the blocks on this shard. Taken inside the pool lock and inside
-	 * a client's log lock; no other lock is taken inside it.
+	 * a client's log lock. Inside a shard's lock only the parked list's
+	 * may be taken (a claim parking a block); none inside that one.
 	 */
 	bel_spinlock_t lock;
 	u32 head;			/* oldest, or BEL_NONE */

@@ -712,7 +712,11 @@ void bel_lru_log(struct bel_client *c, const u32 *ids, const u64 *t, u32 n)
 
 void bel_lru_wait_transit_locked(struct bel_pool *pool)
 {
-	/* Merges take no pool lock: each one in flight ends by itself. */
+	/*
+	 * Merges take no pool lock, and hold a spinlock (a log's, or the
+	 * pool's for a close) all the while a block is in transit: each
+	 * one in flight ends by itself, without sleeping.
+	 */
 	while (bel_load_acquire(&pool->lru_in_transit))
 		bel_cpu_relax();
 }
@@ -729,9 +733,17 @@ void bel_lru_unpark(struct bel_client *c, u32 id)
 {
 	struct bel_block *b = bel_lru_block(c->pool, id);
 
-	/* Not parked: stays where it is (t 0 is no use). */
-	if (b)
+	/*
+	 * Not parked: stays where it is (t 0 is no use). Under the log's
+	 * lock, as a merge: a block in transit is never held by a task that
+	 * can be preempted while an eviction waits for it with the pool
+	 * lock held (bel_lru_wait_transit_locked()).
+	 */
+	if (b) {
+		bel_spin_lock(&c->log.lock);
 		bel_lru_move_home(c->pool, c->lru_home, id, b, 0);
+		bel_spin_unlock(&c->log.lock);
+	}
 }
 
 /* Merge one client's log, the pool lock held; how many entries it had. */

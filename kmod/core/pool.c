@@ -37,10 +37,13 @@ int bel_pool_init(struct bel_pool *pool)
 	memset(pool, 0, sizeof(*pool));
 	bel_spin_init(&pool->lock);
 	for (s = 0; s <= BEL_LRU_PARKED; s++) {
-		bel_spin_init(&pool->lru[s].lock);
 		pool->lru[s].head = BEL_NONE;
 		pool->lru[s].tail = BEL_NONE;
 	}
+	for (s = 0; s < BEL_LRU_SHARDS; s++)
+		bel_spin_init(&pool->lru[s].lock);
+	/* Its own lock class: a claim takes it inside a shard's lock. */
+	bel_spin_init(&pool->lru[BEL_LRU_PARKED].lock);
 	return 0;
 }
 

@@ -178,7 +178,8 @@ else
 
 	expect "stats counts lookups" 0 "lookup_hits" belugactl stats
 	expect "stats --prometheus" 0 "# TYPE beluga_lookups_total counter" belugactl stats --prometheus
-	expect "status --prometheus labels the region" 0 "region=\"$dax\"" belugactl status --prometheus
+	expect "status --prometheus labels the pool and the region" 0 "{pool=\"beluga\",region=\"$dax\"" \
+		belugactl status --prometheus
 	expect "detach refuses published blocks without --evict" 1 "--evict" belugactl detach "$dax"
 	expect "evict a namespace" 0 "namespace 7: evicted" belugactl evict --ns 7 --all
 	# Emptied, the namespace serves the workload like a cold cache: only

@@ -74,9 +74,21 @@ static void test_open(void)
 
 	ret = beluga_open("/nonexistent/beluga", O_RDWR, &b);
 	tap_result(ret == -ENOENT && !b &&
-		   strstr(beluga_last_error(NULL), "/nonexistent/beluga not found") &&
-		   !strstr(beluga_last_error(NULL), "modprobe"),
-		   "open: a missing device is named, with no tool (belugactl gives the fix)");
+		   strstr(beluga_last_error(NULL), "/nonexistent/beluga not found: load the "
+			  "module with `modprobe beluga`, or check the path (the module's "
+			  "pools=N makes /dev/beluga, /dev/beluga1"),
+		   "open: a missing device is named, with the fix (load the module, or the path)");
+	if (!access(BELUGA_DEVICE_PATH, F_OK)) {
+		tap_skip(BELUGA_DEVICE_PATH " exists here", "open: a missing default device "
+			 "says only: load the module");
+	} else {
+		ret = beluga_open(BELUGA_DEVICE_PATH, O_RDWR, &b);
+		tap_result(ret == -ENOENT &&
+			   !strcmp(beluga_last_error(NULL), BELUGA_DEVICE_PATH " not found: load "
+				   "the module with `modprobe beluga`"),
+			   "open: a missing default device says only: load the module (%s)",
+			   beluga_last_error(NULL));
+	}
 
 	ret = beluga_open(dev_path, O_RDWR | O_APPEND, &b);
 	tap_result(ret == -EINVAL && strstr(beluga_last_error(NULL), "O_RDWR or O_RDONLY"),
@@ -93,8 +105,9 @@ static void test_open(void)
 	fake.fail_nth = 1;
 	fake.fail_errno = ENOTTY;
 	ret = beluga_open(dev_path, O_RDWR, &b);
-	tap_result(ret == -ENOTTY && strstr(beluga_last_error(NULL), "not a Beluga device"),
-		   "open: a file without the INFO ioctl is not a Beluga device");
+	tap_result(ret == -ENOTTY && strstr(beluga_last_error(NULL), "not a Beluga device") &&
+		   strstr(beluga_last_error(NULL), ": give the path of /dev/beluga (or /dev/belugaN)"),
+		   "open: a file without the INFO ioctl is not a Beluga device, and the fix");
 
 	setenv("BELUGA_DEVICE", dev_path, 1);
 	fake_kernel_reset(BS, BELUGA_MAX_BATCH);
@@ -137,9 +150,10 @@ static void test_alloc(void)
 
 	b = setup(BELUGA_MAX_BATCH, 0);
 	ret = beluga_alloc(b, offs, 1);
-	tap_result(ret == -ENODEV && strstr(beluga_last_error(b), "no region attached") &&
+	tap_result(ret == -ENODEV &&
+		   strstr(beluga_last_error(b), "no region attached: attach a memory region") &&
 		   !strstr(beluga_last_error(b), "belugactl"),
-		   "alloc: no region attached says so, naming no tool");
+		   "alloc: no region attached says so and the fix, naming no front end");
 	beluga_close(b);
 }
 
@@ -329,32 +343,34 @@ static void test_admin_messages(void)
 
 	b = setup(4, 32);
 	tap_result(beluga_detach(b, 5, 0, NULL) == -ENOENT &&
-		   strstr(beluga_last_error(b), "no region in slot 5"),
-		   "detach: an empty slot is -ENOENT");
+		   strstr(beluga_last_error(b), "no region in slot 5: give the id of an attached"),
+		   "detach: an empty slot is -ENOENT, with the fix");
 	publish_keys(b, 1, 3);
 	tap_result(beluga_detach(b, 0, 0, NULL) == -EBUSY &&
-		   strstr(beluga_last_error(b), "or published blocks") &&
+		   strstr(beluga_last_error(b), "or published blocks: stop the processes that "
+			  "use the pool, or evict its published blocks first") &&
 		   !strstr(beluga_last_error(b), "--evict"),
-		   "detach: published blocks without evict is -EBUSY naming them, not a CLI flag");
+		   "detach: published blocks without evict is -EBUSY naming them and the fix, "
+		   "not a CLI flag");
 	tap_result(beluga_evict_key(b, 2, &k) == -ENOENT &&
-		   strstr(beluga_last_error(b), "not present in namespace 2"),
-		   "evict: a missing key is -ENOENT");
+		   strstr(beluga_last_error(b), "not present in namespace 2: check the key"),
+		   "evict: a missing key is -ENOENT, with the fix");
 	tap_result(!beluga_evict_key(b, 1, &k) && fake_kernel_count(2) == 2, "evict: one key");
 	tap_result(!beluga_evict_ns(b, 1, &evicted, &busy) && evicted == 2 && busy == 0,
 		   "evict: a whole namespace");
 	tap_result(beluga_detach(b, 0, 2, NULL) == -EINVAL &&
-		   strstr(beluga_last_error(b), "unknown flags 0x2"),
-		   "detach: unknown flags are -EINVAL");
+		   strstr(beluga_last_error(b), "unknown flags 0x2: pass 0 or BELUGA_DETACH_EVICT"),
+		   "detach: unknown flags are -EINVAL, naming the valid ones");
 	tap_result(!beluga_detach(b, 0, BELUGA_DETACH_EVICT, &evicted), "detach: an idle region");
 	tap_result(beluga_attach_dax_shared(b, "dax0.0", 0, -1, 2, NULL) == -EINVAL &&
-		   strstr(beluga_last_error(b), "unknown flags 0x2"),
-		   "attach shared: unknown flags are -EINVAL");
+		   strstr(beluga_last_error(b), "unknown flags 0x2: pass 0 or LIBBELUGA_SHARED_FORMAT"),
+		   "attach shared: unknown flags are -EINVAL, naming the valid ones");
 
 	fake.fail_cmd = BELUGA_CMD_ATTACH;
 	fake.fail_nth = 1;
 	fake.fail_errno = EPERM;
 	tap_result(beluga_attach_node(b, 0, 8 * MB, 0, NULL) == -EPERM &&
-		   strstr(beluga_last_error(b), "CAP_SYS_ADMIN"),
+		   strstr(beluga_last_error(b), "needs CAP_SYS_ADMIN: run as root"),
 		   "attach: -EPERM says root is needed");
 	fake.fail_cmd = -1;
 	{
@@ -364,8 +380,9 @@ static void test_admin_messages(void)
 			   !strcmp(out.name, "node1"),
 			   "attach: node region reports its blocks");
 		tap_result(beluga_attach_node(b, 1, 8 * MB, 0, NULL) == -EEXIST &&
-			   strstr(beluga_last_error(b), "already attached"),
-			   "attach: the same node twice is -EEXIST");
+			   strstr(beluga_last_error(b), "already attached, or overlaps an attached "
+				  "region: detach that region first"),
+			   "attach: the same node twice is -EEXIST, with the fix");
 	}
 	beluga_close(b);
 

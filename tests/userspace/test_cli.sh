@@ -194,9 +194,33 @@ prom_ok() {
 }
 if out=$(prom_ok "$tmp/status.prom"); then ok "status --prometheus is valid text format"; else not_ok "status --prometheus is valid text format ($out)"; fi
 if out=$(prom_ok "$tmp/stats.prom"); then ok "stats --prometheus is valid text format"; else not_ok "stats --prometheus is valid text format ($out)"; fi
-expect "status --prometheus: region labels" 0 'beluga_region_blocks{region="dax0.0",id="0",backend="dax",node="-1"} 64' \
+expect "status --prometheus: region labels" 0 'beluga_region_blocks{pool="dev",region="dax0.0",id="0",backend="dax",node="-1"} 64' \
 	cat "$tmp/status.prom"
 expect "stats --prometheus: counters end in _total" 0 "# TYPE beluga_allocs_total counter" cat "$tmp/stats.prom"
+# every_sample_has_pool FILE POOL: each sample's first label is pool="POOL"
+every_sample_has_pool() {
+	grep -v '^#' "$1" | grep -v "^beluga_[a-z_]*{pool=\"$2\"[,}]"
+}
+# Two pools (pools=N: /dev/beluga, /dev/beluga1) export the same names; the
+# pool label, the device's name, keeps their series apart.
+: >"$tmp/beluga" && : >"$tmp/beluga1"
+for cmd in status stats; do
+	"${fake_env[@]}" BELUGA_DEVICE="$tmp/beluga" "$fctl" $cmd --prometheus >"$tmp/pool0.prom"
+	"${fake_env[@]}" "$fctl" -d "$tmp/beluga1" $cmd --prometheus >"$tmp/pool1.prom"
+	if out=$(every_sample_has_pool "$tmp/pool0.prom" beluga; every_sample_has_pool "$tmp/pool1.prom" beluga1); then
+		not_ok "$cmd --prometheus: a sample without pool=\"beluga\" or pool=\"beluga1\" first: $(head -1 <<<"$out")"
+	else
+		ok "$cmd --prometheus: every sample is labelled with its pool (\$BELUGA_DEVICE, -d)"
+	fi
+	series() { grep -v '^#' "$1" | sed 's/ [0-9]*$//' | sort; }
+	if [ "$(series "$tmp/pool0.prom" | wc -l)" -gt 0 ] &&
+	   [ "$(series "$tmp/pool0.prom" | wc -l)" = "$(series "$tmp/pool1.prom" | wc -l)" ] &&
+	   [ -z "$(comm -12 <(series "$tmp/pool0.prom") <(series "$tmp/pool1.prom"))" ]; then
+		ok "$cmd --prometheus: two pools export as many series, none the same"
+	else
+		not_ok "$cmd --prometheus: two pools export as many series, none the same ($(comm -12 <(series "$tmp/pool0.prom") <(series "$tmp/pool1.prom") | head -1))"
+	fi
+done
 if grep -h '^# TYPE' "$tmp/status.prom" "$tmp/stats.prom" | awk '{print $3}' | sort | uniq -d | grep -q .; then
 	not_ok "status and stats metric names do not collide (one textfile each)"
 else
@@ -226,12 +250,17 @@ json_check "status --json: a dead host, a nameless one, a left one" "$tmp/hosts.
 	"(d['hosts'][2]['alive'], d['hosts'][2]['name'], d['hosts'][2]['owned_partitions'], d['hosts'][3]['state'], d['hosts'][4]['name']) == (False, None, [], 'none', 'node-\"q\"') and d['nr_regions'] == 2"
 "${fake_env[@]}" "$fctl" status --prometheus >"$tmp/hosts.prom"
 if out=$(prom_ok "$tmp/hosts.prom"); then ok "status --prometheus with hosts is valid text format"; else not_ok "status --prometheus with hosts is valid text format ($out)"; fi
-expect "status --prometheus: hosts alive" 0 "beluga_pool_hosts_alive 2" cat "$tmp/hosts.prom"
+expect "status --prometheus: hosts alive" 0 'beluga_pool_hosts_alive{pool="dev"} 2' cat "$tmp/hosts.prom"
 expect "status --prometheus: host info labels (escaped name)" 0 \
-	'beluga_pool_host_info{host="4",name="node-\"q\"",state="left",self="0"} 1' cat "$tmp/hosts.prom"
-expect "status --prometheus: owned partitions" 0 'beluga_pool_host_owned_partitions{host="1"} 4' cat "$tmp/hosts.prom"
-expect "status --prometheus: dead host" 0 'beluga_pool_host_alive{host="2"} 0' cat "$tmp/hosts.prom"
-expect "status --prometheus: silence" 0 'beluga_pool_host_silent_milliseconds{host="2"} 61234' cat "$tmp/hosts.prom"
+	'beluga_pool_host_info{pool="dev",host="4",name="node-\"q\"",state="left",self="0"} 1' cat "$tmp/hosts.prom"
+expect "status --prometheus: owned partitions" 0 'beluga_pool_host_owned_partitions{pool="dev",host="1"} 4' cat "$tmp/hosts.prom"
+expect "status --prometheus: dead host" 0 'beluga_pool_host_alive{pool="dev",host="2"} 0' cat "$tmp/hosts.prom"
+expect "status --prometheus: silence" 0 'beluga_pool_host_silent_milliseconds{pool="dev",host="2"} 61234' cat "$tmp/hosts.prom"
+if out=$(every_sample_has_pool "$tmp/hosts.prom" dev); then
+	not_ok "status --prometheus with hosts: a sample without pool=\"dev\" first: $(head -1 <<<"$out")"
+else
+	ok "status --prometheus with hosts: every sample is labelled with its pool"
+fi
 if grep -q 'host="3"' "$tmp/hosts.prom"; then
 	not_ok "status --prometheus: unused records (state none) are left out"
 else
@@ -248,6 +277,9 @@ fake_env=("${fake_env_nohosts[@]}")
 expect "detach by name through the fake" 0 "detached region 1 (node1)" "${fake_env[@]}" "$fctl" detach node1
 expect "detach: unknown name" 1 "no attached region named 'dax7.0'" "${fake_env[@]}" "$fctl" detach dax7.0
 expect "detach: id out of range" 1 "region ids are 0..15" "${fake_env[@]}" "$fctl" detach 99
+expect "detach: an empty slot names the fix, then where to look" 1 \
+	"no region in slot 5: give the id of an attached region (see \`belugactl status\`)" \
+	"${fake_env[@]}" "$fctl" detach 5
 expect "evict: a missing key names it" 1 "key 00000000000000000000000000000abc is not present in namespace 3" \
 	"${fake_env[@]}" "$fctl" evict --ns 3 --key abc
 expect "evict --all" 0 "namespace 3: evicted 0 blocks" "${fake_env[@]}" "$fctl" evict --ns 3 --all
@@ -292,7 +324,9 @@ else
 fi
 expect "attach with nobody holding the node" 0 "attached dax0.0" "${fake_dax[@]}" "$fctl" attach dax0.0
 if [ "$(stat -c %a "$node")" = 0 ]; then ok "attach: the node is mode 0000"; else not_ok "attach: the node is mode 0000 (mode $(stat -c %a "$node"))"; fi
-expect "attach again fails in the module" 1 "" "${fake_dax[@]}" BELUGA_FAKE_REGIONS="dax0.0:4M" "$fctl" attach dax0.0
+expect "attach again fails in the module, naming the fix" 1 \
+	"dax0.0 is already attached, or overlaps an attached region: detach that region first, or attach another range (see \`belugactl status\`)" \
+	"${fake_dax[@]}" BELUGA_FAKE_REGIONS="dax0.0:4M" "$fctl" attach dax0.0
 if [ "$(stat -c %a "$node")" = 0 ] && [ "$(cat "$tmp/run/dax0.0.mode")" = "$node 0640" ]; then
 	ok "a failed second attach keeps the first one's mode 0000 and saved mode"
 else

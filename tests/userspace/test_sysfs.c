@@ -166,8 +166,9 @@ static void test_probe(void)
 
 	ret = beluga_dax_probe("dax9.9", &d);
 	tap_result(ret == -ENOENT && strstr(beluga_last_error(NULL), "dax9.9: no such dax device") &&
+		   strstr(beluga_last_error(NULL), ": give one that `daxctl list` shows") &&
 		   !strstr(beluga_last_error(NULL), "belugactl"),
-		   "probe: a missing device is -ENOENT naming it, no tool");
+		   "probe: a missing device is -ENOENT naming it and the fix, no front end");
 	ret = beluga_dax_probe("/dev/sda", &d);
 	tap_result(ret == -EINVAL && strstr(beluga_last_error(NULL), "daxX.Y"),
 		   "probe: a non-dax name is -EINVAL");
@@ -194,8 +195,9 @@ static void test_list(const char *root)
 	n = beluga_dax_list(&devs);
 	tap_result(n == 0 && !devs, "list: no dax bus is an empty list");
 	tap_result(beluga_dax_probe("dax0.0", &(struct beluga_dax_device){ 0 }) == -ENOENT &&
-		   strstr(beluga_last_error(NULL), "the device_dax driver is not loaded"),
-		   "probe: no dax bus says device_dax is not loaded");
+		   strstr(beluga_last_error(NULL), "the device_dax driver is not loaded: load it "
+			  "with `modprobe device_dax`"),
+		   "probe: no dax bus says device_dax is not loaded, and how to load it");
 	setenv("BELUGA_SYSFS_ROOT", root, 1);
 }
 
@@ -204,22 +206,34 @@ struct attach_refusal {
 	const char *dev;
 	uint64_t block_size;
 	int err;
-	const char *msg;	/* in beluga_last_error() */
+	const char *msg;	/* in beluga_last_error(): the cause */
+	const char *fix;	/* in beluga_last_error() after the cause */
 	const char *what;
 };
 
 static const struct attach_refusal refused[] = {
 	{ "dax2.0", 0, -EBUSY, "not bound to device_dax",
+	  ": run `daxctl reconfigure-device --mode=devdax dax2.0` (or `echo dax2.0 > "
+	  "/sys/bus/dax/drivers/device_dax/new_id`)",
 	  "an unbound device is refused with the bind command" },
-	{ "dax3.0", 0, -EOPNOTSUPP, "2 physical ranges", "a multi-range device is refused" },
-	{ "dax4.0", 0, -EINVAL, "2 MiB aligned", "an unaligned range is refused" },
-	{ "dax5.0", 0, -EINVAL, "size 0", "a zero-size device is refused" },
-	{ "dax7.0", 0, -ENOENT, "no such dax device", "a missing device is -ENOENT" },
+	{ "dax3.0", 0, -EOPNOTSUPP, "2 physical ranges",
+	  "recreate it as one range (`daxctl destroy-device dax3.0`",
+	  "a multi-range device is refused, with the fix" },
+	{ "dax4.0", 0, -EINVAL, "2 MiB aligned",
+	  ": recreate the device with `daxctl create-device -a 2M`",
+	  "an unaligned range is refused, with the fix" },
+	{ "dax5.0", 0, -EINVAL, "size 0",
+	  ": give it capacity with `daxctl create-device` or `daxctl reconfigure-device "
+	  "-s SIZE dax5.0`", "a zero-size device is refused, with the fix" },
+	{ "dax7.0", 0, -ENOENT, "no such dax device", ": give one that `daxctl list` shows",
+	  "a missing device is -ENOENT, with the fix" },
 	/* dax0.0 was attached first */
-	{ "dax0.0", 0, -EEXIST, "already attached", "the module's -EEXIST is explained" },
+	{ "dax0.0", 0, -EEXIST, "already attached",
+	  ": detach that region first, or attach another range",
+	  "the module's -EEXIST is explained, with the fix" },
 	/* the pool's blocks are 2 MiB */
-	{ "dax10.0", 4096, -EINVAL, "block size 4096",
-	  "a block size mismatch names the block size" },
+	{ "dax10.0", 4096, -EINVAL, "block size 4096", "must be a multiple of 4 KiB",
+	  "a block size mismatch names the block size and the rule" },
 };
 
 static void test_attach(void)
@@ -242,27 +256,34 @@ static void test_attach(void)
 
 	ret = beluga_attach_dax(b, "dax1.0", 0, NULL);
 	tap_result(ret == -EBUSY && strstr(beluga_last_error(b),
-		   "dax1.0 is online as System RAM (kmem)") &&
-		   !strstr(beluga_last_error(b), "daxctl"),
-		   "attach: System RAM (kmem) is refused naming the state, no tool");
+		   "dax1.0 is online as System RAM (kmem): run `daxctl reconfigure-device "
+		   "--mode=devdax dax1.0`") &&
+		   !strstr(beluga_last_error(b), "belugactl"),
+		   "attach: System RAM (kmem) is refused naming the state and the fix, no front end");
 	for (i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
 		const struct attach_refusal *r = &refused[i];
 
 		ret = beluga_attach_dax(b, r->dev, r->block_size, NULL);
-		tap_result(ret == r->err && strstr(beluga_last_error(b), r->msg),
-			   "attach: %s", r->what);
+		const char *msg = beluga_last_error(b), *cause = strstr(msg, r->msg);
+
+		if (!tap_result(ret == r->err && cause && strstr(cause, r->fix),
+				"attach: %s", r->what))
+			tap_diag("got %d '%s'", ret, msg);
 	}
 	fake.fail_cmd = BELUGA_CMD_ATTACH;
 	fake.fail_nth = fake_kernel_calls(BELUGA_CMD_ATTACH) + 1;
 	fake.fail_errno = EBUSY;
 	ret = beluga_attach_dax(b, "dax10.0", 0, NULL);
-	tap_result(ret == -EBUSY && strstr(beluga_last_error(b), "bound to device_dax"),
-		   "attach: the module's -EBUSY is explained");
+	tap_result(ret == -EBUSY && strstr(beluga_last_error(b), "bound to device_dax") &&
+		   strstr(beluga_last_error(b), ": run `daxctl reconfigure-device --mode=devdax "
+			  "dax10.0`"),
+		   "attach: the module's -EBUSY is explained, with the fix");
 	fake.fail_nth++;
 	fake.fail_errno = ENODEV;
 	ret = beluga_attach_node(b, 3, 64 * MB, 0, NULL);
-	tap_result(ret == -ENODEV && strstr(beluga_last_error(b), "node 3 is not online"),
-		   "attach: an offline node is explained");
+	tap_result(ret == -ENODEV && strstr(beluga_last_error(b), "node 3 is not online: give a "
+					       "node that /sys/devices/system/node/online lists"),
+		   "attach: an offline node is explained, with the fix");
 	fake.fail_nth++;
 	fake.fail_errno = ENOMEM;
 	ret = beluga_attach_node(b, 0, 64 * MB, 0, NULL);

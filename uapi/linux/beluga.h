@@ -543,9 +543,9 @@ struct beluga_publish {
  *
  * With BELUGA_LOOKUP_PIN every hit gets one pin owned by the calling file;
  * the caller must RELEASE each pin (or close the file), and the release of
- * a block's last pin makes it the most recently used (see Eviction above). Without it nothing changes in the
- * pool but the counters, and the offsets are only a hint: the blocks may
- * be evicted at any time.
+ * a block's last pin makes it the most recently used (see Eviction
+ * above). Without it nothing changes in the pool but the counters, and
+ * the offsets are only a hint: the blocks may be evicted at any time.
  *
  * The answer is @offsets, then @hits in this struct.
  *

@@ -191,11 +191,13 @@ static const struct command commands[] = {
 	  "                incarnation, heartbeat, alive, silent_ms, self, name,\n"
 	  "                owned_mask, owned_partitions[]\n"
 	  "  --prometheus  node_exporter textfile format (beluga_region_*{region=...},\n"
-	  "                beluga_pool_host_*{host=...} for a shared pool)\n" },
+	  "                beluga_pool_host_*{host=...} for a shared pool); every\n"
+	  "                series has pool=\"NAME\", the device's name (beluga, beluga1)\n" },
 	{ "stats", cmd_stats, "[--json | --prometheus]",
 	  "Show occupancy and the counters since the module was loaded.\n\n"
 	  "  --json        JSON object with the field names of struct beluga_stats\n"
-	  "  --prometheus  node_exporter textfile format (gauges, and *_total counters)\n" },
+	  "  --prometheus  node_exporter textfile format (gauges, and *_total counters),\n"
+	  "                every series labelled pool=\"NAME\", the device's name\n" },
 	{ "evict", cmd_evict, "--ns N (--key HEX | --all)",
 	  "Drop published keys (needs root). Pinned blocks are left in place.\n\n"
 	  "  --ns N     the namespace\n"

@@ -188,7 +188,10 @@ void json_finish(struct json *j);
 /* ---- Prometheus text format (util/prom.c) ---- */
 
 void prom_family(FILE *f, const char *name, const char *type, const char *help);
-/* One sample; @labels is preformatted ("" or `region="dax0.0",id="0"`). */
+/*
+ * One sample, labelled pool="NAME" (the device's name: beluga, beluga1)
+ * and then @labels, preformatted ("" or `region="dax0.0",id="0"`).
+ */
 void prom_sample(FILE *f, const char *name, const char *labels, uint64_t v);
 /* Escape a label value (backslash, quote, newline) into @buf. */
 const char *prom_escape(char *buf, size_t len, const char *s);

@@ -913,17 +913,13 @@ int main(int argc, char **argv)
 
 	if (!opt.dry_run) {
 		ret = beluga_open(opt.device, O_RDWR, &e.b);
-		if (ret == -ENOENT || ret == -ENXIO || ret == -ENODEV)
-			return fail("%s: load the module with `modprobe beluga`",
-				    beluga_last_error(NULL));
-		if (ret)
+		if (ret)	/* the message names the fix (modprobe, udev) */
 			return fail("%s", beluga_last_error(NULL));
 		ret = beluga_info(e.b, &info);
 		if (!ret)
 			ret = beluga_map(e.b);
 		if (ret == -ENODEV) {
-			fail("%s: attach memory first with `belugactl attach`",
-			     beluga_last_error(e.b));
+			fail("%s with `belugactl attach`", beluga_last_error(e.b));
 			beluga_close(e.b);
 			return 1;
 		}

@@ -18,11 +18,12 @@
  * -----------
  * Every function that can fail returns a negative errno value (-ENOENT,
  * -ENOSPC, ...) and 0 or a non-negative count on success. It then also
- * records a one-line message naming the cause (and a fix in the library's
- * terms, such as a flag or a requirement), readable with
- * beluga_last_error(). Fixes that name a tool (belugactl, daxctl,
- * modprobe) are the tools' to give: belugactl and the Python binding add
- * them to the messages they show. The message is kept per thread, like dlerror(): it
+ * records a one-line message naming the cause and then the fix, readable
+ * with beluga_last_error(): "/dev/beluga not found: load the module with
+ * `modprobe beluga`". A fix is given in terms every caller can act on (a
+ * system tool such as modprobe or daxctl, a flag, a requirement);
+ * belugactl and the Python binding may add their own way of doing it
+ * (`belugactl attach`, Pool.attach_dax()). The message is kept per thread, like dlerror(): it
  * is the one of the calling thread's latest failing call, whatever handle
  * (or none: beluga_open() failing, device discovery) that call had. Read
  * it in the thread that made the call, before that thread's next call.

@@ -49,10 +49,14 @@ static int blocks_batch(struct beluga *b, unsigned long request, const char *wha
 		if (ret == -EINVAL)
 			return bel_fail(b, ret,
 					"%s: an offset in items %zu..%zu is not a block %s "
-					"(%zu of %zu done before it)", what, done, done + n - 1,
+					"(%zu of %zu done before it): %s", what, done, done + n - 1,
 					request == BELUGA_IOC_FREE ?
 						"allocated by this handle" : "pinned by this handle as often as listed",
-					done, count);
+					done, count,
+					request == BELUGA_IOC_FREE ?
+						"free only unpublished blocks that beluga_alloc() gave "
+						"this handle" :
+						"release each offset once per pin that beluga_lookup() took");
 		if (ret) {
 			bel_fail_common(b, ret, what);
 			if (done)
@@ -151,7 +155,8 @@ BEL_EXPORT int beluga_publish(struct beluga *b, uint64_t ns,
 		return bel_fail_common(b, ret, "PUBLISH");
 	if (total.failed)
 		bel_fail(b, 0, "PUBLISH: %zu of %zu items failed (see each item's result: "
-			 "-EINVAL not a block, -EPERM not allocated by this handle)",
+			 "-EINVAL not a block, -EPERM not allocated by this handle): publish "
+			 "only blocks that beluga_alloc() gave this handle, once each",
 			 total.failed, count);
 	return 0;
 }
@@ -203,7 +208,8 @@ undo:
 	if (ret == -EPROTO)
 		return bel_fail(b, ret,
 				"LOOKUP: the module reported more hits than keys: "
-				"module and library disagree on the ABI");
+				"module and library disagree on the ABI: install the module and "
+				"libbeluga from the same release");
 	if (ret == -EOVERFLOW)
 		return bel_fail(b, ret,
 				"LOOKUP: a block already carries nearly 2^32 pins: some client "

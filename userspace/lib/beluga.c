@@ -95,13 +95,16 @@ int bel_ioctl_call(struct beluga *b, unsigned long request, void *arg)
 	return ret < 0 ? -errno : 0;
 }
 
+/* The fix for a region id that names no region. */
+#define FIX_REGION_ID	"give the id of an attached region"
+
 int bel_fail_common(struct beluga *b, int err, const char *what)
 {
 	switch (-err) {
 	case ENODEV:
-		return bel_fail(b, err, "%s: no region attached", what);
+		return bel_fail(b, err, "%s: no region attached: " BEL_FIX_ATTACH, what);
 	case EPERM:
-		return bel_fail(b, err, "%s: needs CAP_SYS_ADMIN", what);
+		return bel_fail(b, err, "%s: needs CAP_SYS_ADMIN: run as root", what);
 	case EBADF:
 		return bel_fail(b, err,
 				"%s: %s was opened read-only: open it with O_RDWR",
@@ -117,13 +120,41 @@ int bel_fail_common(struct beluga *b, int err, const char *what)
 				"the module is older than libbeluga; update the module",
 				what);
 	case EFAULT:
-		return bel_fail(b, err, "%s: bad buffer address passed to the library", what);
+		return bel_fail(b, err, "%s: bad buffer address passed to the library: "
+				"pass arrays that hold every item counted", what);
 	case EINVAL:
 		return bel_fail(b, err,
 				"%s: the module rejected the arguments (EINVAL): "
 				"check offsets, flags and counts", what);
 	default:
-		return bel_fail(b, err, "%s: %s", what, beluga_strerror(err));
+		return bel_fail(b, err, "%s: %s: " BEL_FIX_DMESG, what, beluga_strerror(err));
+	}
+}
+
+/* Why open(2) of @path failed, and what to do about it. */
+static int open_fail(const char *path, int accmode, int err)
+{
+	switch (-err) {
+	case ENOENT:
+		if (!strcmp(path, BELUGA_DEVICE_PATH))
+			return bel_fail(NULL, err, "%s not found: " BEL_FIX_LOAD_MODULE, path);
+		return bel_fail(NULL, err, "%s not found: " BEL_FIX_LOAD_MODULE ", or check "
+				"the path (the module's pools=N makes %s, %s1 ... %s<N-1>)",
+				path, BELUGA_DEVICE_PATH, BELUGA_DEVICE_PATH, BELUGA_DEVICE_PATH);
+	case ENXIO:
+	case ENODEV:
+		return bel_fail(NULL, err, "%s has no driver behind it: " BEL_FIX_LOAD_MODULE,
+				path);
+	case EACCES:
+	case EPERM:
+	case EROFS:
+		return bel_fail(NULL, err, "no permission to open %s %s: run as root, or give "
+				"your group access with a udev rule (KERNEL==\"beluga\", "
+				"MODE=\"0660\")", path,
+				accmode == O_RDWR ? "read-write" : "read-only");
+	default:
+		return bel_fail(NULL, err, "cannot open %s: %s: check the path", path,
+				strerror(-err));
 	}
 }
 
@@ -148,29 +179,14 @@ BEL_EXPORT int beluga_open(const char *path, int flags, struct beluga **out)
 		path = BELUGA_DEVICE_PATH;
 
 	fd = open(path, accmode | O_CLOEXEC);
-	if (fd < 0) {
-		ret = -errno;
-		switch (-ret) {
-		case ENOENT:
-			return bel_fail(NULL, ret, "%s not found", path);
-		case ENXIO:
-		case ENODEV:
-			return bel_fail(NULL, ret,
-					"%s has no driver behind it", path);
-		case EACCES:
-		case EPERM:
-		case EROFS:
-			return bel_fail(NULL, ret, "no permission to open %s %s", path,
-					accmode == O_RDWR ? "read-write" : "read-only");
-		default:
-			return bel_fail(NULL, ret, "cannot open %s: %s", path, strerror(-ret));
-		}
-	}
+	if (fd < 0)
+		return open_fail(path, accmode, -errno);
 
 	b = calloc(1, sizeof(*b));
 	if (!b) {
 		close(fd);
-		return bel_fail(NULL, -ENOMEM, "beluga_open: out of memory");
+		return bel_fail(NULL, -ENOMEM, "beluga_open: out of memory for the handle: "
+				"free memory and retry");
 	}
 	b->fd = fd;
 	b->flags = accmode;
@@ -181,12 +197,15 @@ BEL_EXPORT int beluga_open(const char *path, int flags, struct beluga **out)
 	info.size = sizeof(info);
 	ret = bel_ioctl_call(b, BELUGA_IOC_INFO, &info);
 	if (ret == -ENOTTY || ret == -EINVAL) {
-		bel_fail(NULL, -ENOTTY, "%s is not a Beluga device (INFO ioctl failed)", path);
+		bel_fail(NULL, -ENOTTY, "%s is not a Beluga device (INFO ioctl failed): give "
+			 "the path of %s (or %sN), or " BEL_FIX_LOAD_MODULE, path,
+			 BELUGA_DEVICE_PATH, BELUGA_DEVICE_PATH);
 		ret = -ENOTTY;
 		goto err;
 	}
 	if (ret) {
-		bel_fail(NULL, ret, "%s: INFO failed: %s", path, beluga_strerror(ret));
+		bel_fail(NULL, ret, "%s: INFO failed: %s: " BEL_FIX_DMESG, path,
+			 beluga_strerror(ret));
 		goto err;
 	}
 	if (info.abi_version != BELUGA_ABI_VERSION) {
@@ -251,7 +270,7 @@ BEL_EXPORT int beluga_region_info(struct beluga *b, uint32_t region_id,
 	ri->region_id = region_id;
 	ret = bel_ioctl_call(b, BELUGA_IOC_REGION_INFO, ri);
 	if (ret == -ENOENT)
-		return bel_fail(b, ret, "no region in slot %u", region_id);
+		return bel_fail(b, ret, "no region in slot %u: " FIX_REGION_ID, region_id);
 	return ret ? bel_fail_common(b, ret, "REGION_INFO") : 0;
 }
 
@@ -278,11 +297,13 @@ static int attach_fail(struct beluga *b, int err, const struct beluga_attach *re
 	switch (-err) {
 	case EEXIST:
 		return bel_fail(b, err,
-				"%s is already attached, or overlaps an attached region", what);
+				"%s is already attached, or overlaps an attached region: "
+				"detach that region first, or attach another range", what);
 	case EBUSY:
 		return bel_fail(b, err,
 				"the module refused %s: the range is not device-dax memory "
-				"bound to device_dax, or is System RAM", what);
+				"bound to device_dax, or is System RAM: " BEL_FIX_DEVDAX,
+				what, what);
 	case ENOSPC:
 		return bel_fail(b, err,
 				"cannot attach %s: all %d region slots are in use: detach one",
@@ -295,8 +316,8 @@ static int attach_fail(struct beluga *b, int err, const struct beluga_attach *re
 	case ENODEV:
 		if (req->backend == BELUGA_BACKEND_NODE)
 			return bel_fail(b, err,
-					"NUMA node %d is not online (see /sys/devices/system/node/online)",
-					req->node);
+					"NUMA node %d is not online: give a node that "
+					"/sys/devices/system/node/online lists", req->node);
 		break;
 	case EINVAL:
 		return bel_fail(b, err,
@@ -374,23 +395,30 @@ static int attach_dax_req(struct beluga *b, const char *dax, uint64_t block_size
 	case BELUGA_DAX_DEVDAX:
 		break;
 	case BELUGA_DAX_SYSTEM_RAM:
-		return bel_fail(b, -EBUSY, "%s is online as System RAM (kmem)", dev.name);
+		return bel_fail(b, -EBUSY, "%s is online as System RAM (kmem): " BEL_FIX_DEVDAX,
+				dev.name, dev.name);
 	case BELUGA_DAX_UNBOUND:
-		return bel_fail(b, -EBUSY, "%s is not bound to device_dax", dev.name);
+		return bel_fail(b, -EBUSY, "%s is not bound to device_dax: " BEL_FIX_DEVDAX
+				" (or `echo %s > /sys/bus/dax/drivers/device_dax/new_id`)",
+				dev.name, dev.name, dev.name);
 	default:
-		return bel_fail(b, -EBUSY, "%s is bound to driver '%s', not device_dax",
-				dev.name, dev.driver);
+		return bel_fail(b, -EBUSY, "%s is bound to driver '%s', not device_dax: "
+				BEL_FIX_DEVDAX, dev.name, dev.driver, dev.name);
 	}
 	if (dev.nr_ranges > 1)
 		return bel_fail(b, -EOPNOTSUPP,
 				"%s is made of %u physical ranges (mapping0..mapping%u) but Beluga "
-				"attaches one contiguous range: recreate it as one range",
-				dev.name, dev.nr_ranges, dev.nr_ranges - 1);
+				"attaches one contiguous range: recreate it as one range "
+				"(`daxctl destroy-device %s`, then `daxctl create-device -s SIZE`)",
+				dev.name, dev.nr_ranges, dev.nr_ranges - 1, dev.name);
 	if (!dev.size)
-		return bel_fail(b, -EINVAL, "%s has size 0", dev.name);
+		return bel_fail(b, -EINVAL, "%s has size 0: give it capacity with "
+				"`daxctl create-device` or `daxctl reconfigure-device -s SIZE %s`",
+				dev.name, dev.name);
 	if ((dev.start | dev.size) & (BELUGA_DAX_ALIGN - 1))
 		return bel_fail(b, -EINVAL,
-				"%s range %#" PRIx64 "+%#" PRIx64 " is not 2 MiB aligned",
+				"%s range %#" PRIx64 "+%#" PRIx64 " is not 2 MiB aligned: "
+				"recreate the device with `daxctl create-device -a 2M`",
 				dev.name, dev.start, dev.size);
 
 	memset(&req, 0, sizeof(req));
@@ -425,7 +453,8 @@ BEL_EXPORT int beluga_attach_dax_shared(struct beluga *b, const char *dax,
 	uint32_t req_flags = BELUGA_ATTACH_SHARED;
 
 	if (flags & ~LIBBELUGA_SHARED_FORMAT)
-		return bel_fail(b, -EINVAL, "attach %s: unknown flags 0x%x",
+		return bel_fail(b, -EINVAL, "attach %s: unknown flags 0x%x: pass 0 or "
+				"LIBBELUGA_SHARED_FORMAT",
 				dax ? dax : "(null)", flags & ~LIBBELUGA_SHARED_FORMAT);
 	if (flags & LIBBELUGA_SHARED_FORMAT)
 		req_flags |= BELUGA_ATTACH_FORMAT;
@@ -469,7 +498,8 @@ BEL_EXPORT int beluga_detach(struct beluga *b, uint32_t region_id, unsigned int 
 	int ret;
 
 	if (flags & ~(unsigned int)BELUGA_DETACH_EVICT)
-		return bel_fail(b, -EINVAL, "detach region %u: unknown flags 0x%x", region_id,
+		return bel_fail(b, -EINVAL, "detach region %u: unknown flags 0x%x: pass 0 or "
+				"BELUGA_DETACH_EVICT", region_id,
 				flags & ~(unsigned int)BELUGA_DETACH_EVICT);
 	memset(&req, 0, sizeof(req));
 	req.size = sizeof(req);
@@ -482,12 +512,13 @@ BEL_EXPORT int beluga_detach(struct beluga *b, uint32_t region_id, unsigned int 
 			*evicted = req.evicted;
 		return 0;
 	case ENOENT:
-		return bel_fail(b, ret, "no region in slot %u", region_id);
+		return bel_fail(b, ret, "no region in slot %u: " FIX_REGION_ID, region_id);
 	case EBUSY:
 		return bel_fail(b, ret,
 				"region %u is busy: a process maps it, or it has allocated or "
-				"pinned blocks%s", region_id,
-				evict ? "" : ", or published blocks");
+				"pinned blocks%s: stop the processes that use the pool%s", region_id,
+				evict ? "" : ", or published blocks",
+				evict ? "" : ", or evict its published blocks first");
 	default:
 		return bel_fail_common(b, ret, "DETACH");
 	}
@@ -509,7 +540,8 @@ BEL_EXPORT int beluga_evict_key(struct beluga *b, uint64_t ns,
 		return 0;
 	case ENOENT:
 		return bel_fail(b, ret, "key %016" PRIx64 "%016" PRIx64
-				" is not present in namespace %" PRIu64,
+				" is not present in namespace %" PRIu64 ": check the key and "
+				"the namespace (an evicted key is gone already)",
 				(uint64_t)key->hi, (uint64_t)key->lo, ns);
 	case EBUSY:
 		return bel_fail(b, ret, "key %016" PRIx64 "%016" PRIx64

@@ -319,7 +319,7 @@ int bel_cuda_register_range(struct beluga *b, void *base, size_t length, size_t 
 				"cudaHostRegister call can take (%llu): use smaller blocks",
 				block_size, (unsigned long long)BEL_CUDA_CALL_LIMIT);
 	if (ret)
-		return bel_fail(b, ret, "CUDA registration: empty range");
+		return bel_fail(b, ret, "CUDA registration: empty range: " BEL_FIX_ATTACH);
 
 	for (i = 0; i < plan->nr_chunks; i++) {
 		size_t start = i * plan->chunk, len = plan_piece_len(plan, length, i);
@@ -358,7 +358,8 @@ int bel_cuda_unregister_range(struct beluga *b, void *base, size_t length,
 	if (!first_err)
 		return 0;
 	clear_last_error();
-	return bel_fail(b, -EIO, "cudaHostUnregister failed: %s (CUDA error %d)",
+	return bel_fail(b, -EIO, "cudaHostUnregister failed: %s (CUDA error %d): check the "
+			"GPU driver (nvidia-smi); the registration ends with the process",
 			cuda_error_text(first_err), first_err);
 }
 

@@ -45,6 +45,17 @@ extern int (*bel_ioctl)(int fd, unsigned long request, void *arg);
 int bel_fail(struct beluga *b, int err, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
+/*
+ * The fixes several messages end with. Every message names the cause and
+ * then the fix, in terms any caller can act on (a system tool, a flag, a
+ * requirement); belugactl and the Python binding may add their own way of
+ * doing it (`belugactl attach`, Pool.attach_dax()) after it.
+ */
+#define BEL_FIX_LOAD_MODULE	"load the module with `modprobe beluga`"
+#define BEL_FIX_ATTACH		"attach a memory region to the pool first"
+#define BEL_FIX_DMESG		"the kernel log (dmesg) says more"
+#define BEL_FIX_DEVDAX		"run `daxctl reconfigure-device --mode=devdax %s`"
+
 /* Run one ioctl; 0 or -errno. */
 int bel_ioctl_call(struct beluga *b, unsigned long request, void *arg);
 

@@ -32,9 +32,10 @@ BEL_EXPORT int beluga_map(struct beluga *b)
 		return ret;
 	if (!info.map_size || !info.nr_regions)
 		return bel_fail(b, -ENODEV,
-				"nothing to map: no region attached");
+				"nothing to map: no region attached: " BEL_FIX_ATTACH);
 	if (info.map_size > SIZE_MAX - BEL_MAP_ALIGN)
-		return bel_fail(b, -EOVERFLOW, "map size %" PRIu64 " does not fit the address space",
+		return bel_fail(b, -EOVERFLOW, "map size %" PRIu64 " does not fit the address "
+				"space: map the pool from a 64-bit process",
 				(uint64_t)info.map_size);
 	length = (size_t)info.map_size;
 
@@ -64,7 +65,7 @@ BEL_EXPORT int beluga_map(struct beluga *b)
 					"mmap of %s (%zu bytes) refused: %s: the pool changed "
 					"(a region was detached?); retry beluga_map()",
 					b->path, length, strerror(-ret));
-		return bel_fail(b, ret, "mmap of %s (%zu bytes) failed: %s",
+		return bel_fail(b, ret, "mmap of %s (%zu bytes) failed: %s: " BEL_FIX_DMESG,
 				b->path, length, strerror(-ret));
 	}
 	slack = aligned - reserved;

@@ -25,6 +25,9 @@
 
 #include "internal.h"
 
+/* An unreadable sysfs attribute: the mount (or BELUGA_SYSFS_ROOT) is wrong. */
+#define FIX_SYSFS	"check that sysfs is mounted there and readable (BELUGA_SYSFS_ROOT moves it)"
+
 const char *bel_sysfs_root(void)
 {
 	const char *root = getenv("BELUGA_SYSFS_ROOT");
@@ -216,15 +219,15 @@ BEL_EXPORT int beluga_dax_probe(const char *dax, struct beluga_dax_device *out)
 		snprintf(link, sizeof(link), "%s/bus/dax", root);
 		if (stat(link, &st))
 			return bel_fail(NULL, -ENOENT,
-					"%s: no dax bus in %s: the device_dax driver is not loaded",
-					name, root);
-		return bel_fail(NULL, -ENOENT, "%s: no such dax device in %s/bus/dax/devices",
-				name, root);
+					"%s: no dax bus in %s: the device_dax driver is not loaded: "
+					"load it with `modprobe device_dax`", name, root);
+		return bel_fail(NULL, -ENOENT, "%s: no such dax device in %s/bus/dax/devices: "
+				"give one that `daxctl list` shows", name, root);
 	}
 
 	ret = read_u64(dir, "size", &out->size);
 	if (ret)
-		return bel_fail(NULL, -EIO, "%s: cannot read %s/size: %s",
+		return bel_fail(NULL, -EIO, "%s: cannot read %s/size: %s: " FIX_SYSFS,
 				name, dir, strerror(-ret));
 	ret = read_u64(dir, "resource", &out->start);
 	if (ret == -ENOENT) {
@@ -234,8 +237,8 @@ BEL_EXPORT int beluga_dax_probe(const char *dax, struct beluga_dax_device *out)
 	}
 	if (ret)
 		return bel_fail(NULL, -EIO,
-				"%s: cannot read its physical start from %s/resource: %s",
-				name, dir, strerror(-ret));
+				"%s: cannot read its physical start from %s/resource: %s: "
+				FIX_SYSFS, name, dir, strerror(-ret));
 	if (read_int(dir, "target_node", &out->target_node))
 		out->target_node = -1;
 	if (read_int(dir, "numa_node", &out->numa_node))
@@ -310,7 +313,8 @@ BEL_EXPORT ssize_t beluga_dax_list(struct beluga_dax_device **out)
 	if (!d) {
 		if (errno == ENOENT)
 			return 0;	/* no dax bus: no devices */
-		return bel_fail(NULL, -errno, "cannot list %s: %s", dir, strerror(errno));
+		return bel_fail(NULL, -errno, "cannot list %s: %s: " FIX_SYSFS, dir,
+				strerror(errno));
 	}
 	while ((de = readdir(d))) {
 		if (!bel_dax_basename(de->d_name))
@@ -321,7 +325,8 @@ BEL_EXPORT ssize_t beluga_dax_list(struct beluga_dax_device **out)
 			if (!bigger) {
 				closedir(d);
 				free(devs);
-				return bel_fail(NULL, -ENOMEM, "out of memory listing dax devices");
+				return bel_fail(NULL, -ENOMEM, "out of memory listing dax devices: "
+						"free memory and retry");
 			}
 			devs = bigger;
 		}

@@ -117,26 +117,17 @@ static PyObject *raise_errno_msg(int ret, const char *msg)
 
 /* Raise for a failed libbeluga call made by this thread just before. */
 /*
- * libbeluga names the cause; the fix in the terms of a Python caller is
- * the binding's: @hint (or, for errors any call can meet, the general one)
- * is appended to the library's message.
+ * libbeluga's message names the cause and the fix; the way to do it from
+ * Python is the binding's: @hint (or, for errors any call can meet, the
+ * general one) is appended to the library's message.
  */
 static PyObject *raise_hinted(int ret, const char *hint)
 {
 	const char *msg = beluga_last_error(NULL);
 	char buf[1024];
 
-	if (!hint) {
-		switch (-ret) {
-		case ENODEV:
-			hint = ": attach memory first (Pool.attach_dax(), Pool.attach_node(), "
-			       "or `belugactl attach`)";
-			break;
-		case EPERM:
-			hint = ": run as root";
-			break;
-		}
-	}
+	if (!hint && -ret == ENODEV)
+		hint = " with Pool.attach_dax() or Pool.attach_node() (or `belugactl attach`)";
 	if (!hint || !msg || !*msg)
 		return raise_errno_msg(ret, msg);
 	snprintf(buf, sizeof(buf), "%s%s", msg, hint);
@@ -146,26 +137,6 @@ static PyObject *raise_hinted(int ret, const char *hint)
 static PyObject *raise_beluga(int ret)
 {
 	return raise_hinted(ret, NULL);
-}
-
-/* Raise for a failed beluga_open(). */
-static PyObject *raise_open(int ret)
-{
-	switch (-ret) {
-	case ENOENT:
-	case ENXIO:
-	case ENODEV:
-		return raise_hinted(ret, ": load the module with `modprobe beluga`");
-	case EACCES:
-	case EPERM:
-	case EROFS:
-		return raise_hinted(ret, ": run as root, or give your group access with a udev "
-					 "rule (KERNEL==\"beluga\", MODE=\"0660\")");
-	case ENOTTY:
-		return raise_hinted(ret, ": pass the path of /dev/beluga (or set BELUGA_DEVICE), "
-					 "or load the module with `modprobe beluga`");
-	}
-	return raise_beluga(ret);
 }
 
 /* ---- Output arrays ------------------------------------------------------ */
@@ -621,7 +592,8 @@ static PyObject *Pool_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 	Py_END_ALLOW_THREADS
 	if (ret) {
 		Py_XDECREF(path_bytes);
-		return raise_open(ret);
+		/* The library's message has the whole fix (modprobe, udev). */
+		return raise_errno_msg(ret, beluga_last_error(NULL));
 	}
 	p = (Pool *)type->tp_alloc(type, 0);
 	if (!p) {
@@ -1192,11 +1164,9 @@ static PyObject *Pool_attach_dax(Pool *p, PyObject *args, PyObject *kwds)
 		POOL_CALL(p, ret = beluga_attach_dax(p->b, dax, block_size, &out));
 	pool_leave(p);
 	Py_DECREF(dax_bytes);
-	if (ret == -EBUSY)
-		return raise_hinted(ret, ": it must be bound to device_dax "
-					 "(`daxctl reconfigure-device --mode=devdax DEVICE`)");
 	if (ret == -EEXIST)
-		return raise_hinted(ret, ": detach it first, or see `belugactl status`");
+		return raise_hinted(ret, " (Pool.region_info() or `belugactl status` shows "
+					 "the regions)");
 	if (ret)
 		return raise_beluga(ret);
 	return attach_dict(&out);
@@ -1237,10 +1207,8 @@ static PyObject *Pool_detach(Pool *p, PyObject *args, PyObject *kwds)
 	POOL_CALL(p, ret = beluga_detach(p->b, region_id, evict ? BELUGA_DETACH_EVICT : 0,
 					 &evicted));
 	pool_leave(p);
-	if (ret == -EBUSY)
-		return raise_hinted(ret, evict ? ": close its mappings and stop its clients" :
-					 ": close its mappings and stop its clients, or pass "
-					 "evict=True to drop its published blocks");
+	if (ret == -EBUSY && !evict)
+		return raise_hinted(ret, " (pass evict=True)");
 	if (ret)
 		return raise_beluga(ret);
 	return PyLong_FromUnsignedLongLong(evicted);
