@@ -16,9 +16,9 @@
  *   6. RELEASE the pins, close.
  *
  * Errors: every libbeluga call returns a negative errno, and
- * beluga_last_error() names the cause and the fix. This program prints
- * that message with the step that failed, gives back what it holds, and
- * exits 1. Run it twice on the real module: the second run finds every
+ * beluga_last_error() names the cause and the fix (load the module, get
+ * access to the device, attach memory...). This program prints that
+ * message with the step that failed, gives back what it holds, and exits 1. Run it twice on the real module: the second run finds every
  * block in step 3 and stores nothing.
  *
  * Build:  cc -Wall -Wextra -O2 store_and_load.c $(pkg-config --cflags --libs beluga)
@@ -57,37 +57,13 @@ struct request {
 	size_t nr_pinned;
 };
 
-/*
- * libbeluga's message names the cause and the library-level fix; fixes that
- * need a tool or an administrator are the program's to give (libbeluga.h,
- * "Conventions"). These are the ones a user of this program meets.
- */
-static const char *hint(long err)
-{
-	switch (err) {
-	case -ENOENT:
-		return "load the module (sudo modprobe beluga), or point BELUGA_DEVICE at "
-		       "the pool's device (/dev/belugaN when the module has pools=N)";
-	case -EACCES:
-	case -EPERM:
-		return "join the group that owns the device (the udev rule's 'beluga': "
-		       "sudo usermod -aG beluga $USER), then log in again";
-	case -ENODEV:
-		return "attach memory to the pool first: sudo belugactl attach /dev/dax0.0 "
-		       "(belugactl list shows the devices)";
-	default:
-		return NULL;
-	}
-}
-
-/* Print why @step failed, with the fix; returns the exit status. */
+/* Print why @step failed: libbeluga's message names the cause and the fix. */
 static int failed(const struct request *r, const char *step, long err)
 {
 	const char *msg = beluga_last_error(r->pool);
-	const char *fix = hint(err);
 
-	fprintf(stderr, "store_and_load: %s failed: %s%s%s\n", step,
-		msg && *msg ? msg : beluga_strerror((int)err), fix ? ": " : "", fix ? fix : "");
+	fprintf(stderr, "store_and_load: %s failed: %s\n", step,
+		msg && *msg ? msg : beluga_strerror((int)err));
 	return 1;
 }
 

@@ -303,7 +303,16 @@ static int cmd_lookup(int fd, void *arg)
 static const char *attaching_file;
 static unsigned long attach_ms;
 
-#define FAKE_ATTACH_STEPS	20
+/* How often the fake's "attaching" moves on. */
+#define FAKE_ATTACH_TICK_MS	50
+
+static uint64_t fake_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
 
 /* Replace @path whole with @text: a reader never sees half a line. */
 static void write_whole(const char *path, const char *text)
@@ -324,25 +333,22 @@ static void write_whole(const char *path, const char *text)
  * The module's step 1 of ATTACH (kmod/region.c): the range is zeroed (a
  * node's memory allocated) before the region joins the pool, and the
  * pool's sysfs "attaching" shows "NAME DONE LENGTH" meanwhile. Here that
- * takes attach_ms, in FAKE_ATTACH_STEPS steps, and the attribute is a file.
+ * takes attach_ms of wall-clock time (whatever the machine's load), DONE
+ * growing with it, and the attribute is a file.
  */
 static void fake_prepare_region(const char *name, uint64_t length)
 {
-	struct timespec step_time = {
-		.tv_sec = (time_t)(attach_ms / FAKE_ATTACH_STEPS / 1000),
-		.tv_nsec = (long)(attach_ms / FAKE_ATTACH_STEPS % 1000) * 1000000,
-	};
+	const struct timespec tick = { .tv_nsec = FAKE_ATTACH_TICK_MS * 1000000L };
+	uint64_t start = fake_now_ms(), t;
 	char line[128];
-	unsigned int step;
 
 	if (!attaching_file || !attach_ms)
 		return;
-	for (step = 0; step < FAKE_ATTACH_STEPS; step++) {
+	while ((t = fake_now_ms() - start) < attach_ms) {
 		snprintf(line, sizeof(line), "%s %llu %llu\n", name,
-			 (unsigned long long)(length / FAKE_ATTACH_STEPS * step),
-			 (unsigned long long)length);
+			 (unsigned long long)(length / attach_ms * t), (unsigned long long)length);
 		write_whole(attaching_file, line);
-		nanosleep(&step_time, NULL);
+		nanosleep(&tick, NULL);
 	}
 	write_whole(attaching_file, "");
 }

@@ -61,10 +61,10 @@ run_example "store_and_load: stores 4 blocks, pins them, reads every byte back, 
 	"5. pinned and read back 4 blocks of 65536 bytes: every byte as stored" \
 	"6. released 4 pins" -- BELUGA_FAKE_REGIONS=dax0.0:4M
 run_example "store_and_load: no device: exit 1, names the path and the fix" 1 \
-	"opening the pool failed: $tmp/none not found: load the module (sudo modprobe beluga)" \
+	"opening the pool failed: $tmp/none not found: load the module with \`modprobe beluga\`" \
 	-- BELUGA_FAKE_REGIONS=dax0.0:4M BELUGA_DEVICE="$tmp/none"
 run_example "store_and_load: no region attached: exit 1, says to attach one" 1 \
-	"mapping the pool failed: nothing to map: no region attached: attach memory to the pool first: sudo belugactl attach" --
+	"mapping the pool failed: nothing to map: no region attached: attach a memory region" --
 run_example "store_and_load: a pool too small for the request: ALLOC's -ENOSPC with the fix, nothing leaked" 1 \
 	"ALLOC failed: ALLOC of 4 blocks:" "attach more memory" -- BELUGA_FAKE_REGIONS=dax0.0:128K
 # A kernel that answers LOOKUP with the wrong blocks: the read-back check
@@ -81,7 +81,7 @@ elif out=$(PKG_CONFIG_PATH='' PKG_CONFIG_LIBDIR=/nonexistent \
 	ok "examples/Makefile builds the examples with -Wall -Wextra -Werror against the tree"
 	out=$(BELUGA_DEVICE="$tmp/none" "$tmp/build/store_and_load" 2>&1)
 	rc=$?
-	if [ $rc -eq 1 ] && grep -qF "not found: load the module" <<<"$out"; then
+	if [ $rc -eq 1 ] && grep -qF "opening the pool failed: $tmp/none not found: load the module" <<<"$out"; then
 		ok "examples: the real build, without a module, exits 1 with the fix"
 	else
 		not_ok "examples: the real build, without a module, exits 1 with the fix (exit $rc: $out)"

@@ -43,7 +43,7 @@ fake_attach() {
 }
 
 # Not a terminal, --json: progress records while the fake zeroes, then the result.
-fake_attach 1600 "$fctl" attach --json dax0.0 >"$tmp/json.out" 2>"$tmp/json.err" </dev/null
+fake_attach 2000 "$fctl" attach --json dax0.0 >"$tmp/json.out" 2>"$tmp/json.err" </dev/null
 rc=$?
 if [ $have_python -eq 0 ]; then
 	skip "attach --json: progress lines, then the result" "python3 not installed"
