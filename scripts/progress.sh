@@ -5,10 +5,12 @@
 #   progress_init LABEL [HISTORY]  LABEL names the run ("make test"); HISTORY is a file
 #                                  that keeps each stage's last duration, so that a
 #                                  heartbeat can say how long the stage took last time
-#   progress_stage NAME [LOG]      ends the running stage and starts NAME; while NAME
+#   progress_stage NAME [LOG...]   ends the running stage and starts NAME; while NAME
 #                                  runs, a heartbeat every BELUGA_HEARTBEAT_S seconds
 #                                  (default 60) says how long it has run and the last
-#                                  line of LOG, if given
+#                                  line of the LOG written last (a stage that runs a
+#                                  tool with its own log, such as a kernel build, names
+#                                  both)
 #   progress_end                   ends the running stage (call it before the summary)
 # Every line goes to stderr as a TAP comment ("# ..."), so that the TAP stream on stdout
 # and its last line ("N passed, N failed, N skipped") stay as they are. The lines read:
@@ -22,7 +24,7 @@ _progress_history=
 _progress_t0=$(date +%s)
 _progress_n=0
 _progress_name=
-_progress_log=
+_progress_logs=()
 _progress_start=0
 _progress_pid=
 
@@ -72,7 +74,7 @@ _progress_remember() {
 # script that started it is still there (so that it never outlives it and keeps a
 # pipe open), and speaks every BELUGA_HEARTBEAT_S seconds.
 _progress_heartbeat() {
-	local parent=$1 every=${BELUGA_HEARTBEAT_S:-60} waited=0 last tail
+	local parent=$1 every=${BELUGA_HEARTBEAT_S:-60} waited=0 last tail log f
 	trap - EXIT INT TERM
 	set +e
 	last=$(_progress_last "$_progress_name")
@@ -81,10 +83,13 @@ _progress_heartbeat() {
 		sleep 1 >/dev/null 2>&1
 		waited=$((waited + 1))
 		[ $((waited % every)) -eq 0 ] || continue
-		tail=
-		if [ -n "$_progress_log" ] && [ -s "$_progress_log" ]; then
-			tail=$(tail -n 1 "$_progress_log" 2>/dev/null | tr -d '\r\n' | tr -c '[:print:]' ' ' | cut -c 1-100)
-			tail="; $_progress_log: $tail"
+		tail='' log=''
+		for f in "${_progress_logs[@]}"; do
+			[ -s "$f" ] && { [ -z "$log" ] || [ "$f" -nt "$log" ]; } && log=$f
+		done
+		if [ -n "$log" ]; then
+			tail=$(tail -n 1 "$log" 2>/dev/null | tr -d '\r\n' | tr -c '[:print:]' ' ' | cut -c 1-100)
+			tail="; $log: $tail"
 		fi
 		_progress_say "$_progress_name: running for $(_progress_span $waited)${last:+ (last time $(_progress_span "$last"))}$tail"
 	done
@@ -94,7 +99,8 @@ progress_stage() {
 	progress_end
 	_progress_n=$((_progress_n + 1))
 	_progress_name=$1
-	_progress_log=${2:-}
+	shift
+	_progress_logs=("$@")
 	_progress_start=$(date +%s)
 	_progress_say "stage $_progress_n: $_progress_name"
 	_progress_heartbeat $$ &

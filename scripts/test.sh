@@ -256,7 +256,7 @@ for k in $kernels; do
 	[ -f "$T/guest-$k/time" ] && out "# $k guest time: $(cat "$T/guest-$k/time")"
 done
 
-progress_stage "debug kernel lane (scripts/test-debug.sh)" "$L/debug.log"
+progress_stage "debug kernel lane (scripts/test-debug.sh)" "$L/debug.log" "$BELUGA_CACHE/kdebug/obj/build.log"
 # 7. the debug kernel lane (KASAN, UBSAN, lockdep, kmemleak, fault injection):
 #    reliability tests, the bounded ioctl fuzzer, the kselftests, module
 #    unload/reload, then a scan of the kernel log. The kernel is built once per

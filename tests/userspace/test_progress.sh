@@ -120,7 +120,7 @@ cat >"$tmp/stages.sh" <<EOF
 set -euo pipefail
 . "$top/scripts/progress.sh"
 progress_init "make test" "$tmp/history"
-progress_stage "first stage" "$tmp/stage.log"
+progress_stage "first stage" "$tmp/old.log" "$tmp/stage.log"
 echo "ok 1 - one"
 for i in 1 2 3; do echo "building part \$i" >>"$tmp/stage.log"; sleep 1; done
 progress_stage "second stage"
@@ -132,6 +132,9 @@ echo "2 passed, 0 failed, 0 skipped"
 EOF
 chmod +x "$tmp/stages.sh"
 : >"$tmp/stage.log"
+# a second log the stage names, written before it starts: the heartbeat shows the newer
+echo "an old line" >"$tmp/old.log"
+touch -d '1 hour ago' "$tmp/old.log"
 BELUGA_HEARTBEAT_S=1 "$tmp/stages.sh" >"$tmp/stages.out" 2>"$tmp/stages.err"
 rc=$?
 if [ $rc -eq 0 ] && [ "$(cat "$tmp/stages.out")" = "$(printf 'ok 1 - one\nok 2 - two\n2 passed, 0 failed, 0 skipped')" ]; then
@@ -150,9 +153,9 @@ else
 	sed 's/^/#   /' "$tmp/stages.err" | head -10
 fi
 if grep -q '\] first stage: running for [0-9] s; .*stage.log: building part [0-9]$' "$tmp/stages.err"; then
-	ok "progress.sh: a heartbeat while a stage runs, with the last line of its log"
+	ok "progress.sh: a heartbeat while a stage runs, with the last line of the log written last"
 else
-	not_ok "progress.sh: a heartbeat while a stage runs, with the last line of its log"
+	not_ok "progress.sh: a heartbeat while a stage runs, with the last line of the log written last"
 	sed 's/^/#   /' "$tmp/stages.err" | head -10
 fi
 BELUGA_HEARTBEAT_S=1 "$tmp/stages.sh" >/dev/null 2>"$tmp/again.err"
