@@ -58,6 +58,7 @@ pkgs=(
 	liburcu-dev
 	gnuplot-nox
 	python3 python3-dev python3-numpy python3-pytest python3-hypothesis
+	python3-venv
 	"linux-headers-$kver_61"
 	"linux-headers-$kver_612"
 )
