@@ -13,8 +13,9 @@
 #
 # Cached: nothing is done when the venv's stamp holds the lock file's SHA-256 and the
 # package's sources are unchanged (then only the package is reinstalled). A changed
-# lock builds the venv anew. Downloads are kept in build/pip-cache. Prints the
-# elapsed time and how much was downloaded.
+# lock builds the venv anew. The wheels are downloaded (pip download, hashes checked)
+# into build/wheels, where a later build finds them, and installed from there with
+# no index. Prints the elapsed time and how much was downloaded.
 #
 # Environment: BELUGA_BUILD (default REPO/build), BELUGA_PYTHON (default /usr/bin/python3).
 set -euo pipefail
@@ -23,10 +24,10 @@ cd "$(dirname "$0")/.."
 
 python=${BELUGA_PYTHON:-/usr/bin/python3}
 engines=tests/engines
-cache=$BELUGA_BUILD/pip-cache
+wheels=$BELUGA_BUILD/wheels
 piptools=pip-tools==7.6.2
 
-usage() { die "usage: $0 [--lock] ENV (ENV: one of $(cd $engines && ls ./*.in 2>/dev/null | sed 's|^\./||; s/\.in$//' | tr '\n' ' '))"; }
+usage() { die "usage: $0 [--lock] ENV (ENV: one of $(find $engines -maxdepth 1 -name '*.in' -printf '%f ' | sed 's/\.in / /g'))"; }
 
 lock_mode=0
 if [ "${1:-}" = --lock ]; then
@@ -52,8 +53,8 @@ make_venv() {
 }
 
 t0=$(date +%s)
-mkdir -p "$BELUGA_BUILD" "$cache"
-export PIP_CACHE_DIR=$cache PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1
+mkdir -p "$BELUGA_BUILD" "$wheels"
+export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1
 
 if [ $lock_mode -eq 1 ]; then
 	[ -f "$engines/$env.in" ] || die "$engines/$env.in is missing: write the environment's requirements there first"
@@ -90,15 +91,17 @@ pkg_sum=$(find userspace/python userspace/lib userspace/include userspace/cuda/k
 stamp=$venv/.beluga-lock-sha256
 pkg_stamp=$venv/.beluga-package-sha256
 
-cache_before=$(mib "$cache")
+wheels_before=$(mib "$wheels")
 if [ "$(cat "$stamp" 2>/dev/null)" = "$lock_sum" ]; then
 	state=cached
 else
 	state=fresh
-	log "$venv: building from $lock (pip cache: $cache, $cache_before MiB)"
+	log "$venv: building from $lock (wheels in $wheels: $wheels_before MiB)"
 	make_venv "$venv"
-	"$venv/bin/pip" install -q --require-hashes --only-binary :all: -r "$lock" ||
-		die "pip could not install $lock into $venv (see above): a hash mismatch means the lock or the download is wrong; a missing wheel means the lock was made for another Python"
+	"$venv/bin/pip" download -q --require-hashes --only-binary :all: -d "$wheels" -r "$lock" ||
+		die "pip could not download $lock (see above): a hash mismatch means the lock or the download is wrong; a missing wheel means the lock was made for another Python"
+	"$venv/bin/pip" install -q --no-index --find-links "$wheels" --require-hashes -r "$lock" ||
+		die "pip could not install $lock into $venv from $wheels (see above)"
 	"$venv/bin/pip" check >&2 || die "$venv: the locked packages' requirements conflict (pip check above): regenerate the lock with '$0 --lock $env'"
 	rm -f "$pkg_stamp"
 	echo "$lock_sum" >"$stamp"
@@ -111,5 +114,5 @@ if [ "$(cat "$pkg_stamp" 2>/dev/null)" != "$pkg_sum" ]; then
 	echo "$pkg_sum" >"$pkg_stamp"
 	[ $state = cached ] && state="cached, package reinstalled"
 fi
-echo "engine-venv: $env: $state in $(($(date +%s) - t0)) s, downloaded $(($(mib "$cache") - cache_before)) MiB" \
-	"(pip cache $(mib "$cache") MiB), venv $(mib "$venv") MiB"
+echo "engine-venv: $env: $state in $(($(date +%s) - t0)) s, downloaded $(($(mib "$wheels") - wheels_before)) MiB" \
+	"(wheels $(mib "$wheels") MiB), venv $(mib "$venv") MiB"
