@@ -2,7 +2,8 @@
 # scripts/engine-venv.sh: the virtual environments of the engine tests (tests/engines).
 #
 #   scripts/engine-venv.sh ENV          build/venv-ENV from tests/engines/ENV.lock
-#   scripts/engine-venv.sh --lock ENV   regenerate tests/engines/ENV.lock from ENV.in
+#   scripts/engine-venv.sh --lock ENV   regenerate tests/engines/ENV.lock from ENV.in (pip's
+#                                       resolver; exact versions, the wheel's SHA-256 each)
 #
 # ENV is the name of a lock file in tests/engines (model, ...). The venv is made by
 # Debian's /usr/bin/python3 (not the python3 first on PATH), so that the 6.12 guest,
@@ -25,7 +26,6 @@ cd "$(dirname "$0")/.."
 python=${BELUGA_PYTHON:-/usr/bin/python3}
 engines=tests/engines
 wheels=$BELUGA_BUILD/wheels
-piptools=pip-tools==7.6.2
 
 usage() { die "usage: $0 [--lock] ENV (ENV: one of $(find $engines -maxdepth 1 -name '*.in' -printf '%f ' | sed 's/\.in / /g'))"; }
 
@@ -57,19 +57,47 @@ mkdir -p "$BELUGA_BUILD" "$wheels"
 export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1
 
 if [ $lock_mode -eq 1 ]; then
+	# pip's own resolver, run by the target interpreter (so markers and wheel tags are
+	# this platform's), writes a report of what it would install: every package with
+	# the wheel's SHA-256. (pip-compile hashes every file of every release, all
+	# platforms: it takes 20 minutes for torch.)
 	[ -f "$engines/$env.in" ] || die "$engines/$env.in is missing: write the environment's requirements there first"
-	tools=$BELUGA_BUILD/venv-piptools
-	if [ ! -x "$tools/bin/pip-compile" ]; then
-		make_venv "$tools"
-		"$tools/bin/pip" install -q "$piptools"
-	fi
+	tools=$BELUGA_BUILD/venv-lock
+	[ -x "$tools/bin/pip" ] || make_venv "$tools"
 	out=$engines/$env.lock
+	report=$BELUGA_BUILD/lock-$env.json
+	"$tools/bin/pip" install -q --dry-run --ignore-installed --only-binary :all: \
+		--report "$report" -r "$engines/$env.in" || die "pip could not resolve $engines/$env.in (see above)"
 	{
 		echo "# The '$env' engine environment, locked from $env.in for Debian 12's /usr/bin/python3"
-		echo "# ($("$python" -c 'import platform; print(platform.python_version())'), x86_64) by 'scripts/engine-venv.sh --lock $env' ($piptools)."
-		echo "# Do not edit by hand."
-		"$tools/bin/pip-compile" --quiet --generate-hashes --allow-unsafe --strip-extras \
-			--no-header --no-emit-find-links --resolver=backtracking -o - "$engines/$env.in"
+		echo "# ($("$python" -c 'import platform; print(platform.python_version())'), x86_64) by 'scripts/engine-venv.sh --lock $env'"
+		echo "# (pip $("$tools/bin/pip" --version | cut -d' ' -f2), one wheel per package). Do not edit by hand."
+		"$tools/bin/python" - "$report" <<-'EOF'
+			# name[extras]==version and the wheel's hash; the extras that other
+			# packages ask for are part of the line (pip's hash mode wants them)
+			import json, sys
+			from pip._vendor.packaging.requirements import Requirement
+			from pip._vendor.packaging.utils import canonicalize_name as canon
+			items = {canon(i["metadata"]["name"]): i for i in json.load(open(sys.argv[1]))["install"]}
+			extras = {name: set() for name in items}
+			changed = True
+			while changed:          # extras that turn on further extras
+			    changed = False
+			    for name, item in items.items():
+			        for text in item["metadata"].get("requires_dist", []):
+			            req = Requirement(text)
+			            dep = canon(req.name)
+			            active = req.marker is None or any(
+			                req.marker.evaluate({"extra": e}) for e in extras[name] | {""})
+			            if dep in items and active and not set(req.extras) <= extras[dep]:
+			                extras[dep] |= set(req.extras)
+			                changed = True
+			for name in sorted(items):
+			    meta = items[name]["metadata"]
+			    digest = items[name]["download_info"]["archive_info"]["hashes"]["sha256"]
+			    ex = "[" + ",".join(sorted(extras[name])) + "]" if extras[name] else ""
+			    print(f"{name}{ex}=={meta['version']} \\\n    --hash=sha256:{digest}")
+		EOF
 	} >"$out.tmp"
 	mv "$out.tmp" "$out"
 	log "$out: $(grep -cE '^[a-zA-Z0-9]' "$out") packages in $(($(date +%s) - t0)) s"

@@ -15,9 +15,11 @@ cd "$(dirname "$0")/../.." || exit 1
 repo=$(pwd)
 build=${BELUGA_BUILD:-$repo/build}
 
-# ENV: the tests it runs (pytest paths, relative to the repository)
+# ENV: the tests it runs (pytest paths, relative to the repository), in this order
+envs=(model lmcache)
 declare -A tests=(
 	[model]="tests/engines/test_package.py tests/engines/test_model_kv.py"
+	[lmcache]="tests/engines/test_lmcache.py"
 )
 
 if ! out=$(make -C userspace python 2>&1); then
@@ -28,7 +30,7 @@ if ! out=$(make -C userspace python 2>&1); then
 fi
 
 rc=0
-for env in "${!tests[@]}"; do
+for env in "${envs[@]}"; do
 	t0=$(date +%s)
 	if out=$(scripts/engine-venv.sh "$env" 2>&1); then
 		echo "ok - venv:$env ($(echo "$out" | tail -n 1 | sed 's/^engine-venv: //'))"
