@@ -49,7 +49,7 @@ make_venv() {
 	"$python" -c 'import ensurepip, venv' 2>/dev/null ||
 		die "$python has no venv/ensurepip module: run scripts/install-deps.sh (python3-venv)"
 	rm -rf "$1"
-	"$python" -m venv "$1" || die "'$python -m venv $1' failed (see above)"
+	"$python" -m venv "$1" || die "'$python -m venv $1' failed (see above; Debian's venv needs python3-venv: run scripts/install-deps.sh)"
 }
 
 t0=$(date +%s)
