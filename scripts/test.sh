@@ -4,6 +4,7 @@
 #   1. scripts/install-deps.sh (idempotent; needs root the first time)
 #   2. host unit tests of the portable core   make -C tests/unit check     (TAP)
 #   3. userspace host tests                    make -C userspace check      (TAP)
+#      3c. the engine lane: PyPI venvs (tests/engines/*.lock) and their tests (TAP)
 #   4. beluga.ko for both guest kernels with W=1, failing on any warning; 4a. the
 #      root Kbuild (scripts/check-root-kbuild.sh); 4b. the single-host module
 #      (BELUGA_SHARED=n), W=1 against 6.12 (scripts/check-single-host.sh)
@@ -136,6 +137,12 @@ progress_stage "CUDA build and GPU check" "$L/cuda.log"
 # 3b. the GPU path: nvcc builds the CUDA code (SKIP without nvcc); the device check
 #     runs where a GPU is present, else says SKIP with the reason
 suite cuda "$L/cuda.log" 900 scripts/device-check-cuda.sh
+# 3c. the engine lane: the venvs of tests/engines/*.lock from PyPI (scripts/engine-venv.sh,
+#     reused while the lock is unchanged), then the engine tests with each venv's python
+out "# engine lane (tests/engines/run-tests.sh)"
+t0=$(date +%s)
+suite engines "$L/engines.log" 2400 tests/engines/run-tests.sh
+out "# engines: $(elapsed "$t0") s"
 
 progress_stage "module builds (W=1 for $kernels, root Kbuild, single-host)"
 # 4. the module, W=1, for both guest kernels -------------------------------------

@@ -23,7 +23,13 @@
 #      tests/python/conftest.py writes one TAP result per test (BELUGA_PYTEST_TAP),
 #      re-emitted here as KERNEL:python:NODEID; pytest's own output goes to the
 #      console; an exit status other than 0 or 1 is a failure of its own;
-#   4. the region detached again (--evict), so later stages find the pool as the
+#   4. with beluga_engines=1 on the command line (run-guest.sh, BELUGA_GUEST_ENGINES=1
+#      on the host): the engine lane's model test (tests/engines/test_model_kv.py)
+#      with the `model` venv's python (REPO/build/venv-model, which make test's engine
+#      lane built on the host from Debian's python3, so it runs here too) and the
+#      real package installed in it; opt-in while its time under TCG is unknown
+#      (importing torch maps ~2.9 GB of libraries), else one SKIP says so;
+#   5. the region detached again (--evict), so later stages find the pool as the
 #      earlier ones left it.
 # Needs /etc/beluga/lib.sh and /etc/beluga/env loaded.
 
@@ -32,9 +38,11 @@ PY_TIMEOUT=${PY_TIMEOUT:-900}
 PY_ROOT=/host
 
 py_repo=
+py_engines=0
 for _a in $(cat /proc/cmdline); do
 	case $_a in
 	beluga_hostroot=*) py_repo=${_a#beluga_hostroot=} ;;
+	beluga_engines=1) py_engines=1 ;;
 	beluga_test_block_size=*) PY_BS=${_a#beluga_test_block_size=} ;;
 	esac
 done
@@ -67,15 +75,15 @@ py_mount() {
 	echo "$PY_TMP" >/tmp/python.tmpdir
 }
 
-# py_run ARGS...: the host's python3 in the chroot, with a clean environment,
-# killed after PY_TIMEOUT seconds
+# py_run ARGS...: the host's python3 (or PY_BIN, a venv's) in the chroot, with a
+# clean environment, killed after PY_TIMEOUT seconds; PY_PATH: its PYTHONPATH
 py_run() {
 	timeout "$PY_TIMEOUT" chroot $PY_ROOT /usr/bin/env -i -C "$PY_TMP" PATH=/usr/bin:/bin \
 		HOME="$PY_TMP" TMPDIR="$PY_TMP" LANG=C.UTF-8 PYTHONDONTWRITEBYTECODE=1 COLUMNS=200 \
-		PYTHONPATH="$py_repo/userspace/build/python" \
-		BELUGA_TEST_REAL=1 BELUGA_DEVICE=/dev/beluga BELUGA_PYTEST_TAP="$PY_TMP/python.tap" \
+		PYTHONPATH="${PY_PATH-$py_repo/userspace/build/python}" \
+		BELUGA_TEST_REAL=1 BELUGA_DEVICE=/dev/beluga BELUGA_PYTEST_TAP="$PY_TAP" \
 		BELUGA_TEST_BLOCK_SIZE="$PY_BS" \
-		/usr/bin/python3 "$@"
+		"${PY_BIN:-/usr/bin/python3}" "$@"
 }
 
 # pytest_status_meaning N: what pytest's exit status N means
@@ -90,6 +98,64 @@ pytest_status_meaning() {
 	124 | 143) echo "killed after $PY_TIMEOUT s" ;;
 	*) echo "not a pytest status: python3 crashed or could not start" ;;
 	esac
+}
+
+# py_pytest NAME ROOTDIR PATH...: pytest on PATHs in the chroot, its results
+# re-emitted as KERNEL:NAME:NODEID.
+# BELUGA_PYTEST_TAP: tests/python/conftest.py writes one TAP line per test
+# there, and the plan ("1..N") when pytest is done; -rfEs: the reasons of
+# failures, errors and skips in the short summary, which the failures
+# below carry as comments; --durations: where the guest time goes;
+# faulthandler_timeout: a test stuck for 5 minutes prints every stack.
+py_pytest() {
+	_name=$1 _rootdir=$2
+	shift 2
+	_tap=$PY_TMP/$_name.tap _log=$PY_TMP/$_name-pytest.log
+	rm -f "$PY_ROOT$_tap" "$PY_ROOT$_log" /tmp/python.rc
+	{
+		PY_TAP=$_tap
+		py_run -m pytest -p no:cacheprovider -o faulthandler_timeout=300 \
+			-v -rfEs --color=no --durations=15 --rootdir="$_rootdir" "$@" </dev/null
+		echo $? >/tmp/python.rc
+	} 2>&1 | tee "$PY_ROOT$_log" >/dev/console
+	_rc=$(cat /tmp/python.rc)
+	{
+		grep -E '^(not )?ok ' "$PY_ROOT$_tap" 2>/dev/null
+		if ! grep -qE '^1\.\.[0-9]+$' "$PY_ROOT$_tap" 2>/dev/null; then
+			echo "not ok - pytest:unfinished"
+			echo "# pytest exited with status $_rc before it finished its TAP output: $(pytest_status_meaning "$_rc")"
+		elif [ "$_rc" -gt 1 ]; then
+			# 0 and 1 are in the results; anything else fails on its own (5:
+			# nothing collected, 4: a missing test directory)
+			echo "not ok - pytest:exit-status-$_rc"
+			echo "# pytest exited with status $_rc: $(pytest_status_meaning "$_rc")"
+		fi
+		_summary=$(sed -n '/short test summary info/,$p' "$PY_ROOT$_log" | grep -v '^SKIPPED' | head -n 60)
+		if [ "$_rc" -ne 0 ] && [ -n "$_summary" ]; then
+			echo "# pytest's short summary (its whole output is in the guest console log):"
+			echo "$_summary" | sed 's/^/#   /'
+		fi
+		echo "BELUGA-RC 0"
+	} | awk -v pfx="$BELUGA_KPFX:$_name:" -v prog="$BELUGA_KPFX:$_name" -v n="$(tap_count)" \
+		-v nf="$TAP_N_FILE" -v tmo="$PY_TIMEOUT" -f /etc/beluga/tap-filter.awk
+}
+
+# py_engines_stage: the model test with the `model` venv (step 4 above)
+py_engines_stage() {
+	_venv=$py_repo/build/venv-model
+	if [ "$py_engines" != 1 ]; then
+		tap_skip python:engines "the transformers model test runs in the guest only with BELUGA_GUEST_ENGINES=1 on the host (opt-in until its time under TCG is measured)"
+		return 0
+	fi
+	if [ ! -x "$PY_ROOT$_venv/bin/python" ]; then
+		tap_fail python:engines "$_venv is missing on the host: run scripts/engine-venv.sh model (make test's engine lane builds it)"
+		return 1
+	fi
+	# the package installed in the venv (the real build), not the tree's build/python
+	PY_BIN=$_venv/bin/python
+	PY_PATH=
+	py_pytest engines "$py_repo/tests/engines" "$py_repo/tests/engines/test_model_kv.py"
+	unset PY_BIN PY_PATH
 }
 
 python_stage() {
@@ -134,39 +200,8 @@ sys.exit("missing Python modules: " + " ".join(missing) if missing else 0)' 2>&1
 	fi
 	tap_check python:attach-$_dax-$PY_BS belugactl attach /dev/$_dax --block-size $PY_BS || return 1
 
-	# BELUGA_PYTEST_TAP: tests/python/conftest.py writes one TAP line per test
-	# there, and the plan ("1..N") when pytest is done; -rfEs: the reasons of
-	# failures, errors and skips in the short summary, which the failures
-	# below carry as comments; --durations: where the guest time goes;
-	# faulthandler_timeout: a test stuck for 5 minutes prints every stack.
-	_tap=$PY_TMP/python.tap _log=$PY_TMP/pytest.log
-	rm -f "$PY_ROOT$_tap" "$PY_ROOT$_log" /tmp/python.rc
-	{
-		py_run -m pytest -p no:cacheprovider -o faulthandler_timeout=300 \
-			-v -rfEs --color=no --durations=15 --rootdir="$py_repo/tests/python" \
-			"$py_repo/tests/python/host" "$py_repo/tests/python/guest" </dev/null
-		echo $? >/tmp/python.rc
-	} 2>&1 | tee "$PY_ROOT$_log" >/dev/console
-	_rc=$(cat /tmp/python.rc)
-	{
-		grep -E '^(not )?ok ' "$PY_ROOT$_tap" 2>/dev/null
-		if ! grep -qE '^1\.\.[0-9]+$' "$PY_ROOT$_tap" 2>/dev/null; then
-			echo "not ok - pytest:unfinished"
-			echo "# pytest exited with status $_rc before it finished its TAP output: $(pytest_status_meaning "$_rc")"
-		elif [ "$_rc" -gt 1 ]; then
-			# 0 and 1 are in the results; anything else fails on its own (5:
-			# nothing collected, 4: a missing test directory)
-			echo "not ok - pytest:exit-status-$_rc"
-			echo "# pytest exited with status $_rc: $(pytest_status_meaning "$_rc")"
-		fi
-		_summary=$(sed -n '/short test summary info/,$p' "$PY_ROOT$_log" | grep -v '^SKIPPED' | head -n 60)
-		if [ "$_rc" -ne 0 ] && [ -n "$_summary" ]; then
-			echo "# pytest's short summary (its whole output is in the guest console log):"
-			echo "$_summary" | sed 's/^/#   /'
-		fi
-		echo "BELUGA-RC 0"
-	} | awk -v pfx="$BELUGA_KPFX:python:" -v prog="$BELUGA_KPFX:python" -v n="$(tap_count)" \
-		-v nf="$TAP_N_FILE" -v tmo="$PY_TIMEOUT" -f /etc/beluga/tap-filter.awk
+	py_pytest python "$py_repo/tests/python" "$py_repo/tests/python/host" "$py_repo/tests/python/guest"
+	py_engines_stage
 
 	tap_check python:detach-$_dax belugactl detach "$_dax" --evict
 	echo "# python stage: $(awk -v a="$_t0" -v b="$(cut -d' ' -f1 /proc/uptime)" 'BEGIN { printf "%.0f", b - a }') s"

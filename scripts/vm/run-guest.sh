@@ -28,7 +28,8 @@
 #                (mount tag hostroot) and pass REPO, the absolute path of this
 #                repository on the host, as beluga_hostroot=REPO: the guest suite then
 #                runs the Python tests with the host's /usr/bin/python3, at pool blocks
-#                of $BELUGA_TEST_BLOCK_SIZE when set (as beluga_test_block_size=)
+#                of $BELUGA_TEST_BLOCK_SIZE when set (as beluga_test_block_size=), and with
+#                BELUGA_GUEST_ENGINES=1 the engine lane's model test (beluga_engines=1)
 #   -q           do not stream the console to stdout (the log is still written)
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
@@ -147,6 +148,10 @@ if [ -n "$hostrepo" ]; then
 		[[ $BELUGA_TEST_BLOCK_SIZE =~ ^[0-9]+[KMG]?$ ]] ||
 			die "BELUGA_TEST_BLOCK_SIZE=$BELUGA_TEST_BLOCK_SIZE: give bytes, or a K/M/G size (e.g. 4K)"
 		cmdline+=" beluga_test_block_size=$BELUGA_TEST_BLOCK_SIZE"
+	fi
+	# the engine lane's model test too, with the host's build/venv-model (guest-python.sh)
+	if [[ ${BELUGA_GUEST_ENGINES:-0} = 1 ]]; then
+		cmdline+=" beluga_engines=1"
 	fi
 fi
 qemu+=(-append "$cmdline")

@@ -6,10 +6,14 @@
 # conftest's TAP writer, pytest's own output as comments. pytest exiting
 # non-zero (5: nothing collected) without a failing test line is a failure.
 #
-# Usage: tests/userspace/test_python.sh USERSPACE_DIR   (after `make python`)
+# Usage: tests/userspace/test_python.sh USERSPACE_DIR [TEST_PATH...]   (after `make python`)
+#   TEST_PATH: relative to the repository (default tests/python/host); PYTHON: the
+#   interpreter (default /usr/bin/python3; tests/engines/run-tests.sh passes a venv's)
 set -u
 
-src=$(cd "${1:?usage: test_python.sh USERSPACE_DIR}" && pwd)
+src=$(cd "${1:?usage: test_python.sh USERSPACE_DIR [TEST_PATH...]}" && pwd)
+shift
+[ $# -gt 0 ] || set -- tests/python/host
 repo=$(cd "$src/.." && pwd)
 python=${PYTHON:-/usr/bin/python3}
 tap=$(mktemp /tmp/beluga-pytest.XXXXXX)
@@ -22,7 +26,7 @@ if ! "$python" -c 'import pytest' 2>/dev/null; then
 fi
 cd "$repo" || exit 1
 BELUGA_PYTEST_TAP=$tap PYTHONPATH=$src/build/python-fake PYTHONDONTWRITEBYTECODE=1 \
-	"$python" -m pytest -q -rs -p no:cacheprovider tests/python/host 2>&1 | sed 's/^/# /'
+	"$python" -m pytest -q -rs -p no:cacheprovider "$@" 2>&1 | sed 's/^/# /'
 rc=${PIPESTATUS[0]}
 grep -E '^(not )?ok [0-9]+ ' "$tap"
 # A run that reported nothing passes nothing (pytest's own status 5).

@@ -15,6 +15,7 @@ batched_get_non_blocking.  Chunk hashes here are SHA-256 chain digests
 (LMCache configured with a SHA-256 token hash).
 """
 
+import asyncio
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -79,14 +80,18 @@ class Engine:
     def layout(self):
         return self.plugin._store_for(self.key(b"")).layout
 
+    async def _async_lookup(self, keys):
+        """LMCache's async_lookup_and_prefetch: both calls awaited."""
+        hits = await self.plugin.batched_async_contains(self.lookup_id, keys, pin=True)
+        return hits, await self.plugin.batched_get_non_blocking(self.lookup_id, keys[:hits])
+
     def serve(self, req):
         keys = [self.key(d) for d in req.digests]
         n = len(keys)
         # retrieve
         if self.async_lookup:
             self.lookup_id += 1
-            hits = self.plugin.batched_async_contains(self.lookup_id, keys, pin=True)
-            objs = self.plugin.batched_get_non_blocking(self.lookup_id, keys[:hits]).result()
+            hits, objs = asyncio.run(self._async_lookup(keys))
         else:
             hits = self.plugin.batched_contains(keys, pin=True)
             objs = [self.plugin.get_blocking(k) for k in keys[:hits]]

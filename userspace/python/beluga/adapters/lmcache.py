@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
 """LMCache storage plugin (``StoragePluginInterface`` with the
 ``AllocatorBackendInterface`` calls, lmcache/v1/storage_backend/
-abstract_backend.py; the zero-copy shape of MaruBackend, engines.md 1.3).
+abstract_backend.py, LMCache 0.5.6).
 
 Load it through LMCache's storage plugins (LMCache config)::
 
@@ -12,13 +12,16 @@ Load it through LMCache's storage plugins (LMCache config)::
       beluga.path: /dev/beluga        # optional
       beluga.salt: tenant-a           # optional
 
-``allocate`` hands LMCache a MemoryObj whose tensor *is* the pool block
-(viewed in LMCache's KV_2LTD shape ``[2, layers, tokens, hidden]`` over
-Beluga's canonical layer-major bytes), so LMCache's GPU->CPU copy is the
-only copy; ``batched_submit_put_task`` PUBLISHes, after which the pool owns
-the block and the MemoryObj must not be read again (the block may be
-evicted and reused).  Reads pin the block;
-the MemoryObj's last ``ref_count_down`` RELEASEs it.
+LMCache allocates the chunks it stores in its LocalCPUBackend (this plugin's
+``get_allocator_backend`` names it, and LMCache picks allocators by backend
+name, never a plugin's), copies each chunk there from the GPU, and hands it to
+``batched_submit_put_task``, which copies it into a pool block and PUBLISHes:
+one host copy more than LMCache's own CPU tier. Hits are LMCache
+TensorMemoryObjs whose tensor is the pinned pool block itself (no copy); the
+last ``ref_count_down`` RELEASEs the pin.  The elements keep their bits in both
+directions (bfloat16 is viewed, never converted by value).  ``allocate`` and
+``batched_allocate`` (pool blocks LMCache could fill in place) are kept for an
+LMCache that lets a plugin allocate; today's does not call them.
 
 Keys: the namespace comes from the CacheEngineKey's model_name, world_size
 and worker_id plus the chunk geometry; the key is ``digest16(chunk_hash)``
@@ -72,14 +75,32 @@ def _dtype_name(dt):
     return name[len("torch."):] if name.startswith("torch.") else np.dtype(dt).name
 
 
-def _to_engine_tensor(a):
+def _to_engine_tensor(a, dtype_name):
+    """A torch tensor over the array's memory, of the model's dtype: the
+    elements numpy has no type for (bfloat16, float8) are held as unsigned
+    integers of their width (beluga.layout), and viewed back here, never
+    converted by value."""
     torch = engine_module("torch")
     if torch is None:
         return a
     import warnings
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")         # read-only views of pinned blocks
-        return torch.from_numpy(a)
+        t = torch.from_numpy(a)
+    want = getattr(torch, dtype_name, None)
+    return t.view(want) if want is not None and t.dtype != want else t
+
+
+def _host_array(tensor, dtype):
+    """The bytes of an engine tensor as a numpy array of ``dtype`` (the
+    layout's storage dtype), same shape: bit for bit, whatever the tensor's
+    element type (torch's .numpy() refuses bfloat16)."""
+    if isinstance(tensor, np.ndarray):
+        return tensor.view(dtype)
+    t = tensor.detach().contiguous()
+    if t.device.type != "cpu":
+        t = t.cpu()
+    return t.reshape(-1).view(engine_module("torch").uint8).numpy().view(dtype).reshape(tuple(t.shape))
 
 
 class BelugaMemoryObj:
@@ -92,7 +113,7 @@ class BelugaMemoryObj:
     def __init__(self, plugin, store, offsets, view, state, fmt=None):
         self._plugin, self._store, self.offsets = plugin, store, offsets
         self._np = view
-        self.tensor = _to_engine_tensor(view)
+        self.tensor = _to_engine_tensor(view, store.layout.spec.kv_dtype)
         self.state = state
         self.fmt = fmt
         self._refs = 1
@@ -142,6 +163,17 @@ class BelugaMemoryObj:
             self._store.free_blocks(self.offsets)
         elif state == "pinned":
             self._store.release_blocks(self.offsets)
+
+
+class _ReleaseToPool:
+    """The parent allocator of the LMCache MemoryObjs this plugin hands out:
+    LMCache's TensorMemoryObj calls ``free(obj)`` at its last ref_count_down
+    (or unpin, or when collected), which gives the pool blocks back."""
+
+    def free(self, obj):
+        if obj.is_valid():
+            obj.invalidate()
+            obj.beluga._drop()
 
 
 class BelugaStoragePluginImpl:
@@ -203,6 +235,24 @@ class BelugaStoragePluginImpl:
             k = K.digest16(b"lmcache-key\0" + k + tag)
         return k
 
+    def _memory_obj(self, store, offsets, raw, state, fmt=None):
+        """A MemoryObj over one chunk: LMCache's own TensorMemoryObj where
+        LMCache is installed (its storage manager reads ``.meta``, pins, and
+        frees through the parent allocator), over a BelugaMemoryObj that holds
+        the pool blocks; the BelugaMemoryObj alone elsewhere."""
+        obj = BelugaMemoryObj(self, store, offsets, self._lmcache_view(store, raw), state, fmt)
+        mm = engine_module("lmcache.v1.memory_management")
+        if mm is None or not hasattr(obj.tensor, "element_size"):
+            return obj
+        torch = engine_module("torch")
+        t = obj.tensor
+        meta = mm.MemoryObjMetadata(shape=torch.Size(t.shape), dtype=t.dtype, address=0,
+                                    phy_size=t.numel() * t.element_size(), ref_count=1,
+                                    fmt=fmt if fmt is not None else mm.MemoryFormat.KV_2LTD)
+        lm = mm.TensorMemoryObj(t.reshape(-1).view(torch.uint8), meta, _ReleaseToPool())
+        lm.beluga = obj
+        return lm
+
     def _lmcache_view(self, store, raw):
         """KV_2LTD [2, L, T, hidden] (or MLA [1, L, T, latent]) view of a
         canonical block, without a copy."""
@@ -215,6 +265,13 @@ class BelugaStoragePluginImpl:
         return v
 
     # ---- allocator backend -------------------------------------------------
+
+    def get_allocator_backend(self):
+        """Where LMCache allocates the memory it puts into this plugin: its
+        LocalCPUBackend (StorageManager copies each chunk into the backend this
+        names, then hands it to batched_submit_put_task, which copies it into
+        the pool). None in LMCache's scheduler role, which puts nothing."""
+        return self.local_cpu_backend
 
     def initialize_allocator(self, config, metadata):
         return self
@@ -253,23 +310,26 @@ class BelugaStoragePluginImpl:
         objs = []
         for i in range(alloc.count):
             offs = offsets[i * m:(i + 1) * m]
-            obj_state = "allocated"
             if store.layout.parts == 1:
                 raw = store.block_view(offs, writable=True)
             else:                       # split block: staged, scattered at put
                 raw = np.zeros(store.layout.block_bytes, np.uint8)
-            obj = BelugaMemoryObj(self, store, offs, self._lmcache_view(store, raw), obj_state, fmt)
+            obj = self._memory_obj(store, offs, raw, "allocated", fmt)
             if store.layout.parts > 1:
-                obj._staging = raw
+                getattr(obj, "beluga", obj)._staging = raw
             objs.append(obj)
         return objs
 
     # ---- puts ------------------------------------------------------------
 
-    def batched_submit_put_task(self, keys, objs, transfer_spec=None):
+    def batched_submit_put_task(self, keys, objs, transfer_spec=None, on_complete_callback=None):
+        """Store each chunk (synchronously: the futures are done), then call
+        ``on_complete_callback(key)`` for each key stored, as LMCache asks;
+        an exception from the callback is logged, not raised."""
         futures = []
-        for key, obj in zip(keys, objs):
+        for key, lm_obj in zip(keys, objs):
             store, k = self._store_for(key), self._key16(key)
+            obj = getattr(lm_obj, "beluga", lm_obj)
             if isinstance(obj, BelugaMemoryObj) and obj.state == "allocated" and obj._store is store:
                 if obj._staging is not None:
                     store.write_block(obj.offsets, obj._staging)
@@ -277,12 +337,17 @@ class BelugaStoragePluginImpl:
                 res = store.publish_blocks(obj.offsets, k)
             else:                                        # someone else's memory: copy it in
                 src = obj._np if isinstance(obj, BelugaMemoryObj) else \
-                    (obj.tensor.numpy() if hasattr(obj.tensor, "numpy") else np.asarray(obj.tensor))
+                    _host_array(obj.tensor, store.layout.dtype)
 
                 def writer(i, dst, src=src):
                     self._lmcache_view(store, dst)[...] = src
                 res = store.store(k, writer=writer)
             futures.append(_done(res.ok))
+            if res.ok and on_complete_callback is not None:
+                try:
+                    on_complete_callback(key)
+                except Exception:
+                    log.exception("beluga: LMCache's put callback failed for %s", key)
         return futures
 
     def exists_in_put_tasks(self, key):
@@ -298,7 +363,9 @@ class BelugaStoragePluginImpl:
         stays pinned until ``unpin``."""
         return self._contains(keys, pin, self._pins)
 
-    def batched_async_contains(self, lookup_id, keys, pin=False):
+    async def batched_async_contains(self, lookup_id, keys, pin=False):
+        """LMCache awaits this (async_lookup_and_prefetch); the LOOKUP itself
+        does not block on I/O, so it runs inline."""
         with self._lock:
             table = self._lookup_pins.setdefault(lookup_id, {})
         return self._contains(keys, pin, table)
@@ -353,9 +420,8 @@ class BelugaStoragePluginImpl:
             store.read_block(offs, raw)
             store.release_blocks(offs)
             raw.flags.writeable = False
-            return BelugaMemoryObj(self, store, offs, self._lmcache_view(store, raw), "copy")
-        raw = store.block_view(offs)
-        return BelugaMemoryObj(self, store, offs, self._lmcache_view(store, raw), "pinned")
+            return self._memory_obj(store, offs, raw, "copy")
+        return self._memory_obj(store, offs, store.block_view(offs), "pinned")
 
     def get_blocking(self, key):
         return self._get(key)
@@ -363,11 +429,13 @@ class BelugaStoragePluginImpl:
     def batched_get_blocking(self, keys):
         return [self._get(k) for k in keys]
 
-    def get_non_blocking(self, key):
+    def get_non_blocking(self, key, location=None):
         obj = self._get(key)
         return None if obj is None else _done(obj)
 
-    def batched_get_non_blocking(self, lookup_id, keys, transfer_spec=None):
+    async def batched_get_non_blocking(self, lookup_id, keys, transfer_spec=None):
+        """The MemoryObjs of the keys that ``batched_async_contains`` pinned
+        under ``lookup_id`` (awaited by LMCache, like the lookup)."""
         with self._lock:
             table = self._lookup_pins.pop(lookup_id, {})
         objs = [self._get(k, table) for k in keys]
@@ -375,7 +443,7 @@ class BelugaStoragePluginImpl:
             store = next(s for s in self._stores.values() if s.ns.value == ns)
             for offs in lst:
                 store.release_blocks(offs)
-        return _done([o for o in objs if o is not None])
+        return [o for o in objs if o is not None]
 
     def submit_prefetch_task(self, key):
         return False            # the pool is memory: nothing to prefetch
