@@ -15,7 +15,9 @@
 # Cached: nothing is done when the venv's stamp holds the lock file's SHA-256 and the
 # package's sources are unchanged (then only the package is reinstalled). A changed
 # lock builds the venv anew. The wheels are downloaded (pip download, hashes checked)
-# into build/wheels, where a later build finds them, and installed from there with
+# into the machine's cache, $BELUGA_CACHE/wheels (default /var/cache/beluga/wheels,
+# like the guest kernels: a fresh clone on the same machine downloads nothing; the
+# hashes make sharing safe), where a later build finds them, and installed from there with
 # no index. Prints the elapsed time and how much was downloaded.
 #
 # Environment: BELUGA_BUILD (default REPO/build), BELUGA_PYTHON (default /usr/bin/python3).
@@ -25,7 +27,7 @@ cd "$(dirname "$0")/.."
 
 python=${BELUGA_PYTHON:-/usr/bin/python3}
 engines=tests/engines
-wheels=$BELUGA_BUILD/wheels
+wheels=${BELUGA_WHEELS:-$BELUGA_CACHE/wheels}
 
 usage() { die "usage: $0 [--lock] ENV (ENV: one of $(find $engines -maxdepth 1 -name '*.in' -printf '%f ' | sed 's/\.in / /g'))"; }
 

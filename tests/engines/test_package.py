@@ -5,7 +5,7 @@ Python (userspace/python/setup.py).
 
 - A fresh venv of Debian's /usr/bin/python3 gets setuptools and numpy of the
   `model` lock (hashes checked) from the wheels scripts/engine-venv.sh
-  downloaded (build/wheels, no index), then the package's fake-kernel variant
+  downloaded (the machine's wheel cache, no index), then the package's fake-kernel variant
   (BELUGA_PY_FAKE=1), and runs a KVStore round trip on the fake kernel.
 - The venv these tests run in has the real variant installed by
   scripts/engine-venv.sh: it imports, is the real build, and its first error
@@ -22,13 +22,14 @@ import pytest
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 LOCK = REPO / "tests" / "engines" / "model.lock"
-WHEELS = pathlib.Path(os.environ.get("BELUGA_BUILD", REPO / "build")) / "wheels"
+WHEELS = pathlib.Path(os.environ.get("BELUGA_WHEELS") or
+                      pathlib.Path(os.environ.get("BELUGA_CACHE", "/var/cache/beluga")) / "wheels")
 DEBIAN_PYTHON = "/usr/bin/python3"
 VERSION = (REPO / "VERSION").read_text().strip()
 
 pytestmark = pytest.mark.skipif(
     os.environ.get("BELUGA_TEST_REAL") == "1",
-    reason="builds with pip and gcc from the host's build/wheels: runs on the host (make test's engine lane)")
+    reason="builds with pip and gcc from the host's wheel cache: runs on the host (make test's engine lane)")
 
 
 def locked(names):
