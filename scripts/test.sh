@@ -137,6 +137,7 @@ progress_stage "CUDA build and GPU check" "$L/cuda.log"
 # 3b. the GPU path: nvcc builds the CUDA code (SKIP without nvcc); the device check
 #     runs where a GPU is present, else says SKIP with the reason
 suite cuda "$L/cuda.log" 900 scripts/device-check-cuda.sh
+progress_stage "engine lane (tests/engines/run-tests.sh)" "$L/engines.log"
 # 3c. the engine lane: the venvs of tests/engines/*.lock from PyPI (scripts/engine-venv.sh,
 #     reused while the lock is unchanged), then the engine tests with each venv's python
 out "# engine lane (tests/engines/run-tests.sh)"
