@@ -1,0 +1,199 @@
+# SPDX-License-Identifier: GPL-2.0
+"""beluga.adapters.vllm loaded and driven by vLLM itself (see rig.py for
+what runs and what stands in for the GPU and the model).
+
+Every engine is configured with the README's --kv-transfer-config; the
+tests add only vLLM's own keys (blocks_per_chunk) or the refusals' subjects.
+"""
+
+import logging
+
+import pytest
+import torch
+
+import beluga
+import rig
+from vllm.v1.kv_offload.base import OffloadingManager, OffloadingSpec, OffloadingWorker
+
+# Prompts of the second engine share prefixes of several blocks with those
+# of the first (not with each other, so that what vLLM loads is exactly the
+# shared whole chunks); most end mid-block.
+BASE = [(7 * i) % rig.VOCAB for i in range(75)]
+FIRST = {"a": BASE + [1] * 9, "b": [9] * 40 + [2] * 30, "c": [3] * 21}
+SECOND = {"d": BASE + [4] * 5, "e": [9] * 40 + [2] * 30 + [5] * 3, "f": [3] * 20 + [6]}
+
+
+def shared_tokens(prompts, stored, chunk_tokens):
+    """Prompt tokens a second engine can take from the first one's stored
+    prompts: per prompt, the longest prefix shared with one of them, in
+    whole chunks, leaving at least the last token to compute."""
+    total = 0
+    for tokens in prompts.values():
+        best = 0
+        for other in stored.values():
+            n = 0
+            while n < min(len(tokens), len(other)) and tokens[n] == other[n]:
+                n += 1
+            best = max(best, min(n, len(other)) // chunk_tokens * chunk_tokens)
+        total += min(best, (len(tokens) - 1) // chunk_tokens * chunk_tokens)
+    return total
+
+
+def pool_in_use(device):
+    with REAL_POOL(device, writable=False) as p:
+        s = p.stats()
+    return s["allocated_blocks"], s["pins"]
+
+
+class NoAdminPool:
+    """A pool opened without the admin right: EVICT is refused, as the
+    module refuses it to a handle that is not an admin one."""
+
+    def __init__(self, *args, **kwargs):
+        self._pool = REAL_POOL(*args, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self._pool, name)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self._pool.close()
+
+    def evict_ns(self, ns):
+        raise beluga.PermissionDenied(1, "EVICT needs an admin handle (NoAdminPool)")
+
+    def evict_key(self, ns, key):
+        raise beluga.PermissionDenied(1, "EVICT needs an admin handle (NoAdminPool)")
+
+
+REAL_POOL = beluga.Pool
+
+
+class VllmErrors(logging.Handler):
+    """Collects what vLLM logs at ERROR and above."""
+
+    def __init__(self):
+        super().__init__(logging.ERROR)
+        self.records = []
+
+    def emit(self, record):
+        self.records.append(record.getMessage())
+
+
+@pytest.fixture
+def vllm_errors():
+    h = VllmErrors()
+    logging.getLogger("vllm").addHandler(h)
+    yield h.records
+    logging.getLogger("vllm").removeHandler(h)
+
+
+def test_readme_config_loads_through_vllms_connector_factory(engine, vllm_errors):
+    e = engine()
+    # The Scheduler made the connector from kv_transfer_config, and the
+    # connector the spec through OffloadingSpecFactory: no other path.
+    assert type(e.scheduler.connector).__name__ == "OffloadingConnector"
+    assert isinstance(e.manager, OffloadingManager)
+    assert type(e.manager).__name__ == "BelugaOffloadingManager"
+    assert type(e.manager).__module__ == "beluga.adapters.vllm"
+    for w in e.workers:
+        spec = w.connector.connector_worker.spec
+        assert isinstance(spec, OffloadingSpec) and type(spec).__name__ == "BelugaOffloadingSpec"
+        assert isinstance(w.connector.connector_worker.worker, OffloadingWorker)
+    assert not vllm_errors
+
+
+@pytest.mark.parametrize("layout", ["LBNHC", "LBHNC"])
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_a_second_engine_loads_the_first_ones_blocks_bit_exact(engine, device, dtype, layout):
+    first = engine(dtype=dtype, layout=layout)
+    assert first.serve(FIRST) == 0
+    second = engine(dtype=dtype, layout=layout)
+    # Every token's KV is checked after every step (Engine.serve): the
+    # loaded ones bit for bit against what the model would have computed.
+    assert second.serve(SECOND) == shared_tokens(SECOND, FIRST, 16)
+    assert pool_in_use(device) == (0, 0), "blocks or pins left after every request finished"
+
+
+@pytest.mark.parametrize("layout", ["LBNHC", "LBHNC"])
+@pytest.mark.parametrize("writer_tp,reader_tp", [(2, 1), (1, 2), (4, 2), (8, 1)])
+def test_blocks_are_shared_across_tp_sizes(engine, device, writer_tp, reader_tp, layout):
+    first = engine(tp_size=writer_tp, layout=layout)
+    assert first.serve(FIRST) == 0
+    second = engine(tp_size=reader_tp, layout=layout)
+    assert second.serve(SECOND) == shared_tokens(SECOND, FIRST, 16)
+    assert pool_in_use(device) == (0, 0)
+
+
+def test_chunks_of_two_gpu_blocks(engine, device):
+    first = engine(extra={"blocks_per_chunk": 2})
+    assert first.serve(FIRST) == 0
+    second = engine(extra={"blocks_per_chunk": 2})
+    assert second.serve(SECOND) == shared_tokens(SECOND, FIRST, 32)
+    assert pool_in_use(device) == (0, 0)
+
+
+def test_a_failed_copy_names_its_cause_instead_of_failing_the_job(engine):
+    """vLLM's worker asserts that every job succeeded ("we currently do not
+    support job failures"): a copy that cannot be done must raise its own
+    error, not come back as TransferResult(success=False)."""
+    e = engine()
+    e.add("a", FIRST["a"], max_tokens=4)
+    for _ in range(4):
+        so = e.scheduler.schedule()
+        if so.kv_connector_metadata.store_jobs:
+            break
+        e.execute(so)
+    jobs = so.kv_connector_metadata.store_jobs
+    assert jobs, "vLLM made no store job for a computed prompt"
+    for job in jobs.values():
+        job.src_spec.block_ids[:] = e.cfg.cache_config.num_gpu_blocks + 7   # no such block
+    with pytest.raises(Exception) as ei:
+        e.execute(so)
+        e.step()                    # the worker submits stores a step later
+    assert not isinstance(ei.value, AssertionError), \
+        f"vLLM's assert on a failed job fired: {ei.value!r}"
+    assert "beluga" in str(ei.value) and "block" in str(ei.value), str(ei.value)
+
+
+def test_reset_cache_drops_old_blocks_without_admin_rights_and_leaks_nothing(
+        engine, device, monkeypatch):
+    monkeypatch.setattr(beluga, "Pool", NoAdminPool)
+    e = engine()
+    assert e.serve({"a": FIRST["a"]}) == 0
+    # A request in flight, its stores prepared but not yet done by the workers.
+    e.add("b", FIRST["b"])
+    e.step()
+    e.step()
+    assert e.scheduler.reset_prefix_cache(reset_running_requests=True, reset_connector=True)
+    assert e.serve({}) == 0
+    for _ in range(3):
+        e.step()
+    assert pool_in_use(device) == (0, 0), "the reset left blocks or pins behind"
+    # Blocks stored before the reset are not served after it.
+    assert e.serve({"a2": FIRST["a"]}) == 0
+
+
+def test_pipeline_parallelism_is_refused_at_load_with_the_reason(engine):
+    with pytest.raises(Exception) as ei:
+        engine(pp_size=2)
+    assert "pipeline" in str(ei.value), str(ei.value)
+
+
+def test_geometry_keys_in_the_extra_config_are_refused(engine):
+    with pytest.raises(Exception) as ei:
+        engine(extra={"num_layers": 32, "tp_size": 2})
+    msg = str(ei.value)
+    assert "num_layers" in msg and "tp_size" in msg and "vLLM" in msg, msg
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_gpu_kv_cache_round_trips_through_the_cuda_copy(engine, device, dtype):
+    first = engine(dtype=dtype, device="cuda")
+    assert first.serve(FIRST) == 0
+    second = engine(dtype=dtype, device="cuda")
+    assert second.serve(SECOND) == shared_tokens(SECOND, FIRST, 16)
+    assert pool_in_use(device) == (0, 0)
