@@ -6,13 +6,17 @@ Every engine is configured with the README's --kv-transfer-config; the
 tests add only vLLM's own keys (blocks_per_chunk) or the refusals' subjects.
 """
 
+import errno
 import logging
+import pathlib
 
 import pytest
 import torch
 
 import beluga
+import beluga._cuda as cuda
 import rig
+from beluga.adapters.vllm import kvcopy_arguments
 from vllm.v1.kv_offload.base import OffloadingManager, OffloadingSpec, OffloadingWorker
 
 # Prompts of the second engine share prefixes of several blocks with those
@@ -135,19 +139,24 @@ def test_chunks_of_two_gpu_blocks(engine, device):
     assert pool_in_use(device) == (0, 0)
 
 
+def first_store_jobs(e, prompt):
+    """Step a request until vLLM schedules store jobs: the step's
+    SchedulerOutput, not yet run by the workers, and its store jobs."""
+    e.add("stored", prompt, max_tokens=4)
+    for _ in range(4):
+        so = e.scheduler.schedule()
+        if so.kv_connector_metadata.store_jobs:
+            return so, so.kv_connector_metadata.store_jobs
+        e.execute(so)
+    raise AssertionError("vLLM made no store job for a computed prompt")
+
+
 def test_a_failed_copy_names_its_cause_instead_of_failing_the_job(engine):
     """vLLM's worker asserts that every job succeeded ("we currently do not
     support job failures"): a copy that cannot be done must raise its own
     error, not come back as TransferResult(success=False)."""
     e = engine()
-    e.add("a", FIRST["a"], max_tokens=4)
-    for _ in range(4):
-        so = e.scheduler.schedule()
-        if so.kv_connector_metadata.store_jobs:
-            break
-        e.execute(so)
-    jobs = so.kv_connector_metadata.store_jobs
-    assert jobs, "vLLM made no store job for a computed prompt"
+    so, jobs = first_store_jobs(e, FIRST["a"])
     for job in jobs.values():
         job.src_spec.block_ids[:] = e.cfg.cache_config.num_gpu_blocks + 7   # no such block
     with pytest.raises(Exception) as ei:
@@ -187,6 +196,35 @@ def test_geometry_keys_in_the_extra_config_are_refused(engine):
         engine(extra={"num_layers": 32, "tp_size": 2})
     msg = str(ei.value)
     assert "num_layers" in msg and "tp_size" in msg and "vLLM" in msg, msg
+
+
+KVCOPY = pathlib.Path(cuda.__file__).with_name("libbeluga-kvcopy.so")
+
+
+@pytest.mark.skipif(not KVCOPY.exists(), reason="libbeluga-kvcopy.so not built (no nvcc)")
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU is present: the GPU tests run")
+@pytest.mark.parametrize("tp_size,layout,chunk", [(1, "LBNHC", 1), (2, "LBHNC", 1),
+                                                  (8, "LBNHC", 2)])
+def test_the_cuda_copy_of_vllms_jobs_passes_kvcopys_checks(engine, tp_size, layout, chunk):
+    """Where there is no GPU: every kvcopy launch the worker would make for
+    vLLM's store job, and for loading the same blocks, passes the checks
+    libbeluga-kvcopy makes before it touches CUDA (bounds, distinct
+    destinations, alignment), so it fails only for want of a device."""
+    e = engine(tp_size=tp_size, layout=layout, extra={"blocks_per_chunk": chunk})
+    so, jobs = first_store_jobs(e, FIRST["a"])
+    launches = 0
+    for w in e.workers:
+        worker = w.connector.connector_worker.worker
+        for job_id, job in jobs.items():
+            for to_pool, copy in ((True, cuda.gather), (False, cuda.scatter)):
+                for call, pairs in worker.copy_plan(job_id, job.dst_spec, job.src_spec, to_pool):
+                    with pytest.raises(beluga.NoCuda) as ei:
+                        copy(**kvcopy_arguments(call, pairs, worker.pool_map))
+                    assert ei.value.errno == errno.ENODEV, str(ei.value)
+                    launches += 1
+    assert launches >= 2 * tp_size
+    e.execute(so)
+    e.run()
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")

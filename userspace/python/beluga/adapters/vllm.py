@@ -453,6 +453,18 @@ class _HostCopier:
         return
 
 
+def kvcopy_arguments(call, pairs, pool_map, stream=0):
+    """beluga._cuda.gather/scatter's arguments for one call of a job's copy
+    plan: one layer (the call's base address), one row set (num_kv 1), the
+    pairs as virtual GPU blocks and pool offsets."""
+    return dict(gpu_layers=[call.gpu_base], pool_base=pool_map.address,
+                pairs=np.asarray(pairs, np.uint64).reshape(-1, 2),
+                block_tokens=call.block_tokens, row_bytes=call.row_bytes, gpu_kv_stride=0,
+                gpu_block_stride=call.gpu_block_stride, gpu_num_blocks=call.gpu_num_blocks,
+                pool_length=len(pool_map), num_kv=1, gpu_token_stride=call.gpu_token_stride,
+                pool_token_stride=call.pool_token_stride, stream=stream, sync=False)
+
+
 class _CudaCopier:
     """The copy plan through beluga._cuda (libbeluga-kvcopy): one kernel
     launch per call on a stream per direction; a store first waits for the
@@ -478,13 +490,7 @@ class _CudaCopier:
         moved = 0
         copy = self._cuda.gather if to_pool else self._cuda.scatter
         for call, pairs in calls:
-            copy([call.gpu_base], self._map.address, np.asarray(pairs, np.uint64),
-                 block_tokens=call.block_tokens, row_bytes=call.row_bytes, gpu_kv_stride=0,
-                 gpu_block_stride=call.gpu_block_stride, gpu_num_blocks=call.gpu_num_blocks,
-                 pool_length=len(self._map), num_kv=1,
-                 gpu_token_stride=call.gpu_token_stride,
-                 pool_token_stride=call.pool_token_stride,
-                 stream=stream.cuda_stream, sync=False)
+            copy(**kvcopy_arguments(call, pairs, self._map, stream.cuda_stream))
             moved += len(pairs) * call.block_tokens * call.row_bytes
         event = torch.cuda.Event()
         event.record(stream)
@@ -530,13 +536,13 @@ class BelugaOffloadingWorkerImpl:
         if len(devices) != 1:
             raise ValueError(f"beluga: vLLM's KV cache lies on several devices {devices}")
         device = kv_caches.tensors[0].tensor.device
-        self._map = spec.pool.map()
+        self.pool_map = spec.pool.map()
         self._pool_block = spec.pool.block_size
         if device.type == "cpu":
-            self._copier = _HostCopier(self._map)
+            self._copier = _HostCopier(self.pool_map)
         elif device.type == "cuda":
             try:
-                self._copier = _CudaCopier(self._map, device)
+                self._copier = _CudaCopier(self.pool_map, device)
             except beluga.NoCuda as e:
                 raise ValueError(f"beluga: vLLM's KV cache is on {device}, but the CUDA copy "
                                  f"is unavailable: {e}") from e
@@ -544,8 +550,9 @@ class BelugaOffloadingWorkerImpl:
             raise ValueError(f"beluga: vLLM's KV cache is on {device}; the adapter copies "
                              f"from CUDA devices and host memory only")
 
-    def _job_calls(self, job_id, pool_spec, gpu_spec, store_side):
-        """Every (call, [(virtual GPU block, pool offset)]) of a job, checked."""
+    def copy_plan(self, job_id, pool_spec, gpu_spec, store_side):
+        """Every (call, [(virtual GPU block, pool offset)]) a job runs,
+        checked against the KV cache and the pool."""
         ids = np.asarray(gpu_spec.block_ids, np.int64)
         sizes = gpu_spec.group_sizes
         out, start = [], 0
@@ -568,10 +575,10 @@ class BelugaOffloadingWorkerImpl:
                 raise BelugaTransferError(
                     f"beluga: job {job_id}: {n} GPU blocks of group {plan.group_id} need "
                     f"{int(chunk[-1]) + 1} chunks, the pool side has {len(offsets) // parts}")
-            if offsets.size and int(offsets.max()) + self._pool_block > len(self._map):
+            if offsets.size and int(offsets.max()) + self._pool_block > len(self.pool_map):
                 raise BelugaTransferError(
                     f"beluga: job {job_id}: pool offset {int(offsets.max())} lies outside the "
-                    f"pool ({len(self._map)} bytes)")
+                    f"pool ({len(self.pool_map)} bytes)")
             page_id = offsets[chunk * parts] // np.uint64(self._pool_block) * \
                 np.uint64(self._bpc) + sub.astype(np.uint64)
             for call in plan.calls:
@@ -594,7 +601,7 @@ class BelugaOffloadingWorkerImpl:
     def _submit(self, job_id, pool_spec, gpu_spec, to_pool):
         kind = "store" if to_pool else "load"
         try:
-            self._copier.run(job_id, self._job_calls(job_id, pool_spec, gpu_spec, to_pool),
+            self._copier.run(job_id, self.copy_plan(job_id, pool_spec, gpu_spec, to_pool),
                              to_pool)
         except BelugaTransferError:
             raise
