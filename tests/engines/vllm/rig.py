@@ -21,6 +21,10 @@ Stand-ins, because the build machines have no GPU and no model runs:
   process, each with the VllmConfig of its rank; vLLM's
   ``KVOutputAggregator`` merges their outputs as the real executor does.
 - Sampling: a token that depends only on the sequence so far.
+- The platform: without a GPU vLLM's platform is UnspecifiedPlatform, which
+  says it cannot run the hybrid KV cache manager; the rig answers as the
+  CUDA platform does, so that a model with sliding-window layers gets its
+  KV cache groups as on a GPU.
 """
 
 import hashlib
@@ -42,7 +46,8 @@ from vllm.v1.core.kv_cache_utils import (generate_scheduler_kv_cache_config,
                                          get_request_block_hasher, init_none_hash,
                                          resolve_kv_cache_block_sizes)
 from vllm.v1.core.sched.scheduler import Scheduler
-from vllm.v1.kv_cache_interface import FullAttentionSpec
+from vllm.platforms import current_platform
+from vllm.v1.kv_cache_interface import FullAttentionSpec, SlidingWindowSpec
 from vllm.v1.outputs import KVConnectorOutput, ModelRunnerOutput
 from vllm.v1.request import Request
 from vllm.v1.structured_output import StructuredOutputManager
@@ -57,6 +62,8 @@ TINY_LLAMA = {
     "vocab_size": 1000, "max_position_embeddings": 4096, "rms_norm_eps": 1e-5,
 }
 VOCAB = TINY_LLAMA["vocab_size"]
+
+type(current_platform).support_hybrid_kv_cache = classmethod(lambda cls: True)
 
 
 def write_model(directory, **overrides):
@@ -108,6 +115,8 @@ class Worker:
     """One worker process: its connector and its KV cache."""
 
     def __init__(self, cfg, kv_cache_config, layer_names, device):
+        """``layer_names``: the model's layers in order; each is written with
+        the block table of its KV cache group."""
         self.cfg = cfg
         self.connector = OffloadingConnector(cfg, KVConnectorRole.WORKER, kv_cache_config)
         self.layer_names = layer_names
@@ -125,15 +134,14 @@ class Worker:
     def heads(self, kv):
         return kv[:, self.first_head:self.first_head + self.head_count]
 
-    def write(self, block_id, slot, kv):
-        """The forward pass writing one token's KV, every layer."""
-        kv = self.heads(kv)
-        for layer, name in enumerate(self.layer_names):
-            self.caches[name][block_id, :, slot, :] = kv[layer].to(self.caches[name].device)
+    def write(self, layer, block_id, slot, kv):
+        """The forward pass writing one token's KV of one layer."""
+        name = self.layer_names[layer]
+        self.caches[name][block_id, :, slot, :] = self.heads(kv)[layer].to(
+            self.caches[name].device)
 
-    def read(self, block_id, slot):
-        return torch.stack([self.caches[name][block_id, :, slot, :].cpu()
-                            for name in self.layer_names])
+    def read(self, layer, block_id, slot):
+        return self.caches[self.layer_names[layer]][block_id, :, slot, :].cpu()
 
     def begin(self, so):
         """What the model runner does before the forward pass."""
@@ -158,7 +166,9 @@ class Engine:
     """One vLLM instance: a scheduler and ``tp_size * pp_size`` workers."""
 
     def __init__(self, model_dir, kv_transfer_config, *, num_gpu_blocks=64, device="cpu",
-                 **config):
+                 sliding_window=None, **config):
+        """``sliding_window``: the odd layers attend to that many tokens
+        (a hybrid model: two KV cache groups)."""
         world = config.get("tp_size", 1) * config.get("pp_size", 1)
         cfgs = [vllm_config(model_dir, kv_transfer_config, rank=r, **config)
                 for r in range(world)]
@@ -170,13 +180,16 @@ class Engine:
         self.head_dim = model.get_head_size()
         self.block_size = cfg.cache_config.block_size
         names = [f"model.layers.{i}.self_attn.attn" for i in range(self.num_layers)]
-        spec = FullAttentionSpec(block_size=self.block_size,
-                                 num_kv_heads=model.get_num_kv_heads(cfg.parallel_config),
-                                 head_size=self.head_dim, dtype=self.dtype)
+        geometry = dict(block_size=self.block_size, head_size=self.head_dim, dtype=self.dtype,
+                        num_kv_heads=model.get_num_kv_heads(cfg.parallel_config))
+        full = FullAttentionSpec(**geometry)
+        windowed = SlidingWindowSpec(sliding_window=sliding_window, **geometry) \
+            if sliding_window else full
+        layer_specs = {n: windowed if i % 2 else full for i, n in enumerate(names)}
         # What the engine core does with the workers' specs (EngineCore.
         # _initialize_kv_caches), with the memory of num_gpu_blocks blocks.
-        specs = [{n: spec for n in names} for _ in cfgs]
-        memory = [spec.page_size_bytes * len(names) * num_gpu_blocks] * world
+        specs = [layer_specs for _ in cfgs]
+        memory = [full.page_size_bytes * len(names) * num_gpu_blocks] * world
         kv_cfgs = get_kv_cache_configs(cfg, specs, memory,
                                        get_global_kv_cache_groups(cfg, specs))
         for k in kv_cfgs:
@@ -194,6 +207,9 @@ class Engine:
         init_none_hash(hash_fn)
         self.block_hasher = get_request_block_hasher(hash_block, hash_fn)
         self.workers = [Worker(c, k, names, device) for c, k in zip(cfgs, kv_cfgs)]
+        # The KV cache group of each layer, whose block table it uses.
+        self.layer_group = [next(g for g, group in enumerate(sched_cfg.kv_cache_groups)
+                                 if n in group.layer_names) for n in names]
         self.aggregator = KVOutputAggregator.from_connector(self.scheduler.connector, world)
         self.external_tokens = {}     # request -> prompt tokens vLLM loaded
 
@@ -224,11 +240,12 @@ class Engine:
         for req_id, n in so.num_scheduled_tokens.items():
             req = self.scheduler.requests[req_id]
             end = req.num_computed_tokens        # schedule() has advanced it
-            block_ids = self.scheduler.kv_cache_manager.get_block_ids(req_id)[0]
+            tables = self.scheduler.kv_cache_manager.get_block_ids(req_id)
             for pos in range(end - n, end):
                 kv = self._kv(req.all_token_ids, pos)
-                for w in self.workers:
-                    w.write(block_ids[pos // self.block_size], pos % self.block_size, kv)
+                for layer, block_id, slot in self._slots(tables, pos):
+                    for w in self.workers:
+                        w.write(layer, block_id, slot, kv)
             if end >= req.num_tokens:
                 sampled[req_id] = [next_token(req.all_token_ids)]
         req_ids = list(so.num_scheduled_tokens)
@@ -245,19 +262,31 @@ class Engine:
                     self.external_tokens[o.request_id] = o.prefill_stats.num_external_cached_tokens
         return so
 
+    def _slots(self, tables, pos):
+        """(layer, block id, slot) of the token at ``pos`` in every layer
+        whose group holds a block for it (a sliding window's group has freed
+        the blocks behind the window: block 0, vLLM's null block), given
+        the request's block tables."""
+        b, slot = divmod(pos, self.block_size)
+        for layer, group in enumerate(self.layer_group):
+            if b < len(tables[group]) and tables[group][b] != 0:
+                yield layer, tables[group][b], slot
+
     def wrong_tokens(self):
-        """(request, position) of every computed token of a running request
-        whose KV on some worker is not the one its prefix gives."""
+        """(request, position, layer) of every computed token of a running
+        request whose KV on some worker is not the one its prefix gives."""
         bad = []
         for req in self.scheduler.running:
-            block_ids = self.scheduler.kv_cache_manager.get_block_ids(req.request_id)[0]
+            tables = self.scheduler.kv_cache_manager.get_block_ids(req.request_id)
             for pos in range(req.num_computed_tokens):
                 want = self._kv(req.all_token_ids, pos)
-                for w in self.workers:
-                    got = w.read(block_ids[pos // self.block_size], pos % self.block_size)
-                    # Bit for bit: compare the bytes, not the values.
-                    if not torch.equal(got.view(torch.int16), w.heads(want).view(torch.int16)):
-                        bad.append((req.request_id, pos))
+                for layer, block_id, slot in self._slots(tables, pos):
+                    for w in self.workers:
+                        got = w.read(layer, block_id, slot)
+                        # Bit for bit: compare the bytes, not the values.
+                        if not torch.equal(got.view(torch.int16),
+                                           w.heads(want)[layer].view(torch.int16)):
+                            bad.append((req.request_id, pos, layer))
         return bad
 
     def run(self, max_steps=300):

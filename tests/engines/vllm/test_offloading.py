@@ -139,6 +139,21 @@ def test_chunks_of_two_gpu_blocks(engine, device):
     assert pool_in_use(device) == (0, 0)
 
 
+def test_a_hybrid_model_offloads_every_kv_cache_group(engine, device):
+    """Sliding-window layers make a second KV cache group, whose keys come in
+    the same prepare_store and prepare_load calls; vLLM needs a hit in every
+    group to load a prefix. (The window is longer than the prompts, so vLLM
+    offloads every chunk of both groups and what the second engine can load
+    is the shared whole chunks, as for one group; which window chunks vLLM
+    offloads with a shorter window is vLLM's policy.)"""
+    first = engine(sliding_window=128)
+    assert len(first.scheduler.connector.scheduler.config.kv_group_configs) == 2
+    assert first.serve(FIRST) == 0
+    second = engine(sliding_window=128)
+    assert second.serve(SECOND) == shared_tokens(SECOND, FIRST, 16)
+    assert pool_in_use(device) == (0, 0)
+
+
 def first_store_jobs(e, prompt):
     """Step a request until vLLM schedules store jobs: the step's
     SchedulerOutput, not yet run by the workers, and its store jobs."""
