@@ -67,14 +67,20 @@ def model_dir(tmp_path_factory):
     return rig.write_model(tmp_path_factory.mktemp("tiny-llama"))
 
 
+@pytest.fixture(scope="session")
+def mla_model_dir(tmp_path_factory):
+    return rig.write_model(tmp_path_factory.mktemp("tiny-deepseek"), **rig.TINY_DEEPSEEK_MLA)
+
+
 @pytest.fixture
-def engine(request, kv_transfer_config, model_dir, pool):
-    """engine(extra={...}, **rig.Engine options) -> a running vLLM instance."""
+def engine(request, kv_transfer_config, model_dir, mla_model_dir, pool):
+    """engine(extra={...}, mla=False, **rig.Engine options) -> a running
+    vLLM instance of the tiny Llama (or, with mla, the tiny DeepSeek)."""
     made = []
 
-    def make(extra=None, **config):
+    def make(extra=None, mla=False, **config):
         cfg = rig.with_extra(kv_transfer_config, **(extra or {}))
-        e = rig.Engine(model_dir, cfg, **config)
+        e = rig.Engine(mla_model_dir if mla else model_dir, cfg, **config)
         made.append(e)
         return e
 

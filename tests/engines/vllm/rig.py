@@ -47,7 +47,7 @@ from vllm.v1.core.kv_cache_utils import (generate_scheduler_kv_cache_config,
                                          resolve_kv_cache_block_sizes)
 from vllm.v1.core.sched.scheduler import Scheduler
 from vllm.platforms import current_platform
-from vllm.v1.kv_cache_interface import FullAttentionSpec, SlidingWindowSpec
+from vllm.v1.kv_cache_interface import FullAttentionSpec, MLAAttentionSpec, SlidingWindowSpec
 from vllm.v1.outputs import KVConnectorOutput, ModelRunnerOutput
 from vllm.v1.request import Request
 from vllm.v1.structured_output import StructuredOutputManager
@@ -64,6 +64,17 @@ TINY_LLAMA = {
 VOCAB = TINY_LLAMA["vocab_size"]
 
 type(current_platform).support_hybrid_kv_cache = classmethod(lambda cls: True)
+
+
+# A DeepSeek-V2 of four layers: MLA, one latent of 64 + 32 values per token
+# and layer, the same on every TP rank.
+TINY_DEEPSEEK_MLA = {
+    "architectures": ["DeepseekV2ForCausalLM"], "model_type": "deepseek_v2",
+    "kv_lora_rank": 64, "qk_rope_head_dim": 32, "qk_nope_head_dim": 32, "v_head_dim": 32,
+    "q_lora_rank": None, "head_dim": None, "num_key_value_heads": 8,
+    "first_k_dense_replace": 4, "n_routed_experts": 4, "num_experts_per_tok": 2,
+    "moe_intermediate_size": 64,
+}
 
 
 def write_model(directory, **overrides):
@@ -98,13 +109,14 @@ def vllm_config(model_dir, kv_transfer_config, *, dtype="bfloat16", tp_size=1, p
     return cfg
 
 
-def expected_kv(token_ids, position, num_layers, num_heads, head_dim, dtype):
+def expected_kv(token_ids, position, num_layers, num_heads, cell, dtype):
     """The KV of the token at ``position``, a function of its prefix only:
-    (layers, heads, K and V of head_dim each) in ``dtype``, every head."""
+    (layers, heads, cell) in ``dtype``, every head; a cell is one head's K
+    and V, or an MLA latent."""
     prefix = torch.tensor(token_ids[:position + 1], dtype=torch.int64).numpy().tobytes()
     seed = int.from_bytes(hashlib.sha256(prefix).digest()[:8], "little")
     gen = torch.Generator().manual_seed(seed)
-    return torch.randn((num_layers, num_heads, 2 * head_dim), generator=gen).to(dtype)
+    return torch.randn((num_layers, num_heads, cell), generator=gen).to(dtype)
 
 
 def next_token(token_ids):
@@ -128,8 +140,10 @@ class Worker:
         tp, total = parallel.tensor_parallel_size, model.get_total_num_kv_heads()
         rank = parallel.rank % tp
         # vLLM's head shard of a rank: total/tp consecutive heads, or one
-        # head replicated over tp/total ranks when there are fewer heads.
-        self.first_head = rank * total // tp if total >= tp else rank // (tp // total)
+        # head replicated over tp/total ranks when there are fewer heads;
+        # every rank holds the one MLA latent.
+        self.first_head = 0 if model.use_mla else \
+            rank * total // tp if total >= tp else rank // (tp // total)
 
     def heads(self, kv):
         return kv[:, self.first_head:self.first_head + self.head_count]
@@ -176,13 +190,13 @@ class Engine:
         model = cfg.model_config
         self.dtype = model.dtype
         self.num_layers = model.get_num_layers(cfg.parallel_config)
-        self.total_heads = model.get_total_num_kv_heads()
-        self.head_dim = model.get_head_size()
         self.block_size = cfg.cache_config.block_size
         names = [f"model.layers.{i}.self_attn.attn" for i in range(self.num_layers)]
-        geometry = dict(block_size=self.block_size, head_size=self.head_dim, dtype=self.dtype,
-                        num_kv_heads=model.get_num_kv_heads(cfg.parallel_config))
-        full = FullAttentionSpec(**geometry)
+        geometry = dict(block_size=self.block_size, head_size=model.get_head_size(),
+                        dtype=self.dtype, num_kv_heads=model.get_num_kv_heads(cfg.parallel_config))
+        full = (MLAAttentionSpec if model.use_mla else FullAttentionSpec)(**geometry)
+        self.total_heads = 1 if model.use_mla else model.get_total_num_kv_heads()
+        self.cell = full.state_content_size_bytes // full.dtype.itemsize
         windowed = SlidingWindowSpec(sliding_window=sliding_window, **geometry) \
             if sliding_window else full
         layer_specs = {n: windowed if i % 2 else full for i, n in enumerate(names)}
@@ -224,8 +238,8 @@ class Engine:
             None, block_hasher=self.block_hasher))
 
     def _kv(self, token_ids, position):
-        return expected_kv(token_ids, position, self.num_layers, self.total_heads,
-                           self.head_dim, self.dtype)
+        return expected_kv(token_ids, position, self.num_layers, self.total_heads, self.cell,
+                           self.dtype)
 
     def step(self):
         """One engine step: schedule, run the workers around the forward

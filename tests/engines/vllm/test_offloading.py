@@ -131,11 +131,40 @@ def test_blocks_are_shared_across_tp_sizes(engine, device, writer_tp, reader_tp,
     assert pool_in_use(device) == (0, 0)
 
 
+@pytest.mark.parametrize("writer_tp,reader_tp", [(2, 1), (1, 4)])
+def test_mla_latents_are_shared_across_tp_sizes(engine, device, writer_tp, reader_tp):
+    """Every rank holds the same MLA latent: vLLM's mapping makes the ranks
+    take turns writing pages (is_writer), and each reads them all."""
+    first = engine(mla=True, tp_size=writer_tp)
+    assert first.serve(FIRST) == 0
+    second = engine(mla=True, tp_size=reader_tp)
+    assert second.serve(SECOND) == shared_tokens(SECOND, FIRST, 16)
+    assert pool_in_use(device) == (0, 0)
+
+
 def test_chunks_of_two_gpu_blocks(engine, device):
     first = engine(extra={"blocks_per_chunk": 2})
     assert first.serve(FIRST) == 0
     second = engine(extra={"blocks_per_chunk": 2})
     assert second.serve(SECOND) == shared_tokens(SECOND, FIRST, 32)
+    assert pool_in_use(device) == (0, 0)
+
+
+@pytest.mark.fake_pool(regions="dax0.0:1M")          # 16 pool blocks of 64 KiB
+def test_a_full_pool_costs_hits_never_bytes_or_blocks(engine, device, backend):
+    """Twelve prompts of five chunks each through a pool of sixteen blocks:
+    the pool evicts, stores fall short, loads find what is left; every
+    token the second engine loads is still bit-exact, nothing is left
+    allocated or pinned."""
+    prompts = {f"p{i}": [i + 100] * 16 + BASE[:64] for i in range(12)}
+    first = engine()
+    assert first.serve(prompts) == 0
+    second = engine()
+    loaded = second.serve(prompts)
+    everything = shared_tokens(prompts, prompts, 16)
+    assert 0 < loaded <= everything
+    if backend == "fake":
+        assert loaded < everything, "sixteen pool blocks held sixty chunks"
     assert pool_in_use(device) == (0, 0)
 
 
