@@ -43,6 +43,20 @@ def shared_tokens(prompts, stored, chunk_tokens):
     return total
 
 
+def round_trip(engine, device, writer, reader=None, chunk_tokens=16):
+    """A first engine (``writer``: its options) serves FIRST, storing every
+    chunk; a second (``reader``, default the same) serves SECOND and must load
+    exactly the shared whole chunks, every token bit-exact (Engine.serve
+    checks each after every step); then nothing is left allocated or
+    pinned. The engines, for more checks."""
+    first = engine(**writer)
+    assert first.serve(FIRST) == 0
+    second = engine(**(writer if reader is None else reader))
+    assert second.serve(SECOND) == shared_tokens(SECOND, FIRST, chunk_tokens)
+    assert pool_in_use(device) == (0, 0), "blocks or pins left after every request finished"
+    return first, second
+
+
 def pool_in_use(device):
     with REAL_POOL(device, writable=False) as p:
         s = p.stats()
@@ -112,42 +126,26 @@ def test_readme_config_loads_through_vllms_connector_factory(engine, vllm_errors
 @pytest.mark.parametrize("layout", ["LBNHC", "LBHNC"])
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_a_second_engine_loads_the_first_ones_blocks_bit_exact(engine, device, dtype, layout):
-    first = engine(dtype=dtype, layout=layout)
-    assert first.serve(FIRST) == 0
-    second = engine(dtype=dtype, layout=layout)
-    # Every token's KV is checked after every step (Engine.serve): the
-    # loaded ones bit for bit against what the model would have computed.
-    assert second.serve(SECOND) == shared_tokens(SECOND, FIRST, 16)
-    assert pool_in_use(device) == (0, 0), "blocks or pins left after every request finished"
+    round_trip(engine, device, dict(dtype=dtype, layout=layout))
 
 
 @pytest.mark.parametrize("layout", ["LBNHC", "LBHNC"])
 @pytest.mark.parametrize("writer_tp,reader_tp", [(2, 1), (1, 2), (4, 2), (8, 1)])
 def test_blocks_are_shared_across_tp_sizes(engine, device, writer_tp, reader_tp, layout):
-    first = engine(tp_size=writer_tp, layout=layout)
-    assert first.serve(FIRST) == 0
-    second = engine(tp_size=reader_tp, layout=layout)
-    assert second.serve(SECOND) == shared_tokens(SECOND, FIRST, 16)
-    assert pool_in_use(device) == (0, 0)
+    round_trip(engine, device, dict(tp_size=writer_tp, layout=layout),
+               dict(tp_size=reader_tp, layout=layout))
 
 
 @pytest.mark.parametrize("writer_tp,reader_tp", [(2, 1), (1, 4)])
 def test_mla_latents_are_shared_across_tp_sizes(engine, device, writer_tp, reader_tp):
     """Every rank holds the same MLA latent: vLLM's mapping makes the ranks
     take turns writing pages (is_writer), and each reads them all."""
-    first = engine(mla=True, tp_size=writer_tp)
-    assert first.serve(FIRST) == 0
-    second = engine(mla=True, tp_size=reader_tp)
-    assert second.serve(SECOND) == shared_tokens(SECOND, FIRST, 16)
-    assert pool_in_use(device) == (0, 0)
+    round_trip(engine, device, dict(mla=True, tp_size=writer_tp),
+               dict(mla=True, tp_size=reader_tp))
 
 
 def test_chunks_of_two_gpu_blocks(engine, device):
-    first = engine(extra={"blocks_per_chunk": 2})
-    assert first.serve(FIRST) == 0
-    second = engine(extra={"blocks_per_chunk": 2})
-    assert second.serve(SECOND) == shared_tokens(SECOND, FIRST, 32)
-    assert pool_in_use(device) == (0, 0)
+    round_trip(engine, device, dict(extra={"blocks_per_chunk": 2}), chunk_tokens=32)
 
 
 @pytest.mark.fake_pool(regions="dax0.0:1M")          # 16 pool blocks of 64 KiB
@@ -175,12 +173,8 @@ def test_a_hybrid_model_offloads_every_kv_cache_group(engine, device):
     offloads every chunk of both groups and what the second engine can load
     is the shared whole chunks, as for one group; which window chunks vLLM
     offloads with a shorter window is vLLM's policy.)"""
-    first = engine(sliding_window=128)
+    first, _ = round_trip(engine, device, dict(sliding_window=128))
     assert len(first.scheduler.connector.scheduler.config.kv_group_configs) == 2
-    assert first.serve(FIRST) == 0
-    second = engine(sliding_window=128)
-    assert second.serve(SECOND) == shared_tokens(SECOND, FIRST, 16)
-    assert pool_in_use(device) == (0, 0)
 
 
 def first_store_jobs(e, prompt):
@@ -274,8 +268,4 @@ def test_the_cuda_copy_of_vllms_jobs_passes_kvcopys_checks(engine, tp_size, layo
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_gpu_kv_cache_round_trips_through_the_cuda_copy(engine, device, dtype):
-    first = engine(dtype=dtype, device="cuda")
-    assert first.serve(FIRST) == 0
-    second = engine(dtype=dtype, device="cuda")
-    assert second.serve(SECOND) == shared_tokens(SECOND, FIRST, 16)
-    assert pool_in_use(device) == (0, 0)
+    round_trip(engine, device, dict(dtype=dtype, device="cuda"))
