@@ -72,12 +72,12 @@ _FROM_VLLM = {
 }
 
 
-def _vllm_base():
-    base = engine_module(_BASE)
-    if base is None:
-        raise ImportError("beluga.adapters.vllm needs vLLM (vllm.v1.kv_offload.base did not "
-                          "import): install vLLM 0.33 in this environment")
-    return base
+def _vllm(module=_BASE):
+    m = engine_module(module)
+    if m is None:
+        raise ImportError(f"beluga.adapters.vllm needs vLLM ({module} did not import): "
+                          f"install vLLM 0.33 in this environment")
+    return m
 
 
 class BelugaTransferError(RuntimeError):
@@ -154,7 +154,7 @@ class BelugaOffloadingManagerImpl:
 
     def __init__(self, spec):
         self._spec = spec
-        self._base = _vllm_base()
+        self._base = _vllm()
         self._requests = {}
         self._events = [] if spec.kv_events_config.enable_kv_cache_events else None
         self._draining = []      # (store, offsets, free?) held by jobs a reset dropped
@@ -418,14 +418,15 @@ class _HostCopier:
     storage), synchronously: a job is finished when submit returns."""
 
     def __init__(self, pool_map):
+        import torch
+        self._torch = torch
         self._pool = np.frombuffer(pool_map, np.uint8)
         self._done = []
 
     def run(self, job_id, calls, to_pool):
         start, moved = time.perf_counter(), 0
         for call, pairs in calls:
-            import torch
-            flat = torch.empty(0, dtype=torch.uint8).set_(
+            flat = self._torch.empty(0, dtype=self._torch.uint8).set_(
                 call.tensor.untyped_storage(), 0, (call.storage_bytes,), (1,)).numpy()
             rows = np.lib.stride_tricks.as_strided(
                 flat[call.gpu_base - call.storage_base:],
@@ -521,7 +522,7 @@ class BelugaOffloadingWorkerImpl:
     a job, through vLLM's canonical page mapping (see the module doc)."""
 
     def __init__(self, spec, kv_caches):
-        self._base = _vllm_base()
+        self._base = _vllm()
         self._spec = spec
         self._bpc = spec.blocks_per_chunk
         groups = spec.config.groups
@@ -669,11 +670,10 @@ class BelugaOffloadingSpecImpl:
     shares an open beluga.Pool."""
 
     def __init__(self, config, pool=None):
-        _vllm_base().OffloadingSpec.__init__(self, config)
+        _vllm().OffloadingSpec.__init__(self, config)
         extra = dict(config.extra_config or {})
         _refuse_unsupported(config, extra)
-        canonical = engine_module(_CANONICAL)
-        self.page_format = canonical.canonical_format_id(config.kv_cache_layout)
+        self.page_format = _vllm(_CANONICAL).canonical_format_id(config.kv_cache_layout)
         self.pool = pool if pool is not None else beluga.Pool(extra.get("beluga_path"))
         self._salt, self._shared = extra.get("salt"), extra.get("shared")
         self._model = str(extra.get("model") or config.model.name)
@@ -763,7 +763,7 @@ def __getattr__(name):
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     if name not in _built:
         impl, base_name = _PUBLIC[name]
-        base = getattr(_vllm_base(), base_name)
+        base = getattr(_vllm(), base_name)
         _built[name] = type(name, (impl, base), {"__module__": __name__, "__doc__": impl.__doc__})
     return _built[name]
 
