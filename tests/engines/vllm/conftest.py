@@ -1,12 +1,13 @@
 # SPDX-License-Identifier: GPL-2.0
-"""Fixtures of the vLLM lane (run with build/venv-vllm/bin/python -m pytest).
+"""Fixtures of the vLLM lane: run with build/venv-vllm's python and
+PYTHONPATH=userspace/build/python-fake (as tests/userspace/test_python.sh
+does), so that the working tree's build, not a copy installed in the venv,
+is the code under test.
 
 The pool fixtures are tests/python's (`device`, `pool`, `leak_check`, the
 fake kernel on the host, the real module with BELUGA_TEST_REAL=1, TAP with
-BELUGA_PYTEST_TAP): this file loads that conftest and re-exports them. The
-`beluga` package is the working tree's build (userspace/build/python-fake, or
-userspace/build/python for the real module), put first on sys.path so that a
-copy installed in the venv cannot stand in for the code under test.
+BELUGA_PYTEST_TAP): tests/engines/conftest.py loads them where it exists,
+else this file does.
 
 `engine(**config)` builds a vLLM instance (rig.Engine) from the README's
 kv_transfer_config on the test's pool; every engine is shut down at the end
@@ -26,16 +27,19 @@ _REAL = os.environ.get("BELUGA_TEST_REAL") == "1"
 sys.path.insert(0, str(REPO / "userspace" / "build" / ("python" if _REAL else "python-fake")))
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
 
-_spec = importlib.util.spec_from_file_location("beluga_pool_fixtures",
-                                               REPO / "tests" / "python" / "conftest.py")
-_fixtures = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_fixtures)
-backend = _fixtures.backend
-device = _fixtures.device
-leak_check = _fixtures.leak_check
-pool = _fixtures.pool
-pytest_configure = _fixtures.pytest_configure
-pytest_runtest_setup = _fixtures.pytest_runtest_setup
+# tests/engines/conftest.py, where there is one, brings the same fixtures and
+# hooks (twice would register the TAP writer twice).
+if not (pathlib.Path(__file__).resolve().parents[1] / "conftest.py").exists():
+    _spec = importlib.util.spec_from_file_location("beluga_pool_fixtures",
+                                                   REPO / "tests" / "python" / "conftest.py")
+    _fixtures = importlib.util.module_from_spec(_spec)
+    _spec.loader.exec_module(_fixtures)
+    backend = _fixtures.backend
+    device = _fixtures.device
+    leak_check = _fixtures.leak_check
+    pool = _fixtures.pool
+    pytest_configure = _fixtures.pytest_configure
+    pytest_runtest_setup = _fixtures.pytest_runtest_setup
 
 import rig  # noqa: E402  (imports vLLM: after the paths are set)
 
