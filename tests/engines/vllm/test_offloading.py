@@ -148,6 +148,30 @@ def test_chunks_of_two_gpu_blocks(engine, device):
     round_trip(engine, device, dict(extra={"blocks_per_chunk": 2}), chunk_tokens=32)
 
 
+@pytest.mark.fake_pool(block_size=16384)
+def test_chunks_larger_than_a_pool_block_span_several(engine, device, backend):
+    """A layer's page of a GPU block is 8 KiB at TP 1: a chunk of two GPU
+    blocks of four layers takes four 16 KiB pool blocks, filled by the two
+    ranks of a TP 2 engine, read by a TP 1 one."""
+    if backend != "fake":
+        pytest.skip("needs a pool of 16 KiB blocks (the fake pool's geometry)")
+    chunk = {"blocks_per_chunk": 2}
+    first, second = round_trip(engine, device, dict(tp_size=2, extra=chunk),
+                               dict(tp_size=1, extra=chunk), chunk_tokens=32)
+    for e in (first, second):
+        assert all(s.layout.parts == 4 for s in e.workers[0].connector.connector_worker
+                   .spec.stores.values())
+
+
+@pytest.mark.fake_pool(block_size=4096)
+def test_a_page_larger_than_a_pool_block_is_refused_at_load(engine, backend):
+    if backend != "fake":
+        pytest.skip("needs a pool of 4 KiB blocks (the fake pool's geometry)")
+    with pytest.raises(ValueError) as ei:
+        engine()
+    assert "larger blocks" in str(ei.value) and "8192" in str(ei.value), str(ei.value)
+
+
 @pytest.mark.fake_pool(regions="dax0.0:1M")          # 16 pool blocks of 64 KiB
 def test_a_full_pool_costs_hits_never_bytes_or_blocks(engine, device, backend):
     """Twelve prompts of five chunks each through a pool of sixteen blocks:

@@ -47,7 +47,6 @@ that cannot be done raises an error naming the cause.
 from array import array
 from dataclasses import dataclass
 import logging
-import math
 import time
 
 import numpy as np
@@ -87,15 +86,15 @@ class BelugaTransferError(RuntimeError):
 # ---- where each page of a chunk lies in the pool --------------------------
 
 class ChunkLayout:
-    """The pool side of one offloaded chunk: ``block_bytes`` bytes of vLLM's
-    canonical pages in ``parts`` pool blocks (the layout KVStore needs)."""
+    """The pool side of one offloaded chunk: ``parts`` pool blocks holding
+    vLLM's canonical pages (the layout KVStore needs)."""
 
-    def __init__(self, block_bytes, tokens, pool_block_size):
-        self.block_bytes = int(block_bytes)
+    def __init__(self, parts, tokens, pool_block_size):
+        self.parts = int(parts)
         self.tokens = int(tokens)
         self.pool_block_size = int(pool_block_size)
-        self.parts = max(1, math.ceil(self.block_bytes / self.pool_block_size))
-        self.part_bytes = min(self.block_bytes, self.pool_block_size)
+        self.block_bytes = self.parts * self.pool_block_size
+        self.part_bytes = self.pool_block_size
         self.bytes_per_token = max(1, self.block_bytes // self.tokens)
         self.dtype = np.dtype(np.uint8)
         self.itemsize = 1
@@ -112,8 +111,8 @@ class ChunkLayout:
         return raw[:self.block_bytes]
 
     def describe(self):
-        return (f"vLLM canonical pages: at most {self.block_bytes} bytes per chunk of "
-                f"{self.tokens} tokens in {self.parts} pool block(s) of {self.pool_block_size}")
+        return (f"vLLM canonical pages of {self.tokens} tokens in {self.parts} pool block(s) "
+                f"of {self.pool_block_size} bytes")
 
 
 class BelugaLoadStoreSpecImpl:
@@ -678,12 +677,12 @@ class BelugaOffloadingSpecImpl:
         self._salt, self._shared = extra.get("salt"), extra.get("shared")
         self._model = str(extra.get("model") or config.model.name)
         par = config.parallel
-        # Canonical pages of one GPU block, all layers: the worker's bytes
+        # Canonical bytes of one GPU block, all layers: the worker's bytes
         # times the ranks holding different bytes.  An upper bound (vLLM
-        # pads pages, and replicated heads count once); the worker places
-        # the exact pages and checks they fit.
+        # pads pages, replicated heads count once, and groups overlay one
+        # allocation); the worker places the exact pages and checks.
         copies = 1 if config.replicated_layout else par.tp_size * par.pcp_size
-        self._chunk_bound = config.worker_kv_bytes_per_block * copies * self.blocks_per_chunk
+        self._gpu_block_bound = config.worker_kv_bytes_per_block * copies
         self._generation = 0
         self.stores = self._open_stores()
         self._manager = None
@@ -710,10 +709,18 @@ class BelugaOffloadingSpecImpl:
             fields.append(("salt", self._salt if isinstance(self._salt, str) else repr(self._salt)))
         return K.Namespace(fields)
 
+    def _parts(self, group):
+        """Pool blocks per chunk of ``group``: its pages (a layer's of each
+        GPU block), at most the bound each, whole in a pool block."""
+        layers = len(group.layer_names)
+        page_bound = -(-self._gpu_block_bound // layers)
+        per_part = max(1, self.pool.block_size // page_bound)
+        return -(-layers * self.blocks_per_chunk // per_part)
+
     def _open_stores(self):
         stores = {}
         for group in self.config.groups:
-            layout = ChunkLayout(self._chunk_bound, group.tokens_per_block * self.blocks_per_chunk,
+            layout = ChunkLayout(self._parts(group), group.tokens_per_block * self.blocks_per_chunk,
                                  self.pool.block_size)
             stores[group.group_id] = KVStore(self.pool, layout, shared=self._shared,
                                              namespace=self._namespace(group, layout))
