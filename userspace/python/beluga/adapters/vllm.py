@@ -309,11 +309,6 @@ class BelugaOffloadingManagerImpl:
         self._requests.clear()
         self.on_reset_flushed()
 
-    def outstanding(self):
-        """(pinned, loading, storing, draining) entries over all requests."""
-        return tuple(sum(len(getattr(s, t)) for s in self._requests.values())
-                     for t in ("pins", "loading", "storing")) + (len(self._draining),)
-
 
 # ---- worker (model runner process) ----------------------------------------
 
