@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
 # scripts/engine-venv.sh: the virtual environments of the engine tests (tests/engines).
 #
 #   scripts/engine-venv.sh ENV          build/venv-ENV from tests/engines/ENV.lock

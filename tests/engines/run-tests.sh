@@ -16,10 +16,11 @@ repo=$(pwd)
 build=${BELUGA_BUILD:-$repo/build}
 
 # ENV: the tests it runs (pytest paths, relative to the repository), in this order
-envs=(model lmcache)
+envs=(model lmcache vllm)
 declare -A tests=(
 	[model]="tests/engines/test_package.py tests/engines/test_model_kv.py"
 	[lmcache]="tests/engines/test_lmcache.py"
+	[vllm]="tests/engines/vllm"
 )
 
 if ! out=$(make -C userspace python 2>&1); then

@@ -1,9 +1,10 @@
 # SPDX-License-Identifier: GPL-2.0
 """Engines of different kinds, each in its own process, share one pool.
 
-One process serves a set of conversations through one adapter (vLLM's
-offloading connector, SGLang's HiCache backend or LMCache's storage plugin,
-replayed by tests/python/harness); then processes with the other adapters,
+One process serves a set of conversations through one adapter (SGLang's
+HiCache backend or LMCache's storage plugin, replayed by
+tests/python/harness; the vLLM adapter stores vLLM's canonical pages, which
+only vLLM reads: tests/engines/vllm); then processes with the other adapter,
 configured alike (same geometry, tokens per block and salt, so the same
 namespace and SHA-256 page chain), serve the same requests at the same time
 and must load every full block the writer stored, byte-exact (each harness
@@ -22,7 +23,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from harness import lmcache_plugin as LM       # noqa: E402
 from harness import sglang_hicache as SG       # noqa: E402
-from harness import vllm_offload as VL         # noqa: E402
 from harness.workload import conversations     # noqa: E402
 
 from engine_procs import engine, join_all, recv, start  # noqa: E402
@@ -35,10 +35,6 @@ TOKENS_PER_BLOCK = 16
 def make_engine(kind, pool, salt):
     """One engine of `kind`, configured like the others: 2 layers, 2 KV heads
     of 16 float32 values, 16 tokens per block, the same salt."""
-    if kind == "vllm":
-        return VL.Engine(pool, dict(model="beluga-test/tiny", num_layers=2, num_kv_heads=2,
-                                    head_dim=16, dtype="float32",
-                                    tokens_per_block=TOKENS_PER_BLOCK, salt=salt))
     if kind == "sglang":
         return SG.Engine(pool, layer_num=2, head_num=2, head_dim=16,
                          page_size=TOKENS_PER_BLOCK, pages=96, salt=salt)
@@ -62,9 +58,8 @@ def engine_serve(conn, kind, salt):
 
 
 @pytest.mark.parametrize("writer,readers", [
-    ("vllm", ("sglang", "lmcache")),
-    ("sglang", ("vllm", "lmcache")),
-    ("lmcache", ("vllm", "sglang")),
+    ("sglang", ("lmcache",)),
+    ("lmcache", ("sglang",)),
 ])
 def test_blocks_stored_by_one_engine_are_loaded_by_the_others(pool, unique_ns, writer, readers):
     salt = "guest-%x" % unique_ns

@@ -2,8 +2,6 @@
 """The engines' base classes, reduced to their method signatures, as
 recorded in shared/reviews/engines.md and the sources it cites:
 
-- vllm/v1/kv_offload/base.py @0105e232 (OffloadingManager, OffloadingWorker,
-  OffloadingSpec, LoadStoreSpec);
 - sglang python/sglang/srt/mem_cache/hicache_storage.py @001067ff
   (HiCacheStorage);
 - lmcache/v1/storage_backend/abstract_backend.py (StorageBackendInterface,
@@ -17,101 +15,8 @@ interface is recorded.
 
 import abc
 import contextlib
-import enum
 import sys
 import types
-from dataclasses import dataclass
-
-
-def _vllm():
-    m = types.ModuleType("vllm.v1.kv_offload.base")
-
-    class LookupResult(enum.Enum):
-        MISS = enum.auto()
-        HIT = enum.auto()
-        HIT_PENDING = enum.auto()
-        RETRY = enum.auto()
-
-    class Medium(enum.Enum):
-        CPU = "CPU"
-        STORAGE = "STORAGE"
-
-    class LoadStoreSpec:
-        pass
-
-    @dataclass
-    class PrepareStoreOutput:
-        keys_to_store: list
-        store_spec: LoadStoreSpec
-        evicted_keys: list
-
-    @dataclass
-    class OffloadingEvent:
-        keys: list
-        medium: Medium
-        removed: bool
-        locality: object = None
-        ownership: object = None
-        removal_expected: bool = False
-
-    @dataclass
-    class RequestOffloadingContext:
-        policy: object = None
-
-    @dataclass
-    class TransferResult:
-        job_id: int
-        success: bool
-        transfer_size: int = None
-        transfer_time: float = None
-
-    class OffloadingManager(abc.ABC):
-        @abc.abstractmethod
-        def lookup(self, key, req_context): ...
-        def get_load_source(self, key, req_context): ...
-        @abc.abstractmethod
-        def prepare_load(self, keys, req_context): ...
-        def touch(self, keys, req_context): ...
-        def complete_load(self, keys, req_context): ...
-        @abc.abstractmethod
-        def prepare_store(self, keys, req_context): ...
-        def complete_store(self, keys, req_context, success=True): ...
-        @abc.abstractmethod
-        def on_new_request(self, req_context): ...
-        def on_request_finished(self, req_context): ...
-        def take_events(self): ...
-        def on_schedule_end(self, context): ...
-        def has_pending_work(self): ...
-        def reset_cache(self): ...
-        def get_stats(self): ...
-        def shutdown(self): ...
-
-    class OffloadingWorker(abc.ABC):
-        @abc.abstractmethod
-        def submit_store(self, job_id, src_spec, dst_spec): ...
-        @abc.abstractmethod
-        def submit_load(self, job_id, src_spec, dst_spec): ...
-        @abc.abstractmethod
-        def get_finished(self): ...
-        @abc.abstractmethod
-        def wait(self, job_ids): ...
-        def shutdown(self): ...
-
-    class OffloadingSpec(abc.ABC):
-        def __init__(self, config):
-            self.config = config
-            self.extra_config = config.extra_config
-        @abc.abstractmethod
-        def get_manager(self): ...
-        @abc.abstractmethod
-        def get_worker(self, kv_caches): ...
-
-    for name, obj in list(locals().items()):
-        if isinstance(obj, type):
-            setattr(m, name, obj)
-    return {"vllm": types.ModuleType("vllm"), "vllm.v1": types.ModuleType("vllm.v1"),
-            "vllm.v1.kv_offload": types.ModuleType("vllm.v1.kv_offload"),
-            "vllm.v1.kv_offload.base": m}
 
 
 def _sglang():
@@ -196,7 +101,7 @@ def _lmcache():
     return mods
 
 
-STUBS = {"vllm": _vllm, "sglang": _sglang, "lmcache": _lmcache}
+STUBS = {"sglang": _sglang, "lmcache": _lmcache}
 
 
 @contextlib.contextmanager
