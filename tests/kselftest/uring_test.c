@@ -247,8 +247,9 @@ TEST_F(ring, twin_iowq)
 	twin(_metadata, self, &self->ring, IOSQE_ASYNC, "IOSQE_ASYNC");
 }
 
-/* The SQPOLL thread submits: no system call on the submitting side. */
-TEST_F(ring, twin_sqpoll)
+/* The twin through an SQPOLL ring of its own. */
+static void twin_sqpoll(struct __test_metadata *_metadata,
+			FIXTURE_DATA(ring) *self, const char *what)
 {
 	struct io_uring_params prm = {
 		.flags = IORING_SETUP_SQPOLL,
@@ -259,8 +260,14 @@ TEST_F(ring, twin_sqpoll)
 
 	r = io_uring_queue_init_params(16, &sq, &prm);
 	ASSERT_EQ(0, r) TH_LOG("SQPOLL ring: %s", strerror(-r));
-	twin(_metadata, self, &sq, 0, "SQPOLL");
+	twin(_metadata, self, &sq, 0, what);
 	io_uring_queue_exit(&sq);
+}
+
+/* The SQPOLL thread submits: no system call on the submitting side. */
+TEST_F(ring, twin_sqpoll)
+{
+	twin_sqpoll(_metadata, self, "SQPOLL");
 }
 
 /* A 128-byte SQE: the command area's other 64 bytes are zero here. */
@@ -409,6 +416,20 @@ static int wait_for_stats(int fd, uint64_t pins, uint64_t allocated,
 	return -ETIMEDOUT;
 }
 
+/* Within ~10 s of @when, the pins and allocations of @st0 again. */
+#define EXPECT_STATS_BACK_TO(fd, st0, when) do {			\
+	struct beluga_stats __st;					\
+	int __r = wait_for_stats(fd, (st0).pins, (st0).allocated_blocks, \
+				 &__st);				\
+	EXPECT_EQ(0, __r)						\
+		TH_LOG("10 s after %s: %llu pins (want %llu), %llu "	\
+		       "allocated (want %llu)", when,			\
+		       (unsigned long long)__st.pins,			\
+		       (unsigned long long)(st0).pins,			\
+		       (unsigned long long)__st.allocated_blocks,	\
+		       (unsigned long long)(st0).allocated_blocks);	\
+} while (0)
+
 /*
  * Pins and allocations made through a ring on a registered file: closing
  * the file keeps them (the ring holds it); closing the ring too returns
@@ -423,7 +444,7 @@ TEST_F(ring, closed_ring_and_file_leak_nothing)
 	struct io_uring r2;
 	uint32_t hits = 0;
 	int32_t res;
-	int fd2, i, r;
+	int fd2, i;
 
 	bt_ring_via.off = true;
 	ASSERT_EQ(0, bt_alloc(self->c.fd, 1, &o));
@@ -456,12 +477,7 @@ TEST_F(ring, closed_ring_and_file_leak_nothing)
 
 	/* the ring closed too: nothing stays */
 	io_uring_queue_exit(&r2);
-	r = wait_for_stats(self->c.fd, st0.pins, st0.allocated_blocks, &st);
-	EXPECT_EQ(0, r) TH_LOG("10 s after the ring's close: %llu pins (want %llu), %llu allocated (want %llu)",
-			       (unsigned long long)st.pins,
-			       (unsigned long long)st0.pins,
-			       (unsigned long long)st.allocated_blocks,
-			       (unsigned long long)st0.allocated_blocks);
+	EXPECT_STATS_BACK_TO(self->c.fd, st0, "the ring's close");
 }
 
 /* The same for a process that dies with an SQPOLL ring and its file open. */
@@ -469,10 +485,9 @@ TEST_F(ring, process_dies_with_sqpoll_ring_leaks_nothing)
 {
 	struct beluga_key k = bt_key(bt_ns(6), 1);
 	uint64_t o, ns = bt_ns(6);
-	struct beluga_stats st0, st;
+	struct beluga_stats st0;
 	int32_t res;
 	pid_t pid;
-	int r;
 
 	bt_ring_via.off = true;
 	ASSERT_EQ(0, bt_alloc(self->c.fd, 1, &o));
@@ -503,12 +518,7 @@ TEST_F(ring, process_dies_with_sqpoll_ring_leaks_nothing)
 		_exit(0);	/* no close, no RELEASE, no FREE */
 	}
 	ASSERT_EQ(0, bt_wait(&self->c, pid));
-	r = wait_for_stats(self->c.fd, st0.pins, st0.allocated_blocks, &st);
-	EXPECT_EQ(0, r) TH_LOG("10 s after the exit: %llu pins (want %llu), %llu allocated (want %llu)",
-			       (unsigned long long)st.pins,
-			       (unsigned long long)st0.pins,
-			       (unsigned long long)st.allocated_blocks,
-			       (unsigned long long)st0.allocated_blocks);
+	EXPECT_STATS_BACK_TO(self->c.fd, st0, "the exit");
 }
 
 /*
@@ -561,17 +571,7 @@ TEST_F(shared, twin_plain)
 
 TEST_F(shared, twin_sqpoll)
 {
-	struct io_uring_params prm = {
-		.flags = IORING_SETUP_SQPOLL,
-		.sq_thread_idle = 200,
-	};
-	struct io_uring sq;
-	int r;
-
-	r = io_uring_queue_init_params(16, &sq, &prm);
-	ASSERT_EQ(0, r) TH_LOG("SQPOLL ring: %s", strerror(-r));
-	twin(_metadata, &self->r, &sq, 0, "shared pool, SQPOLL");
-	io_uring_queue_exit(&sq);
+	twin_sqpoll(_metadata, &self->r, "shared pool, SQPOLL");
 }
 
 /* ------------------------------------------------------------------ */
