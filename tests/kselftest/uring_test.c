@@ -564,12 +564,12 @@ FIXTURE_TEARDOWN(shared)
 	ring_ctx_teardown(_metadata, &self->r);
 }
 
-TEST_F(shared, twin_plain)
+TEST_F_TIMEOUT(shared, twin_plain, 120)
 {
 	twin(_metadata, &self->r, &self->r.ring, 0, "shared pool, plain ring");
 }
 
-TEST_F(shared, twin_sqpoll)
+TEST_F_TIMEOUT(shared, twin_sqpoll, 120)
 {
 	twin_sqpoll(_metadata, &self->r, "shared pool, SQPOLL");
 }
