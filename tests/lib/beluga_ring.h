@@ -148,8 +148,10 @@ struct bt_ring_via {
 
 static __thread struct bt_ring_via bt_ring_via;
 
-static inline bool bt_ring_routes(unsigned long cmd)
+static inline bool bt_ring_routes(unsigned long request)
 {
+	/* what both reach the kernel as: ioctl(2)'s cmd and cmd_op are 32 bits */
+	uint32_t cmd = (uint32_t)request;
 	unsigned int nr = _IOC_NR(cmd);
 
 	if (bt_ring_via.off)
