@@ -949,7 +949,9 @@ struct beluga_hosts {
  *                  nonzero byte in the rest of a 128-byte SQE's area.
  * Then the ioctl's common errors from step 2 on, with @arg as the ioctl's
  * argument (0 or unreadable: -EFAULT, step 4). io_uring's own errors come
- * first (a nonzero @__pad1 or unknown @uring_cmd_flags: -EINVAL). A
+ * first (a nonzero @__pad1 or unknown @uring_cmd_flags: -EINVAL; a ring
+ * set up with IORING_SETUP_IOPOLL: -EOPNOTSUPP, as the commands complete
+ * at once and have nothing to poll). A
  * kernel whose io_uring has no IORING_OP_URING_CMD (before 5.19) fails
  * the request with -EINVAL, and a module without these commands with
  * -EOPNOTSUPP: fall back to the ioctls.
