@@ -753,6 +753,23 @@ TEST_F(ring, bad_sqe128_tail_einval)
 	io_uring_queue_exit(&sq);
 }
 
+/* An IOPOLL ring: io_uring's -EOPNOTSUPP, the commands having no polled completion. */
+TEST_F(ring, iopoll_ring_eopnotsupp)
+{
+	struct io_uring_sqe *sqe;
+	struct bad_env e;
+	struct io_uring sq;
+	int r;
+
+	bad_env_init(&self->c, &e);
+	ASSERT_EQ(0, io_uring_queue_init(8, &sq, IORING_SETUP_IOPOLL));
+	sqe = io_uring_get_sqe(&sq);
+	bt_ring_prep(sqe, self->c.fd, BELUGA_IOC_LOOKUP, &e.lk);
+	r = ring_raw(&sq, sqe);
+	EXPECT_EQ(-EOPNOTSUPP, r) TH_LOG("IOPOLL ring: %s", strerror(-r));
+	io_uring_queue_exit(&sq);
+}
+
 TEST_F(ring, bad_sqe_null_struct_efault)
 {
 	static const unsigned long cmds[] = {
