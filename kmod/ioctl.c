@@ -112,7 +112,8 @@ static int beluga_pool_ready(struct beluga_file *bf)
  * wait for too, and briefly: the pool's spinlock, the file's own mutex
  * (held by its other commands only), GFP_KERNEL allocations, and page
  * faults on the caller's buffers, which io_uring's own requests take
- * inline as well.
+ * inline as well. beluga_undo() waits for ops_rwsem even then: it runs
+ * after the command changed the pool, too late to start again.
  */
 static const struct beluga_pool_ops *
 beluga_ucmd_ops_begin(struct beluga_ucmd *ucmd)
