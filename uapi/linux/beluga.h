@@ -951,10 +951,9 @@ struct beluga_hosts {
  * argument (0 or unreadable: -EFAULT, step 4). io_uring's own errors come
  * first (a nonzero @__pad1 or unknown @uring_cmd_flags: -EINVAL; a ring
  * set up with IORING_SETUP_IOPOLL: -EOPNOTSUPP, as the commands complete
- * at once and have nothing to poll). A
- * kernel whose io_uring has no IORING_OP_URING_CMD (before 5.19) fails
- * the request with -EINVAL, and a module without these commands with
- * -EOPNOTSUPP: fall back to the ioctls.
+ * at once and have nothing to poll). A kernel whose io_uring has no
+ * IORING_OP_URING_CMD (before 5.19) fails the request with -EINVAL, and a
+ * module without these commands with -EOPNOTSUPP: fall back to the ioctls.
  *
  * Memory: @arg, the struct and the arrays it points to are the ioctl's,
  * read and written in the address space of the task that submitted the
@@ -972,10 +971,11 @@ struct beluga_hosts {
  *
  * Where a command runs: on a single-host pool, inline in the submitting
  * task or the SQPOLL thread, waiting on nothing but the pool's short lock
- * holds and the file's own other commands; on a shared pool, and while
- * the pool's kind is changing (ATTACH or DETACH of a shared region),
- * io_uring runs it in one of its worker threads, like a request that
- * would block, because a shared pool's commands wait for other hosts.
+ * holds and the file's own other commands. On a shared pool, whose
+ * commands wait for other hosts, and while a DETACH, an ATTACH of a
+ * shared region or a shared pool's rejoin is changing the pool, io_uring
+ * runs it in one of its worker threads instead, like any request that
+ * would block.
  */
 
 /**
