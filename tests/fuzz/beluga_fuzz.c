@@ -130,7 +130,7 @@ struct worker {
 	const char *opname;
 	uint8_t *rw;		/* 2 pages, random junk */
 	uint8_t *ro;		/* 1 page, read-only junk */
-	uint8_t *edge;		/* 1 rw page followed by an unmapped page */
+	uint8_t *edge;		/* 1 rw page followed by an inaccessible one */
 	uint64_t kill_at;	/* self-kill before this op (0: never) */
 };
 
@@ -1432,7 +1432,12 @@ static void worker_setup(struct worker *w)
 	      "scratch mmap");
 	junk_fill(w, w->ro, BT_PAGE);
 	mprotect(w->ro, BT_PAGE, PROT_READ);
-	munmap(w->edge + BT_PAGE, BT_PAGE);
+	/*
+	 * The hole stays reserved (PROT_NONE), not unmapped: a later small
+	 * mmap() (an io_uring ring's queues) would land in it and make the
+	 * "unmapped" pointers readable.
+	 */
+	mprotect(w->edge + BT_PAGE, BT_PAGE, PROT_NONE);
 }
 
 /*
