@@ -712,14 +712,19 @@ TEST_F(ring, bad_sqe_reserved_einval)
 /* IORING_URING_CMD_FIXED: the commands take no registered buffer. */
 TEST_F(ring, bad_sqe_fixed_buffer_einval)
 {
-	static char buf[4096];
-	struct iovec iov = { .iov_base = buf, .iov_len = sizeof(buf) };
 	struct io_uring_sqe *sqe;
 	struct bad_env e;
+	struct iovec iov;
 	int r;
 
+	/* anonymous memory: 6.1 registers no file-backed page (.data, .bss) */
+	iov.iov_len = BT_PAGE;
+	iov.iov_base = mmap(NULL, BT_PAGE, PROT_READ | PROT_WRITE,
+			    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, iov.iov_base);
 	bad_env_init(&self->c, &e);
-	ASSERT_EQ(0, io_uring_register_buffers(&self->ring, &iov, 1));
+	r = io_uring_register_buffers(&self->ring, &iov, 1);
+	ASSERT_EQ(0, r) TH_LOG("io_uring_register_buffers: %s", strerror(-r));
 	sqe = io_uring_get_sqe(&self->ring);
 	bt_ring_prep(sqe, self->c.fd, BELUGA_IOC_LOOKUP, &e.lk);
 	sqe->uring_cmd_flags = IORING_URING_CMD_FIXED;
@@ -727,6 +732,7 @@ TEST_F(ring, bad_sqe_fixed_buffer_einval)
 	r = ring_raw(&self->ring, sqe);
 	EXPECT_EQ(-EINVAL, r) TH_LOG("IORING_URING_CMD_FIXED: %s", strerror(-r));
 	ASSERT_EQ(0, io_uring_unregister_buffers(&self->ring));
+	munmap(iov.iov_base, BT_PAGE);
 }
 
 /* A 128-byte SQE: the rest of its command area is reserved. */

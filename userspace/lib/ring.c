@@ -117,8 +117,21 @@ static struct io_uring_sqe *ring_prep(struct beluga_ring *r, unsigned int slot,
 				      unsigned long request, const void *arg)
 {
 	struct io_uring_sqe *sqe = io_uring_get_sqe(&r->ring);
+	int ret;
 
-	/* Cannot fail: never more in flight than the queue has entries. */
+	/*
+	 * Never more in flight than the queue has entries, so there is room
+	 * once the kernel consumed what was submitted. Without SQPOLL it has,
+	 * by the time the completions are reaped. An SQPOLL thread moves the
+	 * queue's head after it posted the completions of a batch: wait for
+	 * it then.
+	 */
+	while (!sqe && (r->ring.flags & IORING_SETUP_SQPOLL)) {
+		ret = io_uring_sqring_wait(&r->ring);
+		if (ret < 0 && ret != -EINTR)
+			return NULL;
+		sqe = io_uring_get_sqe(&r->ring);
+	}
 	if (!sqe)
 		return NULL;
 	io_uring_prep_rw(IORING_OP_URING_CMD, sqe, r->fd, NULL, 0, 0);
