@@ -5,7 +5,7 @@
  *   main.c    module load/unload, parameters, the misc device
  *   region.c  claiming memory: device-dax ranges and NUMA-node pages
  *   client.c  per-open-file state
- *   ioctl.c   ioctl dispatch and the commands
+ *   ioctl.c   ioctl and io_uring dispatch, and the commands
  *   mmap.c    mapping the pool, page faults
  *   poison.c  memory errors: finding the mappers, retiring blocks
  *   sysfs.c   pool and region attributes, region uevents
@@ -35,6 +35,7 @@
 #include "compat.h"
 
 struct dev_pagemap;
+struct io_uring_cmd;
 struct vm_area_struct;
 
 struct beluga_device;
@@ -280,18 +281,28 @@ struct beluga_pool_ops {
 		      const struct beluga_key *keys, bool pin, u64 *offsets,
 		      u32 *hits);
 	int (*evict)(struct beluga_device *dev, struct beluga_evict *arg);
+	/*
+	 * The block commands wait for nothing but short lock holds, so an
+	 * io_uring command may run them inline, where it must not block
+	 * (ioctl.c). False: they may wait long (a shared pool's wait for
+	 * other hosts), and io_uring runs them in a worker thread.
+	 */
+	bool block_cmds_quick;
 };
 
 /* pool_ops.c */
 extern const struct beluga_pool_ops beluga_local_pool_ops;
 /* The pool's ops, with ops_rwsem held for reading until _end(). */
 const struct beluga_pool_ops *beluga_pool_ops_begin(struct beluga_device *dev);
+/* The same, or NULL at once when a writer holds ops_rwsem. */
+const struct beluga_pool_ops *beluga_pool_ops_trybegin(struct beluga_device *dev);
 void beluga_pool_ops_end(struct beluga_device *dev);
 /* STATS and the stats/ attributes, through the pool's ops. */
 void beluga_pool_stats(struct beluga_device *dev, struct bel_stats *s);
 
 /* ioctl.c */
 long beluga_ioctl(struct file *file, unsigned int cmd, unsigned long arg);
+int beluga_uring_cmd(struct io_uring_cmd *ioucmd, unsigned int issue_flags);
 
 /* mmap.c */
 int beluga_mmap(struct file *file, struct vm_area_struct *vma);

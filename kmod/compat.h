@@ -43,4 +43,29 @@ mm_get_unmapped_area(struct mm_struct *mm, struct file *file,
 }
 #endif
 
+/*
+ * io_uring passthrough commands (ioctl.c). Since 6.8 the API is in
+ * <linux/io_uring/cmd.h>, with the IO_URING_F_* issue flags in
+ * <linux/io_uring_types.h>; before, both are in <linux/io_uring.h>. Only
+ * ioctl.c includes it, by this name (a string: the token "linux" is a
+ * macro): those headers reach far (blkdev.h declares block_size()), and
+ * the other files need none of them.
+ */
+#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 8, 0)
+#define BELUGA_IO_URING_CMD_H	"linux/io_uring/cmd.h"
+#else
+#define BELUGA_IO_URING_CMD_H	"linux/io_uring.h"
+#endif
+
+/*
+ * The command area of a struct io_uring_cmd's SQE. Since 6.4 the command
+ * sees the whole SQE (@sqe; the area through io_uring_sqe_cmd()); 6.1 to
+ * 6.3 hand it the area itself (@cmd).
+ */
+#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 4, 0)
+#define beluga_uring_cmd_area(ioucmd)	io_uring_sqe_cmd((ioucmd)->sqe)
+#else
+#define beluga_uring_cmd_area(ioucmd)	((ioucmd)->cmd)
+#endif
+
 #endif /* BELUGA_COMPAT_H */

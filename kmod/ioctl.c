@@ -1,11 +1,14 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * ioctl dispatch, the way iommufd's is built. Each command's struct starts
- * with its own size; the dispatcher checks who may ask, copies the struct
- * in with copy_struct_from_user() (accepting older and newer userspace)
- * and runs the command. The command answers the caller itself, when its
- * answer is complete, with beluga_ucmd_respond(): the struct goes back up
- * to the smaller of the two sizes. Batch arrays are copied into kernel
+ * ioctl and io_uring dispatch, the way iommufd's is built. Each command's
+ * struct starts with its own size; the dispatcher checks who may ask,
+ * copies the struct in with copy_struct_from_user() (accepting older and
+ * newer userspace) and runs the command. An io_uring command
+ * (IORING_OP_URING_CMD) carries the ioctl's number and argument in its
+ * SQE and runs through the same dispatcher, so the two cannot differ.
+ * The command answers the caller itself, when its answer is complete,
+ * with beluga_ucmd_respond(): the struct goes back up to the smaller of
+ * the two sizes. Batch arrays are copied into kernel
  * buffers before the core runs, and results are copied out after. What a
  * command has done by the time its answer turns out not to be writable is
  * in the uapi header, with each command; ATTACH answers before the new
@@ -26,6 +29,7 @@
 
 #include "beluga_glue.h"
 #include "beluga_trace.h"
+#include BELUGA_IO_URING_CMD_H
 /* The uapi structs' sizes and offsets, asserted at build time. */
 #include "beluga_layout.h"
 
@@ -40,6 +44,11 @@ struct beluga_ucmd {
 	void __user *ubuffer;
 	u32 user_size;		/* the struct's size as the caller knows it */
 	void *cmd;		/* the kernel's copy of the struct */
+	/*
+	 * An io_uring command issued with IO_URING_F_NONBLOCK: it must not
+	 * wait long (beluga_ucmd_ops_begin()).
+	 */
+	bool nonblock;
 };
 
 /*
@@ -83,6 +92,45 @@ static int beluga_pool_ready(struct beluga_file *bf)
 	if (READ_ONCE(bf->dev->down))
 		return -ESTALE;
 	return 0;
+}
+
+/*
+ * The pool's ops for a block command, with ops_rwsem held for reading; or
+ * ERR_PTR(-EAGAIN) for an io_uring command issued with IO_URING_F_NONBLOCK
+ * that would have to wait: io_uring then issues it again, from the start,
+ * in one of its worker threads, where it may block. Nothing has changed
+ * by then (the arrays copied in are copied again), so the command runs
+ * once.
+ *
+ * Why not punt every ring command to a worker: a hop to another thread per
+ * command costs more than the system call the ring saves. Why not run all
+ * of them inline: the submitter (or the SQPOLL thread, which serves every
+ * request of its rings) would then sleep behind a writer of ops_rwsem
+ * (ATTACH or DETACH of a shared region, a shared pool's rejoin) and
+ * behind a shared pool's commands, which wait for other hosts with the
+ * host mutex held. What stays inline is what the ioctl's caller would
+ * wait for too, and briefly: the pool's spinlock, the file's own mutex
+ * (held by its other commands only), GFP_KERNEL allocations, and page
+ * faults on the caller's buffers, which io_uring's own requests take
+ * inline as well. beluga_undo() waits for ops_rwsem even then: it runs
+ * after the command changed the pool, too late to start again.
+ */
+static const struct beluga_pool_ops *
+beluga_ucmd_ops_begin(struct beluga_ucmd *ucmd)
+{
+	struct beluga_device *dev = ucmd->bf->dev;
+	const struct beluga_pool_ops *ops;
+
+	if (!ucmd->nonblock)
+		return beluga_pool_ops_begin(dev);
+	ops = beluga_pool_ops_trybegin(dev);
+	if (!ops)
+		return ERR_PTR(-EAGAIN);
+	if (!ops->block_cmds_quick) {
+		beluga_pool_ops_end(dev);
+		return ERR_PTR(-EAGAIN);
+	}
+	return ops;
 }
 
 static void *beluga_copy_array_in(u64 uptr, u32 count, size_t elem)
@@ -194,7 +242,11 @@ static int beluga_cmd_alloc(struct beluga_ucmd *ucmd)
 	ret = beluga_pool_ready(bf);
 	if (ret)
 		goto out;
-	ops = beluga_pool_ops_begin(bf->dev);
+	ops = beluga_ucmd_ops_begin(ucmd);
+	if (IS_ERR(ops)) {
+		ret = PTR_ERR(ops);
+		goto out;
+	}
 	ret = ops->alloc(bf, arg->count, offsets);
 	beluga_pool_ops_end(bf->dev);
 	trace_beluga_alloc(beluga_pool_id(bf->dev), arg->count,
@@ -232,7 +284,11 @@ static int beluga_cmd_block_list(struct beluga_ucmd *ucmd, bool release)
 	ret = beluga_pool_ready(bf);
 	if (ret)
 		goto out;
-	ops = beluga_pool_ops_begin(bf->dev);
+	ops = beluga_ucmd_ops_begin(ucmd);
+	if (IS_ERR(ops)) {
+		ret = PTR_ERR(ops);
+		goto out;
+	}
 	if (release)
 		ret = ops->release(bf, arg->count, offsets);
 	else
@@ -261,6 +317,7 @@ static int beluga_cmd_release(struct beluga_ucmd *ucmd)
 
 static int beluga_cmd_publish(struct beluga_ucmd *ucmd)
 {
+	const struct beluga_pool_ops *ops;
 	struct beluga_publish *arg = ucmd->cmd;
 	struct beluga_file *bf = ucmd->bf;
 	struct beluga_publish_item *items;
@@ -284,11 +341,14 @@ static int beluga_cmd_publish(struct beluga_ucmd *ucmd)
 	ret = beluga_pool_ready(bf);
 	if (ret)
 		goto out;
+	ops = beluga_ucmd_ops_begin(ucmd);
+	if (IS_ERR(ops)) {
+		ret = PTR_ERR(ops);
+		goto out;
+	}
 	/* Both cores take the uapi's items and write each one's result. */
-	ret = beluga_pool_ops_begin(bf->dev)->publish(bf, arg->ns, arg->count,
-						      items, &arg->published,
-						      &arg->exists,
-						      &arg->failed);
+	ret = ops->publish(bf, arg->ns, arg->count, items, &arg->published,
+			   &arg->exists, &arg->failed);
 	beluga_pool_ops_end(bf->dev);
 	if (ret)
 		goto out;
@@ -342,7 +402,11 @@ static int beluga_cmd_lookup(struct beluga_ucmd *ucmd)
 			goto out;
 		}
 	}
-	ops = beluga_pool_ops_begin(bf->dev);
+	ops = beluga_ucmd_ops_begin(ucmd);
+	if (IS_ERR(ops)) {
+		ret = PTR_ERR(ops);
+		goto out;
+	}
 	ret = ops->lookup(bf, arg->ns, arg->count, keys, pin, offsets, &hits);
 	beluga_pool_ops_end(bf->dev);
 	trace_beluga_lookup(beluga_pool_id(bf->dev), arg->ns, arg->count,
@@ -535,6 +599,8 @@ out:
 /* Who may ask: checked before the struct is read. */
 #define BELUGA_OP_ADMIN		BIT(0)	/* CAP_SYS_ADMIN */
 #define BELUGA_OP_WRITE		BIT(1)	/* a file opened for writing */
+/* Also an io_uring command (uapi: "io_uring commands"). */
+#define BELUGA_OP_RING		BIT(2)
 
 struct beluga_ioctl_op {
 	int (*execute)(struct beluga_ucmd *ucmd);
@@ -562,14 +628,15 @@ static const struct beluga_ioctl_op beluga_ops[] = {
 	BELUGA_IOCTL_OP(STATS, beluga_cmd_stats, stats, stats.alloc_failures,
 			0),
 	BELUGA_IOCTL_OP(ALLOC, beluga_cmd_alloc, alloc, alloc.offsets,
-			BELUGA_OP_WRITE),
+			BELUGA_OP_WRITE | BELUGA_OP_RING),
 	BELUGA_IOCTL_OP(FREE, beluga_cmd_free, blocks, blocks.offsets,
-			BELUGA_OP_WRITE),
+			BELUGA_OP_WRITE | BELUGA_OP_RING),
 	BELUGA_IOCTL_OP(PUBLISH, beluga_cmd_publish, publish, publish.items,
-			BELUGA_OP_WRITE),
-	BELUGA_IOCTL_OP(LOOKUP, beluga_cmd_lookup, lookup, lookup.offsets, 0),
+			BELUGA_OP_WRITE | BELUGA_OP_RING),
+	BELUGA_IOCTL_OP(LOOKUP, beluga_cmd_lookup, lookup, lookup.offsets,
+			BELUGA_OP_RING),
 	BELUGA_IOCTL_OP(RELEASE, beluga_cmd_release, blocks, blocks.offsets,
-			0),
+			BELUGA_OP_RING),
 	BELUGA_IOCTL_OP(ATTACH, beluga_cmd_attach, attach, attach.nr_blocks,
 			BELUGA_OP_ADMIN),
 	BELUGA_IOCTL_OP(DETACH, beluga_cmd_detach, detach, detach.evicted,
@@ -609,22 +676,32 @@ static_assert(offsetofend(struct beluga_region_info, name) ==
 static_assert(offsetofend(struct beluga_hosts, hosts) ==
 	      BELUGA_HOSTS_SIZE_V1);
 
-long beluga_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
+/* The command of number @cmd, or NULL: only the exact _IO() encodings. */
+static const struct beluga_ioctl_op *beluga_op_of(unsigned int cmd)
 {
-	const struct beluga_ioctl_op *op;
+	unsigned int nr = _IOC_NR(cmd);
+
+	if (nr >= ARRAY_SIZE(beluga_ops) || cmd != _IO(BELUGA_TYPE, nr))
+		return NULL;
+	return &beluga_ops[nr];
+}
+
+/*
+ * The common steps of both entries, after the command number (uapi: the
+ * common errors, steps 2 to 4), then the command.
+ */
+static int beluga_ucmd_dispatch(struct file *file,
+				const struct beluga_ioctl_op *op,
+				void __user *ubuffer, bool nonblock)
+{
 	union beluga_ioctl_buf buf;
 	struct beluga_ucmd ucmd = {
 		.bf = file->private_data,
-		.ubuffer = (void __user *)arg,
+		.ubuffer = ubuffer,
 		.cmd = &buf,
+		.nonblock = nonblock,
 	};
-	unsigned int nr = _IOC_NR(cmd);
 	int ret;
-
-	/* Only the exact _IO() encodings are ours. */
-	if (nr >= ARRAY_SIZE(beluga_ops) || cmd != _IO(BELUGA_TYPE, nr))
-		return -ENOTTY;
-	op = &beluga_ops[nr];
 
 	/* Who may ask comes before what is asked. */
 	if ((op->flags & BELUGA_OP_ADMIN) && !capable(CAP_SYS_ADMIN))
@@ -644,4 +721,52 @@ long beluga_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 	if (ret)
 		return ret;
 	return op->execute(&ucmd);
+}
+
+long beluga_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
+{
+	const struct beluga_ioctl_op *op = beluga_op_of(cmd);
+
+	if (!op)
+		return -ENOTTY;
+	return beluga_ucmd_dispatch(file, op, (void __user *)arg, false);
+}
+
+/*
+ * IORING_OP_URING_CMD: the SQE's cmd_op is the ioctl's number, and its
+ * command area a struct beluga_uring_cmd pointing to the ioctl's struct
+ * (uapi: "io_uring commands"). The command completes here: its return
+ * value is the completion's result, never -EIOCBQUEUED.
+ *
+ * The command area may be the SQE in the ring, which userspace can
+ * rewrite meanwhile: each field is read once. In io_uring's worker threads
+ * and its SQPOLL thread, the user copies reach the submitter's memory:
+ * those threads share its mm (SQPOLL: the ring creator's), as for every
+ * io_uring request. The capability of BELUGA_OP_ADMIN would be the
+ * request's credentials, which io_uring installs there too; no ring
+ * command needs it.
+ */
+int beluga_uring_cmd(struct io_uring_cmd *ioucmd, unsigned int issue_flags)
+{
+	const struct beluga_uring_cmd *area = beluga_uring_cmd_area(ioucmd);
+	const struct beluga_ioctl_op *op = beluga_op_of(ioucmd->cmd_op);
+	u64 arg;
+
+	if (!op)
+		return -ENOTTY;
+	if (!(op->flags & BELUGA_OP_RING))
+		return -EOPNOTSUPP;
+	if (ioucmd->flags & IORING_URING_CMD_FIXED)
+		return -EINVAL;
+	if (READ_ONCE(area->__reserved))
+		return -EINVAL;
+	/* A 128-byte SQE's command area: 80 bytes, the rest reserved. */
+	if ((issue_flags & IO_URING_F_SQE128) &&
+	    memchr_inv((const u8 *)area + sizeof(*area), 0,
+		       2 * sizeof(struct io_uring_sqe) -
+		       offsetof(struct io_uring_sqe, cmd) - sizeof(*area)))
+		return -EINVAL;
+	arg = READ_ONCE(area->arg);
+	return beluga_ucmd_dispatch(ioucmd->file, op, u64_to_user_ptr(arg),
+				    issue_flags & IO_URING_F_NONBLOCK);
 }

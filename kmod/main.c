@@ -99,6 +99,7 @@ static const struct file_operations beluga_fops = {
 	.release = beluga_release,
 	.unlocked_ioctl = beluga_ioctl,
 	.compat_ioctl = compat_ptr_ioctl,
+	.uring_cmd = beluga_uring_cmd,
 	.mmap = beluga_mmap,
 	.get_unmapped_area = beluga_get_unmapped_area,
 };

@@ -25,6 +25,13 @@ const struct beluga_pool_ops *beluga_pool_ops_begin(struct beluga_device *dev)
 	return dev->ops;
 }
 
+const struct beluga_pool_ops *beluga_pool_ops_trybegin(struct beluga_device *dev)
+{
+	if (!down_read_trylock(&dev->ops_rwsem))
+		return NULL;
+	return dev->ops;
+}
+
 void beluga_pool_ops_end(struct beluga_device *dev)
 {
 	up_read(&dev->ops_rwsem);
@@ -136,4 +143,6 @@ const struct beluga_pool_ops beluga_local_pool_ops = {
 	.publish = beluga_local_publish,
 	.lookup = beluga_local_lookup,
 	.evict = beluga_local_evict,
+	/* The pool's spinlock, and the file's mutex (its own commands). */
+	.block_cmds_quick = true,
 };

@@ -181,6 +181,11 @@ BELUGA_LAYOUT(beluga_hosts, count, 8);
 BELUGA_LAYOUT(beluga_hosts, __reserved, 12);
 BELUGA_LAYOUT(beluga_hosts, hosts, 16);
 
+/* The command area of an io_uring command: 16 bytes, a plain SQE's. */
+BELUGA_LAYOUT_SIZE(beluga_uring_cmd, 16);
+BELUGA_LAYOUT(beluga_uring_cmd, arg, 0);
+BELUGA_LAYOUT(beluga_uring_cmd, __reserved, 8);
+
 #undef BELUGA_LAYOUT
 #undef BELUGA_LAYOUT_SIZE
 

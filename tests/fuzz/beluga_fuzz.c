@@ -16,7 +16,11 @@
  *     one call, LOOKUP while other workers evict;
  *   - garbage: random command encodings, sizes, flags, counts, reserved
  *     fields and user pointers (NULL, unmapped, kernel, read-only, straddling
- *     the end of a page).
+ *     the end of a page);
+ *   - the same through io_uring: one operation in four sends its block
+ *     commands (valid, hostile and garbage) as io_uring commands
+ *     (uapi: "io_uring commands"; ../lib/beluga_ring.h), and garbage SQEs
+ *     (random cmd_op, reserved words, flags) must get the documented errors.
  * Every result is checked against what the ABI (uapi/linux/beluga.h) allows,
  * and against the worker's own model of what it owns and pins. Readers check
  * the contents of every block they pin (blocks are filled with a pattern
@@ -86,8 +90,12 @@ struct board {
 	int dax_extra_ok;		/* a second device-dax for extra regions */
 	volatile uint64_t posted[MAX_PROCS][8];	/* offsets others allocated */
 	volatile uint64_t ops[MAX_PROCS];
-	/* ioctl(2) calls made, per worker (threads and fork children included) */
+	/*
+	 * Commands made, per worker (threads and fork children included):
+	 * ioctl(2) calls and io_uring submissions (one command each)
+	 */
 	volatile uint64_t ioctls[MAX_PROCS];
+	volatile uint64_t ring_cmds[MAX_PROCS];
 	int solo;			/* one worker alone (-W): its model is exact */
 	volatile uint64_t verified;	/* pinned blocks whose bytes were checked */
 	volatile uint64_t hostile;	/* hostile calls made */
@@ -122,7 +130,7 @@ struct worker {
 	const char *opname;
 	uint8_t *rw;		/* 2 pages, random junk */
 	uint8_t *ro;		/* 1 page, read-only junk */
-	uint8_t *edge;		/* 1 rw page followed by an unmapped page */
+	uint8_t *edge;		/* 1 rw page followed by an inaccessible one */
 	uint64_t kill_at;	/* self-kill before this op (0: never) */
 };
 
@@ -148,6 +156,23 @@ int __wrap_ioctl(int fd, unsigned long cmd, ...)
 	if (W)
 		__atomic_add_fetch(&B->ioctls[W->id], 1, __ATOMIC_RELAXED);
 	return __real_ioctl(fd, cmd, arg);
+}
+
+/*
+ * The same for io_uring submissions (--wrap=io_uring_submit_and_wait):
+ * every ring command of this program is submitted alone through it
+ * (bt_ring_call_flags(), op_ring_sqe()), so it counts commands.
+ */
+int __real_io_uring_submit_and_wait(struct io_uring *ring, unsigned int wait_nr);
+int __wrap_io_uring_submit_and_wait(struct io_uring *ring, unsigned int wait_nr);
+
+int __wrap_io_uring_submit_and_wait(struct io_uring *ring, unsigned int wait_nr)
+{
+	if (W) {
+		__atomic_add_fetch(&B->ioctls[W->id], 1, __ATOMIC_RELAXED);
+		__atomic_add_fetch(&B->ring_cmds[W->id], 1, __ATOMIC_RELAXED);
+	}
+	return __real_io_uring_submit_and_wait(ring, wait_nr);
 }
 
 static void wfail(struct worker *w, const char *fmt, ...)
@@ -832,6 +857,9 @@ static void *thread_body(void *arg)
 	uint64_t own[8], pins[16];
 	int nown = 0, npins = 0, r;
 
+	/* a new thread: its own ring (beluga_ring.h), one thread in two */
+	bt_ring_via.off = rel_below(&rng, 2);
+
 	for (int i = 0; i < 40 && !t->err[0]; i++) {
 		switch (rel_below(&rng, 4)) {
 		case 0:
@@ -1199,7 +1227,8 @@ static void op_garbage(struct worker *w)
 	default:
 		break;
 	}
-	r = ioctl(w->fd, cmd, arg) < 0 ? -errno : 0;
+	/* through the ring in the operations that use it (bt_ring_routes()) */
+	r = bt_ioctl(w->fd, cmd, arg);
 	if (!enc_ok) {
 		CHECK(w, r == -ENOTTY, "bad command 0x%lx: %s (want -ENOTTY)", cmd, ename(r));
 		return;
@@ -1243,6 +1272,101 @@ static void op_garbage(struct worker *w)
 			used = cnt != 0;
 		CHECK(w, !used, "%s succeeded with an inaccessible array pointer",
 		      ci->name);
+	}
+}
+
+/*
+ * A garbage SQE (uapi: "Errors of the SQE itself"): a random cmd_op (a
+ * command the ring takes, one it refuses, or any number), a nonzero
+ * reserved word, IORING_URING_CMD_FIXED, io_uring's own __pad1, and a
+ * plausible or hostile struct behind it. The first broken rule decides
+ * the error; a command that got through is checked like op_garbage's.
+ */
+static void op_ring_sqe(struct worker *w)
+{
+	static struct io_uring ring;
+	static pid_t owner;
+	struct io_uring_sqe *sqe;
+	uint32_t nr = (uint32_t)rel_below(&w->rng, NR_CMDS);
+	uint32_t cmd_op, size = cmds[nr].v1;
+	bool reserved = rel_one_in(&w->rng, 6), fixed = rel_one_in(&w->rng, 10);
+	bool pad1 = rel_one_in(&w->rng, 10), reaped, known;
+	uint8_t *arg = w->rw + rel_below(&w->rng, 64) * 8;
+	int kind = P_GOOD, r;
+
+	w->opname = "ring-sqe";
+	B->hostile++;
+	if (owner != getpid()) {
+		r = io_uring_queue_init(4, &ring, 0);
+		CHECK(w, r == 0, "io_uring_queue_init: %s", ename(r));
+		owner = getpid();
+	}
+	switch (rel_below(&w->rng, 4)) {
+	case 0:
+		cmd_op = (uint32_t)rel_next(&w->rng);
+		break;
+	case 1:
+		cmd_op = _IOWR(BELUGA_TYPE, nr, struct beluga_lookup);
+		break;
+	default:
+		cmd_op = _IO(BELUGA_TYPE, nr);
+	}
+	/* a random number may still name a command (never by luck, but exactly) */
+	known = cmd_op == _IO(BELUGA_TYPE, _IOC_NR(cmd_op)) && _IOC_NR(cmd_op) < NR_CMDS;
+	if (known)
+		nr = _IOC_NR(cmd_op);
+	junk_fill(w, w->rw, 2 * BT_PAGE);
+	memcpy(arg, &size, 4);
+	((uint32_t *)arg)[1] = 0;	/* flags */
+	if (rel_below(&w->rng, 3))
+		arg = (uint8_t *)(uintptr_t)hostile_ptr(w, &kind, size);
+	sqe = io_uring_get_sqe(&ring);
+	CHECK(w, sqe != NULL, "no free SQE");
+	bt_ring_prep(sqe, w->fd, cmd_op, arg);
+	if (reserved)
+		bt_ring_area(sqe)->__reserved = rel_next(&w->rng) | 1;
+	if (fixed)
+		sqe->uring_cmd_flags = IORING_URING_CMD_FIXED;
+	if (pad1)
+		sqe->__pad1 = (uint32_t)rel_next(&w->rng) | 1;
+	sqe->user_data = BT_RING_TAG;
+	r = bt_ring_reap1(&ring, NULL, &reaped);
+	CHECK(w, reaped, "io_uring failed: %s", ename(r));
+	if (pad1) {
+		CHECK(w, r == -EINVAL, "cmd_op 0x%x, __pad1 set: %s (want -EINVAL)",
+		      cmd_op, ename(r));
+	} else if (fixed) {
+		/*
+		 * io_uring's -EFAULT (no registered buffer), or Beluga's
+		 * errors in their order: -ENOTTY, -EOPNOTSUPP, -EINVAL
+		 */
+		CHECK(w, r == -EFAULT || r == -ENOTTY || r == -EOPNOTSUPP || r == -EINVAL,
+		      "cmd_op 0x%x with IORING_URING_CMD_FIXED: %s", cmd_op, ename(r));
+	} else if (!known) {
+		CHECK(w, r == -ENOTTY, "cmd_op 0x%x: %s (want -ENOTTY)", cmd_op,
+		      ename(r));
+	} else if (!bt_ring_takes(cmd_op)) {
+		CHECK(w, r == -EOPNOTSUPP, "%s through the ring: %s (want -EOPNOTSUPP)",
+		      cmds[nr].name, ename(r));
+	} else if (reserved) {
+		CHECK(w, r == -EINVAL, "%s with a nonzero reserved word: %s", cmds[nr].name,
+		      ename(r));
+	} else {
+		CHECK(w, r == 0 || allowed_err(r), "%s through the ring: unexpected %s",
+		      cmds[nr].name, ename(r));
+		if (kind == P_NULL || kind == P_UNMAPPED || kind == P_KERNEL)
+			CHECK(w, r == -EFAULT, "%s with its struct at an inaccessible "
+			      "address: %s", cmds[nr].name, ename(r));
+		/* junk that made a valid ALLOC: give the blocks back */
+		if (r == 0 && nr == BELUGA_CMD_ALLOC) {
+			struct beluga_alloc *a = (void *)arg;
+			int f;
+
+			bt_ring_via.off = true;
+			f = bt_free(w->fd, a->count, (uint64_t *)(uintptr_t)a->offsets);
+			CHECK(w, f == 0, "FREE of the %u blocks a garbage ALLOC returned: %s",
+			      a->count, ename(f));
+		}
 	}
 }
 
@@ -1308,7 +1432,12 @@ static void worker_setup(struct worker *w)
 	      "scratch mmap");
 	junk_fill(w, w->ro, BT_PAGE);
 	mprotect(w->ro, BT_PAGE, PROT_READ);
-	munmap(w->edge + BT_PAGE, BT_PAGE);
+	/*
+	 * The hole stays reserved (PROT_NONE), not unmapped: a later small
+	 * mmap() (an io_uring ring's queues) would land in it and make the
+	 * "unmapped" pointers readable.
+	 */
+	mprotect(w->edge + BT_PAGE, BT_PAGE, PROT_NONE);
 }
 
 /*
@@ -1352,6 +1481,7 @@ static void worker_run(struct worker *w, uint64_t iters)
 		{ op_sysfs, "sysfs", 2 },
 		{ op_threads, "threads", 2 },
 		{ op_bigbatch, "bigbatch", 1 },
+		{ op_ring_sqe, "ring-sqe", 4 },
 	};
 	int total = 0;
 
@@ -1375,6 +1505,8 @@ static void worker_run(struct worker *w, uint64_t iters)
 		for (i = 0; pick >= ops[i].weight; i++)
 			pick -= ops[i].weight;
 		w->opname = ops[i].name;
+		/* one operation in four through io_uring */
+		bt_ring_via.off = !rel_one_in(&w->rng, 4);
 		if (verbose)
 			fprintf(stderr, "# w%d op %" PRIu64 " %s\n", w->id, w->op, ops[i].name);
 		double t = rel_now();
@@ -1521,6 +1653,15 @@ static uint64_t total_ops(void)
 	return n;
 }
 
+static uint64_t total_ring_cmds(void)
+{
+	uint64_t n = 0;
+
+	for (int i = 0; i < MAX_PROCS; i++)
+		n += B->ring_cmds[i];
+	return n;
+}
+
 static uint64_t total_ioctls(void)
 {
 	uint64_t n = 0;
@@ -1657,6 +1798,8 @@ int main(int argc, char **argv)
 		 " budget=%.0fs (replay: beluga_fuzz -s 0x%" PRIx64 " -r %d -p %d -i %" PRIu64 ")",
 		 seed, rounds, procs, iters, budget, seed, rounds, procs, iters);
 
+	/* the parent's own block commands are ioctls; workers choose per operation */
+	bt_ring_via.off = true;
 	B = mmap(NULL, sizeof(*B), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (B == MAP_FAILED)
 		return 1;
@@ -1823,6 +1966,7 @@ int main(int argc, char **argv)
 		 "%.0f ioctls/s (%" PRIu64 " operations, %.0f/s; kernel %s)", total_ioctls(),
 		 only_worker >= 0 ? 1 : procs, t_rounds, t_rounds > 0 ? total_ioctls() / t_rounds : 0.0,
 		 total_ops(), t_rounds > 0 ? total_ops() / t_rounds : 0.0, uts.release);
+	rel_diag("of them through io_uring: %" PRIu64 " commands", total_ring_cmds());
 	if (min_ioctls) {
 		rel_diag("ioctls made %" PRIu64 ", wanted at least %" PRIu64, total_ioctls(),
 			 min_ioctls);

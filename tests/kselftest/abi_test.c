@@ -3,6 +3,11 @@
  * ABI conventions of every /dev/beluga command (uapi/linux/beluga.h,
  * "Command conventions"): command encoding, the size field, flags, reserved
  * fields, batch counts, user pointers, and the no-region case.
+ *
+ * Built twice: abi_test calls the ioctls; abi_ring_test (-DBT_VIA_RING)
+ * sends every command that io_uring takes through a ring instead
+ * (../lib/beluga_ring.h), against the same expected errors: the ring's
+ * commands answer every case as their ioctl twins do.
  */
 #include "beluga_test.h"
 
@@ -1228,7 +1233,7 @@ static int order_call(FIXTURE_DATA(abi) *a, int c, unsigned int rules,
 		    (setgroups(0, NULL) || setresgid(65534, 65534, 65534) ||
 		     setresuid(65534, 65534, 65534)))
 			_exit(200);
-		_exit(ioctl(fd, nr, arg) < 0 ? errno : 0);
+		_exit(-bt_ioctl(fd, nr, arg));
 	}
 	a->item.__reserved = 0;
 	if (mprotect(env->area, ORDER_AREA, PROT_READ | PROT_WRITE))

@@ -75,8 +75,20 @@ static inline long bt_check(const volatile void *src, size_t len, uint64_t seed)
 	return -1;
 }
 
+#ifdef BT_VIA_RING
+#include "beluga_ring.h"
+#endif
+
+/*
+ * A command, 0 or -errno. Built with BT_VIA_RING, the commands that
+ * io_uring takes go through it instead (beluga_ring.h, abi_ring_test).
+ */
 static inline int bt_ioctl(int fd, unsigned long cmd, void *arg)
 {
+#ifdef BT_VIA_RING
+	if (bt_ring_routes(cmd))
+		return bt_ring_transport(fd, cmd, arg);
+#endif
 	return ioctl(fd, cmd, arg) < 0 ? -errno : 0;
 }
 

@@ -716,3 +716,17 @@ __attribute__((constructor)) static void fake_kernel_from_env(void)
 		}
 	}
 }
+
+int fake_device_create(char *path)
+{
+	int fd;
+
+	snprintf(path, FAKE_DEVICE_PATH_LEN, "/tmp/beluga-test-dev.XXXXXX");
+	fd = mkstemp(path);
+	if (fd < 0) {
+		perror("mkstemp");
+		return -1;
+	}
+	close(fd);
+	return 0;
+}

@@ -68,5 +68,11 @@ int fake_kernel_add_region(const char *name, enum beluga_backend backend, int no
 uint64_t fake_kernel_count(int state);
 /* Calls of one command since the last reset. */
 unsigned int fake_kernel_calls(unsigned int cmd);
+/*
+ * The device file for beluga_open(): a new empty file whose name goes to
+ * @path (room for FAKE_DEVICE_PATH_LEN bytes). 0, or -1 after perror().
+ */
+#define FAKE_DEVICE_PATH_LEN	64
+int fake_device_create(char *path);
 
 #endif /* BELUGA_FAKE_KERNEL_H */

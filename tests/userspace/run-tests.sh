@@ -59,6 +59,7 @@ run hash "$dir/test_hash"
 run batch "$dir/test_batch"
 run sysfs "$dir/test_sysfs"
 run errors "$dir/test_errors"
+run ring "$dir/test_ring"
 # the shared trace reader, also over the real trace where the checkout has it
 BELUGA_TRACE=${BELUGA_TRACE:-$(cd "$here/../../.." && pwd)/shared/data/mooncake_conversation_trace.jsonl} \
 	run trace "$dir/test_trace"

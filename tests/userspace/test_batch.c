@@ -22,7 +22,7 @@
 #define BS	4096ULL
 #define MB	(1ULL << 20)
 
-static char dev_path[64];
+static char dev_path[FAKE_DEVICE_PATH_LEN];
 
 /* A fresh fake pool of @nr_blocks blocks, batches of @max_batch, and a handle. */
 static struct beluga *setup(uint32_t max_batch, uint32_t nr_blocks)
@@ -556,15 +556,8 @@ static void test_hosts(void)
 
 int main(void)
 {
-	int fd;
-
-	snprintf(dev_path, sizeof(dev_path), "/tmp/beluga-test-dev.XXXXXX");
-	fd = mkstemp(dev_path);
-	if (fd < 0) {
-		perror("mkstemp");
+	if (fake_device_create(dev_path))
 		return 1;
-	}
-	close(fd);
 
 	test_open();
 	test_alloc();

@@ -20,7 +20,7 @@
 
 #define ROUNDS	20000
 
-static char dev_path[64];
+static char dev_path[FAKE_DEVICE_PATH_LEN];
 static struct beluga *shared;
 static pthread_barrier_t start;
 
@@ -130,15 +130,9 @@ static void test_isolation(void)
 
 int main(void)
 {
-	int fd;
 
-	snprintf(dev_path, sizeof(dev_path), "/tmp/beluga-test-dev.XXXXXX");
-	fd = mkstemp(dev_path);
-	if (fd < 0) {
-		perror("mkstemp");
+	if (fake_device_create(dev_path))
 		return 1;
-	}
-	close(fd);
 	fake_kernel_reset(4096, BELUGA_MAX_BATCH);
 	fake_kernel_add_region("dax0.0", BELUGA_BACKEND_DAX, -1, 0x390000000ULL, 1 << 20);
 	if (beluga_open(dev_path, O_RDWR, &shared)) {

@@ -909,4 +909,85 @@ struct beluga_hosts {
 #define BELUGA_HOSTS_SIZE_V1	24
 #define BELUGA_IOC_HOSTS	_IO(BELUGA_TYPE, BELUGA_CMD_HOSTS)
 
+/*
+ * io_uring commands
+ * -----------------
+ * ALLOC, FREE, PUBLISH, LOOKUP (with and without BELUGA_LOOKUP_PIN) and
+ * RELEASE can also be submitted through io_uring, as IORING_OP_URING_CMD
+ * requests on a /dev/beluga file: many in one io_uring_enter(2), or with
+ * IORING_SETUP_SQPOLL none. Each is the ioctl of the same number run by
+ * the same code: the same struct, the same checks in the same order, the
+ * same effects and the same answer, written to the same places. The
+ * completion's @res is what the ioctl returns (0 or -errno); @res2 and a
+ * CQE32's extra words are 0.
+ *
+ * The SQE (struct io_uring_sqe, <linux/io_uring.h>):
+ *   @opcode      IORING_OP_URING_CMD
+ *   @fd          the /dev/beluga file (a registered one with
+ *                IOSQE_FIXED_FILE): it owns what the command allocates or
+ *                pins, as with the ioctl
+ *   @cmd_op      the ioctl number: BELUGA_IOC_ALLOC, BELUGA_IOC_FREE,
+ *                BELUGA_IOC_PUBLISH, BELUGA_IOC_LOOKUP or BELUGA_IOC_RELEASE
+ *   @cmd         the first 16 bytes of the command area hold a struct
+ *                beluga_uring_cmd (below); in a 128-byte SQE
+ *                (IORING_SETUP_SQE128) the other 64 bytes must be zero
+ *   @uring_cmd_flags  0: IORING_URING_CMD_FIXED is refused (the commands
+ *                take no registered buffers)
+ *   @flags, @ioprio, @user_data, @personality: io_uring's, as for any
+ *                request (IOSQE_IO_LINK orders commands; without links
+ *                and drains io_uring gives no order)
+ *   @addr, @len and the other fields: not read; keep them 0, for later
+ *                versions
+ *
+ * Errors of the SQE itself come before the ioctl's, in this order:
+ *   1. -ENOTTY     @cmd_op is not the exact _IO() number of a Beluga
+ *                  command (the ioctl's step 1);
+ *   2. -EOPNOTSUPP @cmd_op is a Beluga command that the ring does not
+ *                  take (INFO, STATS, ATTACH, DETACH, EVICT, REGION_INFO,
+ *                  HOSTS): use the ioctl;
+ *   3. -EINVAL     IORING_URING_CMD_FIXED, a nonzero @__reserved, or a
+ *                  nonzero byte in the rest of a 128-byte SQE's area.
+ * Then the ioctl's common errors from step 2 on, with @arg as the ioctl's
+ * argument (0 or unreadable: -EFAULT, step 4). io_uring's own errors come
+ * first (a nonzero @__pad1 or unknown @uring_cmd_flags: -EINVAL; a ring
+ * set up with IORING_SETUP_IOPOLL: -EOPNOTSUPP, as the commands complete
+ * at once and have nothing to poll). A kernel whose io_uring has no
+ * IORING_OP_URING_CMD (before 5.19) fails the request with -EINVAL, and a
+ * module without these commands with -EOPNOTSUPP: fall back to the ioctls.
+ *
+ * Memory: @arg, the struct and the arrays it points to are the ioctl's,
+ * read and written in the address space of the task that submitted the
+ * request; with SQPOLL, of the task that created the ring (its SQPOLL
+ * thread shares that task's memory, as for every io_uring request). They
+ * must stay valid and unchanged until the completion: the command may
+ * run after io_uring_enter(2) returned (below).
+ *
+ * Ownership and lifetime: allocations and pins belong to the file, never
+ * to the ring, and are returned when the last reference to the file goes:
+ * io_uring holds one while a request on it is in flight, and for a
+ * registered file until it is unregistered or the ring is closed. So a
+ * closed file whose ring is closed too leaks nothing; io_uring drops its
+ * references asynchronously, shortly after the ring's close returns.
+ *
+ * Where a command runs: on a single-host pool, inline in the submitting
+ * task or the SQPOLL thread, waiting on nothing but the pool's short lock
+ * holds and the file's own other commands. On a shared pool, whose
+ * commands wait for other hosts, and while a DETACH, an ATTACH of a
+ * shared region or a shared pool's rejoin is changing the pool, io_uring
+ * runs it in one of its worker threads instead, like any request that
+ * would block.
+ */
+
+/**
+ * struct beluga_uring_cmd - the command area of a Beluga io_uring command
+ * @arg: user pointer to the command's struct: what the ioctl takes as its
+ *	argument (struct beluga_alloc, beluga_blocks, beluga_publish or
+ *	beluga_lookup, with its leading @size)
+ * @__reserved: must be 0
+ */
+struct beluga_uring_cmd {
+	__aligned_u64 arg;
+	__aligned_u64 __reserved;
+};
+
 #endif /* _UAPI_LINUX_BELUGA_H */

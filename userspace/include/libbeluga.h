@@ -190,6 +190,113 @@ ssize_t beluga_lookup(struct beluga *b, uint64_t ns,
  */
 int beluga_release(struct beluga *b, const uint64_t *offsets, size_t count);
 
+/* ---- Blocks: many commands per system call (io_uring) ------------------ */
+
+/*
+ * A ring of block commands on one handle: LOOKUP (with or without pins),
+ * RELEASE, ALLOC, FREE and PUBLISH are queued in memory and sent to the
+ * module many per system call, as io_uring commands (IORING_OP_URING_CMD,
+ * <linux/beluga.h>, "io_uring commands"); with BELUGA_RING_SQPOLL a kernel
+ * thread picks them up and the submitting side makes no system call while
+ * it keeps busy. Use it where an engine issues many small calls (a
+ * scheduler probing the prefixes of many requests, a worker releasing the
+ * pins of a finished batch).
+ *
+ * Each queued command is one ioctl: at most the module's max_batch items
+ * (beluga_info()), answered exactly as the ioctl answers, in the caller's
+ * arrays and in its struct beluga_ring_result. No command is split, and
+ * none is undone because of another's failure (beluga_alloc(),
+ * beluga_lookup()... do that for arrays of any length). Commands of one
+ * submission run in no particular order: queue the RELEASE of pins after
+ * the completion of the LOOKUP that took them.
+ *
+ * Needs io_uring with IORING_OP_URING_CMD (Linux 5.19 or later) and a
+ * module with the commands; beluga_ring_init() checks both and fails,
+ * naming the cause and the fix, where either is missing: -EOPNOTSUPP (the
+ * module predates the commands), -EINVAL (the kernel's io_uring does),
+ * -EPERM (io_uring is disabled or forbidden), -ENOSYS (no io_uring). The
+ * handle's plain calls work regardless.
+ *
+ * Ownership: the handle's file owns what the commands allocate and pin,
+ * never the ring; the ring holds a reference to the file while it exists,
+ * so what the handle holds is returned when both beluga_ring_exit() and
+ * beluga_close() were called (or the process ends).
+ *
+ * Threads: a ring is used by one thread at a time; several rings, in
+ * several threads, may share one handle.
+ */
+struct beluga_ring;
+
+/* beluga_ring_init() flags */
+#define BELUGA_RING_SQPOLL	(1U << 0)	/* a kernel thread submits */
+
+/*
+ * beluga_ring_init - a ring for @b
+ * @entries: commands in flight at most (queued and not yet reaped), 1..4096
+ * @flags: 0 or BELUGA_RING_SQPOLL; other bits: -EINVAL
+ * @out: receives the ring
+ *
+ * Errors, besides the ones above: -ENOMEM (the ring's memory).
+ */
+int beluga_ring_init(struct beluga *b, unsigned int entries, unsigned int flags,
+		     struct beluga_ring **out);
+
+/*
+ * beluga_ring_exit - wait for the commands in flight, then free the ring;
+ * NULL is a no-op. Commands queued and not submitted are dropped.
+ */
+void beluga_ring_exit(struct beluga_ring *r);
+
+/* The answer of one command. */
+struct beluga_ring_result {
+	uint64_t user_data;	/* as queued */
+	int32_t res;		/* 0 or -errno: what the ioctl returns */
+	uint32_t hits;		/* LOOKUP: the leading run; else 0 */
+	uint32_t published;	/* PUBLISH: its counters; else 0 */
+	uint32_t exists;
+	uint32_t failed;
+	uint32_t __pad;
+};
+
+/*
+ * Queue one command; nothing is sent until beluga_ring_submit_and_wait().
+ * The arrays are the ioctl's and must stay valid, and the inputs
+ * unchanged, until the command's result is reaped; the library keeps the
+ * command's struct. @count is 1..max_batch. @user_data is returned in the
+ * command's result.
+ * Errors: -EBUSY the ring has @entries commands in flight (submit and
+ * reap first); -EINVAL @count 0, PIN without @offsets; -E2BIG @count above
+ * max_batch (queue several commands, or use the plain calls).
+ */
+int beluga_ring_queue_lookup(struct beluga_ring *r, uint64_t ns,
+			     const struct beluga_key *keys, size_t count,
+			     uint64_t *offsets, uint32_t flags, uint64_t user_data);
+int beluga_ring_queue_release(struct beluga_ring *r, const uint64_t *offsets,
+			      size_t count, uint64_t user_data);
+int beluga_ring_queue_alloc(struct beluga_ring *r, uint64_t *offsets,
+			    size_t count, uint64_t user_data);
+int beluga_ring_queue_free(struct beluga_ring *r, const uint64_t *offsets,
+			   size_t count, uint64_t user_data);
+/* Clears each item's @result and reserved field, as beluga_publish() does. */
+int beluga_ring_queue_publish(struct beluga_ring *r, uint64_t ns,
+			      struct beluga_publish_item *items, size_t count,
+			      uint64_t user_data);
+
+/*
+ * beluga_ring_submit_and_wait - send what is queued and wait for every
+ * command in flight; their results go to @results, in completion order.
+ * @max: room in @results, at least the number of commands in flight
+ *	(else -EINVAL, nothing sent)
+ *
+ * Returns the number of results, or -errno when io_uring failed (the
+ * commands stay in flight; call again). A command's own failure is its
+ * result's @res, not this call's; the message of the first one (in
+ * completion order) is recorded for beluga_last_error().
+ */
+ssize_t beluga_ring_submit_and_wait(struct beluga_ring *r,
+				    struct beluga_ring_result *results,
+				    size_t max);
+
 /* ---- Regions (need CAP_SYS_ADMIN) -------------------------------------- */
 
 /*
