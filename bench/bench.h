@@ -302,6 +302,7 @@ int sec_data(int argc, char **argv);
 int sec_scale(int argc, char **argv);
 int sec_replay(int argc, char **argv);
 int sec_conc(int argc, char **argv);
+int sec_ring(int argc, char **argv);
 
 /* trace.c */
 struct trace {
