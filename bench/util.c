@@ -122,6 +122,16 @@ double median(double *v, int n)
 	return percentile(v, n, 0.5);
 }
 
+/* One call of a measured operation; a failure ends the run, with its errno. */
+static inline void run_op(op_fn fn, void *arg, const char *what)
+{
+	int ret = fn(arg);
+
+	if (ret)
+		die("%s failed: %s", what,
+		    ret < 0 ? strerror(-ret) : "nonzero return");
+}
+
 struct fig measure_n(op_fn fn, void *arg, u64 reps, const char *what)
 {
 	double v[64];
@@ -134,8 +144,7 @@ struct fig measure_n(op_fn fn, void *arg, u64 reps, const char *what)
 		u64 t0 = now_ns(), i;
 
 		for (i = 0; i < reps; i++)
-			if (fn(arg))
-				die("%s failed", what);
+			run_op(fn, arg, what);
 		v[s] = (double)(now_ns() - t0) / (double)reps;
 	}
 	f.ns = median(v, f.samples);
@@ -151,16 +160,14 @@ u64 calibrate(op_fn fn, void *arg, const char *what)
 {
 	u64 reps = 1, t0, dt, target = (u64)(opt.sample_ms * 1e6);
 
-	if (fn(arg))	/* warm up */
-		die("%s failed", what);
+	run_op(fn, arg, what);	/* warm up */
 	/* Double until a run lasts a tenth of a sample, then scale. */
 	for (;;) {
 		u64 i;
 
 		t0 = now_ns();
 		for (i = 0; i < reps; i++)
-			if (fn(arg))
-				die("%s failed", what);
+			run_op(fn, arg, what);
 		dt = now_ns() - t0;
 		if (dt * 10 >= target || reps >= (1ULL << 24))
 			break;
