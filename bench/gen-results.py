@@ -80,13 +80,17 @@ def miss_text(r):
         return "invalid (above 1.1: the limit is no limit)"
     if not r.get("target"):
         return "informational"
-    if r.get("met"):
-        return "met"
     v, g, t = r["value"], r["goal"], r["target"]
+    lo, hi = r.get("run_min"), r.get("run_max")
+    # rounds on both sides of the goal: the median's verdict is not settled
+    split = (" (rounds on both sides of the goal: inconclusive)"
+             if t in (">=", "<=") and lo is not None and hi is not None and lo < g < hi else "")
+    if r.get("met"):
+        return "met" + split
     if t == ">=":
-        return f"missed by {100 * (g - v) / g:.0f}% ({v:.2f} of {g:g})"
+        return f"missed by {100 * (g - v) / g:.0f}% ({v:.2f} of {g:g}){split}"
     if t == "<=":
-        return f"missed by {100 * (v - g) / g:.0f}% ({v:.2f} against {g:g})"
+        return f"missed by {100 * (v - g) / g:.0f}% ({v:.2f} against {g:g}){split}"
     return f"missed ({v:.3f}, goal {goal_text(r)})"
 
 

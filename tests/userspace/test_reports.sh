@@ -119,16 +119,18 @@ cat >"$t/ring.json" <<'JSON'
 {"generated":"2026-12-01T00:00:00Z","commit":"abc1234","host":"h","smoke":false,"records":[
 {"section":"ring","env":"guest-6.12","kind":"op","backend":"kernel-ring-64","op":"lookup_release","pin":1,"n":64,"ns_per_op":4321,"min":4000,"p10":4100,"p90":4500,"reps":9,"samples":31,"run_min":4200,"run_max":4400,"runs":5},
 {"section":"ring","env":"guest-6.12","kind":"missing","backend":"userspace-reader","why":"issue 23 part 2 is not in this tree"},
-{"section":"ring","env":"guest-6.12","kind":"ratio","name":"polled_over_this","backend":"kernel-ring-64","op":"lookup_pin_release","n":64,"value":0.8,"run_min":0.7,"run_max":0.9,"runs":5,"target":">=","goal":1,"met":0}
+{"section":"ring","env":"guest-6.12","kind":"ratio","name":"polled_over_this","backend":"kernel-ring-64","op":"lookup_pin_release","n":64,"value":0.8,"run_min":0.7,"run_max":0.9,"runs":5,"target":">=","goal":1,"met":0},
+{"section":"ring","env":"host","kind":"ratio","name":"polled_over_this","backend":"model-ring-64","op":"lookup_pin_release","n":64,"value":1.1,"run_min":0.9,"run_max":1.3,"runs":5,"target":">=","goal":1,"met":1}
 ]}
 JSON
 if $py "$root/bench/gen-results.py" "$t/ring.json" "$t/RING.md" "$t/ring-frag.md" &&
 	grep -qF '| io_uring, 64 per io_uring_enter | - | 4,321 [4,200..4,400] (5) | -; 0.80 [0.70..0.90] (5) |' "$t/RING.md" &&
 	grep -qF '| userspace reader (read-only index mapping) | not measured: issue 23 part 2 is not in this tree |' "$t/RING.md" &&
-	grep -qF 'polled_over_this kernel-ring-64 lookup_pin_release n=64 | 0.800 [0.700..0.900] (5) | >= 1 | missed by 20%' "$t/ring-frag.md"; then
-	ok "gen-results.py shows the ring's rows, the reader as not measured, and the goal missed by 20%"
+	grep -qF 'polled_over_this kernel-ring-64 lookup_pin_release n=64 | 0.800 [0.700..0.900] (5) | >= 1 | missed by 20% (0.80 of 1) |' "$t/ring-frag.md" &&
+	grep -qF 'n=64 | 1.10 [0.900..1.30] (5) | >= 1 | met (rounds on both sides of the goal: inconclusive) |' "$t/ring-frag.md"; then
+	ok "gen-results.py: the ring's rows, the reader not measured, a goal missed by 20%, one met only by the median"
 else
-	not_ok "gen-results.py shows the ring's rows, the reader as not measured, and the goal missed by 20%"
+	not_ok "gen-results.py: the ring's rows, the reader not measured, a goal missed by 20%, one met only by the median"
 	grep -A12 '^## 7' "$t/RING.md" | sed 's/^/#   /'
 	sed 's/^/#   /' "$t/ring-frag.md"
 fi
