@@ -23,6 +23,11 @@
  *                         (pinned: 2 floors / B). A model: it leaves out
  *                         io_uring's own per-command work, which the guest
  *                         rows measure (ring over model)
+ *   model-ring-nop-64     the core at 64 plus io_uring's own cost per command,
+ *                         measured with IORING_OP_NOP, 64 per io_uring_enter
+ *                         (io_uring-nop-64; no module needed): what the
+ *                         floor model leaves out, but for the module's own
+ *                         command dispatch and copies
  *   rpc-shm-polled        the paper's design (shmrpc.c), the baseline
  *   core                  the in-process core: the limit
  *
@@ -67,11 +72,13 @@ enum row {
 	R_MODEL1,
 	R_MODEL8,
 	R_MODEL64,
+	R_MODEL_NOP64,	/* core(64) + the ring's own cost, measured with NOPs */
 	R_SHM,
 	R_CORE,
 	R_CORE8,	/* the core in ring shape: the models' measured part */
 	R_CORE64,
 	R_NULL,		/* ioctl(/dev/null): the floor of a system call */
+	R_NOP64,	/* IORING_OP_NOP, 64 per io_uring_enter: io_uring alone */
 	NR_ROWS
 };
 
@@ -89,11 +96,13 @@ static const struct {
 	[R_MODEL1] = { "model-ring-1", "model: core + floor/1", 1 },
 	[R_MODEL8] = { "model-ring-8", "model: core(8) + floor/8", 8 },
 	[R_MODEL64] = { "model-ring-64", "model: core(64) + floor/64", 64 },
+	[R_MODEL_NOP64] = { "model-ring-nop-64", "model: core(64) + NOP ring(64)", 64 },
 	[R_SHM] = { "rpc-shm-polled", "rpc-shm-polled (the paper)", 1 },
 	[R_CORE] = { "core", "core in-process (the limit)", 1 },
 	[R_CORE8] = { "core-batch-8", "core, 8 then their RELEASEs", 8 },
 	[R_CORE64] = { "core-batch-64", "core, 64 then their RELEASEs", 64 },
 	[R_NULL] = { "sys", "ioctl(/dev/null): the floor", 1 },
+	[R_NOP64] = { "io_uring-nop-64", "io_uring NOP, 64 per enter", 64 },
 };
 
 /* The two request shapes: count-only LOOKUP, pinned LOOKUP + RELEASE. */
@@ -274,6 +283,26 @@ static int op_ring_pair(void *a)
 		ret = ring_prep(c, BELUGA_IOC_RELEASE, &c->rel[i]);
 		if (ret)
 			return ret;
+	}
+	return ring_go(c, c->batch);
+}
+
+/*
+ * c->batch IORING_OP_NOPs in one io_uring_enter: what io_uring itself costs
+ * per command (the entry, an SQE, a CQE) with no module behind it, so
+ * that the host, which has no module, can still charge it.
+ */
+static int op_ring_nop(void *a)
+{
+	struct rctx *c = a;
+	u32 i;
+
+	for (i = 0; i < c->batch; i++) {
+		struct io_uring_sqe *sqe = io_uring_get_sqe(&c->ring);
+
+		if (!sqe)
+			return -EBUSY;
+		io_uring_prep_nop(sqe);
 	}
 	return ring_go(c, c->batch);
 }
@@ -462,9 +491,34 @@ static void round_userspace(struct round *rd, struct rctx *c,
 	target_teardown(&t);
 }
 
+/* io_uring's own cost per command (no module needed); once noted if none */
+static void round_nop(struct round *rd, struct rctx *c)
+{
+	static bool noted;
+	struct fig nan = { .ns = NAN };
+	int ret = io_uring_queue_init(RING_ENTRIES, &c->ring, 0);
+
+	if (ret) {
+		if (!noted)
+			note("ring: io_uring_queue_init: %s: no NOP row and no NOP model",
+			     strerror(-ret));
+		noted = true;
+		return;
+	}
+	c->sqpoll = false;
+	c->batch = rows[R_NOP64].batch;
+	rd->f[R_NOP64][S_COUNT] = measure_per_request(op_ring_nop, c,
+						      "io_uring NOP");
+	rd->f[R_NOP64][S_PAIR] = nan;
+	rd->done[R_NOP64] = true;
+	io_uring_queue_exit(&c->ring);
+}
+
 /*
  * The models of a round: the core in ring shape plus the round's floor per
- * submission (a count-only batch makes one, a pinned one two).
+ * submission (a count-only batch makes one, a pinned one two); and the core
+ * at 64 plus the NOP ring's measured cost per command (one command per
+ * count-only request, two per pinned pair).
  */
 static void round_models(struct round *rd)
 {
@@ -485,6 +539,16 @@ static void round_models(struct round *rd)
 		}
 		rd->done[model[i]] = true;
 	}
+	if (!rd->done[R_NOP64])
+		return;
+	for (s = 0; s < NR_SHAPES; s++) {
+		struct fig *f = &rd->f[R_MODEL_NOP64][s];
+
+		*f = rd->f[R_CORE64][s];
+		f->ns += (s == S_PAIR ? 2 : 1) * rd->f[R_NOP64][S_COUNT].ns;
+		f->min = f->p10 = f->p90 = f->run_min = f->run_max = f->ns;
+	}
+	rd->done[R_MODEL_NOP64] = true;
 }
 
 /* ---- output ----------------------------------------------------------------- */
@@ -599,6 +663,7 @@ int sec_ring(int argc, char **argv)
 			round_kernel(&rd[r], c, spec, nblocks, bs);
 		round_userspace(&rd[r], c, T_CORE, nblocks, bs);
 		round_userspace(&rd[r], c, T_SHM, nblocks, bs);
+		round_nop(&rd[r], c);
 		round_models(&rd[r]);
 	}
 	close(c->devnull);
@@ -618,7 +683,8 @@ int sec_ring(int argc, char **argv)
 			comb[i][s] = fig_over_runs(f, nr);
 			if (comb[i][s].ns == comb[i][s].ns)
 				rec_fig(rows[i].backend, shape_op[s], s == S_PAIR,
-					i == R_NULL ? 0 : CHAIN, &comb[i][s]);
+					i == R_NULL || i == R_NOP64 ? 0 : CHAIN,
+					&comb[i][s]);
 		}
 	}
 	if (!done[R_UREADER]) {
@@ -634,7 +700,7 @@ int sec_ring(int argc, char **argv)
 
 		/* the core in ring shape is the models' input, not a path */
 		if (!done[i] || i == R_SHM || i == R_CORE8 || i == R_CORE64 ||
-		    i == R_NULL)
+		    i == R_NULL || i == R_NOP64)
 			continue;
 		if (i == R_CORE) {	/* the limit: how far the polled server is */
 			rec_row_ratio("polled_over_this", R_SHM, i, i, rd, nr,
@@ -666,6 +732,9 @@ int sec_ring(int argc, char **argv)
 			rec_row_ratio("ring_over_model", R_RING1 + i,
 				      R_MODEL1 + i, R_RING1 + i, rd, nr, S_PAIR,
 				      "", 0);
+	if (done[R_RING64] && done[R_MODEL_NOP64])
+		rec_row_ratio("ring_over_nop_model", R_RING64, R_MODEL_NOP64,
+			      R_RING64, rd, nr, S_PAIR, "", 0);
 
 	printf("\n== ring (%s): 64-key chain, ns per request, median [min..max] of %d rounds (%s) ==\n",
 	       opt.env, nr, strcmp(opt.env, "host") ? "TCG guest: compare ratios only" : "host CPU");
@@ -682,7 +751,7 @@ int sec_ring(int argc, char **argv)
 		printf("%-31s", rows[i].label);
 		for (s = 0; s < NR_SHAPES; s++)
 			print_cell(&comb[i][s], true);
-		if (i != R_NULL)
+		if (i != R_NULL && i != R_NOP64)
 			printf("  %5.2f %5.2f  %5.2f %5.2f",
 			       round_ratio(rd, nr, R_SHM, i, S_COUNT),
 			       round_ratio(rd, nr, R_SHM, i, S_PAIR),
@@ -691,7 +760,8 @@ int sec_ring(int argc, char **argv)
 		printf("\n");
 	}
 	printf("polled/this above 1: this path is ahead of the polled server; the models (no module\n"
-	       "needed) are the core in ring shape plus ioctl(/dev/null) per submission, not a measurement.\n"
+	       "needed) are the core in ring shape plus ioctl(/dev/null) per submission, or plus the NOP\n"
+	       "ring's cost per command (two per pinned pair): estimates, not measurements.\n"
 	       "SQPOLL and the polled server each get CPU %d to themselves.\n", shm_server_cpu());
 	free(rd);
 	free(c);
