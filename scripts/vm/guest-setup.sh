@@ -253,7 +253,7 @@ BELUGA_TEST_BLKDEV=
 if [ -b /dev/ram0 ] || { modprobe brd rd_nr=1 rd_size=4096 && wait_for /dev/ram0 50; }; then
 	BELUGA_TEST_BLKDEV=/dev/ram0
 	tap_ok setup:ramdisk
-elif [ -z "$(find /lib/modules/$KVER -name brd.ko)" ] &&
+elif [ -z "$(find "/lib/modules/$KVER" -name brd.ko)" ] &&
 	! grep -q /brd.ko "/lib/modules/$KVER/modules.builtin" 2>/dev/null; then
 	tap_skip setup:ramdisk "this kernel has no brd (CONFIG_BLK_DEV_RAM): shared_test's O_DIRECT test skips"
 else
