@@ -136,6 +136,52 @@ static inline bool bel_walk_ended_elsewhere(const struct bel_index_view *v,
 	return ((u32)bel_key_hash(bns, blo, bhi) ^ (u32)hash) & v->mask;
 }
 
+enum bel_walk_step {
+	BEL_WALK_NEXT,		/* not this one: go on to *@next */
+	BEL_WALK_HIT,		/* the key, in the index at *@seq */
+	BEL_WALK_RESTART,	/* changed under the walk: from the bucket */
+};
+
+/*
+ * One step of a lock-free walk for (@ns, @key), whose bel_key_hash() is
+ * @hash, on the index words of one block: the block itself
+ * (bel_index_get()) or its entry in a mapped copy of the index
+ * (bel_index_copy_get(), bel_index_copy.h); one function for both, so
+ * that the kernel and a userspace reader validate alike. The sequence is
+ * read before and after the key and the link; odd or changed, the walk
+ * restarts, and so it does when a chain ends on a block of another bucket
+ * (bel_walk_ended_elsewhere()). On a hit *@seq is the sequence the key
+ * was read under; on BEL_WALK_NEXT *@next is the link.
+ */
+static inline enum bel_walk_step
+bel_walk_step(const u32 *seqp, const u64 *nsp, const struct beluga_key *keyp,
+	      const u32 *nextp, const struct bel_index_view *v, u64 ns,
+	      const struct beluga_key *key, u64 hash, u32 *seq, u32 *next)
+{
+	u64 bns, blo, bhi;
+	u32 s, link;
+
+	s = bel_load_acquire(seqp);
+	if (s & 1)
+		return BEL_WALK_RESTART;	/* left the index */
+	bns = BEL_READ(*nsp);
+	blo = BEL_READ(keyp->lo);
+	bhi = BEL_READ(keyp->hi);
+	link = BEL_READ(*nextp);
+	bel_smp_rmb();
+	if (BEL_READ(*seqp) != s)
+		return BEL_WALK_RESTART;
+	if (bns == ns && blo == key->lo && bhi == key->hi) {
+		*seq = s;
+		return BEL_WALK_HIT;
+	}
+	if (link == BEL_NONE &&
+	    bel_walk_ended_elsewhere(v, hash, bns, blo, bhi))
+		return BEL_WALK_RESTART;	/* reused elsewhere */
+	*next = link;
+	return BEL_WALK_NEXT;
+}
+
 /* Pin once unless the block is being evicted; the old count, or < 0. */
 static inline s64 bel_pin_try(struct bel_block *b)
 {
@@ -186,29 +232,18 @@ static inline u32 bel_index_get(struct bel_pool *pool,
 				: BEL_NONE;
 		while (id != BEL_NONE) {
 			struct bel_block *b;
-			u64 bns, blo, bhi;
-			u32 seq, next;
+			enum bel_walk_step step;
+			u32 seq;
 
 			bel_walk_hook(pool, id);
 			b = bel_block_rcu(pool, id);
-			seq = bel_load_acquire(&b->seq);
-			if (seq & 1)
-				goto restart;	/* left the index */
-			bns = BEL_READ(b->ns);
-			blo = BEL_READ(b->key.lo);
-			bhi = BEL_READ(b->key.hi);
-			next = BEL_READ(b->hash_next);
-			bel_smp_rmb();
-			if (BEL_READ(b->seq) != seq)
+			step = bel_walk_step(&b->seq, &b->ns, &b->key,
+					     &b->hash_next, v, ns, key, hash,
+					     &seq, &id);
+			if (step == BEL_WALK_RESTART)
 				goto restart;
-			if (bns != ns || blo != key->lo || bhi != key->hi) {
-				if (next == BEL_NONE &&
-				    bel_walk_ended_elsewhere(v, hash, bns, blo,
-							     bhi))
-					goto restart;	/* reused elsewhere */
-				id = next;
+			if (step == BEL_WALK_NEXT)
 				continue;
-			}
 			if (pin) {
 				s64 old = bel_pin_try(b);
 
