@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: GPL-2.0 */
+/* SPDX-License-Identifier: GPL-2.0 OR LGPL-2.1-or-later */
 /*
  * The index's copy: the key index of a single-host pool written a second
  * time, into memory that userspace maps read-only, so that a count-only
@@ -22,11 +22,15 @@
  *
  * Readers: bel_index_copy_get() below, compiled into libbeluga, the unit
  * tests and nothing in the module (the module reads the index itself).
+ * This file needs nothing of the core but bel_index_walk.h, and is dual
+ * licensed as that one is, for libbeluga.
  */
 #ifndef BEL_INDEX_COPY_H
 #define BEL_INDEX_COPY_H
 
-#include "bel_index_read.h"
+#include "bel_index_walk.h"
+
+struct bel_pool;
 
 /*
  * The core's spelling of struct beluga_index_entry (uapi), with the core's
@@ -131,7 +135,8 @@ static inline void bel_index_copy_view(const struct beluga_index_header *hdr,
 static inline const struct bel_index_entry *
 bel_index_copy_entry(const struct beluga_index_header *hdr, u32 id)
 {
-	u32 slot = bel_id_slot(id), index = bel_id_index(id);
+	u32 slot = id >> BELUGA_INDEX_SLOT_SHIFT;
+	u32 index = id & ((1U << BELUGA_INDEX_SLOT_SHIFT) - 1);
 
 	if (slot >= BELUGA_MAX_REGIONS ||
 	    index >= hdr->regions[slot].nr_blocks)
@@ -162,7 +167,7 @@ static inline int bel_index_copy_get(const struct beluga_index_header *hdr,
 		if (v->iseq & 1)
 			return BEL_COPY_UNSURE;	/* sealed: the kernel knows */
 		id = bel_load_acquire(&v->buckets[(u32)hash & v->mask]);
-		while (id != BEL_NONE) {
+		while (id != BELUGA_INDEX_NONE) {
 			const struct bel_index_entry *e;
 			enum bel_walk_step step;
 

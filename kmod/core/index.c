@@ -38,6 +38,7 @@
  * maps (bel_index_copy.h): each writer below writes it too, in the order
  * it writes the index, and a rehash seals it.
  */
+#include "bel_index_read.h"
 #include "bel_index_copy.h"
 
 /* struct bel_index_entry is the uapi's struct beluga_index_entry. */
