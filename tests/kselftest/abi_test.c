@@ -279,7 +279,7 @@ TEST_F(abi, admin_through_readonly_file)
 TEST_F(abi, unknown_command_enotty)
 {
 	static const unsigned long bad[] = {
-		_IO(BELUGA_TYPE, BELUGA_CMD_HOSTS + 1),
+		_IO(BELUGA_TYPE, BELUGA_CMD_INDEX_MAP + 1),
 		_IO(BELUGA_TYPE, 0x40),
 		_IO(BELUGA_TYPE, 0xff),
 		_IO(BELUGA_TYPE - 1, BELUGA_CMD_INFO),

@@ -1113,7 +1113,7 @@ struct beluga_index_map {
  *                  command (the ioctl's step 1);
  *   2. -EOPNOTSUPP @cmd_op is a Beluga command that the ring does not
  *                  take (INFO, STATS, ATTACH, DETACH, EVICT, REGION_INFO,
- *                  HOSTS): use the ioctl;
+ *                  HOSTS, INDEX_MAP): use the ioctl;
  *   3. -EINVAL     IORING_URING_CMD_FIXED, a nonzero @__reserved, or a
  *                  nonzero byte in the rest of a 128-byte SQE's area.
  * Then the ioctl's common errors from step 2 on, with @arg as the ioctl's
