@@ -147,6 +147,13 @@ struct beluga_device {
 	 * (main.c), so that a fence can zap all mappings at once.
 	 */
 	struct inode *inode;
+	/*
+	 * Protects @index, the pool's newest copy of its index for
+	 * userspace (index_map.c; live or sealed), or NULL. Taken after
+	 * mmap_lock (mmap()) and before ops_rwsem and the pool's lock.
+	 */
+	struct mutex index_mutex;
+	struct beluga_index_mem *index;
 };
 
 /* The pools, from the pools= module parameter; pool 0 is /dev/beluga. */
@@ -288,6 +295,11 @@ struct beluga_pool_ops {
 	 * other hosts), and io_uring runs them in a worker thread.
 	 */
 	bool block_cmds_quick;
+	/*
+	 * BELUGA_IOC_INDEX_MAP is served (index_map.c): the index is the
+	 * core's, in this host's memory. False: -EOPNOTSUPP.
+	 */
+	bool index_copy;
 };
 
 /* pool_ops.c */
@@ -306,6 +318,13 @@ int beluga_uring_cmd(struct io_uring_cmd *ioucmd, unsigned int issue_flags);
 
 /* mmap.c */
 int beluga_mmap(struct file *file, struct vm_area_struct *vma);
+
+/* index_map.c */
+struct beluga_index_mem;
+int beluga_index_map(struct beluga_device *dev, struct beluga_index_map *arg);
+int beluga_index_mmap(struct file *file, struct vm_area_struct *vma);
+/* Unload: the pool's reference on its copy (mappings keep theirs). */
+void beluga_index_exit(struct beluga_device *dev);
 unsigned long beluga_get_unmapped_area(struct file *file, unsigned long addr,
 				       unsigned long len, unsigned long pgoff,
 				       unsigned long flags);

@@ -596,6 +596,20 @@ out:
 	return ret;
 }
 
+/* The pool's index copy, for lookups with no system call (index_map.c). */
+static int beluga_cmd_index_map(struct beluga_ucmd *ucmd)
+{
+	struct beluga_index_map *arg = ucmd->cmd;
+	int ret;
+
+	if (arg->flags)
+		return -EINVAL;
+	ret = beluga_index_map(ucmd->bf->dev, arg);
+	if (ret)
+		return ret;
+	return beluga_ucmd_respond(ucmd, sizeof(*arg));
+}
+
 /* Who may ask: checked before the struct is read. */
 #define BELUGA_OP_ADMIN		BIT(0)	/* CAP_SYS_ADMIN */
 #define BELUGA_OP_WRITE		BIT(1)	/* a file opened for writing */
@@ -646,6 +660,8 @@ static const struct beluga_ioctl_op beluga_ops[] = {
 	BELUGA_IOCTL_OP(REGION_INFO, beluga_cmd_region_info, region_info,
 			region_info.name, 0),
 	BELUGA_IOCTL_OP(HOSTS, beluga_cmd_hosts, hosts, hosts.hosts, 0),
+	BELUGA_IOCTL_OP(INDEX_MAP, beluga_cmd_index_map, index_map,
+			index_map.length, 0),
 };
 
 /* The first versions' sizes that the uapi header documents. */
@@ -675,6 +691,8 @@ static_assert(offsetofend(struct beluga_region_info, name) ==
 	      BELUGA_REGION_INFO_SIZE_V1);
 static_assert(offsetofend(struct beluga_hosts, hosts) ==
 	      BELUGA_HOSTS_SIZE_V1);
+static_assert(offsetofend(struct beluga_index_map, length) ==
+	      BELUGA_INDEX_MAP_SIZE_V1);
 
 /* The command of number @cmd, or NULL: only the exact _IO() encodings. */
 static const struct beluga_ioctl_op *beluga_op_of(unsigned int cmd)

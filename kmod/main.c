@@ -226,6 +226,7 @@ static int beluga_pool_register(struct beluga_device *dev, int id)
 	dev->inode->i_flags |= S_DAX;
 	init_rwsem(&dev->regions_rwsem);
 	init_rwsem(&dev->ops_rwsem);
+	mutex_init(&dev->index_mutex);
 	/* Single-host until a shared ATTACH (pool_ops.c). */
 	dev->ops = &beluga_local_pool_ops;
 	ret = beluga_mh_pool_init(dev);
@@ -266,6 +267,7 @@ static void beluga_pool_unregister(struct beluga_device *dev)
 	misc_deregister(&dev->misc);
 	beluga_mh_pool_exit(dev);
 	iput(dev->inode);
+	beluga_index_exit(dev);
 	bel_pool_destroy(&dev->pool);
 }
 

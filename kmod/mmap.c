@@ -250,6 +250,9 @@ int beluga_mmap(struct file *file, struct vm_area_struct *vma)
 	if (vma->vm_pgoff > (U64_MAX >> PAGE_SHIFT))
 		return -ENXIO;
 	start = (u64)vma->vm_pgoff << PAGE_SHIFT;
+	/* The index's copy, not blocks (index_map.c). */
+	if (start >= BELUGA_INDEX_MAP_OFFSET)
+		return beluga_index_mmap(file, vma);
 
 	down_read(&dev->regions_rwsem);
 	map_size = bel_pool_map_size(&dev->pool);

@@ -145,4 +145,5 @@ const struct beluga_pool_ops beluga_local_pool_ops = {
 	.evict = beluga_local_evict,
 	/* The pool's spinlock, and the file's mutex (its own commands). */
 	.block_cmds_quick = true,
+	.index_copy = true,
 };

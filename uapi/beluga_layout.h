@@ -42,7 +42,8 @@
 	F(detach)							\
 	F(evict)							\
 	F(region_info)							\
-	F(hosts)
+	F(hosts)								\
+	F(index_map)
 
 #define BELUGA_IOCTL_ARG_MEMBER(name)	struct beluga_##name name;
 
@@ -180,6 +181,37 @@ BELUGA_LAYOUT(beluga_hosts, flags, 4);
 BELUGA_LAYOUT(beluga_hosts, count, 8);
 BELUGA_LAYOUT(beluga_hosts, __reserved, 12);
 BELUGA_LAYOUT(beluga_hosts, hosts, 16);
+
+BELUGA_LAYOUT_SIZE(beluga_index_map, 24);
+BELUGA_LAYOUT(beluga_index_map, size, 0);
+BELUGA_LAYOUT(beluga_index_map, flags, 4);
+BELUGA_LAYOUT(beluga_index_map, offset, 8);
+BELUGA_LAYOUT(beluga_index_map, length, 16);
+
+/* The index's mapping (mmap() at BELUGA_INDEX_MAP_OFFSET). */
+BELUGA_LAYOUT_SIZE(beluga_index_region, 24);
+BELUGA_LAYOUT(beluga_index_region, nr_blocks, 0);
+BELUGA_LAYOUT(beluga_index_region, __reserved, 4);
+BELUGA_LAYOUT(beluga_index_region, first_offset, 8);
+BELUGA_LAYOUT(beluga_index_region, entries, 16);
+
+BELUGA_LAYOUT_SIZE(beluga_index_header, 48 + 24 * BELUGA_MAX_REGIONS);
+BELUGA_LAYOUT(beluga_index_header, magic, 0);
+BELUGA_LAYOUT(beluga_index_header, seq, 4);
+BELUGA_LAYOUT(beluga_index_header, nr_buckets, 8);
+BELUGA_LAYOUT(beluga_index_header, hash, 12);
+BELUGA_LAYOUT(beluga_index_header, length, 16);
+BELUGA_LAYOUT(beluga_index_header, buckets, 24);
+BELUGA_LAYOUT(beluga_index_header, block_size, 32);
+BELUGA_LAYOUT(beluga_index_header, entry_size, 40);
+BELUGA_LAYOUT(beluga_index_header, __reserved, 44);
+BELUGA_LAYOUT(beluga_index_header, regions, 48);
+
+BELUGA_LAYOUT_SIZE(beluga_index_entry, 32);
+BELUGA_LAYOUT(beluga_index_entry, ns, 0);
+BELUGA_LAYOUT(beluga_index_entry, key, 8);
+BELUGA_LAYOUT(beluga_index_entry, seq, 24);
+BELUGA_LAYOUT(beluga_index_entry, next, 28);
 
 /* The command area of an io_uring command: 16 bytes, a plain SQE's. */
 BELUGA_LAYOUT_SIZE(beluga_uring_cmd, 16);

@@ -64,6 +64,7 @@ enum bel_block_state {
 };
 
 struct bel_client;
+struct bel_index_copy;
 
 /* bel_block.pins while a writer evicts the block: no pin can be taken. */
 #define BEL_PINS_DEAD		0xffffffffU
@@ -205,6 +206,11 @@ struct bel_pool {
 	u32 nr_buckets;			/* power of two, or 0; only grows */
 	/* Odd while a rehash moves the chains to a new bucket array. */
 	u32 index_seq;
+	/*
+	 * The live copy of the index that userspace maps, or NULL
+	 * (bel_index_copy.h); under the lock, like the index's links.
+	 */
+	struct bel_index_copy *copy;
 
 	/*
 	 * lru.c: every published, unretired block, in the order of its last

@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: GPL-2.0 */
+/* SPDX-License-Identifier: GPL-2.0 OR LGPL-2.1-or-later */
 /*
  * The portable core's whole view of its environment, for both cores: the
  * allocator, index, LRU and client bookkeeping of a single-host pool, and
@@ -6,7 +6,8 @@
  * once-access helpers of its on-media format from here) use nothing but
  * what is defined here, so the same files compile into the kernel module
  * and into userspace unit tests, the multi-host simulator, fuzzers and
- * benchmarks.
+ * benchmarks. Dual licensed, with bel_hash.h: libbeluga compiles it
+ * (bel_index_walk.h says why).
  */
 #ifndef BEL_ENV_H
 #define BEL_ENV_H
@@ -186,6 +187,7 @@ typedef pthread_mutex_t bel_mutex_t;
 
 #define BEL_ASSERT(cond)	assert(cond)
 
+#ifndef BEL_ENV_NO_RCU
 /*
  * RCU in userspace: Debian's liburcu, "bulletproof" flavour (urcu-bp),
  * which needs no per-thread registration, so that any thread of a test,
@@ -198,6 +200,7 @@ typedef pthread_mutex_t bel_mutex_t;
 #define bel_rcu_read_lock()	urcu_bp_read_lock()
 #define bel_rcu_read_unlock()	urcu_bp_read_unlock()
 #define bel_synchronize_rcu()	urcu_bp_synchronize_rcu()
+#endif /* BEL_ENV_NO_RCU: libbeluga's reader of the index copy needs none */
 #define BEL_READ(x)		__atomic_load_n(&(x), __ATOMIC_RELAXED)
 #define BEL_WRITE(x, v)		__atomic_store_n(&(x), (v), __ATOMIC_RELAXED)
 #define bel_load_acquire(p)	__atomic_load_n((p), __ATOMIC_ACQUIRE)

@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: GPL-2.0 */
+/* SPDX-License-Identifier: GPL-2.0 OR LGPL-2.1-or-later */
 /*
  * The key hash of both indexes: the single-host index in DRAM (index.c)
  * and the shared pool's on-media index, whose bucket of a key every host
@@ -10,7 +10,8 @@
  *
  * bel_mix64() is also the mixing step of the shared pool's checksum, uuid
  * and partition designation (mh_format.c, mh_host.c), and a seedable
- * generator in tests.
+ * generator in tests. Dual licensed: libbeluga compiles it to find a
+ * key's bucket in the index's copy (bel_index_walk.h).
  */
 #ifndef BEL_HASH_H
 #define BEL_HASH_H

@@ -11,9 +11,7 @@
 #define BEL_INDEX_READ_H
 
 #include "bel_internal.h"
-
-/* Restarts of one key before bel_index_get() takes the pool lock. */
-#define BEL_INDEX_RETRIES	16
+#include "bel_index_walk.h"
 
 #ifdef BEL_TEST_WALK_HOOK
 /*
@@ -54,19 +52,6 @@ static inline struct bel_block *bel_block_rcu(struct bel_pool *pool, u32 id)
 	return &blocks[bel_id_index(id)];
 }
 
-/*
- * What one LOOKUP reads of the index once, not per key: the bucket array,
- * its mask and the rehash sequence they belong to. Under the RCU read
- * section an older array stays valid memory; a hit found through it is
- * validated by the block's seq as before, and a miss is only believed
- * while pool->index_seq still equals @iseq (else the view is read again).
- */
-struct bel_index_view {
-	u32 *buckets;		/* NULL: no buckets when read */
-	u32 mask;
-	u32 iseq;
-};
-
 static inline void bel_index_view_read(struct bel_pool *pool,
 				       struct bel_index_view *v)
 {
@@ -96,44 +81,6 @@ static inline void bel_index_prefetch_head(struct bel_pool *pool,
 	id = bel_load_acquire(&v->buckets[(u32)hash & v->mask]);
 	if (id != BEL_NONE)
 		bel_prefetch(bel_block_rcu(pool, id));
-}
-
-/*
- * Did a walk for @hash that ran out of links end on another bucket's
- * chain? @bns, @blo, @bhi are the key of the last block it validated,
- * the one whose link was BEL_NONE, as read inside that block's seq window.
- *
- * Blocks are reused without a grace period: between reading a link and
- * reading the block it leads to, the block can be evicted, handed out
- * again and published under a key of another bucket. Its seq is then even
- * and stable, it validates, and its link leads the walk into that other
- * chain, whose end would pass for a miss of a key that never left the
- * index (second review, finding 2). Checking the chain's last block is
- * enough: blocks join a chain only at its head, so a key that stays in
- * bucket B throughout stays further down B's chain than any block the
- * walk validates in B, and a walk that ends on B's last block has passed
- * it. This is hlist_nulls' check (Documentation/RCU/rculist_nulls.rst),
- * with the bucket taken from the last block's key instead of an end
- * marker.
- *
- * Why not nulls markers themselves, or the same check on every
- * mismatching hop: markers would make every insertion and removal at a
- * chain's end, the rehash and each walk under the pool lock write or
- * know the bucket's marker, where this check is the reader's alone and
- * writers keep one BEL_NONE. Checking every hop costs a hash on each
- * mismatching hop of hits as well (callgrind: 20 more instructions a key,
- * +14%, on make bench's 64-key count-only LOOKUP of 16K blocks); checking
- * the end costs one hash per miss of a non-empty bucket and nothing on a
- * hit, as markers would.
- * It holds on an older view during a rehash: arrays only grow, so blocks
- * of a new array's chain share one bucket under the old mask too, and a
- * miss across a rehash is retried anyway.
- */
-static inline bool bel_walk_ended_elsewhere(const struct bel_index_view *v,
-					    u64 hash, u64 bns, u64 blo,
-					    u64 bhi)
-{
-	return ((u32)bel_key_hash(bns, blo, bhi) ^ (u32)hash) & v->mask;
 }
 
 /* Pin once unless the block is being evicted; the old count, or < 0. */
@@ -186,29 +133,18 @@ static inline u32 bel_index_get(struct bel_pool *pool,
 				: BEL_NONE;
 		while (id != BEL_NONE) {
 			struct bel_block *b;
-			u64 bns, blo, bhi;
-			u32 seq, next;
+			enum bel_walk_step step;
+			u32 seq;
 
 			bel_walk_hook(pool, id);
 			b = bel_block_rcu(pool, id);
-			seq = bel_load_acquire(&b->seq);
-			if (seq & 1)
-				goto restart;	/* left the index */
-			bns = BEL_READ(b->ns);
-			blo = BEL_READ(b->key.lo);
-			bhi = BEL_READ(b->key.hi);
-			next = BEL_READ(b->hash_next);
-			bel_smp_rmb();
-			if (BEL_READ(b->seq) != seq)
+			step = bel_walk_step(&b->seq, &b->ns, &b->key,
+					     &b->hash_next, v, ns, key, hash,
+					     &seq, &id);
+			if (step == BEL_WALK_RESTART)
 				goto restart;
-			if (bns != ns || blo != key->lo || bhi != key->hi) {
-				if (next == BEL_NONE &&
-				    bel_walk_ended_elsewhere(v, hash, bns, blo,
-							     bhi))
-					goto restart;	/* reused elsewhere */
-				id = next;
+			if (step == BEL_WALK_NEXT)
 				continue;
-			}
 			if (pin) {
 				s64 old = bel_pin_try(b);
 

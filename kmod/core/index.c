@@ -33,8 +33,33 @@
  * (client.c), so that those misses overlap.
  *
  * The read side is inline, in bel_index_read.h.
+ *
+ * A pool may also have a live copy of its index in memory that userspace
+ * maps (bel_index_copy.h): each writer below writes it too, in the order
+ * it writes the index, and a rehash seals it.
  */
 #include "bel_index_read.h"
+#include "bel_index_copy.h"
+
+/* struct bel_index_entry is the uapi's struct beluga_index_entry. */
+static_assert(sizeof(struct bel_index_entry) ==
+	      sizeof(struct beluga_index_entry), "index entry size");
+static_assert(offsetof(struct bel_index_entry, ns) ==
+	      offsetof(struct beluga_index_entry, ns), "index entry ns");
+static_assert(offsetof(struct bel_index_entry, key) ==
+	      offsetof(struct beluga_index_entry, key), "index entry key");
+static_assert(offsetof(struct bel_index_entry, seq) ==
+	      offsetof(struct beluga_index_entry, seq), "index entry seq");
+static_assert(offsetof(struct bel_index_entry, next) ==
+	      offsetof(struct beluga_index_entry, next), "index entry next");
+static_assert(BELUGA_INDEX_SLOT_SHIFT == BEL_SLOT_SHIFT, "slot shift");
+static_assert(BELUGA_INDEX_NONE == BEL_NONE, "no block");
+static_assert(sizeof(struct beluga_index_header) <= BEL_INDEX_COPY_BUCKETS,
+	      "index header page");
+/* Every block's offset, 2 MiB alignment of regions included, lies below. */
+static_assert((u64)BELUGA_MAX_REGIONS * BEL_MAX_REGION_BLOCKS *
+	      BELUGA_BLOCK_SIZE_MAX * 2 <= BELUGA_INDEX_MAP_OFFSET,
+	      "index map offset");
 
 /* The bucket of (@ns, @key): bel_hash.h says why the hash mixes. */
 static u32 bel_hash_of(u32 nr_buckets, u64 ns, const struct beluga_key *key)
@@ -53,6 +78,203 @@ static bool bel_key_eq(const struct bel_block *b, u64 ns,
 {
 	return b->ns == ns && b->key.lo == key->lo && b->key.hi == key->hi;
 }
+
+/* --- the index's copy (bel_index_copy.h) --------------------------------- */
+
+/* The copy's entry of block @id, or NULL when no copy covers it. */
+static struct bel_index_entry *bel_copy_entry(struct bel_pool *pool, u32 id)
+{
+	struct bel_index_copy *copy = pool->copy;
+	u32 slot = bel_id_slot(id);
+
+	if (!copy || !copy->entries[slot] ||
+	    bel_id_index(id) >= copy->hdr->regions[slot].nr_blocks)
+		return NULL;
+	return &copy->entries[slot][bel_id_index(id)];
+}
+
+/*
+ * Block @id was inserted at the head of bucket @h: the same in the copy,
+ * in the same order. A block the copy does not cover (none: a region
+ * committed after the copy seals it) would make it wrong: seal it then.
+ */
+static void bel_copy_insert_locked(struct bel_pool *pool, struct bel_block *b,
+				   u32 id, u32 h)
+{
+	struct bel_index_entry *e;
+
+	if (!pool->copy)
+		return;
+	e = bel_copy_entry(pool, id);
+	if (!e) {
+		BEL_ASSERT(e);
+		bel_index_copy_seal_locked(pool);
+		return;
+	}
+	BEL_WRITE(e->ns, b->ns);
+	BEL_WRITE(e->key.lo, b->key.lo);
+	BEL_WRITE(e->key.hi, b->key.hi);
+	BEL_WRITE(e->next, b->hash_next);
+	bel_store_release(&e->seq, b->seq);
+	bel_store_release(&pool->copy->buckets[h], id);
+}
+
+/* Block @id's sequence changed (odd: it is leaving the index). */
+static void bel_copy_seq_locked(struct bel_pool *pool, struct bel_block *b,
+				u32 id)
+{
+	struct bel_index_entry *e = bel_copy_entry(pool, id);
+
+	if (e)
+		BEL_WRITE(e->seq, b->seq);
+	else if (pool->copy)
+		bel_index_copy_seal_locked(pool);
+}
+
+/* The link after @prev (BEL_NONE: bucket @h's head) became @next. */
+static void bel_copy_unlink_locked(struct bel_pool *pool, u32 h, u32 prev,
+				   u32 next)
+{
+	struct bel_index_entry *e;
+
+	if (!pool->copy)
+		return;
+	if (prev == BEL_NONE) {
+		BEL_WRITE(pool->copy->buckets[h], next);
+		return;
+	}
+	e = bel_copy_entry(pool, prev);
+	if (e)
+		BEL_WRITE(e->next, next);
+	else
+		bel_index_copy_seal_locked(pool);
+}
+
+void bel_index_copy_seal_locked(struct bel_pool *pool)
+{
+	struct bel_index_copy *copy = pool->copy;
+
+	if (!copy)
+		return;
+	/* Odd for good: a reader's miss across it is not believed. */
+	bel_store_release(&copy->hdr->seq, copy->hdr->seq | 1);
+	pool->copy = NULL;
+}
+
+void bel_index_copy_seal(struct bel_pool *pool)
+{
+	bel_spin_lock(&pool->lock);
+	bel_index_copy_seal_locked(pool);
+	bel_spin_unlock(&pool->lock);
+}
+
+bool bel_index_copy_live(struct bel_pool *pool,
+			 const struct bel_index_copy *copy)
+{
+	bool live;
+
+	bel_spin_lock(&pool->lock);
+	live = pool->copy == copy;
+	bel_spin_unlock(&pool->lock);
+	return live;
+}
+
+/*
+ * Lay a copy of the pool's present regions and buckets out in @hdr; its
+ * length (0: no region present).
+ */
+static u64 bel_copy_layout_locked(struct bel_pool *pool,
+				  struct beluga_index_header *hdr)
+{
+	u64 at;
+	u32 slot;
+
+	if (!pool->nr_regions || !pool->nr_buckets)
+		return 0;
+	hdr->nr_buckets = pool->nr_buckets;
+	hdr->buckets = BEL_INDEX_COPY_BUCKETS;
+	at = hdr->buckets + (u64)pool->nr_buckets * sizeof(u32);
+	for (slot = 0; slot < BELUGA_MAX_REGIONS; slot++) {
+		const struct bel_region *r = &pool->regions[slot];
+		struct beluga_index_region *cr = &hdr->regions[slot];
+
+		if (!r->present) {
+			cr->nr_blocks = 0;
+			cr->first_offset = 0;
+			cr->entries = 0;
+			continue;
+		}
+		at = (at + 63) & ~63ULL;
+		cr->nr_blocks = r->nr_blocks;
+		cr->first_offset = r->first_offset;
+		cr->entries = at;
+		at += (u64)r->nr_blocks * sizeof(struct bel_index_entry);
+	}
+	hdr->length = at;
+	return at;
+}
+
+u64 bel_index_copy_size(struct bel_pool *pool)
+{
+	struct beluga_index_header hdr;
+	u64 size;
+
+	bel_spin_lock(&pool->lock);
+	size = bel_copy_layout_locked(pool, &hdr);
+	bel_spin_unlock(&pool->lock);
+	return size;
+}
+
+int bel_index_copy_start(struct bel_pool *pool, struct bel_index_copy *copy,
+			 void *mem, u64 size)
+{
+	struct beluga_index_header *hdr = mem;
+	u64 length;
+	u32 slot, i;
+
+	if (size < BEL_INDEX_COPY_BUCKETS)
+		return -EAGAIN;
+	bel_spin_lock(&pool->lock);
+	length = bel_copy_layout_locked(pool, hdr);
+	if (!length || length > size) {
+		bel_spin_unlock(&pool->lock);
+		return length ? -EAGAIN : -ENODEV;
+	}
+	hdr->magic = BELUGA_INDEX_MAGIC;
+	hdr->hash = BELUGA_INDEX_HASH_MIX64;
+	hdr->block_size = pool->block_size;
+	hdr->entry_size = sizeof(struct bel_index_entry);
+	copy->hdr = hdr;
+	copy->buckets = (u32 *)((char *)mem + hdr->buckets);
+	for (i = 0; i < pool->nr_buckets; i++)
+		copy->buckets[i] = pool->buckets[i];
+	for (slot = 0; slot < BELUGA_MAX_REGIONS; slot++) {
+		const struct bel_region *r = &pool->regions[slot];
+		struct bel_index_entry *e;
+
+		copy->entries[slot] = NULL;
+		if (!hdr->regions[slot].nr_blocks)
+			continue;
+		e = (struct bel_index_entry *)((char *)mem +
+					       hdr->regions[slot].entries);
+		copy->entries[slot] = e;
+		for (i = 0; i < r->nr_blocks; i++) {
+			const struct bel_block *b = &r->blocks[i];
+
+			e[i].ns = b->ns;
+			e[i].key = b->key;
+			e[i].seq = b->seq;
+			e[i].next = b->hash_next;
+		}
+	}
+	bel_index_copy_seal_locked(pool);
+	/* Nobody maps it before this returns: the lock orders the rest. */
+	pool->copy = copy;
+	bel_spin_unlock(&pool->lock);
+	return 0;
+}
+
+/* --- the index ------------------------------------------------------------ */
 
 u32 bel_index_find_locked(struct bel_pool *pool, u64 ns,
 			  const struct beluga_key *key)
@@ -105,22 +327,31 @@ void bel_index_insert_locked(struct bel_pool *pool, u32 id)
 	/* Key and link before the even sequence, the block before its head. */
 	bel_store_release(&b->seq, (b->seq | 1) + 1);
 	bel_store_release(&pool->buckets[h], id);
+	bel_copy_insert_locked(pool, b, id, h);
 }
 
 void bel_index_remove_locked(struct bel_pool *pool, u32 id)
 {
 	struct bel_block *b = bel_block_of(pool, id);
-	u32 *link = &pool->buckets[bel_hash(pool, b->ns, &b->key)];
+	u32 h = bel_hash(pool, b->ns, &b->key);
+	u32 *link = &pool->buckets[h];
+	u32 prev = BEL_NONE;
 
 	/* Odd before any link changes, so readers on it restart. */
 	BEL_WRITE(b->seq, b->seq + 1);
+	bel_copy_seq_locked(pool, b, id);
 	bel_smp_wmb();
-	while (*link != BEL_NONE && *link != id)
-		link = &bel_block_of(pool, *link)->hash_next;
+	while (*link != BEL_NONE && *link != id) {
+		prev = *link;
+		link = &bel_block_of(pool, prev)->hash_next;
+	}
 	BEL_ASSERT(*link == id);
-	if (*link == id)
+	if (*link == id) {
 		BEL_WRITE(*link, b->hash_next);
+		bel_copy_unlink_locked(pool, h, prev, b->hash_next);
+	}
 	BEL_WRITE(b->hash_next, BEL_NONE);
+	bel_copy_unlink_locked(pool, h, id, BEL_NONE);
 }
 
 /* Rehash's own insertion: the block stays indexed, its sequence stays. */
@@ -140,6 +371,8 @@ u32 *bel_index_rehash_locked(struct bel_pool *pool, u32 *buckets,
 	u32 old_nr = pool->nr_buckets;
 	u32 i;
 
+	/* The copy has the old array's geometry: its readers ask the kernel. */
+	bel_index_copy_seal_locked(pool);
 	BEL_WRITE(pool->index_seq, pool->index_seq + 1);
 	bel_smp_wmb();
 	/* The array before its size: see bel_buckets_read(). */

@@ -23,6 +23,7 @@
  * take one region's offsets for another's.
  */
 #include "bel_internal.h"
+#include "bel_index_copy.h"
 
 static u64 bel_region_span(const struct bel_region *r)
 {
@@ -50,6 +51,8 @@ int bel_pool_init(struct bel_pool *pool)
 void bel_pool_destroy(struct bel_pool *pool)
 {
 	u32 slot;
+
+	bel_index_copy_seal(pool);
 
 	for (slot = 0; slot < BELUGA_MAX_REGIONS; slot++) {
 		bel_kvfree(pool->regions[slot].blocks);
@@ -276,6 +279,8 @@ void bel_pool_commit_region(struct bel_pool *pool, u32 slot)
 	bel_spin_lock(&pool->lock);
 	r->reserved = false;
 	pool->nr_reserved--;
+	/* The index's copy covers the regions it was made with only. */
+	bel_index_copy_seal_locked(pool);
 	/* Fields first: lock-free readers test 'present' first. */
 	bel_store_release(&r->present, true);
 	pool->nr_regions++;
@@ -399,6 +404,8 @@ int bel_pool_remove_region(struct bel_pool *pool, u32 slot, bool evict,
 	 * being written), then tear it down. The slot stays taken meanwhile.
 	 */
 	blocks = r->blocks;
+	/* Its readers fall back to LOOKUP, which knows the region is gone. */
+	bel_index_copy_seal_locked(pool);
 	BEL_WRITE(r->present, false);
 	pool->nr_regions--;
 	bel_spin_unlock(&pool->lock);

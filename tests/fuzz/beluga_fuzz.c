@@ -1007,6 +1007,7 @@ static const struct cmdinfo cmds[] = {
 	{ "EVICT", sizeof(struct beluga_evict), BELUGA_EVICT_SIZE_V1 },
 	{ "REGION_INFO", sizeof(struct beluga_region_info), BELUGA_REGION_INFO_SIZE_V1 },
 	{ "HOSTS", sizeof(struct beluga_hosts), BELUGA_HOSTS_SIZE_V1 },
+	{ "INDEX_MAP", sizeof(struct beluga_index_map), BELUGA_INDEX_MAP_SIZE_V1 },
 };
 #define NR_CMDS (sizeof(cmds) / sizeof(cmds[0]))
 

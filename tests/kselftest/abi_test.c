@@ -15,7 +15,7 @@
 
 enum {
 	C_INFO, C_STATS, C_ALLOC, C_FREE, C_PUBLISH, C_LOOKUP, C_RELEASE,
-	C_ATTACH, C_DETACH, C_EVICT, C_REGION_INFO, C_HOSTS, C_NR
+	C_ATTACH, C_DETACH, C_EVICT, C_REGION_INFO, C_HOSTS, C_INDEX_MAP, C_NR
 };
 
 static const struct {
@@ -63,6 +63,9 @@ static const struct {
 	[C_HOSTS]	= { "HOSTS", BELUGA_IOC_HOSTS, BELUGA_CMD_HOSTS,
 			    BELUGA_HOSTS_SIZE_V1, sizeof(struct beluga_hosts),
 			    1U << 0 },
+	[C_INDEX_MAP]	= { "INDEX_MAP", BELUGA_IOC_INDEX_MAP,
+			    BELUGA_CMD_INDEX_MAP, BELUGA_INDEX_MAP_SIZE_V1,
+			    sizeof(struct beluga_index_map), 1U << 0 },
 };
 
 TEST(struct_sizes)
@@ -230,6 +233,9 @@ static uint32_t build_arg(FIXTURE_DATA(abi) *self, int c, union bt_argbuf *buf)
 	case C_HOSTS:
 		/* room for none: asks for the number (0, no shared pool) */
 		break;
+	case C_INDEX_MAP:
+		/* nothing to fill in: makes or finds the copy */
+		break;
 	}
 	buf->w[0] = cmds[c].size_v1;
 	return cmds[c].size_v1;
@@ -279,7 +285,7 @@ TEST_F(abi, admin_through_readonly_file)
 TEST_F(abi, unknown_command_enotty)
 {
 	static const unsigned long bad[] = {
-		_IO(BELUGA_TYPE, BELUGA_CMD_HOSTS + 1),
+		_IO(BELUGA_TYPE, BELUGA_CMD_INDEX_MAP + 1),
 		_IO(BELUGA_TYPE, 0x40),
 		_IO(BELUGA_TYPE, 0xff),
 		_IO(BELUGA_TYPE - 1, BELUGA_CMD_INFO),
@@ -455,6 +461,11 @@ TEST_F(abi, size_above_zero_tail_accepted)
 			break;
 		case C_HOSTS:
 			EXPECT_EQ(0, buf.hosts.count);
+			break;
+		case C_INDEX_MAP:
+			EXPECT_EQ(BELUGA_INDEX_MAP_OFFSET,
+				  buf.index_map.offset);
+			EXPECT_LT(0, buf.index_map.length);
 			break;
 		}
 	}
@@ -1076,6 +1087,8 @@ static const struct order_row {
 	  "the answer to a read-only struct after the pool" },
 	ROW(CMD(C_INFO) | CMD(C_STATS) | CMD(C_HOSTS), V_ARG_RO, -EFAULT,
 	    "the answer to a read-only struct"),
+	{ CMD(C_INDEX_MAP), V_ARG_RO, -EFAULT, -ENODEV,
+	  "INDEX_MAP: the answer to a read-only struct after the pool" },
 	ROW(CMD(C_INFO) | CMD(C_STATS) | CMD(C_LOOKUP) | CMD(C_RELEASE) |
 	    CMD(C_REGION_INFO) | CMD(C_HOSTS), V_UNPRIV | V_TAIL, -E2BIG,
 	    "no capability needed; the size"),
@@ -1091,6 +1104,8 @@ static const struct order_row {
 	ROW(CMD(C_HOSTS), V_UNPRIV | V_RDONLY | V_RESERVED, -EINVAL,
 	    "HOSTS: any file, any caller; reserved"),
 	ROW(CMD(C_HOSTS), V_FLAGS, -EINVAL, "HOSTS: flags, on any pool"),
+	ROW(CMD(C_INDEX_MAP), V_UNPRIV | V_RDONLY | V_FLAGS, -EINVAL,
+	    "INDEX_MAP: any file, any caller; flags before the pool"),
 	ROW(CMD(C_LOOKUP), V_FIELD | V_COUNT_BIG, -E2BIG,
 	    "the count before PIN without offsets"),
 	ROW(CMD(C_EVICT), V_FIELD | V_TAIL, -E2BIG,

@@ -615,7 +615,7 @@ TEST_F(ring, bad_sqe_unknown_cmd_op_enotty)
 {
 	const uint32_t bad[] = {
 		0,
-		_IO(BELUGA_TYPE, BELUGA_CMD_HOSTS + 1),
+		_IO(BELUGA_TYPE, BELUGA_CMD_INDEX_MAP + 1),
 		_IO(BELUGA_TYPE, 0xff),
 		_IO(BELUGA_TYPE - 1, BELUGA_CMD_LOOKUP),
 		_IOWR(BELUGA_TYPE, BELUGA_CMD_LOOKUP, struct beluga_lookup),
@@ -646,7 +646,7 @@ TEST_F(ring, bad_sqe_command_not_on_the_ring_eopnotsupp)
 	static const unsigned long cmds[] = {
 		BELUGA_IOC_INFO, BELUGA_IOC_STATS, BELUGA_IOC_ATTACH,
 		BELUGA_IOC_DETACH, BELUGA_IOC_EVICT, BELUGA_IOC_REGION_INFO,
-		BELUGA_IOC_HOSTS,
+		BELUGA_IOC_HOSTS, BELUGA_IOC_INDEX_MAP,
 	};
 	struct beluga_info info;
 	union bt_argbuf buf;

@@ -159,7 +159,7 @@ static inline bool bt_ring_routes(unsigned long request)
 	if (bt_ring_takes(cmd))
 		return true;
 	/* a command of Beluga the ring refuses (-EOPNOTSUPP): an ioctl */
-	return !(cmd == _IO(BELUGA_TYPE, nr) && nr <= BELUGA_CMD_HOSTS);
+	return !(cmd == _IO(BELUGA_TYPE, nr) && nr <= BELUGA_CMD_INDEX_MAP);
 }
 
 static inline int bt_ring_transport(int fd, unsigned long cmd, void *arg)

@@ -18,7 +18,7 @@
  *      buckets and back, all the time; no probe may miss.
  */
 #include <unistd.h>
-#include "helpers.h"
+#include "chain_reuse.h"
 
 /* The hook's work: one reuse of @victim, at the walk's first visit. */
 static struct {
@@ -46,36 +46,6 @@ void bel_test_at_walk(struct bel_pool *pool, u32 id)
 	CHECK_EQ(publish_arrays(reuse.writer, 0, 1, &off, &reuse.y, &res,
 				&ok, &ex, &fail), 0);
 	CHECK_EQ(res, BELUGA_PUBLISH_OK);
-}
-
-static u32 bucket_of(struct bel_pool *p, struct beluga_key k)
-{
-	return (u32)bel_key_hash(0, k.lo, k.hi) & (p->nr_buckets - 1);
-}
-
-/* The first key K(@from...) whose bucket is (@same) or is not @bucket. */
-static struct beluga_key key_in(struct bel_pool *p, u64 from, u32 bucket,
-				bool same)
-{
-	u64 i;
-
-	for (i = from; (bucket_of(p, K(i)) == bucket) != same; i++)
-		;
-	return K(i);
-}
-
-/* The first K(@from...) of another bucket than @bucket, empty or not. */
-static struct beluga_key key_elsewhere(struct bel_pool *p, u64 from,
-				       u32 bucket, bool empty)
-{
-	u64 i;
-	u32 b;
-
-	for (i = from;; i++) {
-		b = bucket_of(p, K(i));
-		if (b != bucket && (p->buckets[b] == BEL_NONE) == empty)
-			return K(i);
-	}
 }
 
 #define SMALL		64	/* blocks, and so buckets */
@@ -172,13 +142,11 @@ static void pinned_key_found_after_reuse_into_empty_bucket(void)
  */
 #define STRESS_READERS	4
 #define STRESS_SECONDS	3
-#define SAME_KEYS	4	/* X_i: keys of K's bucket, ahead of it */
-#define OTHER_KEYS	8	/* Y_j: keys of other buckets than K's */
 
 static struct {
 	struct bel_pool *pool;
-	struct beluga_key k, x[SAME_KEYS], other[OTHER_KEYS];
-	int stop;
+	struct beluga_key k;
+	struct chain_reuse cr;
 	u64 lookups[STRESS_READERS], misses[STRESS_READERS];
 } sx;
 
@@ -188,39 +156,12 @@ static void *probe_pinned(void *arg)
 	struct bel_client *c = bel_client_new(sx.pool);
 	u64 n = 0, missed = 0;
 
-	while (!__atomic_load_n(&sx.stop, __ATOMIC_RELAXED)) {
+	while (!__atomic_load_n(&sx.cr.stop, __ATOMIC_RELAXED)) {
 		missed += !has_key(c, 0, sx.k);
 		n++;
 	}
 	sx.lookups[me] = n;
 	sx.misses[me] = missed;
-	bel_client_release(c);
-	return NULL;
-}
-
-/*
- * Evicted blocks are reused at once (the free list is LIFO): X_i's block
- * goes to Y_j in another bucket, then back to X_i at the head of K's.
- */
-static void *reuse_into_other_buckets(void *arg)
-{
-	struct bel_client *c = bel_client_new(sx.pool);
-	u32 i, j = 0;
-
-	(void)arg;
-	for (i = 0; i < SAME_KEYS; i++)
-		put_key(c, 0, sx.x[i]);
-	i = 0;
-	while (!__atomic_load_n(&sx.stop, __ATOMIC_RELAXED)) {
-		if (bel_evict_key(sx.pool, 0, &sx.x[i]))
-			abort();
-		put_key(c, 0, sx.other[j]);
-		if (bel_evict_key(sx.pool, 0, &sx.other[j]))
-			abort();
-		put_key(c, 0, sx.x[i]);
-		j = (j + 1) % OTHER_KEYS;
-		i = (i + 1) % SAME_KEYS;
-	}
 	bel_client_release(c);
 	return NULL;
 }
@@ -231,7 +172,7 @@ static void pinned_key_found_under_reuse(void)
 	struct bel_client *w, *holder;
 	pthread_t rd[STRESS_READERS], wr;
 	u64 held, lookups = 0, misses = 0;
-	u32 hits, bk, j;
+	u32 hits;
 	long t;
 
 	sx.pool = pool_with(1, sizes);
@@ -241,22 +182,15 @@ static void pinned_key_found_under_reuse(void)
 	put_key(w, 0, sx.k);
 	CHECK_EQ(bel_lookup(holder, 0, 1, &sx.k, true, &held, &hits), 0);
 	REQUIRE_EQ(hits, 1);
-	bk = bucket_of(sx.pool, sx.k);
-	sx.x[0] = key_in(sx.pool, FIRST_X, bk, true);
-	for (j = 1; j < SAME_KEYS; j++)
-		sx.x[j] = key_in(sx.pool, sx.x[j - 1].lo + 1, bk, true);
-	sx.other[0] = key_in(sx.pool, FIRST_Y, bk, false);
-	for (j = 1; j < OTHER_KEYS; j++)
-		sx.other[j] = key_in(sx.pool, sx.other[j - 1].lo + 1, bk,
-				     false);
-	sx.stop = 0;
-	REQUIRE_EQ(pthread_create(&wr, NULL, reuse_into_other_buckets, NULL),
-		   0);
+	sx.cr.pool = sx.pool;
+	chain_reuse_keys(&sx.cr, sx.k, FIRST_X, FIRST_Y);
+	sx.cr.stop = 0;
+	REQUIRE_EQ(pthread_create(&wr, NULL, chain_reuse_writer, &sx.cr), 0);
 	for (t = 0; t < STRESS_READERS; t++)
 		REQUIRE_EQ(pthread_create(&rd[t], NULL, probe_pinned,
 					  (void *)t), 0);
 	sleep(STRESS_SECONDS);
-	__atomic_store_n(&sx.stop, 1, __ATOMIC_RELAXED);
+	__atomic_store_n(&sx.cr.stop, 1, __ATOMIC_RELAXED);
 	for (t = 0; t < STRESS_READERS; t++) {
 		pthread_join(rd[t], NULL);
 		lookups += sx.lookups[t];

@@ -9,7 +9,9 @@
  * table, the size rules of copy_struct_from_user(), flags, reserved
  * fields, counts, then the pool. It has no memory behind the offsets (the
  * test's device file backs the mapping), no capabilities (the caller is
- * root), no shared pools, and one client.
+ * root), no shared pools, and one client. The index's copy
+ * (INDEX_MAP) is the core's, in plain memory that the library's mmap hook
+ * is handed instead of a mapping.
  */
 #include <assert.h>
 #include <errno.h>
@@ -19,9 +21,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "bel_core.h"
+#include "bel_index_copy.h"
 #include "beluga_layout.h"	/* uapi/, not installed */
 #include "fake_kernel.h"
 #include "internal.h"
@@ -44,6 +48,34 @@ static struct fake_region regions[BELUGA_MAX_REGIONS];
 
 static int fake_ioctl(int fd, unsigned long request, void *arg);
 
+/*
+ * The index's copies INDEX_MAP made, newest first: kept until the next
+ * reset, as the module keeps a sealed copy while it is mapped.
+ */
+struct fake_copy {
+	struct bel_index_copy copy;
+	void *mem;
+	uint64_t size;
+	struct fake_copy *older;
+};
+
+static struct fake_copy *copies;
+
+static void *fake_mmap(void *addr, size_t len, int prot, int flags, int fd,
+		       off_t off);
+static int fake_munmap(void *addr, size_t len);
+
+static void fake_copies_free(void)
+{
+	while (copies) {
+		struct fake_copy *c = copies;
+
+		copies = c->older;
+		free(c->mem);
+		free(c);
+	}
+}
+
 static void fake_pool_down(void)
 {
 	u32 slot;
@@ -56,6 +88,7 @@ static void fake_pool_down(void)
 		if (regions[slot].used)
 			bel_pool_remove_region(&pool, slot, true, NULL);
 	bel_pool_destroy(&pool);
+	fake_copies_free();
 }
 
 void fake_kernel_reset(uint64_t block_size, uint32_t max_batch)
@@ -72,6 +105,8 @@ void fake_kernel_reset(uint64_t block_size, uint32_t max_batch)
 	fake.block_size = block_size;
 	fake.fail_cmd = -1;
 	bel_ioctl = fake_ioctl;
+	bel_mmap = fake_mmap;
+	bel_munmap = fake_munmap;
 }
 
 __attribute__((destructor)) static void fake_kernel_exit(void)
@@ -508,6 +543,84 @@ static int cmd_hosts(int fd, void *arg)
 	return fake.nr_hosts > nr_out ? -EMSGSIZE : 0;
 }
 
+/* kmod/index_map.c's: the live copy, made now if there is none. */
+static int cmd_index_map(int fd, void *arg)
+{
+	struct beluga_index_map *m = arg;
+	struct fake_copy *c = copies;
+	int ret;
+
+	(void)fd;
+	if (m->flags)
+		return -EINVAL;
+	if (!c || !bel_index_copy_live(&pool, &c->copy)) {
+		c = calloc(1, sizeof(*c));
+		if (!c)
+			return -ENOMEM;
+		do {
+			free(c->mem);
+			c->size = bel_index_copy_size(&pool);
+			if (!c->size) {
+				free(c);
+				return -ENODEV;
+			}
+			c->mem = calloc(1, c->size);
+			if (!c->mem) {
+				free(c);
+				return -ENOMEM;
+			}
+			ret = bel_index_copy_start(&pool, &c->copy, c->mem,
+						   c->size);
+		} while (ret == -EAGAIN);
+		if (ret) {
+			free(c->mem);
+			free(c);
+			return ret;
+		}
+		c->older = copies;
+		copies = c;
+	}
+	m->offset = BELUGA_INDEX_MAP_OFFSET;
+	m->length = c->copy.hdr->length;
+	return 0;
+}
+
+/* kmod/index_map.c's mmap(): the live copy itself stands for the pages. */
+static void *fake_mmap(void *addr, size_t len, int prot, int flags, int fd,
+		       off_t off)
+{
+	if ((uint64_t)off != BELUGA_INDEX_MAP_OFFSET)
+		return mmap(addr, len, prot, flags, fd, off);
+	if (!(flags & MAP_SHARED)) {
+		errno = EINVAL;
+		return MAP_FAILED;
+	}
+	if (prot & PROT_WRITE) {
+		errno = EACCES;
+		return MAP_FAILED;
+	}
+	if (!copies || !bel_index_copy_live(&pool, &copies->copy)) {
+		errno = ENODEV;
+		return MAP_FAILED;
+	}
+	if (len > copies->size) {
+		errno = ENXIO;
+		return MAP_FAILED;
+	}
+	fake.index_maps++;
+	return copies->mem;
+}
+
+static int fake_munmap(void *addr, size_t len)
+{
+	struct fake_copy *c;
+
+	for (c = copies; c; c = c->older)
+		if (c->mem == addr)
+			return 0;
+	return munmap(addr, len);
+}
+
 /* kmod/ioctl.c's command table, less what the fake does not model. */
 #define OP_WRITE	1u	/* a file opened for writing */
 #define OP_EFFECTIVE	2u	/* the struct is written back on error too */
@@ -546,6 +659,8 @@ static const struct fake_op fake_ops[] = {
 		BELUGA_REGION_INFO_SIZE_V1, 0),
 	/* Effective: -EMSGSIZE answers the struct too. */
 	FAKE_OP(HOSTS, cmd_hosts, hosts, BELUGA_HOSTS_SIZE_V1, OP_EFFECTIVE),
+	FAKE_OP(INDEX_MAP, cmd_index_map, index_map, BELUGA_INDEX_MAP_SIZE_V1,
+		0),
 };
 
 /* The count of a command's argument, for the call log. */

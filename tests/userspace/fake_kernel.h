@@ -52,6 +52,8 @@ struct fake_kernel {
 	int lookup_skew;
 	/* Pins held by the one client, after the last call. */
 	uint64_t nr_pins;
+	/* mmap()s of the index's copy (INDEX_MAP) served. */
+	unsigned int index_maps;
 	/* HOSTS answers these records (a shared pool); none by default. */
 	uint32_t nr_hosts;
 	struct beluga_host hosts[BELUGA_MAX_HOSTS];

@@ -76,16 +76,23 @@ while IFS= read -r path; do
 		untagged+=("$path")
 		continue
 	fi
+	# "A OR B": a dual license, both of LICENSES/; "A WITH E": an exception.
 	if [[ $known != *" $lic "* ]] || [ -n "${rest:-}" ] ||
-		{ [ -n "${with:-}" ] && { [ "$with" != WITH ] || [[ ${exception_for[${exc:-}]:-} != *" $lic "* ]]; }; }; then
+		{ [ "${with:-}" = OR ] && [[ $known != *" ${exc:-} "* ]]; } ||
+		{ [ -n "${with:-}" ] && [ "$with" != OR ] &&
+			{ [ "$with" != WITH ] || [[ ${exception_for[${exc:-}]:-} != *" $lic "* ]]; }; }; then
 		unknown+=("$path: '$tag'")
 	fi
 	# The component's license: the library and the Python package are LGPL,
 	# so that engines of any license may load them; the module is the
 	# kernel's GPL-2.0, its ABI header the kernel's GPL-2.0 with the syscall
 	# note.
+	# The core's files that libbeluga compiles as they are (its reader of
+	# the index's copy, userspace/Makefile) are GPL-2.0 or LGPL, for both.
 	case $path in
 	userspace/lib/* | userspace/include/* | userspace/python/beluga/*) want=LGPL-2.1-or-later ;;
+	kmod/core/bel_env.h | kmod/core/bel_hash.h | kmod/core/bel_index_walk.h | kmod/core/bel_index_copy.h)
+		want="GPL-2.0 OR LGPL-2.1-or-later" ;;
 	kmod/*) want=GPL-2.0 ;;
 	uapi/*) want="GPL-2.0 WITH Linux-syscall-note" ;;
 	*) want= ;;

@@ -202,6 +202,7 @@ enum {
 	BELUGA_CMD_EVICT,
 	BELUGA_CMD_REGION_INFO,
 	BELUGA_CMD_HOSTS,
+	BELUGA_CMD_INDEX_MAP,
 };
 
 /**
@@ -915,6 +916,174 @@ struct beluga_hosts {
 #define BELUGA_IOC_HOSTS	_IO(BELUGA_TYPE, BELUGA_CMD_HOSTS)
 
 /*
+ * The index, mapped read-only
+ * ---------------------------
+ * A count-only LOOKUP (no pins, no offsets) can run in the caller's own
+ * address space, with no system call, on a read-only mapping of the pool's
+ * key index, the way the vDSO publishes the clock. It is opt-in: the
+ * kernel keeps a copy of the index in mappable memory only from the first
+ * BELUGA_IOC_INDEX_MAP of the pool on, and writes it as it writes the index
+ * (under the same lock, in the same order).
+ *
+ * BELUGA_IOC_INDEX_MAP answers where to mmap() it: PROT_READ, MAP_SHARED,
+ * at @offset (BELUGA_INDEX_MAP_OFFSET), @length bytes. The mapping starts
+ * with a struct beluga_index_header, which says where the rest is.
+ *
+ * What it exposes, and to whom: every key of the pool (its namespace and
+ * 128-bit key), which block holds it (a block id) and each block's index
+ * sequence, to every file of that pool, read-only or not; nothing else (no
+ * pins, owners, LRU order, data or kernel addresses). Another pool's index
+ * is never reachable: the mapping is of the pool whose device the file
+ * opened, like its blocks. What that discloses beyond LOOKUP: LOOKUP
+ * answers whether a key the caller names is present; the mapping also
+ * lists the keys, and shows when blocks come and go. Within a pool that
+ * adds nothing a tenant boundary relies on: namespaces separate keys, not
+ * memory, and any file that can map the pool can read every block's data
+ * already (Pools, above); keys are hashes of that data's tokens. Tenants
+ * that must not see each other's keys belong in separate pools, as they
+ * already must to keep their data apart.
+ *
+ * Layout (byte offsets in the mapping; all little-endian host words):
+ *   struct beluga_index_header at 0;
+ *   __u32 buckets[@nr_buckets] at @buckets: the block id of the first
+ *     entry of each hash chain, or BELUGA_INDEX_NONE;
+ *   for each region slot s with @regions[s].nr_blocks != 0,
+ *     struct beluga_index_entry[@regions[s].nr_blocks] at @regions[s].entries.
+ * A block id is (slot << BELUGA_INDEX_SLOT_SHIFT) | (index in its region).
+ * The bucket of (ns, key) is H(ns, key.lo, key.hi) & (@nr_buckets - 1),
+ * where, with M(h) MurmurHash3's 64-bit finaliser (h ^= h >> 33;
+ * h *= 0xff51afd7ed558ccd; h ^= h >> 33; h *= 0xc4ceb9fe1a85ec53;
+ * h ^= h >> 33) and arithmetic modulo 2^64,
+ *   H(ns, lo, hi) = M(M(ns * 0x9e3779b97f4a7c15 ^ hi) ^ lo)
+ * (@hash == BELUGA_INDEX_HASH_MIX64; a different hash gets a new value).
+ *
+ * Reading it (libbeluga's beluga_lookup_count() does; it runs the module's
+ * own reader, kmod/core/bel_index_read.h, compiled in userspace): entries
+ * are reused at once, without waiting for readers, so every word read is
+ * validated. An entry's @seq is even while it is in the index under its
+ * key, odd while it is not; it changes at every insertion and removal. A
+ * reader walks a chain from its bucket and, for each entry, reads @seq
+ * (acquire), then @ns, @key and @next, then @seq again (after a read
+ * barrier): an odd or changed @seq restarts the key from its bucket. An
+ * entry whose key matches with a stable even @seq is a hit. A walk that
+ * ends (@next == BELUGA_INDEX_NONE) on an entry whose key belongs to
+ * another bucket was led there by a reused entry: restart. A miss counts
+ * only if the header's @seq is still the even value it had when the walk
+ * began. After a few restarts, or with @seq odd, the reader cannot be sure
+ * and asks the kernel (BELUGA_IOC_LOOKUP).
+ *
+ * Sealing: the copy follows the index only while the pool's regions stay
+ * as they were when it was made. An ATTACH or DETACH (and the growth of
+ * the hash table that an ATTACH brings) seals it: the header's @seq
+ * becomes odd for good and the kernel stops writing it. A sealed mapping
+ * stays readable memory for as long as it is mapped (it never faults, also
+ * after its regions are gone); its readers fall back to LOOKUP. Call
+ * BELUGA_IOC_INDEX_MAP again and map anew for a live copy. Each pool has
+ * one live copy at a time; a sealed one is freed when its last mapping
+ * goes.
+ *
+ * mmap() of the index: PROT_READ only: -EACCES for PROT_WRITE (and
+ * mprotect() cannot add it); -EINVAL for MAP_PRIVATE; -ENXIO when the
+ * range does not start at BELUGA_INDEX_MAP_OFFSET or reaches past the
+ * current copy's @length (a copy sealed and replaced since the ioctl has
+ * another length: ask again); -ENODEV when no copy was made
+ * (BELUGA_IOC_INDEX_MAP first) or the current one is sealed.
+ *
+ * Shared (multi-host) pools have no such mapping: their index is on the
+ * shared media, written by every host, and LOOKUP there takes the media's
+ * locks; BELUGA_IOC_INDEX_MAP fails with -EOPNOTSUPP.
+ */
+
+/* The mmap() offset of the index's copy: above any offset of the blocks. */
+#define BELUGA_INDEX_MAP_OFFSET		(1ULL << 62)
+#define BELUGA_INDEX_MAGIC		0x58444942U	/* "BIDX" */
+#define BELUGA_INDEX_HASH_MIX64		1
+#define BELUGA_INDEX_NONE		0xffffffffU
+#define BELUGA_INDEX_SLOT_SHIFT		27
+
+/**
+ * struct beluga_index_region - where one region's entries are
+ * @nr_blocks: entries (the region's blocks); 0: no region in this slot
+ *	when the copy was made
+ * @__reserved: 0
+ * @first_offset: offset of the region's block 0 in the pool's mapping
+ * @entries: byte offset of its struct beluga_index_entry array
+ */
+struct beluga_index_region {
+	__u32 nr_blocks;
+	__u32 __reserved;
+	__aligned_u64 first_offset;
+	__aligned_u64 entries;
+};
+
+/**
+ * struct beluga_index_header - the start of the index's mapping
+ * @magic: BELUGA_INDEX_MAGIC
+ * @seq: even (0) while the copy is live; odd once it is sealed, for good
+ * @nr_buckets: hash buckets, a power of two
+ * @hash: BELUGA_INDEX_HASH_MIX64, the bucket function (above)
+ * @length: bytes of the whole copy
+ * @buckets: byte offset of the __u32 bucket array
+ * @block_size: the pool's bytes per block
+ * @entry_size: sizeof(struct beluga_index_entry)
+ * @__reserved: 0
+ * @regions: per region slot
+ */
+struct beluga_index_header {
+	__u32 magic;
+	__u32 seq;
+	__u32 nr_buckets;
+	__u32 hash;
+	__aligned_u64 length;
+	__aligned_u64 buckets;
+	__aligned_u64 block_size;
+	__u32 entry_size;
+	__u32 __reserved;
+	struct beluga_index_region regions[BELUGA_MAX_REGIONS];
+};
+
+/**
+ * struct beluga_index_entry - one block's words in the index's copy
+ * @ns: namespace of its key (valid only inside a stable even @seq)
+ * @key: its key (likewise)
+ * @seq: even while it is in the index under (@ns, @key), odd while not
+ * @next: the next block id of its hash chain, or BELUGA_INDEX_NONE
+ */
+struct beluga_index_entry {
+	__aligned_u64 ns;
+	struct beluga_key key;
+	__u32 seq;
+	__u32 next;
+};
+
+/**
+ * struct beluga_index_map - BELUGA_IOC_INDEX_MAP: map the index read-only
+ * @size: sizeof(struct beluga_index_map)
+ * @flags: must be 0
+ * @offset: out: the mmap() offset, BELUGA_INDEX_MAP_OFFSET
+ * @length: out: bytes to mmap() (the header's @length)
+ *
+ * Makes the pool's live copy of its index if it has none (the first call,
+ * or the first after a seal), then answers where it is ("The index, mapped
+ * read-only", above). Any file of the pool may call it, read-only too.
+ * Making the copy holds the pool's lock while it copies the index (time
+ * in proportion to the pool's blocks and hash buckets); later calls that
+ * find the copy live only answer.
+ *
+ * Errors: -EOPNOTSUPP on a shared pool; -ENODEV while no region is
+ * attached; -ENOMEM.
+ */
+struct beluga_index_map {
+	__u32 size;
+	__u32 flags;
+	__aligned_u64 offset;
+	__aligned_u64 length;
+};
+
+#define BELUGA_INDEX_MAP_SIZE_V1	24
+#define BELUGA_IOC_INDEX_MAP	_IO(BELUGA_TYPE, BELUGA_CMD_INDEX_MAP)
+
+/*
  * io_uring commands
  * -----------------
  * ALLOC, FREE, PUBLISH, LOOKUP (with and without BELUGA_LOOKUP_PIN) and
@@ -949,7 +1118,7 @@ struct beluga_hosts {
  *                  command (the ioctl's step 1);
  *   2. -EOPNOTSUPP @cmd_op is a Beluga command that the ring does not
  *                  take (INFO, STATS, ATTACH, DETACH, EVICT, REGION_INFO,
- *                  HOSTS): use the ioctl;
+ *                  HOSTS, INDEX_MAP): use the ioctl;
  *   3. -EINVAL     IORING_URING_CMD_FIXED, a nonzero @__reserved, or a
  *                  nonzero byte in the rest of a 128-byte SQE's area.
  * Then the ioctl's common errors from step 2 on, with @arg as the ioctl's

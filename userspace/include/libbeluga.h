@@ -185,6 +185,39 @@ ssize_t beluga_lookup(struct beluga *b, uint64_t ns,
 		      uint64_t *offsets, uint32_t flags);
 
 /*
+ * beluga_lookup_count - a count-only LOOKUP (no pins, no offsets): the
+ * length of the leading run of @keys present in @ns, or a negative errno.
+ * After beluga_index_map() it runs in this process on the read-only
+ * mapping of the pool's index, with no system call, validating every
+ * entry as the module's own LOOKUP does (<linux/beluga.h>, "The index,
+ * mapped read-only"); what it cannot be sure of (a copy sealed by ATTACH
+ * or DETACH, a key rewritten under it again and again) it asks of the
+ * kernel with beluga_lookup(), from that key on. Without the mapping it is
+ * beluga_lookup(b, ns, keys, count, NULL, 0). Each key's answer held at
+ * some moment of the call, as with beluga_lookup(). Safe to call from
+ * many threads at once on one handle, as long as none of them calls
+ * beluga_index_map() or beluga_index_unmap() meanwhile.
+ */
+ssize_t beluga_lookup_count(struct beluga *b, uint64_t ns,
+			    const struct beluga_key *keys, size_t count);
+
+/*
+ * beluga_index_map - map the pool's index read-only (BELUGA_IOC_INDEX_MAP),
+ * for beluga_lookup_count(). Opt-in: the kernel keeps a copy of the index
+ * only once a file asked for it. Calling it again maps the current copy in
+ * place of the old one: do so after ATTACH or DETACH sealed it
+ * (beluga_index_live() says 0), or lookups go to the kernel until then.
+ * -EOPNOTSUPP: a shared (multi-host) pool, which has no such mapping;
+ * -ENODEV: no region; -ENOTTY: a module without it (older than this
+ * library). Any handle may map it, read-only ones too.
+ */
+int beluga_index_map(struct beluga *b);
+/* Drop the index's mapping; no-op when not mapped. */
+void beluga_index_unmap(struct beluga *b);
+/* 1 while the mapped copy is live (follows the index), else 0. */
+int beluga_index_live(const struct beluga *b);
+
+/*
  * beluga_release - drop one pin per listed offset.
  * Each chunk is all or nothing; on failure, earlier chunks stay released.
  */

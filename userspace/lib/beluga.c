@@ -231,6 +231,7 @@ BEL_EXPORT void beluga_close(struct beluga *b)
 	if (!b)
 		return;
 	beluga_unmap(b);
+	beluga_index_unmap(b);
 	close(b->fd);
 	free(b);
 }

@@ -10,6 +10,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "libbeluga.h"
 #include "cuda.h"
@@ -25,6 +26,9 @@ struct beluga {
 	size_t map_length;
 	int cuda_registered;
 	struct bel_cuda_plan cuda_plan;	/* how the mapping was registered */
+	/* beluga_index_map(): the index's copy, read-only; or NULL. */
+	void *index_map;
+	size_t index_length;
 };
 
 /*
@@ -33,6 +37,13 @@ struct beluga {
  * on failure.
  */
 extern int (*bel_ioctl)(int fd, unsigned long request, void *arg);
+/*
+ * The index's mapping (index_map.c) goes through these, so that the fake
+ * kernel can hand out its copy: mmap(2) and munmap(2)'s contract.
+ */
+extern void *(*bel_mmap)(void *addr, size_t len, int prot, int flags, int fd,
+			 off_t off);
+extern int (*bel_munmap)(void *addr, size_t len);
 
 /*
  * Record the calling thread's last-error message and return @err, so that
