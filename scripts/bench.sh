@@ -18,13 +18,16 @@
 #   --guest          with --smoke: also a short guest run
 #   --host-only      skip the guest
 #   --guest-only     skip the host sections
-#   --sections LIST  subset of "meta data scale replay conc probe python" (default
+#   --sections LIST  subset of "meta data scale replay conc probe python peers" (default
 #                    all); conc: 1 vs 2 workers of pinned LOOKUP+RELEASE (kernel,
 #                    core, rpc-shm-polled); probe: the core's lock hold times and
 #                    the metadata bytes per block (host only);
 #                    python: bench/python (the binding's overhead against C, the
 #                    mini engine's TTFT on a scaled-down trace replay); in the
-#                    guest it runs the host's /usr/bin/python3 over 9p
+#                    guest it runs the host's /usr/bin/python3 over 9p;
+#                    peers: Mooncake Store and LMCache's CPU backend beside
+#                    Beluga's fake-kernel core (host only, bench/peers; the
+#                    lmcache engine venv, built here by a full run)
 #   --trace FILE     the Mooncake trace (default ../shared/data/mooncake_conversation_trace.jsonl)
 #   --timeout SECS   guest time limit (default 5400; smoke 900)
 #   --guest-cmd ARGS instead of the sections, run "belbench ARGS" in the guest
@@ -33,7 +36,8 @@
 set -euo pipefail
 . "$(dirname "$0")/vm/lib.sh"
 
-smoke=0 guest=1 host=1 guest_smoke=0 sections="meta data scale replay conc probe python" tmo="" gcmds=""
+all_sections="meta data scale replay conc probe python peers"
+smoke=0 guest=1 host=1 guest_smoke=0 sections=$all_sections tmo="" gcmds=""
 trace=$BELUGA_ROOT/../shared/data/mooncake_conversation_trace.jsonl
 while [ $# -gt 0 ]; do
 	case $1 in
@@ -45,7 +49,7 @@ while [ $# -gt 0 ]; do
 	--trace) trace=$2; shift ;;
 	--timeout) tmo=$2; shift ;;
 	--guest-cmd) gcmds+="$2"$'\n'; shift ;;
-	-h | --help) sed -n '3,26p' "$0"; exit 0 ;;
+	-h | --help) sed -n '3,30p' "$0"; exit 0 ;;
 	*) die "unknown option $1 (see --help)" ;;
 	esac
 	shift
@@ -75,7 +79,7 @@ git -C "$BELUGA_ROOT" diff --quiet HEAD -- . ":!bench/RESULTS.md" ":!bench/plots
 	commit="$commit+changes"
 full_run=0
 [ $smoke -eq 0 ] && [ $host -eq 1 ] && [ $guest -eq 1 ] && [ -z "$gcmds" ] &&
-	[ "$sections" = "meta data scale replay conc probe python" ] && full_run=1
+	[ "$sections" = "$all_sections" ] && full_run=1
 log "building belbench (host and static)"
 make -s -C "$BELUGA_ROOT/bench" all OUT="$out" >&2
 B=$out/host/belbench
@@ -130,6 +134,63 @@ if [ $host -eq 1 ]; then
 				"$BELUGA_ROOT/bench/python/mini_replay.py" --fake --env host-fake --out "$res" \
 				--trace "$trace" "${pyq[@]}" || log "bench/python/mini_replay.py failed"
 		fi
+	fi
+fi
+
+# ---- host: the peers (bench/peers/README.md) -----------------------------------
+# peers_python: the lmcache engine venv's python when it has LMCache and
+# Mooncake Store (a full run builds it; a smoke run uses it where the engine
+# lane built it), else nothing and the reason on stderr
+peers_python() {
+	local py=$BELUGA_BUILD/venv-lmcache/bin/python
+	if [ $smoke -eq 0 ] && ! "$BELUGA_ROOT/scripts/engine-venv.sh" lmcache >&2; then
+		log "scripts/engine-venv.sh lmcache failed (see above)"
+		return 1
+	fi
+	[ -x "$py" ] || { log "no $py (scripts/engine-venv.sh lmcache builds it)"; return 1; }
+	"$py" -c 'import lmcache, mooncake.store' 2>/dev/null ||
+		{ log "$py lacks lmcache or mooncake: rebuild it with scripts/engine-venv.sh lmcache"; return 1; }
+	echo "$py"
+}
+
+# in_private_net CMD...: CMD in a network namespace of its own (root, unshare
+# and veth needed), so that what a peer binds to 0.0.0.0 (Mooncake's transfer
+# engine does, whatever MC_TCP_BIND_ADDRESS says) is reachable from inside it
+# only. Besides the loopback it holds a veth pair with a private address, both
+# ends inside: Mooncake's transfer engine refuses to start without an
+# interface other than the loopback. Otherwise CMD as it is, recorded as
+# netns=no.
+in_private_net() {
+	local setup='ip link set lo up && ip link add peers0 type veth peer name peers1 &&
+		ip addr add 10.254.0.1/32 dev peers0 && ip link set peers0 up && ip link set peers1 up'
+	if [ "$(id -u)" -eq 0 ] && command -v ip >/dev/null && unshare -n sh -c "$setup" 2>/dev/null; then
+		unshare -n sh -c "$setup"' && BELUGA_PEERS_NETNS=private exec "$@"' sh "$@"
+	else
+		log "peers: no private network namespace (needs root, unshare and veth): the peers listen on this host's interfaces"
+		BELUGA_PEERS_NETNS=no "$@"
+	fi
+}
+
+peers_ok=1
+if [ $host -eq 1 ] && has peers; then
+	if [ $py_ok -eq 0 ] && ! make -s -C "$BELUGA_ROOT/userspace" python >&2; then
+		log "peers: SKIP: the Python binding does not build"
+	elif ! ppy=$(peers_python); then
+		log "peers: SKIP: no LMCache/Mooncake venv (reason above)"
+	else
+		pargs=(--out "$res" --run-dir "$out/peers-run")
+		if [ $smoke -eq 1 ]; then
+			parts=("meta,data --block-size 16K --rounds 1 --ops 20 --counts 1,16 --samples 2")
+		else
+			parts=("meta,data --block-size 16K" "data --block-size 4M")
+		fi
+		rm -rf "$out/peers-run"
+		for part in "${parts[@]}"; do
+			# shellcheck disable=SC2086 # the part's words are options
+			in_private_net env PYTHONPATH="$BELUGA_ROOT/userspace/build/python-fake:$BELUGA_ROOT/bench/python" \
+				"$ppy" "$BELUGA_ROOT/bench/peers/peers.py" "${pargs[@]}" --parts $part ||
+				{ log "bench/peers/peers.py --parts $part failed (logs in $out/peers-run)"; peers_ok=0; }
+		done
 	fi
 fi
 
@@ -259,5 +320,5 @@ if command -v gnuplot >/dev/null; then
 else
 	log "gnuplot not installed: no plots"
 fi
-[ $guest_ok -eq 1 ] || exit 1
+[ $guest_ok -eq 1 ] && [ $peers_ok -eq 1 ] || exit 1
 exit 0

@@ -43,7 +43,7 @@ def section(recs):
     w = o.append
     w("## Peers: Beluga beside Mooncake Store and LMCache's CPU backend (host)")
     w("")
-    w("bench/peers/peers.py, in one process per part, on the host: the peers' servers started, "
+    w("bench/peers/peers.py, one process per block size, on the host: the peers' servers started, "
       "warmed, measured and stopped by the bench on 127.0.0.1. Beluga is the portable core "
       "behind libbeluga's fake kernel in-process (no module, no system call): the host rows of "
       "the rest of this bench, not the kernel path. Ratios are peer / Beluga (above 1: Beluga "
@@ -53,12 +53,15 @@ def section(recs):
     w("")
     cfgs = [r for r in pr if r.get("kind") == "config"]
     if cfgs:
-        c = cfgs[0]
-        for name, text in c["peers"].items():
-            w(f"- **{name}**: {text}")
+        seen = []
+        for c in cfgs:
+            for name, text in c["peers"].items():
+                if (name, text) not in seen:
+                    seen.append((name, text))
+                    w(f"- **{name}**: {text}")
         netns = {x.get("netns") for x in cfgs}
-        w(f"- network namespace: {', '.join(sorted(netns))} (private: the run had a namespace of "
-          "its own with only the loopback up)")
+        w(f"- network namespace: {', '.join(sorted(netns))} (private: a namespace of the run's own, "
+          "the loopback and a veth pair with both ends inside; no: the host's)")
         w("")
     meta = [r for r in pr if r.get("part") == "meta"]
     lat = [r for r in meta if r.get("kind") == "lat"]
