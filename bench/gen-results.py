@@ -15,6 +15,7 @@ import json
 import os
 import sys
 
+sys.dont_write_bytecode = True     # no __pycache__ in the source tree
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "peers"))
 import peers_report  # noqa: E402  (bench/peers/peers_report.py)
 

@@ -354,12 +354,18 @@ class LMCacheCPU:
         return [self.Key(model_name=self.model, world_size=1, worker_id=0,
                          chunk_hash=(base << 8) + i, dtype=self.dtype) for i in range(n)]
 
+    def _bytes(self, obj):
+        """A memory object's bytes as a numpy view: the copies in and out are
+        numpy's, as Beluga's and memcpy's are (torch's copy_ would add its
+        thread pool, which an engine's device copy does not use)."""
+        return obj.tensor.view(-1).view(self.torch.uint8).numpy()
+
     def store(self, keys, blocks):
         objs = self.backend.batched_allocate(self.shape, self.dtype, len(blocks))
         if objs is None:
             raise RuntimeError("LMCache batched_allocate gave nothing")
         for o, b in zip(objs, blocks):
-            o.tensor.view(-1).view(self.torch.uint8).copy_(self.torch.from_numpy(b))
+            np.copyto(self._bytes(o), b)
         self.backend.batched_submit_put_task(keys, objs)
         for o in objs:
             o.ref_count_down()      # the backend holds its own reference
@@ -369,7 +375,7 @@ class LMCacheCPU:
             o = self.backend.get_blocking(k)
             if o is None:
                 raise RuntimeError(f"LMCache lost {k}")
-            self.torch.from_numpy(b).copy_(o.tensor.view(-1).view(self.torch.uint8))
+            np.copyto(b, self._bytes(o))
             o.ref_count_down()
 
     def remove(self, keys):
