@@ -216,7 +216,6 @@ class Beluga:
 
 class Mooncake:
     name = "mooncake"
-    LEASE_MS = 500
 
     def __init__(self, procs, block_size, blocks, bufs):
         import importlib.metadata as md
@@ -231,14 +230,16 @@ class Mooncake:
                                           "--host", "127.0.0.1", "--port", str(meta_port)])
         wait_port(meta_port, "mooncake_http_metadata_server", procs)
         # A read leases an object (it cannot be removed or evicted until the
-        # lease ends; 10 s by default). The bench removes each sample's keys
-        # at the peer's next turn: a 500 ms lease keeps that wait short and
-        # still outlasts a 256 MiB get on a loaded machine.
+        # lease ends; 10 s by default) and fails when the lease ends before
+        # the transfer does. The bench removes each sample's keys at the
+        # peer's next turn: the lease is short, so that the wait is, but long
+        # enough for a get of every block at 125 MB/s (a loaded machine).
+        self.lease_ms = max(500, blocks * block_size // 125000)
         procs.start("mooncake-master", [os.path.join(bindir, "mooncake_master"),
                                         "--rpc_address=127.0.0.1", f"--rpc_port={rpc_port}",
                                         "--metrics_host=127.0.0.1", f"--metrics_port={admin_port}",
                                         "--enable_metric_reporting=false",
-                                        f"--default_kv_lease_ttl={self.LEASE_MS}"])
+                                        f"--default_kv_lease_ttl={self.lease_ms}"])
         wait_port(rpc_port, "mooncake_master", procs)
         self.metadata = f"http://127.0.0.1:{meta_port}/metadata"
         self.master = f"127.0.0.1:{rpc_port}"
@@ -266,7 +267,7 @@ class Mooncake:
         self.config = (f"TCP transport; HTTP metadata server and master on 127.0.0.1; store memory "
                        f"in a separate client process (global segment {self.segment >> 20} MiB); "
                        f"the measuring client mounts none (every byte crosses TCP); "
-                       f"lease {self.LEASE_MS} ms")
+                       f"lease {self.lease_ms} ms")
 
     @staticmethod
     def keys(tag, n):
