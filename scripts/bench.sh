@@ -138,19 +138,19 @@ if [ $host -eq 1 ]; then
 fi
 
 # ---- host: the peers (bench/peers/README.md) -----------------------------------
-# peers_python: the lmcache engine venv's python when it has LMCache and
-# Mooncake Store (a full run builds it; a smoke run uses it where the engine
-# lane built it), else nothing and the reason on stderr
+# peers_python: sets ppy to the lmcache engine venv's python when it has
+# LMCache and Mooncake Store (a full run builds it; a smoke run uses it where
+# the engine lane built it), else fails with the reason in peers_why
 peers_python() {
-	local py=$BELUGA_BUILD/venv-lmcache/bin/python
+	ppy=$BELUGA_BUILD/venv-lmcache/bin/python peers_why=
 	if [ $smoke -eq 0 ] && ! "$BELUGA_ROOT/scripts/engine-venv.sh" lmcache >&2; then
-		log "scripts/engine-venv.sh lmcache failed (see above)"
-		return 1
+		peers_why="scripts/engine-venv.sh lmcache failed (see above)"
+	elif [ ! -x "$ppy" ]; then
+		peers_why="no $ppy (scripts/engine-venv.sh lmcache builds it: about 6.5 GB, torch included)"
+	elif ! "$ppy" -c 'import lmcache, mooncake.store' 2>/dev/null; then
+		peers_why="$ppy lacks lmcache or mooncake: rebuild it with scripts/engine-venv.sh lmcache"
 	fi
-	[ -x "$py" ] || { log "no $py (scripts/engine-venv.sh lmcache builds it)"; return 1; }
-	"$py" -c 'import lmcache, mooncake.store' 2>/dev/null ||
-		{ log "$py lacks lmcache or mooncake: rebuild it with scripts/engine-venv.sh lmcache"; return 1; }
-	echo "$py"
+	[ -z "$peers_why" ]
 }
 
 # in_private_net CMD...: CMD in a network namespace of its own (root, unshare
@@ -175,8 +175,8 @@ peers_ok=1
 if [ $host -eq 1 ] && has peers; then
 	if [ $py_ok -eq 0 ] && ! make -s -C "$BELUGA_ROOT/userspace" python >&2; then
 		log "peers: SKIP: the Python binding does not build"
-	elif ! ppy=$(peers_python); then
-		log "peers: SKIP: no LMCache/Mooncake venv (reason above)"
+	elif ! peers_python; then
+		log "peers: SKIP: $peers_why"
 	else
 		pargs=(--out "$res" --run-dir "$out/peers-run")
 		if [ $smoke -eq 1 ]; then
@@ -294,10 +294,11 @@ fi
 	printf '{"generated":"%s","commit":"%s","host":"%s","smoke":%s,"loadavg":"%s","cpus":%s,"records":[\n' \
 		"$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$commit" "$(uname -nr | tr -d '"')" \
 		"$([ $smoke -eq 1 ] && echo true || echo false)" "$loadavg" "$(nproc)"
-	cat "$res"/*.jsonl 2>/dev/null | sed '$!s/$/,/'
+	# (a run whose sections all skipped has no records: an empty list)
+	{ cat "$res"/*.jsonl 2>/dev/null || true; } | sed '$!s/$/,/'
 	printf ']}\n'
 } >"$json"
-log "wrote $json ($(cat "$res"/*.jsonl 2>/dev/null | wc -l) records)"
+log "wrote $json ($({ cat "$res"/*.jsonl 2>/dev/null || true; } | wc -l) records)"
 
 "$BELUGA_ROOT/bench/report.sh" "$res"
 
