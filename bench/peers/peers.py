@@ -283,15 +283,19 @@ class Mooncake:
         if any(x != b.nbytes for x, b in zip(r, outs)):
             raise RuntimeError(f"Mooncake batch_get_into returned {r}")
 
+    OBJECT_HAS_LEASE = -706         # mooncake-store's ErrorCode: a read's lease still runs
+
     def remove(self, keys):
+        """Remove keys, waiting out their leases (a batch may be removed in
+        part: the keys removed leave the batch, the leased ones are retried)."""
         deadline = time.monotonic() + 10
-        while True:
+        while keys:
             r = self.store_.batch_remove(keys)
-            if all(x == 0 for x in r):
-                return
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"Mooncake batch_remove returned {r}")
-            time.sleep(0.002)      # a lease still runs
+            if any(x not in (0, self.OBJECT_HAS_LEASE) for x in r) or time.monotonic() > deadline:
+                raise RuntimeError(f"Mooncake batch_remove returned {r} for {len(keys)} keys")
+            keys = [k for k, x in zip(keys, r) if x == self.OBJECT_HAS_LEASE]
+            if keys:
+                time.sleep(0.002)
 
     def lookup(self, keys):
         hits = 0
