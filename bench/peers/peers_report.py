@@ -58,7 +58,7 @@ def section(recs):
             for name, text in c["peers"].items():
                 if (name, text) not in seen:
                     seen.append((name, text))
-                    w(f"- **{name}**: {text}")
+                    w(f"- **{name}** ({_size(c['block_bytes'])} blocks): {text}")
         netns = {x.get("netns") for x in cfgs}
         w(f"- network namespace: {', '.join(sorted(netns))} (private: a namespace of the run's own, "
           "the loopback and a veth pair with both ends inside; no: the host's)")
@@ -112,7 +112,7 @@ def readme_rows(recs):
     """Rows of the README's results table (figure | measured | goal | verdict):
     each peer against Beluga on the 64-key lookup and on the largest load."""
     pr = [r for r in recs if r.get("section") == "peers" and r.get("kind") == "ratio"
-          and r.get("peer") != "memcpy"]
+          and r.get("peer") != "memcpy" and not r["peer"].startswith("beluga")]
     rows = []
     for r in pr:
         if r.get("part") == "meta":

@@ -132,7 +132,7 @@ if $py "$root/bench/gen-results.py" "$t/peers.json" "$t/PEERS.md" "$t/peers-frag
 	grep -qF '| load | 64 | lmcache-cpu | 8.95 | 30.0 ms' "$t/PEERS.md" &&
 	grep -qF '| 0.75 [0.60..0.90] (7) | lmcache-cpu |' "$t/PEERS.md" &&
 	grep -qF 'faster in every run of 1 of 2 figures, slower in every run of 1, and the runs disagree in 0.' "$t/PEERS.md" &&
-	grep -qF 'mooncake-transfer-engine-non-cuda 9.9: TCP' "$t/PEERS.md" &&
+	grep -qF -- '- **mooncake** (16 KiB blocks): mooncake-transfer-engine-non-cuda 9.9: TCP' "$t/PEERS.md" &&
 	grep -qF '| host-fake: load of 64 4 MiB blocks, lmcache-cpu / Beluga KVStore | 0.75 [0.60..0.90] (7) | - | Beluga slower in every run |' "$t/peers-frag.md"; then
 	ok "gen-results.py writes the peers' tables and verdicts from their records"
 else
