@@ -61,6 +61,16 @@ static inline u64 now_ns(void)
 	return (u64)ts.tv_sec * 1000000000ULL + (u64)ts.tv_nsec;
 }
 
+/* A spinning wait's pause (the polled server, SQPOLL's completion queue). */
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#else
+	__asm__ __volatile__("" ::: "memory");
+#endif
+}
+
 double median(double *v, int n);	/* sorts v */
 double percentile(double *v, int n, double p);	/* v sorted */
 
@@ -137,6 +147,21 @@ struct fig measure(op_fn fn, void *arg, const char *what);
 u64 calibrate(op_fn fn, void *arg, const char *what);
 /* The same with a fixed number of calls per sample (no calibration). */
 struct fig measure_n(op_fn fn, void *arg, u64 reps, const char *what);
+
+/*
+ * One figure over independent runs (rounds with fresh targets): the median
+ * of the runs' medians, run_min and run_max their extremes, and the other
+ * fields from the run with the fastest sample.
+ */
+struct fig fig_over_runs(struct fig *const *runs, int n);
+/* A record of kind "op": @f for @op of @n keys through @backend. */
+void rec_fig(const char *backend, const char *op, int pin, u64 n,
+	     const struct fig *f);
+/*
+ * Into an open record: value (the median of the @n per-run ratios @v),
+ * run_min, run_max, runs, target ("", ">=" or "<="), goal and met. Sorts v.
+ */
+void rec_runs_verdict(double *v, int n, const char *target, double goal);
 
 /* Keys: (ns, i) -> a 128-bit key; deterministic, no process seed. */
 static inline struct beluga_key mkkey(u64 tag, u64 i)
@@ -277,6 +302,7 @@ int sec_data(int argc, char **argv);
 int sec_scale(int argc, char **argv);
 int sec_replay(int argc, char **argv);
 int sec_conc(int argc, char **argv);
+int sec_ring(int argc, char **argv);
 
 /* trace.c */
 struct trace {

@@ -7,7 +7,7 @@
 # pmem range at RAM speed, which this script turns into a devdax namespace.
 #
 # Configuration comes from /bench/config (written by scripts/bench.sh):
-#   BENCH_MODE=full|smoke  BENCH_SECTIONS="meta data scale replay conc"
+#   BENCH_MODE=full|smoke  BENCH_SECTIONS="meta data scale replay conc ring"
 #   BENCH_CMDS: belbench argument lists, one per line, instead of the sections
 #               (@CXL@ and @RAMDAX@ stand for the device-dax names)
 #   BENCH_PY_TRACE, BENCH_PY_CLIB: the trace for bench/python/mini_replay.py and
@@ -20,7 +20,7 @@
 . /etc/beluga/lib.sh
 . /etc/beluga/env
 BENCH_MODE=full
-BENCH_SECTIONS="meta data scale replay conc"
+BENCH_SECTIONS="meta data scale replay conc ring"
 [ -f /bench/config ] && . /bench/config
 B=/bench/belbench
 OUT=/tmp/bench-out
@@ -179,6 +179,17 @@ for s in $BENCH_SECTIONS; do
 			bb conc --pool dax:/dev/$ramdax --targets kernel,core,shm
 		else
 			bb conc --pool node:0 --targets kernel,core,shm
+		fi
+		;;
+	ring)
+		# 61 samples (the rest: 31): a batch of 64 pinned pairs takes
+		# milliseconds under TCG, so its samples cannot be shorter
+		_rs=
+		[ "$BENCH_MODE" = smoke ] || _rs="--samples 61"
+		if [ -n "$ramdax" ]; then
+			bb $_rs ring --pool dax:/dev/$ramdax
+		else
+			bb $_rs ring --pool node:0
 		fi
 		;;
 	replay)

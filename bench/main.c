@@ -14,6 +14,8 @@
  *           [--model key=value,...]
  *   conc    --pool SPEC|none [--targets kernel,core,shm] [--workers 1,2]
  *           [--rounds 5] [--ms 300]
+ *   ring    --pool SPEC|none [--rounds 5] [--blocks N]  (64-key chain: ioctl,
+ *           io_uring batched 1/8/64 and SQPOLL, polled server, core, model)
  *   server, shm-server  (internal: the baseline metadata servers)
  * SPEC: dax:/dev/daxX.Y or node:N; none runs the userspace targets only.
  *
@@ -39,7 +41,7 @@ static void usage(void)
 {
 	fprintf(stderr,
 		"usage: belbench [--env NAME] [--out DIR] [--quick] [--samples N] [--sample-ms X]\n"
-		"                meta|data|scale|replay|conc [options]\n"
+		"                meta|data|scale|replay|conc|ring [options]\n"
 		"see the comment at the top of bench/main.c\n");
 	exit(2);
 }
@@ -96,6 +98,8 @@ int main(int argc, char **argv)
 		return sec_replay(argc, argv);
 	if (!strcmp(argv[0], "conc"))
 		return sec_conc(argc, argv);
+	if (!strcmp(argv[0], "ring"))
+		return sec_ring(argc, argv);
 	usage();
 	return 2;
 }

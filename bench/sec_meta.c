@@ -158,26 +158,12 @@ struct mres {
 static void comb_fig(struct fig *out, struct mres *rounds, int repeat, int kind,
 		     size_t off)
 {
-	double v[16], lo = 0;
-	struct fig *best = NULL;
+	struct fig *f[16];
 	int r;
 
-	for (r = 0; r < repeat; r++) {
-		struct fig *f = (struct fig *)((char *)&rounds[r * NR_TARGETS + kind] + off);
-
-		v[r] = f->ns;
-		if (!best || f->min < lo) {
-			lo = f->min;
-			best = f;
-		}
-	}
-	*out = *best;
-	out->ns = median(v, repeat);	/* sorts v */
-	out->run_min = v[0];
-	out->run_max = v[repeat - 1];
-	out->runs = repeat;
-	out->min = lo;
-	out->samples = best->samples * repeat;
+	for (r = 0; r < repeat; r++)
+		f[r] = (struct fig *)((char *)&rounds[r * NR_TARGETS + kind] + off);
+	*out = fig_over_runs(f, repeat);
 }
 
 static void combine(struct mres *out, struct mres *rounds, int repeat,
@@ -201,27 +187,6 @@ static void combine(struct mres *out, struct mres *rounds, int repeat,
 			 offsetof(struct mres, rel) + l * sizeof(struct fig));
 	}
 }
-
-static void rec_fig(const char *backend, const char *op, int pin, u64 n,
-		    struct fig *f)
-{
-	rec_begin("op");
-	rec_str("backend", backend);
-	rec_str("op", op);
-	rec_int("pin", pin);
-	rec_int("n", (long long)n);
-	rec_num("ns_per_op", f->ns);
-	rec_num("min", f->min);
-	rec_num("p10", f->p10);
-	rec_num("p90", f->p90);
-	rec_int("reps", (long long)f->reps);
-	rec_int("samples", f->samples);
-	rec_num("run_min", f->run_min);
-	rec_num("run_max", f->run_max);
-	rec_int("runs", f->runs);
-	rec_end();
-}
-
 
 static void run_target(enum target_kind kind, const char *spec, u64 nblocks,
 		       u64 bs, const u64 *lens, int nlens, struct mres *m)
@@ -339,7 +304,7 @@ static void rec_round_ratio(const char *name, struct mres *rounds, int repeat,
 			    int num, int den, int what, int l, u64 n,
 			    const char *target, double goal)
 {
-	double v[16], med;
+	double v[16];
 	int r;
 
 	for (r = 0; r < repeat; r++) {
@@ -350,18 +315,10 @@ static void rec_round_ratio(const char *name, struct mres *rounds, int repeat,
 			d += null_ns;
 		v[r] = ratio(fig_of(&mr[num], what, l), d);
 	}
-	med = median(v, repeat);
 	rec_begin("ratio");
 	rec_str("name", name);
 	rec_int("n", (long long)n);
-	rec_num("value", med);
-	rec_num("run_min", v[0]);
-	rec_num("run_max", v[repeat - 1]);
-	rec_int("runs", repeat);
-	rec_str("target", target);
-	rec_num("goal", goal);
-	rec_int("met", !*target ? 1 : !strcmp(target, ">=") ? med >= goal :
-		med <= goal);
+	rec_runs_verdict(v, repeat, target, goal);
 	rec_end();
 }
 

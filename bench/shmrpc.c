@@ -67,15 +67,6 @@ struct shm_area {
 	struct shm_slot slot[SHM_MAX_CLIENTS];
 };
 
-static inline void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	__builtin_ia32_pause();
-#else
-	__asm__ __volatile__("" ::: "memory");
-#endif
-}
-
 static void pin_self(int cpu)
 {
 	cpu_set_t set;

@@ -122,6 +122,16 @@ double median(double *v, int n)
 	return percentile(v, n, 0.5);
 }
 
+/* One call of a measured operation; a failure ends the run, with its errno. */
+static inline void run_op(op_fn fn, void *arg, const char *what)
+{
+	int ret = fn(arg);
+
+	if (ret)
+		die("%s failed: %s", what,
+		    ret < 0 ? strerror(-ret) : "nonzero return");
+}
+
 struct fig measure_n(op_fn fn, void *arg, u64 reps, const char *what)
 {
 	double v[64];
@@ -134,8 +144,7 @@ struct fig measure_n(op_fn fn, void *arg, u64 reps, const char *what)
 		u64 t0 = now_ns(), i;
 
 		for (i = 0; i < reps; i++)
-			if (fn(arg))
-				die("%s failed", what);
+			run_op(fn, arg, what);
 		v[s] = (double)(now_ns() - t0) / (double)reps;
 	}
 	f.ns = median(v, f.samples);
@@ -151,16 +160,14 @@ u64 calibrate(op_fn fn, void *arg, const char *what)
 {
 	u64 reps = 1, t0, dt, target = (u64)(opt.sample_ms * 1e6);
 
-	if (fn(arg))	/* warm up */
-		die("%s failed", what);
+	run_op(fn, arg, what);	/* warm up */
 	/* Double until a run lasts a tenth of a sample, then scale. */
 	for (;;) {
 		u64 i;
 
 		t0 = now_ns();
 		for (i = 0; i < reps; i++)
-			if (fn(arg))
-				die("%s failed", what);
+			run_op(fn, arg, what);
 		dt = now_ns() - t0;
 		if (dt * 10 >= target || reps >= (1ULL << 24))
 			break;
@@ -324,4 +331,66 @@ int parse_list(const char *s, u64 *out, int max)
 	     tok = strtok_r(NULL, ",", &save))
 		out[n++] = parse_size(tok);
 	return n;
+}
+
+/* ---- figures over rounds ------------------------------------------------ */
+
+struct fig fig_over_runs(struct fig *const *runs, int n)
+{
+	double v[64], lo = 0;
+	const struct fig *best = NULL;
+	struct fig out;
+	int r;
+
+	if (n < 1 || n > (int)ARRAY_SIZE(v))
+		die("fig_over_runs: %d runs (1 to %zu)", n, ARRAY_SIZE(v));
+	for (r = 0; r < n; r++) {
+		v[r] = runs[r]->ns;
+		if (!best || runs[r]->min < lo) {
+			lo = runs[r]->min;
+			best = runs[r];
+		}
+	}
+	out = *best;
+	out.ns = median(v, n);	/* sorts v */
+	out.run_min = v[0];
+	out.run_max = v[n - 1];
+	out.runs = n;
+	out.min = lo;
+	out.samples = best->samples * n;
+	return out;
+}
+
+void rec_fig(const char *backend, const char *op, int pin, u64 n,
+	     const struct fig *f)
+{
+	rec_begin("op");
+	rec_str("backend", backend);
+	rec_str("op", op);
+	rec_int("pin", pin);
+	rec_int("n", (long long)n);
+	rec_num("ns_per_op", f->ns);
+	rec_num("min", f->min);
+	rec_num("p10", f->p10);
+	rec_num("p90", f->p90);
+	rec_int("reps", (long long)f->reps);
+	rec_int("samples", f->samples);
+	rec_num("run_min", f->run_min);
+	rec_num("run_max", f->run_max);
+	rec_int("runs", f->runs);
+	rec_end();
+}
+
+void rec_runs_verdict(double *v, int n, const char *target, double goal)
+{
+	double med = median(v, n);	/* sorts v */
+
+	rec_num("value", med);
+	rec_num("run_min", v[0]);
+	rec_num("run_max", v[n - 1]);
+	rec_int("runs", n);
+	rec_str("target", target);
+	rec_num("goal", goal);
+	rec_int("met", !*target ? 1 : !strcmp(target, ">=") ? med >= goal :
+		med <= goal);
 }

@@ -32,6 +32,19 @@ static inline void vm_flags_clear(struct vm_area_struct *vma,
 #define BELUGA_HUGE_FAULT_IS_PMD	(order == PMD_ORDER)
 #endif
 
+/*
+ * Special 2 MiB entries: since 6.12 (huge pfnmaps), vmf_insert_pfn_pmd() of
+ * a pfn without PFN_MAP makes a pmd_special() entry, which
+ * get_user_pages_fast() leaves to the slow path. Before, it makes a plain
+ * huge entry whose page the fast path takes (mmap.c).
+ */
+#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 12, 0) && \
+	defined(CONFIG_ARCH_SUPPORTS_PMD_PFNMAP)
+#define BELUGA_HAVE_SPECIAL_PMD	1
+#else
+#define BELUGA_HAVE_SPECIAL_PMD	0
+#endif
+
 /* mm->get_unmapped_area went away in 6.10 for mm_get_unmapped_area(). */
 #if LINUX_VERSION_CODE < KERNEL_VERSION(6, 10, 0)
 static inline unsigned long

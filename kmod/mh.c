@@ -729,8 +729,10 @@ static int beluga_mh_region_stats(struct beluga_region *region,
  * --- mapping a shared pool -----------------------------------------------
  *
  * A fence cannot revoke pins that devices hold (Documentation/multihost.md,
- * section 10), so shared-pool mappings refuse get_user_pages() (VM_IO) unless
- * the operator, who then provides fencing outside the host, allows it at load.
+ * section 10), so shared-pool mappings refuse get_user_pages() unless the
+ * operator, who then provides fencing outside the host, allows it at load:
+ * VM_IO refuses the slow path, and it makes mmap.c map the pages with
+ * special entries, which the fast path leaves to the slow one.
  * A file opened before a fence of the host is stale: mmap() fails, and its
  * faults raise SIGBUS. mmap() runs under regions_rwsem, which keeps the pool's
  * ops and host.

@@ -10,8 +10,18 @@
  * with 2 MiB entries where the address, the offset and the physical range
  * are all 2 MiB aligned. Node pages are ordinary pages returned from the
  * fault handler. Neither uses VM_PFNMAP or VM_IO, so get_user_pages() and
- * FOLL_LONGTERM pins work on every mapping of a local pool; mappings of a
- * shared pool add VM_IO, which refuses them (the pool ops' mmap, mh.c).
+ * FOLL_LONGTERM pins work on every mapping of a local pool.
+ *
+ * A mapping that must refuse pins (a shared pool's, unless mh_allow_gup:
+ * the pool ops' mmap adds VM_IO, mh.c) gets special entries instead: the
+ * same PFNs without PFN_MAP. VM_IO alone stops only the slow path of
+ * get_user_pages(); get_user_pages_fast() walks the page tables without
+ * looking at the VMA and takes the page of any devmap entry for every pin
+ * but FOLL_LONGTERM (O_DIRECT, vmsplice). It leaves special entries to the
+ * slow path, which refuses VM_IO with -EFAULT. 2 MiB special entries
+ * exist since 6.12 (compat.h); before, such a mapping is served with
+ * 4 KiB entries only. The cost: memory_failure() finds the mappers of a
+ * device page through devmap entries only (poison.c).
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -73,10 +83,23 @@ static struct beluga_region *beluga_vma_region(struct vm_area_struct *vma,
 	return READ_ONCE(dev->regions[slot]);
 }
 
-static pfn_t beluga_dax_pfn(struct beluga_region *region, u64 region_offset)
+static phys_addr_t beluga_dax_phys(struct beluga_region *region,
+				   u64 region_offset)
 {
-	return phys_to_pfn_t(region->phys_start + region->data_off +
-			     region_offset, PFN_DEV | PFN_MAP);
+	return region->phys_start + region->data_off + region_offset;
+}
+
+/* A mapping that refuses pins (VM_IO: see the top of this file). */
+static bool beluga_vma_refuses_pins(struct vm_area_struct *vma)
+{
+	return vma->vm_flags & VM_IO;
+}
+
+/* The entry for @phys in @vma: devmap, or special where pins are refused. */
+static pfn_t beluga_dax_pfn(struct vm_area_struct *vma, phys_addr_t phys)
+{
+	return phys_to_pfn_t(phys, beluga_vma_refuses_pins(vma) ?
+				   PFN_DEV : PFN_DEV | PFN_MAP);
 }
 
 /*
@@ -110,7 +133,8 @@ static vm_fault_t beluga_pte_fault(struct vm_fault *vmf)
 	if (!region)
 		return VM_FAULT_SIGBUS;
 	if (region->backend == BELUGA_BACKEND_DAX)
-		page = pfn_t_to_page(beluga_dax_pfn(region, region_offset));
+		page = pfn_to_page(PHYS_PFN(beluga_dax_phys(region,
+							    region_offset)));
 	else
 		page = region->pages[region_offset >> PAGE_SHIFT];
 	/* Poisoned: SIGBUS BUS_MCEERR_AR at the address (poison.c). */
@@ -122,7 +146,9 @@ static vm_fault_t beluga_pte_fault(struct vm_fault *vmf)
 	atomic64_inc(&region->dev->pte_faults);
 	if (region->backend == BELUGA_BACKEND_DAX) {
 		ret = vmf_insert_mixed(vmf->vma, vmf->address,
-				       beluga_dax_pfn(region, region_offset));
+				       beluga_dax_pfn(vmf->vma,
+						      beluga_dax_phys(region,
+								      region_offset)));
 		beluga_fault_end(vmf->vma, region);
 		return ret;
 	}
@@ -144,9 +170,13 @@ static vm_fault_t beluga_pmd_fault(struct vm_fault *vmf)
 	unsigned long haddr = vmf->address & PMD_MASK;
 	struct beluga_region *region;
 	u64 offset, region_offset, usable;
+	phys_addr_t phys;
 	vm_fault_t ret;
 
 	if (haddr < vma->vm_start || haddr + PMD_SIZE > vma->vm_end)
+		return VM_FAULT_FALLBACK;
+	/* A 2 MiB entry without PFN_MAP is special only since 6.12. */
+	if (beluga_vma_refuses_pins(vma) && !BELUGA_HAVE_SPECIAL_PMD)
 		return VM_FAULT_FALLBACK;
 	offset = ((u64)vma->vm_pgoff << PAGE_SHIFT) + (haddr - vma->vm_start);
 	if (!IS_ALIGNED(offset, PMD_SIZE))
@@ -155,20 +185,17 @@ static vm_fault_t beluga_pmd_fault(struct vm_fault *vmf)
 	if (!region || region->backend != BELUGA_BACKEND_DAX)
 		return VM_FAULT_FALLBACK;
 	usable = (u64)region->nr_blocks * region->dev->pool.block_size;
-	if (region_offset + PMD_SIZE > usable ||
-	    !IS_ALIGNED(region->phys_start + region->data_off + region_offset,
-			PMD_SIZE))
+	phys = beluga_dax_phys(region, region_offset);
+	if (region_offset + PMD_SIZE > usable || !IS_ALIGNED(phys, PMD_SIZE))
 		return VM_FAULT_FALLBACK;
 	/* Page by page, so that only the poisoned page raises SIGBUS. */
-	if (beluga_poison_in_range(pfn_t_to_pfn(beluga_dax_pfn(region,
-							       region_offset)),
-				   PMD_SIZE >> PAGE_SHIFT))
+	if (beluga_poison_in_range(PHYS_PFN(phys), PMD_SIZE >> PAGE_SHIFT))
 		return VM_FAULT_FALLBACK;
 
 	if (!beluga_fault_begin(vma, region))
 		return VM_FAULT_SIGBUS;
 	atomic64_inc(&region->dev->pmd_faults);
-	ret = vmf_insert_pfn_pmd(vmf, beluga_dax_pfn(region, region_offset),
+	ret = vmf_insert_pfn_pmd(vmf, beluga_dax_pfn(vma, phys),
 				 vmf->flags & FAULT_FLAG_WRITE);
 	beluga_fault_end(vma, region);
 	return ret;
@@ -255,7 +282,8 @@ int beluga_mmap(struct file *file, struct vm_area_struct *vma)
 	 * VM_MIXEDMAP: the VMA holds both devmap PFNs (no rmap, no page
 	 * reference, like device_dax) and ordinary pages; it makes the zap
 	 * path treat 2 MiB entries as special instead of as THP folios. Not
-	 * VM_PFNMAP or VM_IO: those would refuse get_user_pages().
+	 * VM_PFNMAP or VM_IO: those would refuse get_user_pages() (a shared
+	 * pool adds VM_IO on purpose, above).
 	 * Pools are large and shared: keep them out of core dumps.
 	 */
 	vm_flags_set(vma, VM_MIXEDMAP | VM_HUGEPAGE | VM_DONTDUMP);

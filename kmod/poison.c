@@ -17,6 +17,19 @@
  * then unmaps the folio from every mapping of the pool and sends SIGBUS
  * (BUS_MCEERR_AR to the process that consumed the poison) with the address.
  *
+ * Not for a shared pool's mappings (unless mh_allow_gup): their entries are
+ * special, not devmap (mmap.c: so that get_user_pages_fast() cannot pin
+ * them), and dev_pagemap_mapping_shift() counts devmap entries only, so
+ * memory_failure() marks the page PG_hwpoison but finds no mapper: it
+ * neither unmaps nor signals them, and the fault below happens only where
+ * the page was not mapped yet (MADV_DONTNEED, a new mapping, a rejoin).
+ * Worse, from the 6.12 source and not testable under TCG: a process that
+ * consumes the poison through such an entry takes a machine check whose
+ * memory_failure() again finds no mapper and returns 0, which x86's
+ * kill_me_maybe() takes for recovered, so the load repeats (the task
+ * loops in machine checks until it is killed). Reaching Beluga from the
+ * machine check (x86's decode chain) to zap the page is the missing piece.
+ *
  * NODE pages are ordinary pages that Beluga allocated and that are not on
  * an LRU list: memory_failure() marks them PG_hwpoison, calls them an
  * "unknown page state" and leaves them mapped (-EBUSY; madvise

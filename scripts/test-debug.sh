@@ -26,7 +26,7 @@
 #   --only LIST   guest steps to run: comma list of rel,fuzz,kselftest,exercise,rmmod
 #   --exercise-secs N  seconds for each outside exerciser (stress-ng dev,
 #                 stress-ng sysfs, trinity; default 20)
-#   -t SECS       guest timeout (default 1200)
+#   -t SECS       guest timeout (default 1800)
 #   -s N          guest CPUs (default 2)
 #   -j N          kernel build jobs (default nproc)
 # Output: build/test-debug/{results.tap,console.log,logs/,time}.
@@ -35,7 +35,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/vm/lib.sh
 
-fuzz="-r 4 -p 4 -i 300 -T 60" exsecs=20 only="" tmo=1200 stride=6 rel="" verbose=0 smp=2 jobs=$(nproc)
+fuzz="-r 4 -p 4 -i 300 -T 60" exsecs=20 only="" tmo=1800 stride=6 rel="" verbose=0 smp=2 jobs=$(nproc)
 while [ $# -gt 0 ]; do
 	case $1 in
 	--fuzz) fuzz=$2; shift 2 ;;

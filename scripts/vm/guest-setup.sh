@@ -247,12 +247,27 @@ else
 	tap_fail setup:modprobe-beluga "beluga.ko is not in the initramfs: it failed to build for $KVER (see the host log)"
 fi
 
+# A 4 MiB RAM disk: a block device that takes O_DIRECT (shared_test), and the
+# debugfs file that injects a memory error at a pfn (poison_test, shared pools).
+BELUGA_TEST_BLKDEV=
+if [ -b /dev/ram0 ] || { modprobe brd rd_nr=1 rd_size=4096 && wait_for /dev/ram0 50; }; then
+	BELUGA_TEST_BLKDEV=/dev/ram0
+	tap_ok setup:ramdisk
+elif [ -z "$(find "/lib/modules/$KVER" -name brd.ko)" ] &&
+	! grep -q /brd.ko "/lib/modules/$KVER/modules.builtin" 2>/dev/null; then
+	tap_skip setup:ramdisk "this kernel has no brd (CONFIG_BLK_DEV_RAM): shared_test's O_DIRECT test skips"
+else
+	tap_fail setup:ramdisk "no /dev/ram0 after modprobe brd rd_nr=1 rd_size=4096"
+fi
+load hwpoison_inject
+
 mkdir -p /etc/beluga
 cat >/etc/beluga/env <<EOT
 export BELUGA_TEST_KERNEL=$BELUGA_TEST_KERNEL
 export BELUGA_TEST_DAX='$BELUGA_TEST_DAX'
 export BELUGA_TEST_NODE=$BELUGA_TEST_NODE
 export BELUGA_TEST_DAX_CXL='$BELUGA_TEST_DAX_CXL'
+export BELUGA_TEST_BLKDEV=$BELUGA_TEST_BLKDEV
 export BELUGA_MODPROBE_ARGS='$BELUGA_MODPROBE_ARGS'
 export BELUGA_TEST_KO=$([ -f /lib/modules/$KVER/updates/beluga.ko ] && echo /lib/modules/$KVER/updates/beluga.ko)
 export BELUGA_TEST_SINGLE_KO=$([ -f /tests/single-host/beluga.ko ] && echo /tests/single-host/beluga.ko)

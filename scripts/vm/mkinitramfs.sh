@@ -59,11 +59,14 @@ out=${out:-$work/initramfs.cpio}
 ) 8>"$BELUGA_CACHE/guest/.lock-$kver"
 
 # Modules the topologies need. cxl_core/cxl_port are built in (CONFIG_CXL_BUS=y,
-# CXL_PORT=y) on Debian; names that are built in or absent are skipped.
+# CXL_PORT=y) on Debian; names that are built in or absent are skipped. brd: a
+# block device for the O_DIRECT kselftest; hwpoison_inject: poison_test's way to
+# poison a shared-pool page, which MADV_HWPOISON cannot pin.
 want=(cxl_core cxl_port cxl_acpi cxl_pci cxl_mem cxl_pmem
 	libnvdimm nd_pmem nd_e820 nd_btt dax_pmem
 	dax device_dax dax_cxl kmem dax_hmem
-	9p 9pnet_virtio)
+	9p 9pnet_virtio
+	brd hwpoison_inject)
 
 # a private staging tree: several guests of one kernel may be prepared at once
 root=$(mktemp -d "$work/initramfs.XXXXXX")

@@ -8,15 +8,16 @@
 #      lockdep, kmemleak, the lane's dmesg scan).
 # Each leg fuzzes for a fixed time and must reach its ioctl count (-N): the
 # fuzzer prints its ioctl rate, and fails "ioctl-volume" short of it. Sized
-# from rates measured under TCG on 2 CPUs (see the README's fuzzing
-# section); together the two legs take under 60 minutes.
+# from rates measured under TCG on 2 CPUs (see Documentation/testing.md,
+# "The long fuzz run"); together the two legs take under 60 minutes.
 # Environment (to resize a leg): BELUGA_FUZZ_PLAIN_ARGS, BELUGA_FUZZ_DEBUG_ARGS
 # (fuzzer arguments, spaces or commas), BELUGA_FUZZ_SEED (one seed for both).
 # Output: build/fuzz-long/plain/ (run-guest.sh's), build/test-debug/ (the
 # debug lane's); per leg build/fuzz-long/LEG.json (tests/fuzz/report.py
 # record), the table build/fuzz-long/report.md and a summary at the end.
-# `tests/fuzz/report.py render --readme README.md` puts the table in the
-# README. Exit status 1 if either leg failed.
+# `tests/fuzz/report.py render --readme Documentation/testing.md` puts the
+# table there, and `scripts/gen-status.py` then the README's status box.
+# Exit status 1 if either leg failed.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 . scripts/vm/lib.sh
@@ -92,5 +93,5 @@ done
 echo "# long fuzz run:"
 printf '#   %s\n' "${summary[@]}"
 /usr/bin/python3 tests/fuzz/report.py render --dir "$out" --out "$out/report.md" &&
-	echo "# the table for the README: $out/report.md (tests/fuzz/report.py render --readme README.md)"
+	echo "# the table: $out/report.md (into Documentation/testing.md: tests/fuzz/report.py render --readme Documentation/testing.md, then scripts/gen-status.py)"
 exit $rc

@@ -1300,7 +1300,7 @@ FIXTURE_TEARDOWN(order)
 	bt_teardown(&self->a.c);
 }
 
-TEST_F(order, two_rules_first_wins)
+TEST_F_TIMEOUT(order, two_rules_first_wins, 180)
 {
 	unsigned int i, calls = 0;
 	int c;

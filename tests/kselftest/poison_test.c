@@ -373,10 +373,12 @@ TEST_F(poison, held_block_retired_when_let_go)
  * the last 8 MiB the fixture above uses): 2 MiB of metadata and
  * BELUGA_MAX_HOSTS' default of 8 partitions need 9 blocks at least. The
  * host owns every partition, so the block is retired at once, and STATS
- * counts it. Shared mappings refuse get_user_pages() (VM_IO, unless
- * mh_allow_gup=1); MADV_HWPOISON's lookup of a page already mapped does
- * not need that path, and where it fails anyway the test injects the
- * error through hwpoison-inject (debugfs corrupt-pfn) at the page's pfn.
+ * counts it. Shared mappings refuse get_user_pages(), its fast path too
+ * (VM_IO and special entries, unless mh_allow_gup=1), so MADV_HWPOISON
+ * fails with EFAULT and the test injects the error through hwpoison-inject
+ * (debugfs corrupt-pfn, module hwpoison_inject) at the page's pfn. The
+ * memory_failure() of that path finds no mapper of a special entry
+ * (kmod/poison.c): the test drops the mapping and the next touch faults.
  */
 #define PZS_LEN		(24 * BT_MIB)
 #define PZS_SKIP	(PZS_LEN + PZ_LEN)	/* from the end of the device */
@@ -520,7 +522,7 @@ TEST_F_TIMEOUT(poison_shared, poisoned_shared_block_is_retired, 240)
 	if (sigsetjmp(pz_jmp, 1) == 0) {
 		r = madvise((void *)target, BT_PAGE, MADV_HWPOISON);
 		if (r && errno == EFAULT) {
-			/* The VM_IO mapping: no get_user_pages() of it. */
+			/* VM_IO and special entries: no get_user_pages() of it. */
 			how = "hwpoison-inject";
 			r = pzs_inject((const void *)target);
 			if (r) {

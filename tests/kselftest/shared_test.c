@@ -12,6 +12,7 @@
  */
 #include "beluga_test.h"
 
+#include <linux/io_uring.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/uio.h>
@@ -436,6 +437,30 @@ TEST_F_TIMEOUT(shared, single_host_round_trip, 180)
 }
 
 /*
+ * Whether this module refuses pins of shared mappings: 0 when it does
+ * (mh_allow_gup=0, the default), else -ENOENT with the reason to skip.
+ */
+static int sh_gup_refused(char *why, size_t len)
+{
+	char allow[8] = "";
+	FILE *gup = fopen("/sys/module/beluga/parameters/mh_allow_gup", "r");
+
+	if (!gup) {
+		snprintf(why, len, "mh_allow_gup: %s (module without it)",
+			 strerror(errno));
+		return -ENOENT;
+	}
+	if (!fgets(allow, sizeof(allow), gup))
+		allow[0] = 0;
+	fclose(gup);
+	if (allow[0] == 'Y') {
+		snprintf(why, len, "loaded with mh_allow_gup=1");
+		return -ENOENT;
+	}
+	return 0;
+}
+
+/*
  * Review finding 3: a fence cannot revoke pins that devices hold, so a
  * shared pool's mappings refuse get_user_pages() (unless mh_allow_gup):
  * process_vm_readv() of them fails with EFAULT, while the same call on an
@@ -445,25 +470,17 @@ TEST_F_TIMEOUT(shared, single_host_round_trip, 180)
 TEST_F_TIMEOUT(shared, no_pins_of_shared_mappings, 120)
 {
 	struct beluga_attach a;
-	char why[160], allow[8] = "";
+	char why[160];
 	uint8_t *map, buf[64];
 	struct iovec local = { buf, sizeof(buf) }, remote;
 	uint64_t off;
-	FILE *gup;
 	ssize_t n;
 	int r;
 
 	if (!bt_backend_ok(BELUGA_BACKEND_DAX, 0, SH_LEN, why, sizeof(why)))
 		SKIP(return, "%s", why);
-	gup = fopen("/sys/module/beluga/parameters/mh_allow_gup", "r");
-	if (!gup)
-		SKIP(return, "mh_allow_gup: %s (module without it)",
-		     strerror(errno));
-	if (!fgets(allow, sizeof(allow), gup))
-		allow[0] = 0;
-	fclose(gup);
-	if (allow[0] == 'Y')
-		SKIP(return, "loaded with mh_allow_gup=1");
+	if (sh_gup_refused(why, sizeof(why)))
+		SKIP(return, "%s", why);
 	{
 		uint8_t plain[64] = { 0x33 };
 		struct iovec src = { plain, sizeof(plain) };
@@ -494,6 +511,283 @@ TEST_F_TIMEOUT(shared, no_pins_of_shared_mappings, 120)
 	bt_unmap(&self->c);
 	r = bt_detach(self->c.fd, a.region_id, 0, NULL);
 	EXPECT_EQ(0, r) TH_LOG("DETACH: %s", strerror(-r));
+}
+
+/*
+ * Review 2, finding 1: the refusal must hold on get_user_pages_fast() too,
+ * which walks the page tables without looking at the VMA. Every test
+ * below faults a shared block in first (so that a page-table entry
+ * exists for the fast path to find), then asks the kernel for a reference
+ * to it in one of the ways that do not need FOLL_LONGTERM, through two
+ * mappings: the whole pool, where the module may use 2 MiB entries, and
+ * the block alone, which is mapped with 4 KiB entries. Each is refused
+ * with EFAULT, the bytes stay as the CPU wrote them, and the same call on
+ * an ordinary page works (so the refusal is the pool's).
+ */
+#define SH_PIN_FILL	0x5a
+#define SH_PIN_LEN	4096
+#define SH_PMD_FAULTS	"/sys/class/misc/beluga/stats/pmd_faults"
+
+struct sh_pin {
+	struct beluga_attach a;
+	uint64_t off;
+	uint8_t *blk;		/* the block alone */
+	uint8_t *target[2];	/* the block in the pool mapping, and alone */
+};
+
+static const char *const sh_pin_names[2] = {
+	"the block in a mapping of the whole pool",
+	"a mapping of the block alone",
+};
+
+/*
+ * A formatted shared pool with one allocated block, faulted in through
+ * both mappings and filled with SH_PIN_FILL. False when the test skips
+ * (the reason is given) or failed.
+ */
+static bool __sh_pin_setup(struct __test_metadata *_metadata,
+			   struct bt_ctx *c, struct sh_pin *p)
+{
+	uint64_t pmd0 = 0, pmd1 = 0;
+	char why[160];
+	int r;
+
+	memset(p, 0, sizeof(*p));
+	if (!bt_backend_ok(BELUGA_BACKEND_DAX, 0, SH_LEN, why, sizeof(why)))
+		SKIP(return false, "%s", why);
+	if (sh_gup_refused(why, sizeof(why)))
+		SKIP(return false, "%s", why);
+	EXPECT_EQ(0, sh_req(&p->a, BELUGA_ATTACH_SHARED | BELUGA_ATTACH_HOST_ID |
+			    BELUGA_ATTACH_FORMAT, 0));
+	r = bt_attach(c->fd, &p->a);
+	EXPECT_EQ(0, r) TH_LOG("shared attach: %s", strerror(-r));
+	if (r)
+		return false;
+	EXPECT_EQ(0, bt_info(c->fd, &c->info));
+	c->map = mmap(NULL, c->info.map_size, PROT_READ | PROT_WRITE,
+		      MAP_SHARED, c->fd, 0);
+	EXPECT_NE(MAP_FAILED, c->map) TH_LOG("mmap: %s", strerror(errno));
+	if (c->map == MAP_FAILED) {
+		c->map = NULL;
+		return false;
+	}
+	c->map_len = c->info.map_size;
+	EXPECT_EQ(0, bt_alloc(c->fd, 1, &p->off));
+	p->blk = mmap(NULL, SH_BS, PROT_READ | PROT_WRITE, MAP_SHARED, c->fd,
+		      (off_t)p->off);
+	EXPECT_NE(MAP_FAILED, p->blk) TH_LOG("mmap of the block: %s",
+					     strerror(errno));
+	if (p->blk == MAP_FAILED) {
+		p->blk = NULL;
+		return false;
+	}
+	bt_read_sysfs_u64(SH_PMD_FAULTS, &pmd0);
+	p->target[0] = (uint8_t *)c->map + p->off;
+	p->target[1] = p->blk;
+	memset(p->target[0], SH_PIN_FILL, SH_PIN_LEN);
+	memset(p->target[1], SH_PIN_FILL, SH_PIN_LEN);
+	bt_read_sysfs_u64(SH_PMD_FAULTS, &pmd1);
+	TH_LOG("block at offset %llu; 2 MiB entries made for it: %llu",
+	       (unsigned long long)p->off, (unsigned long long)(pmd1 - pmd0));
+	return true;
+}
+
+#define sh_pin_setup(c, p) __sh_pin_setup(_metadata, c, p)
+
+/* Bytes of @t that are not SH_PIN_FILL any more. */
+static int sh_pin_changed(const uint8_t *t)
+{
+	int i, n = 0;
+
+	for (i = 0; i < SH_PIN_LEN; i++)
+		n += t[i] != SH_PIN_FILL;
+	return n;
+}
+
+/*
+ * The block's mappings go, the block is freed and the pool detaches: no
+ * reference on its pages is left (DETACH refuses a pinned range, -EBUSY).
+ */
+static void __sh_pin_done(struct __test_metadata *_metadata,
+			  struct bt_ctx *c, struct sh_pin *p)
+{
+	int r;
+
+	if (p->blk)
+		munmap(p->blk, SH_BS);
+	p->blk = NULL;
+	bt_unmap(c);
+	EXPECT_EQ(0, bt_free(c->fd, 1, &p->off));
+	r = bt_detach_retry(c->fd, p->a.region_id, 0, NULL, 10000);
+	EXPECT_EQ(0, r) TH_LOG("DETACH: %s (a reference to the block's pages "
+			       "is left)", strerror(-r));
+}
+
+#define sh_pin_done(c, p) __sh_pin_done(_metadata, c, p)
+
+/*
+ * O_DIRECT read from a block device into a shared block: the block layer
+ * takes the user pages with pin_user_pages_fast() (6.12) or
+ * get_user_pages_fast() (6.1) and the device writes into them, whenever
+ * its I/O completes. BELUGA_TEST_BLKDEV names a block device whose first
+ * 4 KiB the test may overwrite (the guests load brd: /dev/ram0).
+ */
+TEST_F_TIMEOUT(shared, odirect_read_into_shared_block_refused, 120)
+{
+	const char *dev = getenv("BELUGA_TEST_BLKDEV");
+	struct sh_pin p;
+	uint8_t *plain;
+	ssize_t n;
+	int fd, i;
+
+	if (!dev || !*dev)
+		SKIP(return, "BELUGA_TEST_BLKDEV is not set: no block device "
+		     "for O_DIRECT (the guests load brd for /dev/ram0)");
+	fd = open(dev, O_RDWR | O_DIRECT | O_CLOEXEC);
+	ASSERT_LE(0, fd) TH_LOG("%s with O_DIRECT: %s", dev, strerror(errno));
+	plain = mmap(NULL, SH_PIN_LEN, PROT_READ | PROT_WRITE,
+		     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, plain);
+	/* The device holds 0xc3 bytes; an ordinary page reads them. */
+	memset(plain, 0xc3, SH_PIN_LEN);
+	ASSERT_EQ(SH_PIN_LEN, pwrite(fd, plain, SH_PIN_LEN, 0))
+		TH_LOG("O_DIRECT write to %s: %s", dev, strerror(errno));
+	memset(plain, 0, SH_PIN_LEN);
+	ASSERT_EQ(SH_PIN_LEN, pread(fd, plain, SH_PIN_LEN, 0))
+		TH_LOG("O_DIRECT read of %s into an ordinary page: %s", dev,
+		       strerror(errno));
+	ASSERT_EQ(0xc3, plain[SH_PIN_LEN - 1]);
+	munmap(plain, SH_PIN_LEN);
+
+	if (!sh_pin_setup(&self->c, &p)) {
+		close(fd);
+		return;
+	}
+	for (i = 0; i < 2; i++) {
+		errno = 0;
+		n = pread(fd, p.target[i], SH_PIN_LEN, 0);
+		EXPECT_EQ(-1, n)
+			TH_LOG("O_DIRECT read into %s: %zd bytes; the device "
+			       "wrote %d bytes of it through a reference to "
+			       "the shared-pool page", sh_pin_names[i], n,
+			       sh_pin_changed(p.target[i]));
+		EXPECT_EQ(EFAULT, errno) TH_LOG("%s: %s", sh_pin_names[i],
+						strerror(errno));
+		EXPECT_EQ(0, sh_pin_changed(p.target[i]));
+		memset(p.target[i], SH_PIN_FILL, SH_PIN_LEN);
+	}
+	close(fd);
+	sh_pin_done(&self->c, &p);
+}
+
+/*
+ * vmsplice() of a shared block into a pipe: the pipe keeps references to
+ * the pages themselves (get_user_pages_fast()) until it is read, for any
+ * length of time, and the reader then gets whatever the block holds at
+ * that moment, after a fence another host's bytes.
+ */
+TEST_F_TIMEOUT(shared, vmsplice_of_shared_block_refused, 120)
+{
+	uint8_t plain[SH_PIN_LEN], got[SH_PIN_LEN];
+	struct iovec v = { plain, sizeof(plain) };
+	struct sh_pin p;
+	int pfd[2], i;
+	ssize_t n;
+
+	memset(plain, 0x11, sizeof(plain));
+	ASSERT_EQ(0, pipe(pfd));
+	n = vmsplice(pfd[1], &v, 1, 0);
+	ASSERT_EQ(SH_PIN_LEN, n) TH_LOG("vmsplice() of an ordinary page: %s",
+					strerror(errno));
+	ASSERT_EQ(SH_PIN_LEN, read(pfd[0], got, sizeof(got)));
+
+	if (!sh_pin_setup(&self->c, &p)) {
+		close(pfd[0]);
+		close(pfd[1]);
+		return;
+	}
+	for (i = 0; i < 2; i++) {
+		v.iov_base = p.target[i];
+		v.iov_len = SH_PIN_LEN;
+		errno = 0;
+		n = vmsplice(pfd[1], &v, 1, 0);
+		EXPECT_EQ(-1, n) TH_LOG("vmsplice() of %s took a reference to "
+					"the shared-pool page (%zd bytes)",
+					sh_pin_names[i], n);
+		EXPECT_EQ(EFAULT, errno) TH_LOG("%s: %s", sh_pin_names[i],
+						strerror(errno));
+		if (n > 0) {
+			/* What the pipe holds is the page, not a copy. */
+			p.target[i][0] = 0xa5;
+			EXPECT_EQ(n, read(pfd[0], got, (size_t)n));
+			TH_LOG("%s: written after the vmsplice(), read from "
+			       "the pipe: 0x%02x", sh_pin_names[i], got[0]);
+			p.target[i][0] = SH_PIN_FILL;
+		}
+	}
+	close(pfd[0]);
+	close(pfd[1]);
+	sh_pin_done(&self->c, &p);
+}
+
+/*
+ * Register @len bytes at @addr as an io_uring fixed buffer
+ * (IORING_REGISTER_BUFFERS: a FOLL_LONGTERM pin) in a ring of its own:
+ * 0, -errno of the registration, or -ENOSYS/-EPERM when no ring could be
+ * made (io_uring left out or disabled).
+ */
+static int sh_uring_register(void *addr, size_t len, int *setup_err)
+{
+	struct io_uring_params prm;
+	struct iovec v = { addr, len };
+	int ring, r;
+
+	memset(&prm, 0, sizeof(prm));
+	*setup_err = 0;
+	ring = (int)syscall(__NR_io_uring_setup, 4, &prm);
+	if (ring < 0) {
+		*setup_err = errno;
+		return -errno;
+	}
+	r = (int)syscall(__NR_io_uring_register, ring,
+			 IORING_REGISTER_BUFFERS, &v, 1);
+	r = r < 0 ? -errno : 0;
+	close(ring);
+	return r;
+}
+
+/*
+ * io_uring fixed buffers are the long-term pins of the finding's first
+ * review: refused by the fast path's own FOLL_LONGTERM check today, and
+ * they must stay refused (EFAULT) whatever entries map the block.
+ */
+TEST_F_TIMEOUT(shared, uring_buffer_of_shared_block_refused, 120)
+{
+	struct sh_pin p;
+	uint8_t *plain;
+	int i, r, setup_err;
+
+	plain = mmap(NULL, SH_PIN_LEN, PROT_READ | PROT_WRITE,
+		     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, plain);
+	memset(plain, 1, SH_PIN_LEN);
+	r = sh_uring_register(plain, SH_PIN_LEN, &setup_err);
+	munmap(plain, SH_PIN_LEN);
+	if (setup_err)
+		SKIP(return, "io_uring_setup(): %s (io_uring left out or "
+		     "disabled)", strerror(setup_err));
+	ASSERT_EQ(0, r) TH_LOG("fixed buffer of an ordinary page: %s",
+			       strerror(-r));
+
+	if (!sh_pin_setup(&self->c, &p))
+		return;
+	for (i = 0; i < 2; i++) {
+		r = sh_uring_register(p.target[i], SH_PIN_LEN, &setup_err);
+		EXPECT_EQ(-EFAULT, r) TH_LOG("fixed buffer of %s: %s",
+					     sh_pin_names[i], strerror(-r));
+		EXPECT_EQ(0, sh_pin_changed(p.target[i]));
+	}
+	sh_pin_done(&self->c, &p);
 }
 
 /*

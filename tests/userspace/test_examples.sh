@@ -5,7 +5,12 @@
 # kernel (tests/userspace/fake_kernel.c over the module's portable core):
 # the whole store-and-load path, and each error a user meets with its fix.
 # Also: examples/Makefile builds them with -Wall -Wextra -Werror against
-# this tree, as a user without an installed libbeluga would. TAP.
+# this tree, as a user without an installed libbeluga would. The engine
+# configurations (examples/vllm, lmcache, sglang), without the engines: each
+# file parses, is the configuration userspace/python/README.md documents (the
+# one the engine lane runs), and names classes of the beluga package that
+# import (check_examples.py, over build/python-fake); each launch script is
+# valid bash and, where the engine is missing, exits 1 naming the fix. TAP.
 #
 # Usage: tests/userspace/test_examples.sh BUILD_DIR   (userspace/build/check)
 set -u
@@ -91,10 +96,77 @@ else
 	sed 's/^/#   /' <<<"$out" | head -12
 fi
 
-# Every example program is described in examples/README.md.
+# The engine configurations, checked without the engines.
+pyfake=$top/userspace/build/python-fake
+if ! /usr/bin/python3 -c 'import yaml' 2>/dev/null; then
+	skip "engine examples: the configurations parse and name the package's classes" \
+		"/usr/bin/python3 has no yaml module: run scripts/install-deps.sh (python3-yaml)"
+elif ! [ -d "$pyfake/beluga" ]; then
+	not_ok "engine examples: $pyfake is missing (make -C userspace python-fake)"
+else
+	while IFS=$'\t' read -r verdict name why; do
+		case $verdict in
+		PASS) ok "examples/$name" ;;
+		*) not_ok "examples/$name: ${why:-check_examples.py failed: $verdict $name}" ;;
+		esac
+	done < <(PYTHONPATH=$pyfake /usr/bin/python3 "$here/check_examples.py" "$top" 2>&1)
+fi
+# The launch scripts: valid bash, and without the engine a message with the fix
+# (Debian's python3 has the beluga package here, and no engine).
+for s in "$top"/examples/{vllm,lmcache,sglang}/*.sh; do
+	name=examples/${s#"$top"/examples/}
+	if ! bash -n "$s" 2>"$tmp/err"; then
+		not_ok "$name: bash -n: $(head -n 1 "$tmp/err")"
+		continue
+	fi
+	engine=${name#examples/}
+	engine=${engine%%/*}
+	if /usr/bin/python3 -c "import $engine" 2>/dev/null; then
+		skip "$name: without its engine, exits 1 naming the fix" "/usr/bin/python3 has $engine: the script would start it"
+		continue
+	fi
+	out=$(PYTHON=/usr/bin/python3 PYTHONPATH=$pyfake "$s" 2>&1)
+	rc=$?
+	if [ $rc -eq 1 ] && grep -qF "cannot import" <<<"$out" && grep -qF "pip install" <<<"$out" &&
+		grep -qF "./userspace/python" <<<"$out"; then
+		ok "$name: without its engine, exits 1 naming the module and the pip install"
+	else
+		not_ok "$name: without its engine, exits 1 naming the module and the pip install (exit $rc: $out)"
+	fi
+done
+
+# What each script starts: a stand-in python that imports anything and prints
+# the command line it was given, one word a line, and LMCACHE_CONFIG_FILE.
+printf '#!/bin/sh\n[ "$1" = -c ] && exit 0\nprintf "%%s\\n" "LMCACHE_CONFIG_FILE=${LMCACHE_CONFIG_FILE:-}" "$@"\n' >"$tmp/python"
+chmod +x "$tmp/python"
+ex=$top/examples
+# starts NAME SCRIPT WORD...: SCRIPT, given the model m/x and --extra 1, runs exactly WORD...
+starts() {
+	local name=$1 script=$2 got want
+	shift 2
+	got=$(env -u LMCACHE_CONFIG_FILE PYTHON="$tmp/python" "$ex/$script" m/x --extra 1 2>&1)
+	want=$(printf '%s\n' "$@")
+	if [ "$got" = "$want" ]; then
+		ok "examples/$script starts $name with the model, the configuration beside it and the extra arguments"
+	else
+		not_ok "examples/$script starts $name with the model, the configuration beside it and the extra arguments"
+		diff <(echo "$want") <(echo "$got") | sed 's/^/#   /' | head -12
+	fi
+}
+starts vLLM vllm/serve.sh LMCACHE_CONFIG_FILE= -m vllm.entrypoints.cli.main serve m/x \
+	--kv-transfer-config "$(cat "$ex/vllm/kv-transfer-config.json")" --extra 1
+starts "vLLM with LMCache" lmcache/serve.sh "LMCACHE_CONFIG_FILE=$ex/lmcache/lmcache.yaml" \
+	-m vllm.entrypoints.cli.main serve m/x \
+	--kv-transfer-config "$(cat "$ex/lmcache/kv-transfer-config.json")" --extra 1
+starts SGLang sglang/launch.sh LMCACHE_CONFIG_FILE= -m sglang.launch_server --model-path m/x \
+	--enable-hierarchical-cache --page-size 64 --hicache-mem-layout page_first \
+	--hicache-storage-backend dynamic \
+	--hicache-storage-backend-extra-config "$(cat "$ex/sglang/hicache-extra-config.json")" --extra 1
+
+# Every example is described in examples/README.md.
 undescribed=()
-for f in "$top"/examples/c/*.c; do
-	grep -qF "c/${f##*/}" "$top/examples/README.md" 2>/dev/null || undescribed+=("${f##*/}")
+for f in "$top"/examples/c/*.c "$top"/examples/{vllm,lmcache,sglang}/*; do
+	grep -qF "${f#"$top"/examples/}" "$top/examples/README.md" 2>/dev/null || undescribed+=("${f#"$top"/examples/}")
 done
 if [ ${#undescribed[@]} -eq 0 ]; then
 	ok "examples/README.md describes every example"

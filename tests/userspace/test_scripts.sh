@@ -7,7 +7,10 @@
 #   exits 0;
 # - scripts/install-deps.sh on anything but Debian 12 (fake os-release
 #   files, $BELUGA_OS_RELEASE): it refuses before changing anything (apt,
-#   dpkg stubbed to log), naming Documentation/install.md.
+#   dpkg stubbed to log), naming Documentation/install.md;
+# - bench/draw-plots.sh, scripts/bench.sh's plot step: a plots.sh failure or a
+#   missing gnuplot is reported with the cause and the fix, as optional
+#   (exit 3, which bench.sh reports without failing the run).
 #
 # Usage: tests/userspace/test_scripts.sh   (prints TAP)
 set -u
@@ -124,5 +127,27 @@ if [ -s "$top/Documentation/install.md" ]; then
 	ok "Documentation/install.md, which the refusal names, exists"
 else
 	not_ok "Documentation/install.md, which the refusal names, exists"
+fi
+
+# ---- bench/draw-plots.sh: a plot failure is reported, not silent --------------
+draw=$top/bench/draw-plots.sh
+mkdir -p "$tmp/res"
+"$draw" "$tmp/res" /dev/null/plots >"$tmp/draw.out" 2>&1
+expect_out "draw-plots: plots.sh failing (an unwritable plot directory) is reported with its messages and the fix" \
+	3 "$tmp/draw.out" $? "the plots FAILED: bench/plots.sh exited" "/dev/null/plots" \
+	"the results (results.json, RESULTS.md, the README's table) are complete" \
+	"do not commit them" "redraw them with \`bench/plots.sh $tmp/res /dev/null/plots\`"
+# no gnuplot on PATH: only what the script needs besides it
+mkdir -p "$tmp/nognuplot"
+for cmd in bash dirname mktemp rm cat tail sed mkdir; do ln -sf "$(command -v $cmd)" "$tmp/nognuplot/$cmd"; done
+PATH=$tmp/nognuplot "$draw" "$tmp/res" "$tmp/plots" >"$tmp/draw.out" 2>&1
+expect_out "draw-plots: without gnuplot, says so and names the package and the redraw command" \
+	3 "$tmp/draw.out" $? "no plots: gnuplot is not installed" "gnuplot-nox" "bench/plots.sh $tmp/res $tmp/plots"
+if command -v gnuplot >/dev/null; then
+	"$draw" "$tmp/res" "$tmp/plots" >"$tmp/draw.out" 2>&1
+	expect_out "draw-plots: no data is not a failure: plots.sh's notes, then where the plots are" \
+		0 "$tmp/draw.out" $? "plots: no replay data: hit-ratio.png skipped" "bench: plots in $tmp/plots"
+else
+	skip "draw-plots: no data is not a failure" "gnuplot is not installed (scripts/install-deps.sh installs it)"
 fi
 tap_done

@@ -667,11 +667,16 @@ enum beluga_backend {
  * Pins of a shared pool: a fence zaps mappings, but it cannot revoke pins
  * that devices hold (RDMA memory regions, io_uring fixed buffers,
  * cudaHostRegister): those would go on reading and writing blocks that
- * other hosts reuse. So mappings of a shared pool refuse get_user_pages()
- * (those registrations, O_DIRECT and process_vm_readv() on them fail with
- * -EFAULT), unless the module is loaded with mh_allow_gup=1, which an
- * operator sets only where something outside the host stops its devices'
- * access to the pool when it loses its lease (Documentation/multihost.md, 10).
+ * other hosts reuse. So get_user_pages() refuses the pages of a shared
+ * pool's mapping, its fast path included (they are mapped by special
+ * entries), whether they were touched before or not: those registrations,
+ * O_DIRECT reads and writes (also through AIO and io_uring), vmsplice(),
+ * process_vm_readv() and MADV_HWPOISON on them fail with -EFAULT. Unless
+ * the module is loaded with mh_allow_gup=1, which an operator sets only
+ * where something outside the host stops its devices' access to the pool
+ * when it loses its lease (Documentation/multihost.md, 10). Drivers that
+ * look up the physical pages of a VM_IO mapping without get_user_pages()
+ * are not refused by this (same section).
  *
  * Fence: a host whose own heartbeat falls half a lease behind (the machine
  * or its heartbeat work stalled for about a second) stops writing to the

@@ -27,7 +27,7 @@ VARIANT = "fake" if FAKE else "real"
 BUILD_BASE = USERSPACE / "build" / f"pip-{VARIANT}"
 VERSION = (REPO / "VERSION").read_text(encoding="ascii").strip()
 
-LIB_SOURCES = ["beluga.c", "batch.c", "hash.c", "sysfs.c", "map.c", "cuda.c"]
+LIB_SOURCES = ["beluga.c", "batch.c", "hash.c", "sysfs.c", "map.c", "cuda.c", "ring.c"]
 FAKE_CORE = ["pool", "client", "index", "lru", "pins"]
 WARNINGS = ["-Wall", "-Wextra", "-Werror"]
 # Python's headers are not held to -Wextra -Werror (the Makefile's -isystem).
@@ -90,7 +90,7 @@ def extensions():
                     str(USERSPACE / "lib"), str(REPO / "uapi")]
     bel_cflags = ["-std=c11", "-D_GNU_SOURCE"] + WARNINGS + HIDDEN + PY_SYSTEM
     link_args = [f"-Wl,--version-script={HERE / 'extension.map'}"]
-    libraries = ["dl", "pthread"]
+    libraries = ["dl", "pthread", "uring"]   # liburing: Debian's liburing-dev
     # setuptools takes only sources below this directory; the rest of the tree
     # (libbeluga, the fake kernel, the core) is compiled by BuildExt.
     groups = [ObjectGroup(paths(USERSPACE / "lib", LIB_SOURCES), bel_includes, bel_cflags)]

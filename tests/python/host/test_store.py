@@ -495,3 +495,22 @@ def test_readme_quick_start_runs(pool, capsys):
     # on the real module an earlier run may have stored the block already
     assert ("stored=1" in out or "skipped=1" in out) and "loaded=1" in out, out
     assert out.rstrip().endswith("True"), out
+
+
+@pytest.mark.parametrize("parts", [1, 2])
+def test_lookup_many_equals_lookup(pool, unique_ns, parts):
+    store = KVStore(pool, make_layout(pool, parts=parts), salt=f"many-{unique_ns}")
+    k = keys_for(store, 3)
+    store.store(k[:2 * 16], blocks_for(store.layout, 2, seed=9))
+    blocks = K.split(k)
+    requests = [k, k[:16], b"", blocks[2], K.join([blocks[0], blocks[2]]), k[16:]]
+    before = store.stats()
+    want = [store.lookup(r) for r in requests]
+    mid = store.stats()
+    assert want == [2, 1, 0, 0, 1, 1]
+    assert store.lookup_many(requests) == want
+    after = store.stats()
+    for name in ("lookups", "hits", "misses"):      # counted as lookup() counts
+        assert after[name] - mid[name] == mid[name] - before[name], name
+    store.close()
+    assert_clean(pool)

@@ -511,6 +511,16 @@ typedef struct {
 	pthread_mutex_t lock;	/* orders close()'s sleep on idle with the wakeups */
 	pthread_cond_t idle;	/* inflight dropped to 0 while not OPEN, or CLOSED */
 	struct PoolMap *map;	/* borrowed: the PoolMap clears it when it goes */
+	/*
+	 * lookup_many()'s io_uring ring, made at its first use. A ring is one
+	 * thread's at a time: ring_lock serialises its users and protects
+	 * ring, ring_err and ring_msg. Taken with the GIL released, never
+	 * while waiting for it.
+	 */
+	pthread_mutex_t ring_lock;
+	struct beluga_ring *ring;
+	int ring_err;		/* -errno: why there is no ring; 0: none tried yet */
+	char ring_msg[512];	/* libbeluga's message for ring_err */
 } Pool;
 
 typedef struct PoolMap {
@@ -610,6 +620,7 @@ static PyObject *Pool_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 		p->path = PyUnicode_DecodeFSDefault(env && *env ? env : BELUGA_DEVICE_PATH);
 	}
 	pthread_mutex_init(&p->lock, NULL);
+	pthread_mutex_init(&p->ring_lock, NULL);
 	pthread_cond_init(&p->idle, NULL);
 	atomic_init(&p->inflight, 0);
 	atomic_init(&p->state, POOL_OPEN);
@@ -625,10 +636,13 @@ static PyObject *Pool_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 static void Pool_dealloc(Pool *p)
 {
 	/* No call can be in flight: each holds a reference. */
+	beluga_ring_exit(p->ring);
+	p->ring = NULL;
 	if (p->b)
 		beluga_close(p->b);
 	p->b = NULL;
 	pthread_mutex_destroy(&p->lock);
+	pthread_mutex_destroy(&p->ring_lock);
 	pthread_cond_destroy(&p->idle);
 	Py_XDECREF(p->path);
 	Py_TYPE(p)->tp_free((PyObject *)p);
@@ -671,8 +685,10 @@ static PyObject *Pool_close(Pool *p, PyObject *Py_UNUSED(ignored))
 	if (p->map)
 		poolmap_unmap(p->map);
 	Py_BEGIN_ALLOW_THREADS
+	beluga_ring_exit(p->ring);
 	beluga_close(p->b);
 	Py_END_ALLOW_THREADS
+	p->ring = NULL;
 	p->b = NULL;
 	pthread_mutex_lock(&p->lock);
 	p->state = POOL_CLOSED;
@@ -1108,6 +1124,220 @@ fail:
 usage:
 	PyErr_SetString(PyExc_TypeError, "lookup(ns, keys, pin=False)");
 	return NULL;
+}
+
+/*
+ * lookup_many(): many requests' lookups, as io_uring commands through the
+ * pool's ring (RING_ENTRIES per system call) where the module and the
+ * kernel have them, else (and for a request longer than the module's
+ * max_batch, or empty) the plain call; the answers are lookup()'s either
+ * way.
+ */
+#define RING_ENTRIES 64
+
+struct many_request {
+	struct keys_arg k;
+	PyObject *arr;		/* with pin: the offsets' array('Q') */
+	uint64_t *offs;		/* its storage, or NULL */
+	ssize_t hits;		/* the answer: hits, or -errno */
+};
+
+/* With ring_lock held. Failing once is remembered: Pool.ring_error says why. */
+static struct beluga_ring *pool_ring(Pool *p)
+{
+	int ret;
+
+	if (p->ring || p->ring_err)
+		return p->ring;
+	ret = beluga_ring_init(p->b, RING_ENTRIES, 0, &p->ring);
+	if (ret) {
+		p->ring_err = ret;
+		snprintf(p->ring_msg, sizeof(p->ring_msg), "%s", beluga_last_error(p->b));
+	}
+	return p->ring;
+}
+
+/*
+ * Give up the ring after io_uring itself failed (not a command): its
+ * commands in flight are waited for by beluga_ring_exit() and their
+ * answers lost, so a pinned lookup among them leaves pins that only
+ * close() returns. Only a broken io_uring gets here (-EINTR, -EAGAIN and
+ * -EBUSY are retried).
+ */
+static void pool_ring_broken(Pool *p, ssize_t err)
+{
+	p->ring_err = (int)err;
+	snprintf(p->ring_msg, sizeof(p->ring_msg),
+		 "io_uring failed while commands were in flight (%s); lookup_many() "
+		 "makes plain calls from now on", strerror((int)-err));
+	beluga_ring_exit(p->ring);
+	p->ring = NULL;
+}
+
+/* With the GIL released, between pool_enter() and pool_leave(). */
+static void lookup_many_run(Pool *p, uint64_t ns, struct many_request *rq, size_t n,
+			    uint32_t flags)
+{
+	struct beluga_ring_result res[RING_ENTRIES];
+	struct beluga_ring *ring;
+	size_t next = 0, queued, i;
+	ssize_t got;
+	int ret;
+
+	pthread_mutex_lock(&p->ring_lock);
+	while (next < n) {
+		ring = pool_ring(p);
+		queued = 0;
+		while (next < n && queued < RING_ENTRIES) {
+			struct many_request *r = &rq[next];
+
+			ret = ring && r->k.n ?
+			      beluga_ring_queue_lookup(ring, ns, r->k.keys, r->k.n, r->offs,
+						       flags, next) : -E2BIG;
+			if (!ret)
+				queued++;
+			else	/* no ring, an empty request, or over max_batch */
+				r->hits = beluga_lookup(p->b, ns, r->k.keys, r->k.n, r->offs,
+							flags);
+			next++;
+		}
+		if (!queued)
+			continue;
+		do
+			got = beluga_ring_submit_and_wait(ring, res, RING_ENTRIES);
+		while (got == -EINTR || got == -EAGAIN || got == -EBUSY);
+		if (got < 0) {
+			pool_ring_broken(p, got);
+			/* The queued requests are the last @queued of [0, next). */
+			for (i = next; queued; i--)
+				if (rq[i - 1].k.n) {
+					rq[i - 1].hits = got;
+					queued--;
+				}
+			continue;
+		}
+		for (i = 0; i < (size_t)got; i++)
+			rq[res[i].user_data].hits = res[i].res ? (ssize_t)res[i].res :
+								   (ssize_t)res[i].hits;
+	}
+	pthread_mutex_unlock(&p->ring_lock);
+}
+
+static void many_requests_free(struct many_request *rq, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		keys_release(&rq[i].k);
+		Py_XDECREF(rq[i].arr);
+	}
+	PyMem_Free(rq);
+}
+
+/*
+ * On a failed request, the pins the others took are given back and the
+ * first failure (in request order) is raised: nothing is half done.
+ */
+static PyObject *lookup_many_results(Pool *p, struct many_request *rq, size_t n, int pin)
+{
+	PyObject *list, *item, *hits;
+	size_t i;
+
+	for (i = 0; i < n && rq[i].hits >= 0; i++)
+		;
+	if (i < n) {
+		/* Raised first: the releases must not replace its message. */
+		raise_beluga((int)rq[i].hits);
+		for (i = 0; pin && i < n; i++)
+			if (rq[i].hits > 0)
+				POOL_CALL(p, beluga_release(p->b, rq[i].offs, (size_t)rq[i].hits));
+		return NULL;
+	}
+	list = PyList_New((Py_ssize_t)n);
+	for (i = 0; list && i < n; i++) {
+		if (!pin) {
+			item = count_result(rq[i].hits);
+		} else {
+			hits = PyLong_FromSsize_t(rq[i].hits);
+			item = NULL;
+			if (hits && !PySequence_DelSlice(rq[i].arr, rq[i].hits,
+							 (Py_ssize_t)rq[i].k.n))
+				item = PyTuple_Pack(2, hits, rq[i].arr);
+			Py_XDECREF(hits);
+		}
+		if (!item)
+			Py_CLEAR(list);
+		else
+			PyList_SET_ITEM(list, (Py_ssize_t)i, item);
+	}
+	if (!list && pin)	/* not reached in practice; never leak a pin */
+		for (i = 0; i < n; i++)
+			POOL_CALL(p, beluga_release(p->b, rq[i].offs, (size_t)rq[i].hits));
+	return list;
+}
+
+static PyObject *Pool_lookup_many(Pool *p, PyObject *args, PyObject *kwds)
+{
+	static char *kwlist[] = { "ns", "requests", "pin", NULL };
+	PyObject *ns_obj, *requests, *seq, *result = NULL;
+	struct many_request *rq;
+	size_t n, parsed = 0;
+	uint64_t ns;
+	int pin = 0;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO|p:lookup_many", kwlist, &ns_obj,
+					 &requests, &pin))
+		return NULL;
+	if (get_ns(ns_obj, &ns))
+		return NULL;
+	seq = PySequence_Fast(requests, "requests must be a sequence of key buffers "
+			      "(one per request, each as lookup()'s keys)");
+	if (!seq)
+		return NULL;
+	n = (size_t)PySequence_Fast_GET_SIZE(seq);
+	rq = PyMem_Calloc(n ? n : 1, sizeof(*rq));
+	if (!rq) {
+		Py_DECREF(seq);
+		return PyErr_NoMemory();
+	}
+	for (; parsed < n; parsed++) {
+		struct many_request *r = &rq[parsed];
+		char what[48];
+
+		snprintf(what, sizeof(what), "requests[%zu]", parsed);
+		if (get_keys(PySequence_Fast_GET_ITEM(seq, (Py_ssize_t)parsed), &r->k, what))
+			goto out;
+		if (pin) {
+			r->arr = new_array(zero_q, (Py_ssize_t)r->k.n, (void **)&r->offs);
+			if (!r->arr) {
+				keys_release(&r->k);
+				goto out;
+			}
+		}
+	}
+	if (pool_enter(p))
+		goto out;
+	POOL_CALL(p, lookup_many_run(p, ns, rq, n, pin ? BELUGA_LOOKUP_PIN : 0));
+	result = lookup_many_results(p, rq, n, pin);
+	pool_leave(p);
+out:
+	many_requests_free(rq, parsed);
+	Py_DECREF(seq);
+	return result;
+}
+
+static PyObject *Pool_get_ring_error(Pool *p, void *Py_UNUSED(c))
+{
+	char msg[sizeof(p->ring_msg)];
+	int err;
+
+	pthread_mutex_lock(&p->ring_lock);
+	err = p->ring_err;
+	memcpy(msg, p->ring_msg, sizeof(msg));
+	pthread_mutex_unlock(&p->ring_lock);
+	if (!err)
+		Py_RETURN_NONE;
+	return PyUnicode_FromString(msg);
 }
 
 static PyObject *attach_dict(const struct beluga_attach *a)
@@ -1659,6 +1889,11 @@ static PyMethodDef Pool_methods[] = {
 	{ "lookup", (PyCFunction)(void (*)(void))Pool_lookup, METH_FASTCALL | METH_KEYWORDS,
 	  "lookup(ns, keys, pin=False) -> (hits, offsets): the leading run of keys present; "
 	  "offsets is None, or with pin=True an array('Q') of the hits' pinned blocks" },
+	{ "lookup_many", (PyCFunction)(void (*)(void))Pool_lookup_many,
+	  METH_VARARGS | METH_KEYWORDS,
+	  "lookup_many(ns, requests, pin=False) -> [lookup(ns, keys, pin) for keys in requests], "
+	  "through io_uring (64 requests per system call) where the module and kernel have "
+	  "it (ring_error says why not); a failed request raises and releases the others' pins" },
 	{ "attach_dax", (PyCFunction)(void (*)(void))Pool_attach_dax, METH_VARARGS | METH_KEYWORDS,
 	  "attach_dax(dax, block_size=0, shared=False, host_id=-1, format=False) -> dict" },
 	{ "attach_node", (PyCFunction)(void (*)(void))Pool_attach_node,
@@ -1685,6 +1920,8 @@ static PyGetSetDef Pool_getset[] = {
 	{ "block_size", (getter)Pool_get_block_size, NULL,
 	  "bytes per block (0 while no region is attached)", NULL },
 	{ "map_size", (getter)Pool_get_map_size, NULL, "bytes of offset space", NULL },
+	{ "ring_error", (getter)Pool_get_ring_error, NULL,
+	  "None, or why lookup_many() makes plain calls (no io_uring commands here)", NULL },
 	{ NULL, NULL, NULL, NULL, NULL },
 };
 

@@ -468,6 +468,23 @@ class KVStore:
         self._count(lookups=1, hits=blocks, misses=n - blocks)
         return blocks
 
+    def lookup_many(self, requests):
+        """``[lookup(keys) for keys in requests]`` in one call: through the
+        pool's io_uring ring where the module has it (one system call per 64
+        requests; ``Pool.ring_error`` says why not), so a scheduler probing
+        many requests or blocks does not pay a system call for each."""
+        bufs = [_keybuf(keys) for keys in requests]
+        m = self.layout.parts
+        answers = self.pool.lookup_many(self.ns.value, [_keys.part_keys(kb, m) for kb in bufs])
+        out, asked = [], 0
+        for kb, (hits, _) in zip(bufs, answers):
+            out.append(hits // m)
+            asked += len(kb) // KEY_BYTES
+        probes = sum(1 for kb in bufs if kb)
+        if probes:
+            self._count(lookups=probes, hits=sum(out), misses=asked - sum(out))
+        return out
+
     def pin(self, keys):
         """Pin the leading run of ``keys`` that is present: a ``Pinned``."""
         kb = _keybuf(keys)

@@ -230,8 +230,9 @@ class BelugaOffloadingManagerImpl:
             store = self._spec.stores.get(group)
             if store is None:
                 continue
-            todo = [key for key in group_keys
-                    if key not in st.storing and store.lookup(self._store_key(key)[1]) == 0]
+            fresh = [key for key in group_keys if key not in st.storing]
+            present = store.lookup_many([self._store_key(key)[1] for key in fresh])
+            todo = [key for key, hits in zip(fresh, present) if hits == 0]
             wanted += len(todo)
             alloc = store.allocate(len(todo))
             offsets = alloc.detach()           # the request state owns them now
