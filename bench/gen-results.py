@@ -12,7 +12,12 @@ fresh targets, sweeps, passes or calls, as recorded) with the count.
 Standard library only (CI's Debian python3).
 """
 import json
+import os
 import sys
+
+sys.dont_write_bytecode = True     # no __pycache__ in the source tree
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "peers"))
+import peers_report  # noqa: E402  (bench/peers/peers_report.py)
 
 
 def load(path):
@@ -353,6 +358,8 @@ def main():
     w("")
     # ---- ring -------------------------------------------------------------
     ring_section(w, recs)
+    # ---- peers ------------------------------------------------------------
+    o.extend(peers_report.section(recs))
     w("## What the figures say (causes; the numbers are in the tables above)")
     w("")
     lh = {x["op"]: x for x in sel(recs, kind="lockhold")}
@@ -420,6 +427,7 @@ def main():
         for x in sel(recs, kind="lockhold", op="lookup_pin"):
             r.append(f"| host core: longest pool-lock hold, pinned LOOKUP {x['n']} (ns) | "
                      f"{stat(x, 'pool_lock_ns', 0)} | before/after figure | - |")
+        r.extend(peers_report.readme_rows(recs))
         mem = sel(recs, kind="memory")
         if mem:
             r.append(f"| metadata bytes per block | {mem[-1]['bytes_per_block']:.0f} | - | - |")

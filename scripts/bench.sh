@@ -20,7 +20,7 @@
 #   --guest          with --smoke: also a short guest run
 #   --host-only      skip the guest
 #   --guest-only     skip the host sections
-#   --sections LIST  subset of "meta data scale replay conc ring probe python"
+#   --sections LIST  subset of "meta data scale replay conc ring probe python peers"
 #                    (default all); conc: 1 vs 2 workers of pinned LOOKUP+RELEASE
 #                    (kernel, core, rpc-shm-polled); ring: 64-key LOOKUPs through
 #                    the ioctl, io_uring (1/8/64 per submit, SQPOLL), the polled
@@ -28,7 +28,10 @@
 #                    the metadata bytes per block (host only);
 #                    python: bench/python (the binding's overhead against C, the
 #                    mini engine's TTFT on a scaled-down trace replay); in the
-#                    guest it runs the host's /usr/bin/python3 over 9p
+#                    guest it runs the host's /usr/bin/python3 over 9p;
+#                    peers: Mooncake Store and LMCache's CPU backend beside
+#                    Beluga's fake-kernel core (host only, bench/peers; the
+#                    lmcache engine venv, built here by a full run)
 #   --trace FILE     the Mooncake trace (default ../shared/data/mooncake_conversation_trace.jsonl)
 #   --timeout SECS   guest time limit (default 5400; smoke 900)
 #   --guest-cmd ARGS instead of the sections, run "belbench ARGS" in the guest
@@ -37,7 +40,8 @@
 set -euo pipefail
 . "$(dirname "$0")/vm/lib.sh"
 
-smoke=0 guest=1 host=1 guest_smoke=0 sections="meta data scale replay conc ring probe python" tmo="" gcmds=""
+all_sections="meta data scale replay conc ring probe python peers"
+smoke=0 guest=1 host=1 guest_smoke=0 sections=$all_sections tmo="" gcmds=""
 trace=$BELUGA_ROOT/../shared/data/mooncake_conversation_trace.jsonl
 while [ $# -gt 0 ]; do
 	case $1 in
@@ -79,7 +83,7 @@ git -C "$BELUGA_ROOT" diff --quiet HEAD -- . ":!bench/RESULTS.md" ":!bench/plots
 	commit="$commit+changes"
 full_run=0
 [ $smoke -eq 0 ] && [ $host -eq 1 ] && [ $guest -eq 1 ] && [ -z "$gcmds" ] &&
-	[ "$sections" = "meta data scale replay conc ring probe python" ] && full_run=1
+	[ "$sections" = "$all_sections" ] && full_run=1
 log "building belbench (host and static)"
 make -s -C "$BELUGA_ROOT/bench" all OUT="$out" >&2
 B=$out/host/belbench
@@ -141,6 +145,63 @@ if [ $host -eq 1 ]; then
 				"$BELUGA_ROOT/bench/python/mini_replay.py" --fake --env host-fake --out "$res" \
 				--trace "$trace" "${pyq[@]}" || log "bench/python/mini_replay.py failed"
 		fi
+	fi
+fi
+
+# ---- host: the peers (bench/peers/README.md) -----------------------------------
+# peers_python: sets ppy to the lmcache engine venv's python when it has
+# LMCache and Mooncake Store (a full run builds it; a smoke run uses it where
+# the engine lane built it), else fails with the reason in peers_why
+peers_python() {
+	ppy=$BELUGA_BUILD/venv-lmcache/bin/python peers_why=
+	if [ $smoke -eq 0 ] && ! "$BELUGA_ROOT/scripts/engine-venv.sh" lmcache >&2; then
+		peers_why="scripts/engine-venv.sh lmcache failed (see above)"
+	elif [ ! -x "$ppy" ]; then
+		peers_why="no $ppy (scripts/engine-venv.sh lmcache builds it: about 6.5 GB, torch included)"
+	elif ! "$ppy" -c 'import lmcache, mooncake.store' 2>/dev/null; then
+		peers_why="$ppy lacks lmcache or mooncake: rebuild it with scripts/engine-venv.sh lmcache"
+	fi
+	[ -z "$peers_why" ]
+}
+
+# in_private_net CMD...: CMD in a network namespace of its own (root, unshare
+# and veth needed), so that what a peer binds to 0.0.0.0 (Mooncake's transfer
+# engine does, whatever MC_TCP_BIND_ADDRESS says) is reachable from inside it
+# only. Besides the loopback it holds a veth pair with a private address, both
+# ends inside: Mooncake's transfer engine refuses to start without an
+# interface other than the loopback. Otherwise CMD as it is, recorded as
+# netns=no.
+in_private_net() {
+	local setup='ip link set lo up && ip link add peers0 type veth peer name peers1 &&
+		ip addr add 10.254.0.1/32 dev peers0 && ip link set peers0 up && ip link set peers1 up'
+	if [ "$(id -u)" -eq 0 ] && command -v ip >/dev/null && unshare -n sh -c "$setup" 2>/dev/null; then
+		unshare -n sh -c "$setup"' && BELUGA_PEERS_NETNS=private exec "$@"' sh "$@"
+	else
+		log "peers: no private network namespace (needs root, unshare and veth): the peers listen on this host's interfaces"
+		BELUGA_PEERS_NETNS=no "$@"
+	fi
+}
+
+peers_ok=1
+if [ $host -eq 1 ] && has peers; then
+	if [ $py_ok -eq 0 ] && ! make -s -C "$BELUGA_ROOT/userspace" python >&2; then
+		log "peers: SKIP: the Python binding does not build"
+	elif ! peers_python; then
+		log "peers: SKIP: $peers_why"
+	else
+		pargs=(--out "$res" --run-dir "$out/peers-run")
+		if [ $smoke -eq 1 ]; then
+			parts=("meta,data --block-size 16K --rounds 1 --ops 20 --counts 1,16 --samples 2")
+		else
+			parts=("meta,data --block-size 16K" "data --block-size 4M")
+		fi
+		rm -rf "$out/peers-run"
+		for part in "${parts[@]}"; do
+			# shellcheck disable=SC2086 # the part's words are options
+			in_private_net env PYTHONPATH="$BELUGA_ROOT/userspace/build/python-fake:$BELUGA_ROOT/bench/python" \
+				"$ppy" "$BELUGA_ROOT/bench/peers/peers.py" "${pargs[@]}" --parts $part ||
+				{ log "bench/peers/peers.py --parts $part failed (logs in $out/peers-run)"; peers_ok=0; }
+		done
 	fi
 fi
 
@@ -244,10 +305,11 @@ fi
 	printf '{"generated":"%s","commit":"%s","host":"%s","smoke":%s,"loadavg":"%s","cpus":%s,"records":[\n' \
 		"$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$commit" "$(uname -nr | tr -d '"')" \
 		"$([ $smoke -eq 1 ] && echo true || echo false)" "$loadavg" "$(nproc)"
-	cat "$res"/*.jsonl 2>/dev/null | sed '$!s/$/,/'
+	# (a run whose sections all skipped has no records: an empty list)
+	{ cat "$res"/*.jsonl 2>/dev/null || true; } | sed '$!s/$/,/'
 	printf ']}\n'
 } >"$json"
-log "wrote $json ($(cat "$res"/*.jsonl 2>/dev/null | wc -l) records)"
+log "wrote $json ($({ cat "$res"/*.jsonl 2>/dev/null || true; } | wc -l) records)"
 
 "$BELUGA_ROOT/bench/report.sh" "$res"
 
@@ -275,5 +337,5 @@ fi
 plots_msg=$("$BELUGA_ROOT/bench/draw-plots.sh" "$res" "$plots" 2>&1) || plots_failed=1
 echo "$plots_msg" >&2
 [ -z "${plots_failed:-}" ] || log "the plots were not drawn (see above: bench/draw-plots.sh); the results are complete"
-[ $guest_ok -eq 1 ] || exit 1
+[ $guest_ok -eq 1 ] && [ $peers_ok -eq 1 ] || exit 1
 exit 0

@@ -1,0 +1,596 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: GPL-2.0
+"""Beluga beside the stores a user would run instead, measured in one run.
+
+    peers.py --parts meta,data --out DIR --run-dir DIR [--block-size 16K] [--rounds 5] [--ops 200]
+    peers.py --parts data --out DIR --run-dir DIR --block-size 4M [--counts 1,16,64] [--samples 7]
+
+Run by scripts/bench.sh (section `peers`) with the `lmcache` engine venv's
+python (LMCache 0.5.6 and Mooncake Store, tests/engines/lmcache.lock) and
+PYTHONPATH holding the fake-kernel binding (userspace/build/python-fake) and
+bench/python: Beluga here is the portable core in-process behind libbeluga's
+fake kernel (a memfd mapping, no system call), as every host row of the bench.
+
+The peers, each started, warmed, measured and stopped by this script:
+- Mooncake Store: Mooncake's HTTP metadata server (its
+  mooncake_http_metadata_server, bound to 127.0.0.1), mooncake_master (RPC
+  and admin on 127.0.0.1), a second process that holds the store's memory
+  (a MooncakeDistributedStore client that mounts the global segment), and
+  the measuring client in this process (global segment 0, so that every
+  byte crosses the TCP transport to the segment holder, as in a deployment
+  with a dedicated cache tier). Process ids in RUN_DIR/pids, logs in
+  RUN_DIR/*.log.
+- LMCache: its LocalCPUBackend (the CPU DRAM tier every LMCache user has),
+  in this process, through the calls LMCache's storage manager makes.
+
+Parts (one process may run both, which saves starting LMCache and Mooncake twice):
+- meta: a 64-key prefix lookup, all hits. Beluga: KVStore.lookup (the layer
+  engines call) and the raw binding's Pool.lookup; Mooncake:
+  batch_is_exist through its master; LMCache: contains() key by key until
+  the first miss (the synchronous path), and batched_async_contains (the
+  asynchronous one, driven without an event loop). Each operation is timed
+  on its own; targets take turns in blocks of --ops operations, in an order
+  rotated every round. Per target: p50, p99, min, max of all operations;
+  per peer: p50 / Beluga's p50 round by round (median, min, max).
+- data: store and load of 1, 16 and 64 blocks of --block-size bytes
+  through each peer's real client, against Beluga's mapping (KVStore.store,
+  KVStore.load) and against memcpy of the same bytes between two anonymous
+  buffers. Fresh keys for every store; every loaded block is compared byte
+  for byte with what was stored (a mismatch aborts the run); a sample's keys
+  are removed at the peer's next turn, outside the timing, so that no store
+  evicts.
+"""
+
+import argparse
+import hashlib
+import json
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import zlib
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "python"))
+from fake_pool import use_fake_kernel  # noqa: E402
+
+KEYS = 64
+
+
+def size_arg(text):
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    t = text.strip().upper()
+    return int(t[:-1]) * units[t[-1]] if t and t[-1] in units else int(t)
+
+
+def parse():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--parts", required=True, help="meta, data or meta,data")
+    ap.add_argument("--out", required=True, help="directory for peers-*-ENV.jsonl")
+    ap.add_argument("--run-dir", required=True, help="directory for the peers' pids and logs")
+    ap.add_argument("--env", default="host-fake")
+    ap.add_argument("--block-size", type=size_arg, default=16 << 10)
+    ap.add_argument("--counts", default="1,16,64")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--ops", type=int, default=200, help="meta: operations per target per round")
+    ap.add_argument("--samples", type=int, default=7, help="data: samples per count")
+    ap.add_argument("--segment-host", default=None, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    args.parts = args.parts.split(",")
+    if not set(args.parts) <= {"meta", "data"}:
+        ap.error(f"--parts {','.join(args.parts)}: name meta, data or both")
+    return args
+
+
+# ---- the peers' processes --------------------------------------------------
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Processes:
+    """The peers' server processes: started with their logs in run_dir,
+    their pids listed in run_dir/pids, stopped by pid (TERM, then KILL)."""
+
+    def __init__(self, run_dir):
+        self.run_dir = run_dir
+        self.procs = []
+        os.makedirs(run_dir, exist_ok=True)
+
+    def start(self, name, argv, env=None):
+        log = open(os.path.join(self.run_dir, name + ".log"), "w")
+        p = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                             cwd=self.run_dir, env=env, start_new_session=True)
+        log.close()
+        self.procs.append((name, p))
+        with open(os.path.join(self.run_dir, "pids"), "a") as f:
+            f.write(f"{name} {p.pid} {' '.join(argv)}\n")
+        return p
+
+    def check(self):
+        for name, p in self.procs:
+            if p.poll() is not None:
+                raise RuntimeError(f"{name} (pid {p.pid}) exited with status {p.returncode}: "
+                                   f"see {os.path.join(self.run_dir, name + '.log')}")
+
+    def stop(self):
+        for name, p in reversed(self.procs):
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+                try:
+                    p.wait(10)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait()
+            with open(os.path.join(self.run_dir, "pids"), "a") as f:
+                f.write(f"{name} {p.pid} stopped, status {p.returncode}\n")
+        self.procs = []
+
+
+def wait_port(port, what, procs, timeout=30):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        procs.check()
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.1)
+    raise RuntimeError(f"{what} did not listen on 127.0.0.1:{port} within {timeout} s "
+                       f"(logs in {procs.run_dir})")
+
+
+def listening_sockets():
+    """`ss -ltnp` of the moment: where each process listens (kept in the run dir)."""
+    try:
+        return subprocess.run(["ss", "-ltnp"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"ss failed: {e}\n"
+
+
+# ---- the targets -------------------------------------------------------------
+
+def bench_layout(block_size):
+    """A KV layout whose engine block is exactly block_size bytes (16 tokens,
+    float16): the DESIGN's Qwen3-32B block at 4 MiB, a small model below."""
+    from beluga.layout import BlockLayout, ModelSpec
+    if block_size == 4 << 20:
+        spec = ModelSpec(model="Qwen/Qwen3-32B", num_layers=64, num_kv_heads=8, head_dim=128)
+    else:
+        per_token = block_size // 16 // 2      # bytes per token / float16
+        if block_size % (16 * 2 * 2 * 16) or per_token % (2 * 16):
+            raise SystemExit(f"--block-size {block_size}: use a multiple of 1 KiB")
+        spec = ModelSpec(model="bench/small", num_layers=per_token // (2 * 16), num_kv_heads=1,
+                         head_dim=16)
+    return spec
+
+
+class Beluga:
+    name = "beluga"
+
+    def __init__(self, block_size, blocks):
+        use_fake_kernel(f"dax0.0:{max(64, blocks * block_size >> 20)}M", block_size)
+        import beluga
+        from beluga.layout import BlockLayout
+        from beluga.store import KVStore
+        self.beluga = beluga
+        self.pool = beluga.Pool(writable=True)
+        spec = bench_layout(block_size)
+        self.kv = KVStore(self.pool, BlockLayout(spec, self.pool.block_size), salt="peers-bench")
+        if self.kv.layout.block_bytes != block_size or self.kv.layout.parts != 1:
+            raise RuntimeError(f"layout of {self.kv.layout.block_bytes} bytes for {block_size}")
+        self.version = getattr(beluga, "__version__", "?")
+
+    @staticmethod
+    def keys(tag, n):
+        return b"".join(hashlib.blake2b(f"{tag}:{i}".encode(), digest_size=16).digest()
+                        for i in range(n))
+
+    def store(self, keys, blocks):
+        r = self.kv.store(keys, blocks=blocks)
+        if r.stored != len(blocks):
+            raise RuntimeError(f"beluga stored {r.stored} of {len(blocks)} blocks: {r}")
+
+    def load(self, keys, outs):
+        r = self.kv.load(keys, out=outs)
+        if r.loaded != len(outs):
+            raise RuntimeError(f"beluga loaded {r.loaded} of {len(outs)} blocks")
+
+    def remove(self, keys):
+        for i in range(0, len(keys), 16):
+            self.kv.evict_block(keys[i:i + 16])
+
+    def lookup(self, keys):
+        return self.kv.lookup(keys)
+
+    def raw_lookup(self, keys):
+        hits, _ = self.pool.lookup(self.kv.ns.value, keys, pin=False)
+        return hits
+
+
+class Mooncake:
+    name = "mooncake"
+
+    def __init__(self, procs, block_size, blocks, bufs):
+        import importlib.metadata as md
+        from mooncake.store import MooncakeDistributedStore
+        self.version = md.version("mooncake-transfer-engine-non-cuda")
+        bindir = os.path.dirname(sys.executable)
+        meta_port, rpc_port, admin_port = free_port(), free_port(), free_port()
+        # The master's own HTTP metadata server (--enable_http_metadata_server)
+        # listens on 0.0.0.0 whatever --http_metadata_server_host says (0.3.13.post1):
+        # Mooncake's standalone one takes --host.
+        procs.start("mooncake-metadata", [os.path.join(bindir, "mooncake_http_metadata_server"),
+                                          "--host", "127.0.0.1", "--port", str(meta_port)])
+        wait_port(meta_port, "mooncake_http_metadata_server", procs)
+        # A read leases an object (it cannot be removed or evicted until the
+        # lease ends; 10 s by default) and fails when the lease ends before
+        # the transfer does. The bench removes each sample's keys at the
+        # peer's next turn: the lease is short, so that the wait is, but long
+        # enough for a get of every block at 125 MB/s (a loaded machine).
+        self.lease_ms = max(500, blocks * block_size // 125000)
+        procs.start("mooncake-master", [os.path.join(bindir, "mooncake_master"),
+                                        "--rpc_address=127.0.0.1", f"--rpc_port={rpc_port}",
+                                        "--metrics_host=127.0.0.1", f"--metrics_port={admin_port}",
+                                        "--enable_metric_reporting=false",
+                                        f"--default_kv_lease_ttl={self.lease_ms}"])
+        wait_port(rpc_port, "mooncake_master", procs)
+        self.metadata = f"http://127.0.0.1:{meta_port}/metadata"
+        self.master = f"127.0.0.1:{rpc_port}"
+        self.segment = max(256 << 20, 2 * blocks * block_size + (64 << 20))
+        ready = os.path.join(procs.run_dir, "mooncake-segment.ready")
+        procs.start("mooncake-segment", [sys.executable, os.path.abspath(__file__), "--parts", "meta",
+                                         "--out", procs.run_dir, "--run-dir", procs.run_dir,
+                                         "--segment-host",
+                                         json.dumps([self.metadata, self.master, self.segment, ready])])
+        deadline = time.monotonic() + 60
+        while not os.path.exists(ready):
+            procs.check()
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the Mooncake segment holder did not come up in 60 s "
+                                   f"(see {procs.run_dir}/mooncake-segment.log)")
+            time.sleep(0.1)
+        self.store_ = MooncakeDistributedStore()
+        rc = self.store_.setup("127.0.0.1", self.metadata, 0, 16 << 20, "tcp", "", self.master)
+        if rc != 0:
+            raise RuntimeError(f"MooncakeDistributedStore.setup returned {rc}")
+        for b in bufs:
+            rc = self.store_.register_buffer(b.ctypes.data, b.nbytes)
+            if rc != 0:
+                raise RuntimeError(f"Mooncake register_buffer returned {rc}")
+        self.config = (f"TCP transport; HTTP metadata server and master on 127.0.0.1; store memory "
+                       f"in a separate client process (global segment {self.segment >> 20} MiB); "
+                       f"the measuring client mounts none (every byte crosses TCP); "
+                       f"lease {self.lease_ms} ms")
+
+    @staticmethod
+    def keys(tag, n):
+        return [f"{tag}:{i}" for i in range(n)]
+
+    def store(self, keys, blocks):
+        r = self.store_.batch_put_from(keys, [b.ctypes.data for b in blocks], [b.nbytes for b in blocks])
+        if any(x != 0 for x in r):
+            raise RuntimeError(f"Mooncake batch_put_from returned {r}")
+
+    def load(self, keys, outs):
+        r = self.store_.batch_get_into(keys, [b.ctypes.data for b in outs], [b.nbytes for b in outs])
+        if any(x != b.nbytes for x, b in zip(r, outs)):
+            raise RuntimeError(f"Mooncake batch_get_into returned {r}")
+
+    OBJECT_HAS_LEASE = -706         # mooncake-store's ErrorCode: a read's lease still runs
+
+    def remove(self, keys):
+        """Remove keys, waiting out their leases (a batch may be removed in
+        part: the keys removed leave the batch, the leased ones are retried)."""
+        deadline = time.monotonic() + 10
+        while keys:
+            r = self.store_.batch_remove(keys)
+            if any(x not in (0, self.OBJECT_HAS_LEASE) for x in r) or time.monotonic() > deadline:
+                raise RuntimeError(f"Mooncake batch_remove returned {r} for {len(keys)} keys")
+            keys = [k for k, x in zip(keys, r) if x == self.OBJECT_HAS_LEASE]
+            if keys:
+                time.sleep(0.002)
+
+    def lookup(self, keys):
+        hits = 0
+        for x in self.store_.batch_is_exist(keys):
+            if x != 1:
+                break
+            hits += 1
+        return hits
+
+    def close(self):
+        self.store_.close()
+
+
+def segment_host(spec):
+    """--segment-host: the process that holds Mooncake Store's memory."""
+    from mooncake.store import MooncakeDistributedStore
+    metadata, master, segment, ready = json.loads(spec)
+    # blocked, so that sigwait takes them and the store unmounts its segment
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
+    s = MooncakeDistributedStore()
+    rc = s.setup("127.0.0.1", metadata, segment, 16 << 20, "tcp", "", master)
+    if rc != 0:
+        sys.exit(f"segment holder: setup returned {rc}")
+    open(ready, "w").close()
+    signal.sigwait({signal.SIGTERM, signal.SIGINT})
+    s.close()
+
+
+class LMCacheCPU:
+    name = "lmcache-cpu"
+
+    def __init__(self, block_size, blocks):
+        import importlib.metadata as md
+        import torch
+        from lmcache.utils import CacheEngineKey
+        from lmcache.v1.config import LMCacheEngineConfig
+        from lmcache.v1.metadata import LMCacheMetadata
+        from lmcache.v1.pin_monitor import PinMonitor
+        from lmcache.v1.storage_backend.local_cpu_backend import LocalCPUBackend
+        self.torch, self.Key = torch, CacheEngineKey
+        self.version = md.version("lmcache")
+        spec = bench_layout(block_size)
+        heads = spec.num_kv_heads * spec.head_dim
+        self.shape = torch.Size([2, spec.num_layers, spec.tokens_per_block, heads])
+        self.dtype = torch.float16
+        gib = max(0.25, 2 * blocks * block_size / (1 << 30))
+        config = LMCacheEngineConfig.from_defaults(chunk_size=spec.tokens_per_block, local_cpu=True,
+                                                   max_local_cpu_size=gib)
+        meta = LMCacheMetadata(model_name=spec.model, world_size=1, local_world_size=1, worker_id=0,
+                               local_worker_id=0, kv_dtype=self.dtype,
+                               kv_shape=(spec.num_layers, 2, spec.tokens_per_block,
+                                         spec.num_kv_heads, spec.head_dim),
+                               chunk_size=spec.tokens_per_block)
+        PinMonitor.GetOrCreate(config, meta)
+        self.backend = LocalCPUBackend(config, meta, dst_device="cpu")
+        self.model = spec.model
+        self.config = f"LocalCPUBackend, {gib:.2f} GiB, chunk {spec.tokens_per_block} tokens, float16"
+
+    def keys(self, tag, n):
+        base = zlib.crc32(tag.encode())
+        return [self.Key(model_name=self.model, world_size=1, worker_id=0,
+                         chunk_hash=(base << 8) + i, dtype=self.dtype) for i in range(n)]
+
+    def _bytes(self, obj):
+        """A memory object's bytes as a numpy view: the copies in and out are
+        numpy's, as Beluga's and memcpy's are (torch's copy_ would add its
+        thread pool, which an engine's device copy does not use)."""
+        return obj.tensor.view(-1).view(self.torch.uint8).numpy()
+
+    def store(self, keys, blocks):
+        objs = self.backend.batched_allocate(self.shape, self.dtype, len(blocks))
+        if objs is None:
+            raise RuntimeError("LMCache batched_allocate gave nothing")
+        for o, b in zip(objs, blocks):
+            np.copyto(self._bytes(o), b)
+        self.backend.batched_submit_put_task(keys, objs)
+        for o in objs:
+            o.ref_count_down()      # the backend holds its own reference
+
+    def load(self, keys, outs):
+        for k, b in zip(keys, outs):
+            o = self.backend.get_blocking(k)
+            if o is None:
+                raise RuntimeError(f"LMCache lost {k}")
+            np.copyto(b, self._bytes(o))
+            o.ref_count_down()
+
+    def remove(self, keys):
+        for k in keys:
+            if not self.backend.remove(k):
+                raise RuntimeError(f"LMCache could not remove {k}")
+
+    def lookup(self, keys):
+        hits = 0
+        for k in keys:
+            if not self.backend.contains(k):
+                break
+            hits += 1
+        return hits
+
+    def batched_lookup(self, keys):
+        coro = self.backend.batched_async_contains("bench", keys)
+        try:
+            coro.send(None)
+        except StopIteration as done:
+            return done.value
+        coro.close()
+        raise RuntimeError("LMCache's batched_async_contains awaited something")
+
+    def close(self):
+        self.backend.close()
+
+
+# ---- statistics and records -------------------------------------------------
+
+def pct(xs, q):
+    s = sorted(xs)
+    return s[min(len(s) - 1, int(q * len(s)))]
+
+
+class Records:
+    def __init__(self, args):
+        parts = "-".join(args.parts)
+        self.path = os.path.join(args.out, f"peers-{parts}-{args.block_size >> 10}k-{args.env}.jsonl")
+        self.env = args.env
+        self.base = {"section": "peers", "env": args.env, "block_bytes": args.block_size}
+        self.f = open(self.path, "w")
+
+    def add(self, **kw):
+        r = dict(self.base, **kw)
+        self.f.write(json.dumps(r) + "\n")
+        self.f.flush()
+
+    def ratio(self, what, peer, rounds, **kw):
+        self.add(kind="ratio", what=what, peer=peer, value=statistics.median(rounds),
+                 run_min=min(rounds), run_max=max(rounds), runs=len(rounds), **kw)
+
+
+def meta_part(args, beluga, mooncake, lmc, rec):
+    keys = {"beluga": beluga.keys("meta", KEYS), "mooncake": mooncake.keys("meta", KEYS),
+            "lmcache": lmc.keys("meta", KEYS)}
+    blocks = [np.full(args.block_size, i, np.uint8) for i in range(KEYS)]
+    beluga.store(keys["beluga"], blocks)
+    mooncake.store(keys["mooncake"], blocks)
+    lmc.store(keys["lmcache"], blocks)
+    targets = {
+        "beluga KVStore.lookup": (beluga.lookup, keys["beluga"]),
+        "beluga Pool.lookup (binding)": (beluga.raw_lookup, keys["beluga"]),
+        "mooncake batch_is_exist": (mooncake.lookup, keys["mooncake"]),
+        "lmcache-cpu contains x64": (lmc.lookup, keys["lmcache"]),
+        "lmcache-cpu batched_async_contains": (lmc.batched_lookup, keys["lmcache"]),
+    }
+    ref = "beluga KVStore.lookup"
+    names = list(targets)
+    clock = time.perf_counter_ns
+    for name, (fn, k) in targets.items():        # warm up, and check the answer
+        for _ in range(20):
+            if fn(k) != KEYS:
+                raise RuntimeError(f"{name}: a 64-key lookup of 64 present keys found {fn(k)}")
+    times = {n: [] for n in names}
+    p50 = {n: [] for n in names}
+    for rnd in range(args.rounds):
+        order = names[rnd % len(names):] + names[:rnd % len(names)]
+        for name in order:
+            fn, k = targets[name]
+            t = []
+            for _ in range(args.ops):
+                t0 = clock()
+                hits = fn(k)
+                t.append(clock() - t0)
+                if hits != KEYS:
+                    raise RuntimeError(f"{name}: {hits} hits of {KEYS}")
+            times[name] += t
+            p50[name].append(statistics.median(t))
+    for name in names:
+        t = times[name]
+        rec.add(kind="lat", op="lookup64", target=name, n=KEYS, p50_ns=statistics.median(t),
+                p99_ns=pct(t, 0.99), min_ns=min(t), max_ns=max(t), ops=len(t), rounds=args.rounds)
+        if name != ref:
+            rec.ratio("lookup64", name, [a / b for a, b in zip(p50[name], p50[ref])], ref=ref)
+    return names, times, ref
+
+
+def data_part(args, beluga, mooncake, lmc, src, dst, rec):
+    counts = [int(c) for c in args.counts.split(",")]
+    bs = args.block_size
+    medium = np.empty_like(src)
+    medium[:] = 1                            # faulted in, as the stores' memory is after warm-up
+    peers = {"beluga": beluga, "mooncake": mooncake, "lmcache-cpu": lmc}
+    clock = time.perf_counter_ns
+    results = []
+    for n in counts:
+        sblk = [src[i * bs:(i + 1) * bs] for i in range(n)]
+        dblk = [dst[i * bs:(i + 1) * bs] for i in range(n)]
+        t = {(p, op): [] for p in list(peers) + ["memcpy"] for op in ("store", "load")}
+        stored = {}                          # the keys each peer holds, removed at its next turn
+        for s in range(-1, args.samples):    # sample -1 warms up
+            for i in range(n):                # stamp each block: (sample, block) in its first word
+                sblk[i][:8] = np.frombuffer(np.int64(((s + 2) << 20) + i).tobytes(), np.uint8)
+            names = list(peers) + ["memcpy"]
+            k = s % len(names)
+            for name in names[k:] + names[:k]:
+                dst[:n * bs] = 0xA5
+                if name == "memcpy":
+                    t0 = clock()
+                    np.copyto(medium[:n * bs], src[:n * bs])
+                    t1 = clock()
+                    np.copyto(dst[:n * bs], medium[:n * bs])
+                    t2 = clock()
+                else:
+                    p = peers[name]
+                    if name in stored:
+                        p.remove(stored.pop(name))
+                    keys = p.keys(f"d{bs}-{n}-{s}", n)
+                    t0 = clock()
+                    p.store(keys, sblk)
+                    t1 = clock()
+                    p.load(keys, dblk)
+                    t2 = clock()
+                for i in range(n):
+                    if not np.array_equal(dblk[i], sblk[i]):
+                        bad = int(np.flatnonzero(dblk[i] != sblk[i])[0])
+                        raise RuntimeError(f"{name}: block {i} of {n} ({bs} bytes) loaded wrong "
+                                           f"bytes from offset {bad}")
+                if name != "memcpy":
+                    stored[name] = keys
+                if s >= 0:
+                    t[(name, "store")].append(t1 - t0)
+                    t[(name, "load")].append(t2 - t1)
+        for name, keys in stored.items():
+            peers[name].remove(keys)
+        for (name, op), xs in t.items():
+            gbps = [n * bs / x for x in xs]      # bytes per ns = GB/s
+            rec.add(kind="xfer", op=op, target=name, n=n, p50_ns=statistics.median(xs), min_ns=min(xs),
+                    max_ns=max(xs), gbps_p50=statistics.median(gbps), samples=len(xs), checked=True)
+            results.append((name, op, n, xs))
+        for op in ("store", "load"):
+            ref = t[("beluga", op)]
+            for name in ("mooncake", "lmcache-cpu", "memcpy"):
+                rec.ratio(f"{op}{n}", name, [a / b for a, b in zip(t[(name, op)], ref)], ref="beluga",
+                          op=op, n=n)
+    return results
+
+
+def main():
+    args = parse()
+    if args.segment_host:
+        segment_host(args.segment_host)
+        return
+    os.makedirs(args.out, exist_ok=True)
+    run_dir = os.path.join(args.run_dir, f"{'-'.join(args.parts)}-{args.block_size >> 10}k")
+    counts = [int(c) for c in args.counts.split(",")]
+    blocks = max(counts + [KEYS] if "meta" in args.parts else counts)
+    procs = Processes(run_dir)
+    src = np.random.default_rng(1).integers(0, 256, blocks * args.block_size, np.uint8)
+    dst = np.zeros_like(src)
+    dst[:] = 1
+    rec = Records(args)
+    beluga = Beluga(args.block_size, 4 * blocks)
+    lmc = LMCacheCPU(args.block_size, blocks)
+    mooncake = None
+    try:
+        mooncake = Mooncake(procs, args.block_size, blocks, [src, dst])
+        with open(os.path.join(run_dir, "listening.txt"), "w") as f:
+            f.write(listening_sockets())
+        rec.add(kind="config", peers={
+            "beluga": f"{beluga.version}: the portable core behind libbeluga's fake kernel, "
+                      f"in-process (no system call), KVStore",
+            "mooncake": f"mooncake-transfer-engine-non-cuda {mooncake.version}: {mooncake.config}",
+            "lmcache-cpu": f"lmcache {lmc.version}: {lmc.config}"},
+            netns=os.environ.get("BELUGA_PEERS_NETNS", "no"))
+        if "meta" in args.parts:
+            rec.base["part"] = "meta"
+            names, times, ref = meta_part(args, beluga, mooncake, lmc, rec)
+            print(f"peers meta ({args.env}): 64-key prefix lookup, ns per operation")
+            print(f"  {'target':40s} {'p50':>10s} {'p99':>10s} {'min':>10s} {'max':>10s}")
+            for n in names:
+                t = times[n]
+                print(f"  {n:40s} {statistics.median(t):10.0f} {pct(t, .99):10.0f} {min(t):10d} {max(t):10d}")
+        if "data" in args.parts:
+            rec.base["part"] = "data"
+            res = data_part(args, beluga, mooncake, lmc, src, dst, rec)
+            print(f"peers data ({args.env}): {args.block_size} B blocks, p50 GB/s [min..max ns]")
+            for name, op, n, xs in res:
+                print(f"  {name:12s} {op:5s} {n:3d} {n * args.block_size / statistics.median(xs):8.2f} GB/s"
+                      f"  [{min(xs)}..{max(xs)} ns]")
+        procs.check()
+    finally:
+        if mooncake is not None:
+            mooncake.close()
+        lmc.close()
+        procs.stop()
+        rec.f.close()
+    print(f"peers: wrote {rec.path}; pids and logs in {run_dir}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,87 @@
+# SPDX-License-Identifier: GPL-2.0
+"""bench/peers/peers.py's data part without the peers' packages: stores kept
+in a dict stand in for the clients, so that what the bench itself checks is
+tested here: a block loaded with one wrong byte, or another block's bytes,
+fails the run naming the store; a faithful store gives its records, a ratio
+per peer, operation and count."""
+
+import argparse
+import json
+import pathlib
+import sys
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[3] / "bench" / "peers"))
+import peers  # noqa: E402
+
+BS = 4096
+
+
+class DictStore:
+    def __init__(self, name, damage=None):
+        self.name, self.damage, self.data = name, damage, {}
+
+    def keys(self, tag, n):
+        return [f"{tag}:{i}" for i in range(n)]
+
+    def store(self, keys, blocks):
+        for k, b in zip(keys, blocks):
+            self.data[k] = bytes(b)
+
+    def load(self, keys, outs):
+        for i, (k, b) in enumerate(zip(keys, outs)):
+            b[:] = np.frombuffer(self.data[k], np.uint8)
+            if self.damage:
+                self.damage(i, keys, b, self.data)
+
+    def remove(self, keys):
+        for k in keys:
+            del self.data[k]
+
+
+def flip_last_byte(i, keys, b, data):
+    if i == len(keys) - 1:
+        b[-1] ^= 1
+
+
+def previous_block(i, keys, b, data):
+    if i == 1:
+        b[:] = np.frombuffer(data[keys[0]], np.uint8)
+
+
+def run(tmp_path, mooncake, counts="1,4"):
+    args = argparse.Namespace(counts=counts, block_size=BS, samples=2, out=str(tmp_path),
+                              parts=["data"], env="test")
+    rec = peers.Records(args)
+    rec.base["part"] = "data"
+    src = np.random.default_rng(7).integers(0, 256, 4 * BS, np.uint8)
+    dst = np.zeros_like(src)
+    try:
+        peers.data_part(args, DictStore("beluga"), mooncake, DictStore("lmcache-cpu"), src, dst, rec)
+    finally:
+        rec.f.close()
+    return [json.loads(line) for line in open(rec.path)]
+
+
+@pytest.mark.parametrize("damage", [flip_last_byte, previous_block])
+def test_a_wrong_block_fails_the_run_and_names_the_store(tmp_path, damage):
+    with pytest.raises(RuntimeError, match=r"^mooncake: block \d+ of \d+ \(4096 bytes\) loaded wrong bytes"):
+        run(tmp_path, DictStore("mooncake", damage))
+
+
+def test_faithful_stores_give_times_and_ratios_against_beluga(tmp_path):
+    recs = run(tmp_path, DictStore("mooncake"))
+    xfer = [r for r in recs if r["kind"] == "xfer"]
+    assert {(r["target"], r["op"], r["n"]) for r in xfer} == {
+        (t, op, n) for t in ("beluga", "mooncake", "lmcache-cpu", "memcpy")
+        for op in ("store", "load") for n in (1, 4)}
+    assert all(r["samples"] == 2 and r["checked"] and r["min_ns"] <= r["p50_ns"] <= r["max_ns"]
+               for r in xfer)
+    ratios = [r for r in recs if r["kind"] == "ratio"]
+    assert {(r["peer"], r["op"], r["n"]) for r in ratios} == {
+        (p, op, n) for p in ("mooncake", "lmcache-cpu", "memcpy")
+        for op in ("store", "load") for n in (1, 4)}
+    assert all(r["ref"] == "beluga" and r["run_min"] <= r["value"] <= r["run_max"] and r["runs"] == 2
+               for r in ratios)
