@@ -13,6 +13,12 @@
 # package's own build too (setuptools, no build isolation). Then the project's
 # package is installed as users install it: pip install ./userspace/python.
 #
+# A requirement marked `# no-deps` in ENV.in (an engine whose own requirements are a
+# whole GPU serving stack that the tests never import) is locked on its own and
+# installed without its dependencies, after the rest; ENV.in then lists what the
+# tests import from it. `pip check` excuses only that package's requirements that
+# are not installed: a version conflict with one that is installed still fails.
+#
 # Cached: nothing is done when the venv's stamp holds the lock file's SHA-256 and the
 # package's sources are unchanged (then only the package is reinstalled). A changed
 # lock builds the venv anew. The wheels are downloaded (pip download, hashes checked)
@@ -59,23 +65,10 @@ t0=$(date +%s)
 mkdir -p "$BELUGA_BUILD" "$wheels"
 export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1
 
-if [ $lock_mode -eq 1 ]; then
-	# pip's own resolver, run by the target interpreter (so markers and wheel tags are
-	# this platform's), writes a report of what it would install: every package with
-	# the wheel's SHA-256. (pip-compile hashes every file of every release, all
-	# platforms: it takes 20 minutes for torch.)
-	[ -f "$engines/$env.in" ] || die "$engines/$env.in is missing: write the environment's requirements there first"
-	tools=$BELUGA_BUILD/venv-lock
-	[ -x "$tools/bin/pip" ] || make_venv "$tools"
-	out=$engines/$env.lock
-	report=$BELUGA_BUILD/lock-$env.json
-	"$tools/bin/pip" install -q --dry-run --ignore-installed --only-binary :all: \
-		--report "$report" -r "$engines/$env.in" || die "pip could not resolve $engines/$env.in (see above)"
-	{
-		echo "# The '$env' engine environment, locked from $env.in for Debian 12's /usr/bin/python3"
-		echo "# ($("$python" -c 'import platform; print(platform.python_version())'), x86_64) by 'scripts/engine-venv.sh --lock $env'"
-		echo "# (pip $("$tools/bin/pip" --version | cut -d' ' -f2), one wheel per package). Do not edit by hand."
-		"$tools/bin/python" - "$report" <<-'EOF'
+# lock_lines REPORT: name[extras]==version and the wheel's hash of each package in
+# pip's installation report
+lock_lines() {
+	"$tools/bin/python" - "$1" <<-'EOF'
 			# name[extras]==version and the wheel's hash; the extras that other
 			# packages ask for are part of the line (pip's hash mode wants them)
 			import json, sys
@@ -101,6 +94,41 @@ if [ $lock_mode -eq 1 ]; then
 			    ex = "[" + ",".join(sorted(extras[name])) + "]" if extras[name] else ""
 			    print(f"{name}{ex}=={meta['version']} \\\n    --hash=sha256:{digest}")
 		EOF
+}
+
+# The line of a lock after which its packages are installed with --no-deps
+no_deps_marker="# --- installed with --no-deps (see the '# no-deps' lines of the .in file) ---"
+
+if [ $lock_mode -eq 1 ]; then
+	# pip's own resolver, run by the target interpreter (so markers and wheel tags are
+	# this platform's), writes a report of what it would install: every package with
+	# the wheel's SHA-256. (pip-compile hashes every file of every release, all
+	# platforms: it takes 20 minutes for torch.)
+	[ -f "$engines/$env.in" ] || die "$engines/$env.in is missing: write the environment's requirements there first"
+	tools=$BELUGA_BUILD/venv-lock
+	[ -x "$tools/bin/pip" ] || make_venv "$tools"
+	out=$engines/$env.lock
+	report=$BELUGA_BUILD/lock-$env.json
+	# the `# no-deps` requirements apart from the rest
+	grep -v '#[[:space:]]*no-deps' "$engines/$env.in" >"$BELUGA_BUILD/lock-$env.in"
+	grep -E '^[^#].*#[[:space:]]*no-deps' "$engines/$env.in" | sed 's/[[:space:]]*#.*//' \
+		>"$BELUGA_BUILD/lock-$env-no-deps.in" || true
+	"$tools/bin/pip" install -q --dry-run --ignore-installed --only-binary :all: \
+		--report "$report" -r "$BELUGA_BUILD/lock-$env.in" || die "pip could not resolve $engines/$env.in (see above)"
+	if [ -s "$BELUGA_BUILD/lock-$env-no-deps.in" ]; then
+		"$tools/bin/pip" install -q --dry-run --ignore-installed --only-binary :all: --no-deps \
+			--report "$report.no-deps" -r "$BELUGA_BUILD/lock-$env-no-deps.in" ||
+			die "pip could not resolve the '# no-deps' lines of $engines/$env.in (see above)"
+	fi
+	{
+		echo "# The '$env' engine environment, locked from $env.in for Debian 12's /usr/bin/python3"
+		echo "# ($("$python" -c 'import platform; print(platform.python_version())'), x86_64) by 'scripts/engine-venv.sh --lock $env'"
+		echo "# (pip $("$tools/bin/pip" --version | cut -d' ' -f2), one wheel per package). Do not edit by hand."
+		lock_lines "$report"
+		if [ -s "$BELUGA_BUILD/lock-$env-no-deps.in" ]; then
+			echo "$no_deps_marker"
+			lock_lines "$report.no-deps"
+		fi
 	} >"$out.tmp"
 	mv "$out.tmp" "$out"
 	log "$out: $(grep -cE '^[a-zA-Z0-9]' "$out") packages in $(($(date +%s) - t0)) s"
@@ -129,11 +157,34 @@ else
 	state=fresh
 	log "$venv: building from $lock (wheels in $wheels: $wheels_before MiB)"
 	make_venv "$venv"
-	"$venv/bin/pip" download -q --require-hashes --only-binary :all: -d "$wheels" -r "$lock" ||
-		die "pip could not download $lock (see above): a hash mismatch means the lock or the download is wrong; a missing wheel means the lock was made for another Python"
-	"$venv/bin/pip" install -q --no-index --find-links "$wheels" --require-hashes -r "$lock" ||
-		die "pip could not install $lock into $venv from $wheels (see above)"
-	"$venv/bin/pip" check >&2 || die "$venv: the locked packages' requirements conflict (pip check above): regenerate the lock with '$0 --lock $env'"
+	# the lock's two parts: with dependencies, and after the marker without
+	with_deps=$BELUGA_BUILD/.venv-$env.with-deps.lock
+	no_deps=$BELUGA_BUILD/.venv-$env.no-deps.lock
+	awk -v m="$no_deps_marker" '$0 == m { exit } { print }' "$lock" >"$with_deps"
+	awk -v m="$no_deps_marker" 'found { print } $0 == m { found = 1 }' "$lock" >"$no_deps"
+	for part in "$with_deps" "$no_deps"; do
+		[ -s "$part" ] || continue
+		flags=(--require-hashes)
+		[ "$part" = "$no_deps" ] && flags+=(--no-deps)
+		"$venv/bin/pip" download -q "${flags[@]}" --only-binary :all: -d "$wheels" -r "$part" ||
+			die "pip could not download $lock (see above): a hash mismatch means the lock or the download is wrong; a missing wheel means the lock was made for another Python"
+		"$venv/bin/pip" install -q --no-index --find-links "$wheels" "${flags[@]}" -r "$part" ||
+			die "pip could not install $lock into $venv from $wheels (see above)"
+	done
+	# pip check, excusing only the missing requirements of the --no-deps packages
+	no_deps_names=$(sed -n 's/^\([A-Za-z0-9._-]*\).*==\([^ ]*\).*/\1 \2/p' "$no_deps")
+	problems=$({ "$venv/bin/pip" check 2>&1 || true; } | while read -r pkg ver rest; do
+		excused=0
+		while read -r name version; do
+			[ -n "$name" ] || continue
+			if [ "$(echo "$pkg" | tr A-Z_. a-z--)" = "$(echo "$name" | tr A-Z_. a-z--)" ] &&
+				[ "$ver" = "$version" ] && [[ "$rest" = requires*"which is not installed." ]]; then
+				excused=1
+			fi
+		done <<<"$no_deps_names"
+		[ $excused -eq 1 ] || [ "$pkg" = No ] || echo "$pkg $ver $rest"
+	done)
+	[ -z "$problems" ] || { echo "$problems" >&2; die "$venv: the locked packages' requirements conflict (pip check above): regenerate the lock with '$0 --lock $env'"; }
 	rm -f "$pkg_stamp"
 	echo "$lock_sum" >"$stamp"
 fi

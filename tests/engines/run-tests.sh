@@ -9,19 +9,27 @@
 # An environment that cannot be built fails, and so do its tests (never a skip:
 # PyPI is reachable wherever make test runs).
 #
-# Usage: tests/engines/run-tests.sh   (BELUGA_BUILD as in scripts/vm/lib.sh)
+# Usage: tests/engines/run-tests.sh [ENV...]   (default: every environment;
+#        BELUGA_BUILD as in scripts/vm/lib.sh)
 set -u
 cd "$(dirname "$0")/../.." || exit 1
 repo=$(pwd)
 build=${BELUGA_BUILD:-$repo/build}
 
 # ENV: the tests it runs (pytest paths, relative to the repository), in this order
-envs=(model lmcache vllm)
+envs=(model lmcache vllm sglang)
 declare -A tests=(
 	[model]="tests/engines/test_package.py tests/engines/test_model_kv.py"
 	[lmcache]="tests/engines/test_lmcache.py"
 	[vllm]="tests/engines/vllm"
+	[sglang]="tests/engines/test_sglang.py"
 )
+if [ $# -gt 0 ]; then
+	for env in "$@"; do
+		[ -n "${tests[$env]:-}" ] || { echo "Bail out! no engine environment '$env' (one of: ${envs[*]})"; exit 1; }
+	done
+	envs=("$@")
+fi
 
 if ! out=$(make -C userspace python 2>&1); then
 	echo "not ok - build:python-fake"

@@ -131,8 +131,8 @@ def test_unsupported_host_layout_and_io_before_registration(pool, unique_ns):
     be = H.S.BelugaHiCacheStorage(cfg, {}, pool=pool)
     with pytest.raises(RuntimeError, match="register_mem_pool_host"):
         be.batch_exists(["00" * 32])
-    with pytest.raises(ValueError, match="page_first"):
-        be.register_mem_pool_host(H.HostKVCache(2, 2, 16, "float32", 16, 4, "layer_first"))
+    with pytest.raises(ValueError, match="page_unified.*--hicache-mem-layout"):
+        be.register_mem_pool_host(H.HostKVCache(2, 2, 16, "float32", 16, 4, "page_unified"))
 
 
 def test_subclasses_sglang_when_importable():

@@ -4,9 +4,9 @@
 Each module implements one engine's interface as recorded in
 shared/reviews/engines.md and imports nothing from the engine until a class
 is built from it; where the engine is importable the adapter subclasses its
-real base class.  The vLLM adapter is tested against vLLM itself
-(tests/engines/vllm); the others against recorded call sequences
-(tests/python/harness).
+real base class.  Each adapter is tested against its engine itself
+(tests/engines: vllm/, test_sglang.py, test_lmcache.py) and against recorded
+call sequences (tests/python/harness).
 """
 
 import importlib
