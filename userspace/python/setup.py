@@ -13,6 +13,7 @@ Objects go to userspace/build/pip-<variant>/, outside the source tree.
 """
 
 import os
+import re
 import pathlib
 import sysconfig
 
@@ -27,7 +28,25 @@ VARIANT = "fake" if FAKE else "real"
 BUILD_BASE = USERSPACE / "build" / f"pip-{VARIANT}"
 VERSION = (REPO / "VERSION").read_text(encoding="ascii").strip()
 
-LIB_SOURCES = ["beluga.c", "batch.c", "hash.c", "sysfs.c", "map.c", "cuda.c", "ring.c"]
+
+
+def makefile_facts():
+    """libbeluga's sources and their own flags, read from userspace/Makefile
+    (LIB_SRCS, and `%/obj/lib/NAME.o: BEL_CFLAGS += ...` lines) so that the
+    two builds cannot disagree."""
+    text = (USERSPACE / "Makefile").read_text(encoding="utf-8").replace("\\\n", " ")
+    m = re.search(r"^LIB_SRCS\s*:=(.*)$", text, re.M)
+    if not m:
+        raise SystemExit(f"no LIB_SRCS in {USERSPACE / 'Makefile'}: cannot build libbeluga")
+    sources = [s[len("lib/"):] for s in m.group(1).split()]
+    flags = {}
+    for name, extra in re.findall(r"^%/obj/lib/([\w-]+)\.o:\s*BEL_CFLAGS\s*\+=(.*)$", text, re.M):
+        flags[name + ".c"] = [f.replace("$(CORE_DIR)", str(REPO / "kmod" / "core"))
+                              for f in extra.split()]
+    return sources, flags
+
+
+LIB_SOURCES, LIB_FLAGS = makefile_facts()
 FAKE_CORE = ["pool", "client", "index", "lru", "pins"]
 WARNINGS = ["-Wall", "-Wextra", "-Werror"]
 # Python's headers are not held to -Wextra -Werror (the Makefile's -isystem).
@@ -93,7 +112,10 @@ def extensions():
     libraries = ["dl", "pthread", "uring"]   # liburing: Debian's liburing-dev
     # setuptools takes only sources below this directory; the rest of the tree
     # (libbeluga, the fake kernel, the core) is compiled by BuildExt.
-    groups = [ObjectGroup(paths(USERSPACE / "lib", LIB_SOURCES), bel_includes, bel_cflags)]
+    plain = [n for n in LIB_SOURCES if n not in LIB_FLAGS]
+    groups = [ObjectGroup(paths(USERSPACE / "lib", plain), bel_includes, bel_cflags)]
+    groups += [ObjectGroup(paths(USERSPACE / "lib", [n]), bel_includes, bel_cflags + extra)
+               for n, extra in LIB_FLAGS.items() if n in LIB_SOURCES]
     if FAKE:
         bel_cflags = bel_cflags + ["-DBELUGA_PY_FAKE"]
         bel_includes = bel_includes + [str(REPO / "tests" / "userspace"), str(REPO / "kmod" / "core")]
