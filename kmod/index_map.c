@@ -165,13 +165,16 @@ int beluga_index_mmap(struct file *file, struct vm_area_struct *vma)
 
 	if (vma->vm_flags & VM_WRITE)
 		return -EACCES;
+	/* Not the copy's offset: no offset there, whether or not a copy exists. */
+	if (start != BELUGA_INDEX_MAP_OFFSET)
+		return -ENXIO;
 	mutex_lock(&dev->index_mutex);
 	m = dev->index;
 	if (!m || !bel_index_copy_live(&dev->pool, &m->copy)) {
 		ret = -ENODEV;
 		goto out;
 	}
-	if (start != BELUGA_INDEX_MAP_OFFSET || len > m->size) {
+	if (len > m->size) {
 		ret = -ENXIO;
 		goto out;
 	}
