@@ -107,6 +107,12 @@ setup_612() {
 		return
 	fi
 	tap_ok setup:cxl-endpoints
+	# beluga_nokmem (tests/multihost): every region device-dax, no kmem node. A
+	# peer of a shared pool numbers regions in probe order, which differs between
+	# boots; onlining the pool's device as System RAM would write into the live
+	# pool that the other guests share.
+	_ndax=2
+	grep -qw beluga_nokmem /proc/cmdline && _ndax=3
 	_n=0
 	for _e in $1 $2 $3; do
 		_id=${_e##*/endpoint}
@@ -115,7 +121,7 @@ setup_612() {
 		# cannot grab the first two: CXL dax devices default to the kmem driver;
 		# a built-in kmem binds them at once, with their memory offline as
 		# memhp_default_state=offline asks, and gives them back below).
-		[ $_n -eq 2 ] && load kmem
+		[ $_n -eq 2 ] && [ $_ndax -eq 2 ] && load kmem
 		_r=$(cxl_ram_region $_dec)
 		if [ -z "$_r" ]; then
 			tap_fail setup:cxl-ram-region-$_n "creating a ram region from $_dec failed"
@@ -128,7 +134,7 @@ setup_612() {
 			_n=$((_n + 1))
 			continue
 		fi
-		if [ $_n -lt 2 ]; then
+		if [ $_n -lt $_ndax ]; then
 			if [ "$(dax_driver $_dax)" = kmem ]; then
 				echo $_dax >/sys/bus/dax/drivers/kmem/unbind ||
 					echo "# unbinding $_dax from kmem failed"

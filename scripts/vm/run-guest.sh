@@ -154,6 +154,8 @@ if [ -n "$hostrepo" ]; then
 		cmdline+=" beluga_engines=1"
 	fi
 fi
+# tests/multihost: no kmem node (scripts/vm/guest-setup.sh, beluga_nokmem)
+[ "${BELUGA_GUEST_NO_KMEM:-0}" = 1 ] && cmdline+=" beluga_nokmem"
 qemu+=(-append "$cmdline")
 
 log "booting $kver (TCG, $smp cpus, timeout ${tmo}s); console: $console"

@@ -87,7 +87,7 @@ guest_dir() {
 # boot GUEST-DIR MEMDIR SCRIPT: one guest (output in GUEST-DIR/run, GUEST-DIR/log);
 # $cpus guest CPUs
 boot() {
-	"$root/scripts/vm/run-guest.sh" -q -s "$cpus" -r "$3" -d "$1/mh:/mh" \
+	BELUGA_GUEST_NO_KMEM=1 "$root/scripts/vm/run-guest.sh" -q -s "$cpus" -r "$3" -d "$1/mh:/mh" \
 		-m "$2" -o "$1/run" -t "$tmo" 6.12 >"$1/log" 2>&1
 }
 
