@@ -105,8 +105,9 @@ wait_bdf() {
 # boot_peer GUEST-DIR MEMA K SCRIPT: a guest whose CXL files are private except
 # memK, hard-linked to A's (the pool). The guest setup numbers regions in
 # endpoint probe order, which differs between boots: when the guest made that
-# device its kmem node it reports CONFLICT and is booted again. Status: the
-# guest's.
+# device its kmem node it reports CONFLICT and is booted again (a guard: the
+# guests boot with beluga_nokmem, so every region is device-dax and no peer can
+# online the live pool as System RAM). Status: the guest's.
 boot_peer() {
 	local g=$1 mema=$2 k=$3 script=$4 attempt grc
 	for attempt in 1 2 3 4 5; do
