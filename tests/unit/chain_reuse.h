@@ -9,6 +9,9 @@
 #ifndef BEL_TEST_CHAIN_REUSE_H
 #define BEL_TEST_CHAIN_REUSE_H
 
+#include <pthread.h>
+#include <unistd.h>
+
 #include "helpers.h"
 
 static inline u32 bucket_of(struct bel_pool *p, struct beluga_key k)
@@ -91,6 +94,29 @@ static inline void *chain_reuse_writer(void *arg)
 	}
 	bel_client_release(c);
 	return NULL;
+}
+
+/*
+ * The stress both readers' tests run: the writer above against @nr
+ * @reader threads (each gets its index, 0..@nr-1, as its argument) for
+ * @seconds; returns once all have stopped.
+ */
+static inline void chain_reuse_stress(struct chain_reuse *cr,
+				      void *(*reader)(void *), long nr,
+				      unsigned int seconds)
+{
+	pthread_t rd[nr], wr;
+	long t;
+
+	cr->stop = 0;
+	REQUIRE_EQ(pthread_create(&wr, NULL, chain_reuse_writer, cr), 0);
+	for (t = 0; t < nr; t++)
+		REQUIRE_EQ(pthread_create(&rd[t], NULL, reader, (void *)t), 0);
+	sleep(seconds);
+	__atomic_store_n(&cr->stop, 1, __ATOMIC_RELAXED);
+	for (t = 0; t < nr; t++)
+		pthread_join(rd[t], NULL);
+	pthread_join(wr, NULL);
 }
 
 #endif /* BEL_TEST_CHAIN_REUSE_H */

@@ -358,7 +358,6 @@ static void pinned_key_found_under_reuse(void)
 {
 	static const u32 sizes[] = { STRESS_BLOCKS };
 	struct bel_client *w, *holder;
-	pthread_t rd[STRESS_READERS], wr;
 	u64 held, lookups = 0, misses = 0, unsure = 0;
 	u32 hits;
 	long t;
@@ -373,20 +372,12 @@ static void pinned_key_found_under_reuse(void)
 	sx.cr.pool = sx.pool;
 	chain_reuse_keys(&sx.cr, sx.k, FIRST_X, FIRST_Y);
 	copy_start(sx.pool, &sx.tc);
-	sx.cr.stop = 0;
-	REQUIRE_EQ(pthread_create(&wr, NULL, chain_reuse_writer, &sx.cr), 0);
-	for (t = 0; t < STRESS_READERS; t++)
-		REQUIRE_EQ(pthread_create(&rd[t], NULL, probe_pinned,
-					  (void *)t), 0);
-	sleep(STRESS_SECONDS);
-	__atomic_store_n(&sx.cr.stop, 1, __ATOMIC_RELAXED);
+	chain_reuse_stress(&sx.cr, probe_pinned, STRESS_READERS, STRESS_SECONDS);
 	for (t = 0; t < STRESS_READERS; t++) {
-		pthread_join(rd[t], NULL);
 		lookups += sx.lookups[t];
 		misses += sx.misses[t];
 		unsure += sx.unsure[t];
 	}
-	pthread_join(wr, NULL);
 	printf("# %llu count-only lookups on the copy of a key pinned throughout in %d s: %llu misses, %llu asked of the core\n",
 	       (unsigned long long)lookups, STRESS_SECONDS,
 	       (unsigned long long)misses, (unsigned long long)unsure);
