@@ -92,6 +92,15 @@ _Static_assert(sizeof(struct beluga_host) == 72, "host");
 #define BT_ANY_BACKEND	0	/* node when BELUGA_TEST_NODE is set, else dax */
 
 /* A namespace unique enough for one test run. */
+/* Seconds on CLOCK_MONOTONIC: the stress tests run for a time, not a count. */
+static inline double bt_now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
 static inline uint64_t bt_ns(uint64_t salt)
 {
 	return bt_mix64(((uint64_t)getpid() << 20) ^ salt ^ (uint64_t)time(NULL));

@@ -212,14 +212,6 @@ TEST_F(index_map, answers_equal_lookup)
 	idx_unmap(&m);
 }
 
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 /*
  * Probe @k on the copy through a read-only file of its own; unsure
  * answers ask LOOKUP, and a sealed copy is mapped anew.
@@ -330,7 +322,7 @@ TEST_F_TIMEOUT(index_map, pinned_key_never_missed_across_evictions_reuse_and_det
 	 * DETACH kept busy by the writer's blocks in flight stays attached
 	 * for the next round.
 	 */
-	for (end = now_s() + PROBE_SECONDS; now_s() < end && rounds < ROUNDS;) {
+	for (end = bt_now_s() + PROBE_SECONDS; bt_now_s() < end && rounds < ROUNDS;) {
 		int r;
 
 		if (!attached) {
@@ -349,7 +341,7 @@ TEST_F_TIMEOUT(index_map, pinned_key_never_missed_across_evictions_reuse_and_det
 		attached = r == -EBUSY;
 		rounds++;
 	}
-	while (now_s() < end)
+	while (bt_now_s() < end)
 		usleep(100000);
 	self->sh->stop = 1;
 	for (i = 0; i <= READERS; i++) {

@@ -282,14 +282,6 @@ TEST_F_TIMEOUT(readpath, pins_hold_against_alloc_evict_detach, 600)
  */
 #define PROBE_SECONDS	3
 
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 /* Count-only LOOKUPs of @k through a file of its own, until stop. */
 static int prober(FIXTURE_DATA(readpath) *self, int me, struct beluga_key k)
 {
@@ -364,7 +356,7 @@ TEST_F_TIMEOUT(readpath, pinned_key_never_missed_against_evicting_writer, 120)
 			_exit(i < READERS ? prober(self, i, k) :
 			      evicting_writer(self));
 	}
-	for (end = now_s() + PROBE_SECONDS; now_s() < end;)
+	for (end = bt_now_s() + PROBE_SECONDS; bt_now_s() < end;)
 		usleep(100000);
 	self->sh->stop = 1;
 	for (i = 0; i <= READERS; i++) {
