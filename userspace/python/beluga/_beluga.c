@@ -1180,7 +1180,7 @@ static void lookup_many_run(Pool *p, uint64_t ns, struct many_request *rq, size_
 {
 	struct beluga_ring_result res[RING_ENTRIES];
 	struct beluga_ring *ring;
-	size_t next = 0, queued, i;
+	size_t next = 0, queued, i, qidx[RING_ENTRIES];
 	ssize_t got;
 	int ret;
 
@@ -1195,7 +1195,7 @@ static void lookup_many_run(Pool *p, uint64_t ns, struct many_request *rq, size_
 			      beluga_ring_queue_lookup(ring, ns, r->k.keys, r->k.n, r->offs,
 						       flags, next) : -E2BIG;
 			if (!ret)
-				queued++;
+				qidx[queued++] = next;
 			else	/* no ring, an empty request, or over max_batch */
 				r->hits = beluga_lookup(p->b, ns, r->k.keys, r->k.n, r->offs,
 							flags);
@@ -1208,12 +1208,8 @@ static void lookup_many_run(Pool *p, uint64_t ns, struct many_request *rq, size_
 		while (got == -EINTR || got == -EAGAIN || got == -EBUSY);
 		if (got < 0) {
 			pool_ring_broken(p, got);
-			/* The queued requests are the last @queued of [0, next). */
-			for (i = next; queued; i--)
-				if (rq[i - 1].k.n) {
-					rq[i - 1].hits = got;
-					queued--;
-				}
+			for (i = 0; i < queued; i++)
+				rq[qidx[i]].hits = got;
 			continue;
 		}
 		for (i = 0; i < (size_t)got; i++)

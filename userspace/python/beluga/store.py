@@ -480,9 +480,9 @@ class KVStore:
         for kb, (hits, _) in zip(bufs, answers):
             out.append(hits // m)
             asked += len(kb) // KEY_BYTES
-        probes = sum(1 for kb in bufs if kb)
+        probes, hits = sum(1 for kb in bufs if kb), sum(out)
         if probes:
-            self._count(lookups=probes, hits=sum(out), misses=asked - sum(out))
+            self._count(lookups=probes, hits=hits, misses=asked - hits)
         return out
 
     def pin(self, keys):
