@@ -514,3 +514,21 @@ def test_lookup_many_equals_lookup(pool, unique_ns, parts):
         assert after[name] - mid[name] == mid[name] - before[name], name
     store.close()
     assert_clean(pool)
+
+
+def test_lookup_takes_no_system_call(pool, unique_ns):
+    """KVStore.lookup() goes through Pool.lookup_count(): once the index is
+    mapped, probing issues no LOOKUP ioctl, and counts as before."""
+    store = KVStore(pool, make_layout(pool), salt=f"count-{unique_ns}")
+    k = keys_for(store, 3)
+    store.store(k, blocks_for(store.layout, 3, seed=21))
+    assert store.lookup(k) == 3                 # maps the index
+    before, counted = pool.stats()["lookups"], store.stats()
+    assert [store.lookup(k[:16 * n]) for n in range(1, 4)] == [1, 2, 3]
+    assert pool.stats()["lookups"] == before, "KVStore.lookup() issued LOOKUP ioctls"
+    after = store.stats()
+    assert (after["lookups"] - counted["lookups"], after["hits"] - counted["hits"]) == (3, 6)
+    assert pool.index_error is None
+    store.close()
+    pool.evict_ns(store.ns.value)
+    assert_clean(pool)

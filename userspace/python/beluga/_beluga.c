@@ -521,6 +521,16 @@ typedef struct {
 	struct beluga_ring *ring;
 	int ring_err;		/* -errno: why there is no ring; 0: none tried yet */
 	char ring_msg[512];	/* libbeluga's message for ring_err */
+	/*
+	 * lookup_count()'s read-only mapping of the index, made at its first
+	 * use and made anew once ATTACH or DETACH sealed it. index_lock
+	 * protects index_err and index_msg, and the mapping itself: readers
+	 * (beluga_lookup_count()) hold it shared, (re)mapping holds it
+	 * exclusive, as libbeluga asks. Taken with the GIL released.
+	 */
+	pthread_rwlock_t index_lock;
+	int index_err;		/* -errno: why there is no mapping for good; 0: none */
+	char index_msg[512];	/* libbeluga's message for index_err */
 } Pool;
 
 typedef struct PoolMap {
@@ -621,6 +631,7 @@ static PyObject *Pool_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 	}
 	pthread_mutex_init(&p->lock, NULL);
 	pthread_mutex_init(&p->ring_lock, NULL);
+	pthread_rwlock_init(&p->index_lock, NULL);
 	pthread_cond_init(&p->idle, NULL);
 	atomic_init(&p->inflight, 0);
 	atomic_init(&p->state, POOL_OPEN);
@@ -643,6 +654,7 @@ static void Pool_dealloc(Pool *p)
 	p->b = NULL;
 	pthread_mutex_destroy(&p->lock);
 	pthread_mutex_destroy(&p->ring_lock);
+	pthread_rwlock_destroy(&p->index_lock);
 	pthread_cond_destroy(&p->idle);
 	Py_XDECREF(p->path);
 	Py_TYPE(p)->tp_free((PyObject *)p);
@@ -1124,6 +1136,91 @@ fail:
 usage:
 	PyErr_SetString(PyExc_TypeError, "lookup(ns, keys, pin=False)");
 	return NULL;
+}
+
+/*
+ * With index_lock held exclusive: map the index when it is not mapped and
+ * live. No region yet (-ENODEV) is tried again at the next call; any other
+ * failure is for good (a shared pool, an older module, no memory for the
+ * copy) and Pool.index_error says why: lookup_count() then asks the kernel.
+ */
+static void pool_index_map(Pool *p)
+{
+	int ret;
+
+	if (p->index_err || beluga_index_live(p->b))
+		return;
+	ret = beluga_index_map(p->b);
+	if (ret && ret != -ENODEV) {
+		p->index_err = ret;
+		snprintf(p->index_msg, sizeof(p->index_msg), "%s", beluga_last_error(p->b));
+	}
+}
+
+/*
+ * With the GIL released, between pool_enter() and pool_leave(): the
+ * lookup on the mapped index, or, where it is not live (not mapped yet,
+ * or sealed by ATTACH or DETACH), after mapping it anew. A sealed or
+ * missing mapping is still correct (libbeluga asks the kernel then): the
+ * remap only takes the system call away again.
+ */
+static ssize_t lookup_count_run(Pool *p, uint64_t ns, const struct keys_arg *k)
+{
+	ssize_t hits;
+
+	pthread_rwlock_rdlock(&p->index_lock);
+	if (!p->index_err && !beluga_index_live(p->b)) {
+		pthread_rwlock_unlock(&p->index_lock);
+		pthread_rwlock_wrlock(&p->index_lock);
+		pool_index_map(p);
+		pthread_rwlock_unlock(&p->index_lock);
+		pthread_rwlock_rdlock(&p->index_lock);
+	}
+	hits = beluga_lookup_count(p->b, ns, k->keys, k->n);
+	pthread_rwlock_unlock(&p->index_lock);
+	return hits;
+}
+
+/*
+ * lookup_count(ns, keys) -> hits: lookup(ns, keys)'s count, with no
+ * system call on the mapped index (beluga_lookup_count(3)).
+ */
+static PyObject *Pool_lookup_count(Pool *p, PyObject *const *args, Py_ssize_t nargs)
+{
+	struct keys_arg k;
+	ssize_t hits;
+	uint64_t ns;
+
+	if (nargs != 2) {
+		PyErr_SetString(PyExc_TypeError, "lookup_count(ns, keys) takes 2 arguments");
+		return NULL;
+	}
+	if (get_ns(args[0], &ns) || get_keys(args[1], &k, "keys"))
+		return NULL;
+	if (pool_enter(p)) {
+		keys_release(&k);
+		return NULL;
+	}
+	POOL_CALL(p, hits = lookup_count_run(p, ns, &k));
+	pool_leave(p);
+	keys_release(&k);
+	if (hits < 0)
+		return raise_beluga((int)hits);
+	return PyLong_FromSsize_t(hits);
+}
+
+static PyObject *Pool_get_index_error(Pool *p, void *Py_UNUSED(c))
+{
+	char msg[sizeof(p->index_msg)];
+	int err;
+
+	pthread_rwlock_rdlock(&p->index_lock);
+	err = p->index_err;
+	memcpy(msg, p->index_msg, sizeof(msg));
+	pthread_rwlock_unlock(&p->index_lock);
+	if (!err)
+		Py_RETURN_NONE;
+	return PyUnicode_FromString(msg);
 }
 
 /*
@@ -1890,6 +1987,12 @@ static PyMethodDef Pool_methods[] = {
 	  "lookup_many(ns, requests, pin=False) -> [lookup(ns, keys, pin) for keys in requests], "
 	  "through io_uring (64 requests per system call) where the module and kernel have "
 	  "it (ring_error says why not); a failed request raises and releases the others' pins" },
+	{ "lookup_count", (PyCFunction)(void (*)(void))Pool_lookup_count, METH_FASTCALL,
+	  "lookup_count(ns, keys) -> hits: lookup(ns, keys)[0] (count-only: no pins, no "
+	  "LRU refresh), answered in this process from a read-only mapping of the pool's "
+	  "index, with no system call; what it cannot be sure of it asks the kernel, and "
+	  "where the index cannot be mapped (index_error says why) it always does. The "
+	  "mapping shows every key of the pool to this process (beluga_lookup_count(3))" },
 	{ "attach_dax", (PyCFunction)(void (*)(void))Pool_attach_dax, METH_VARARGS | METH_KEYWORDS,
 	  "attach_dax(dax, block_size=0, shared=False, host_id=-1, format=False) -> dict" },
 	{ "attach_node", (PyCFunction)(void (*)(void))Pool_attach_node,
@@ -1918,6 +2021,9 @@ static PyGetSetDef Pool_getset[] = {
 	{ "map_size", (getter)Pool_get_map_size, NULL, "bytes of offset space", NULL },
 	{ "ring_error", (getter)Pool_get_ring_error, NULL,
 	  "None, or why lookup_many() makes plain calls (no io_uring commands here)", NULL },
+	{ "index_error", (getter)Pool_get_index_error, NULL,
+	  "None, or why lookup_count() asks the kernel every time (the index cannot be "
+	  "mapped here)", NULL },
 	{ NULL, NULL, NULL, NULL, NULL },
 };
 
