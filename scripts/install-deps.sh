@@ -101,7 +101,7 @@ pkgs=(
 	flex bison bc libelf-dev libssl-dev
 	liburing-dev ndctl daxctl
 	liburcu-dev
-	gnuplot-nox
+	gnuplot-nox graphviz
 	man-db groff-base
 	python3 python3-dev python3-numpy python3-pytest python3-hypothesis python3-yaml
 	python3-venv
