@@ -50,16 +50,21 @@ static int fake_ioctl(int fd, unsigned long request, void *arg);
 
 /*
  * The index's copies INDEX_MAP made, newest first: kept until the next
- * reset, as the module keeps a sealed copy while it is mapped.
+ * reset, as the module keeps a sealed copy while it is mapped. A copy
+ * still mapped at the reset (a handle that outlives it, as a Python Pool
+ * can) is kept on the orphans until its munmap(), as the module's pages
+ * outlive their pool while mapped: the reader of a later lookup must not
+ * read freed memory.
  */
 struct fake_copy {
 	struct bel_index_copy copy;
 	void *mem;
 	uint64_t size;
+	unsigned int mapped;	/* fake_mmap()s not yet unmapped */
 	struct fake_copy *older;
 };
 
-static struct fake_copy *copies;
+static struct fake_copy *copies, *orphans;
 
 static void *fake_mmap(void *addr, size_t len, int prot, int flags, int fd,
 		       off_t off);
@@ -71,6 +76,11 @@ static void fake_copies_free(void)
 		struct fake_copy *c = copies;
 
 		copies = c->older;
+		if (c->mapped) {
+			c->older = orphans;
+			orphans = c;
+			continue;
+		}
 		free(c->mem);
 		free(c);
 	}
@@ -608,16 +618,28 @@ static void *fake_mmap(void *addr, size_t len, int prot, int flags, int fd,
 		return MAP_FAILED;
 	}
 	fake.index_maps++;
+	copies->mapped++;
 	return copies->mem;
 }
 
 static int fake_munmap(void *addr, size_t len)
 {
-	struct fake_copy *c;
+	struct fake_copy *c, **link;
 
 	for (c = copies; c; c = c->older)
-		if (c->mem == addr)
+		if (c->mem == addr) {
+			c->mapped--;
 			return 0;
+		}
+	for (link = &orphans; (c = *link); link = &c->older)
+		if (c->mem == addr) {
+			if (!--c->mapped) {
+				*link = c->older;
+				free(c->mem);
+				free(c);
+			}
+			return 0;
+		}
 	return munmap(addr, len);
 }
 

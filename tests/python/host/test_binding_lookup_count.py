@@ -162,3 +162,31 @@ def test_errors_name_cause_and_fix(pool, device):
     p.close()
     with pytest.raises(ValueError, match="open a new beluga.Pool"):
         p.lookup_count(1, b"")
+
+
+# Big enough that the copy is a mapping of its own (glibc's mmap threshold):
+# freed, it is gone, where a small copy's heap memory would still read.
+@pytest.mark.fake_pool(regions="dax0.0:64M")
+def test_a_pool_that_outlives_the_fake_reset(device, backend):
+    """The fake kernel keeps a copy that is still mapped at its reset until
+    its munmap, as the module keeps mapped pages: a Pool left open across
+    _fake_reset() (its copy sealed by the reset) reads no freed memory."""
+    if backend != "fake":
+        pytest.skip("_fake_reset() is the fake kernel's; the module has no reset")
+    from beluga import _beluga
+    keys = chain_keys(8, 6)
+    old = beluga.Pool(device)
+    publish(old, 5, keys)
+    assert old.lookup_count(5, keys) == 8
+    _beluga._fake_reset(block_size=old.block_size, regions="dax0.0:64M")
+    new = beluga.Pool(device)
+    try:
+        publish(new, 5, keys[:16 * 3])
+        assert new.lookup_count(5, keys) == 3
+        assert old.lookup_count(5, keys) == 3   # the sealed copy sends it to the new pool
+        old.close()
+        assert new.lookup_count(5, keys) == 3 and new.lookup_count(5, keys[:16]) == 1
+        assert new.evict_ns(5) == (3, 0)
+    finally:
+        old.close()
+        new.close()
