@@ -1,10 +1,11 @@
 # SPDX-License-Identifier: GPL-2.0
-"""Pool.lookup_many(): many requests' lookups in one call, through the
-pool's io_uring ring where the module has the commands (the real module in
-the 6.12 guest) and through plain calls where it has not (the fake kernel,
-which answers io_uring commands as a module without them does). Either way
-every answer equals lookup()'s, pins are the caller's, and a failure
-returns every pin the call took."""
+"""Pool.lookup_many(): many requests' lookups in one call. Count-only ones
+on the pool's index mapped into the process, as lookup_count() (no system
+call); pinned ones through the pool's io_uring ring where the module has the
+commands (the real module in the 6.12 guest) and through plain calls where
+it has not (the fake kernel, which answers io_uring commands as a module
+without them does). Either way every answer equals lookup()'s, pins are the
+caller's, and a failure returns every pin the call took."""
 
 import errno
 import random
@@ -48,6 +49,9 @@ def test_ring_where_the_module_has_it(pool, backend, unique_ns):
     publish_chain(pool, unique_ns, 4)
     assert pool.ring_error is None          # not tried yet
     assert pool.lookup_many(unique_ns, [b""]) == [pool.lookup(unique_ns, b"")]
+    assert pool.ring_error is None          # count-only: on the mapped index
+    got = pool.lookup_many(unique_ns, [b""], pin=True)
+    assert [(h, list(o)) for h, o in got] == [(0, [])]
     if backend == "real":
         # The guests' kernels and this module have io_uring commands.
         assert pool.ring_error is None
@@ -55,6 +59,18 @@ def test_ring_where_the_module_has_it(pool, backend, unique_ns):
         msg = pool.ring_error
         assert isinstance(msg, str) and "io_uring" in msg, msg
     assert pool.evict_ns(unique_ns) == (4, 0)
+
+
+def test_count_only_takes_no_system_call(pool, unique_ns):
+    keys = publish_chain(pool, unique_ns)
+    reqs = requests_of(keys, 100, 11)
+    want = [pool.lookup(unique_ns, r) for r in reqs]
+    assert pool.lookup_many(unique_ns, reqs[:1]) == want[:1]       # maps the index
+    before = pool.stats()["lookups"]
+    assert pool.lookup_many(unique_ns, reqs) == want
+    assert pool.stats()["lookups"] == before, "count-only lookup_many() issued LOOKUPs"
+    assert pool.index_error is None
+    assert pool.evict_ns(unique_ns) == (CHAIN, 0)
 
 
 @pytest.mark.parametrize("count", [1, 63, 64, 65, 200])
@@ -161,7 +177,10 @@ def test_threads_share_the_pools_ring(pool, unique_ns):
 def test_close_with_the_ring_open(device, unique_ns):
     with beluga.Pool(device) as p:
         keys = publish_chain(p, unique_ns, 4)
-        assert p.lookup_many(unique_ns, [keys, keys[:16]]) == [(4, None), (1, None)]
+        got = p.lookup_many(unique_ns, [keys, keys[:16]], pin=True)
+        assert [h for h, _ in got] == [4, 1]
+        for _, offs in got:
+            p.release(offs)
         p.evict_ns(unique_ns)
     assert p.closed
     with pytest.raises(ValueError, match="closed"):

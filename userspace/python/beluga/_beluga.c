@@ -1158,24 +1158,31 @@ static void pool_index_map(Pool *p)
 }
 
 /*
- * With the GIL released, between pool_enter() and pool_leave(): the
- * lookup on the mapped index, or, where it is not live (not mapped yet,
- * or sealed by ATTACH or DETACH), after mapping it anew. A sealed or
- * missing mapping is still correct (libbeluga asks the kernel then): the
- * remap only takes the system call away again.
+ * With the GIL released: take index_lock shared, after mapping the index
+ * anew where it is not live (not mapped yet, or sealed by ATTACH or
+ * DETACH). Returns whether the mapping is live; index_lock is held either
+ * way. A sealed or missing mapping is still correct (libbeluga asks the
+ * kernel then): the remap only takes the system call away again.
  */
+static int index_read_lock(Pool *p)
+{
+	pthread_rwlock_rdlock(&p->index_lock);
+	if (p->index_err || beluga_index_live(p->b))
+		return beluga_index_live(p->b);
+	pthread_rwlock_unlock(&p->index_lock);
+	pthread_rwlock_wrlock(&p->index_lock);
+	pool_index_map(p);
+	pthread_rwlock_unlock(&p->index_lock);
+	pthread_rwlock_rdlock(&p->index_lock);
+	return beluga_index_live(p->b);
+}
+
+/* With the GIL released, between pool_enter() and pool_leave(). */
 static ssize_t lookup_count_run(Pool *p, uint64_t ns, const struct keys_arg *k)
 {
 	ssize_t hits;
 
-	pthread_rwlock_rdlock(&p->index_lock);
-	if (!p->index_err && !beluga_index_live(p->b)) {
-		pthread_rwlock_unlock(&p->index_lock);
-		pthread_rwlock_wrlock(&p->index_lock);
-		pool_index_map(p);
-		pthread_rwlock_unlock(&p->index_lock);
-		pthread_rwlock_rdlock(&p->index_lock);
-	}
+	index_read_lock(p);
 	hits = beluga_lookup_count(p->b, ns, k->keys, k->n);
 	pthread_rwlock_unlock(&p->index_lock);
 	return hits;
@@ -1224,11 +1231,12 @@ static PyObject *Pool_get_index_error(Pool *p, void *Py_UNUSED(c))
 }
 
 /*
- * lookup_many(): many requests' lookups, as io_uring commands through the
- * pool's ring (RING_ENTRIES per system call) where the module and the
- * kernel have them, else (and for a request longer than the module's
- * max_batch, or empty) the plain call; the answers are lookup()'s either
- * way.
+ * lookup_many(): many requests' lookups. Count-only ones on the mapped
+ * index, as lookup_count() (lookup_many_dispatch()); the others as io_uring
+ * commands through the pool's ring (RING_ENTRIES per system call) where
+ * the module and the kernel have them, else (and for a request longer
+ * than the module's max_batch, or empty) the plain call; the answers are
+ * lookup()'s either way.
  */
 #define RING_ENTRIES 64
 
@@ -1314,6 +1322,29 @@ static void lookup_many_run(Pool *p, uint64_t ns, struct many_request *rq, size_
 								   (ssize_t)res[i].hits;
 	}
 	pthread_mutex_unlock(&p->ring_lock);
+}
+
+/*
+ * With the GIL released: count-only requests on a live mapping of the
+ * index are answered in this process (lookup_count()), with no system
+ * call at all; pinned ones, and all where the index cannot be mapped,
+ * go through the ring.
+ */
+static void lookup_many_dispatch(Pool *p, uint64_t ns, struct many_request *rq, size_t n,
+				 int pin)
+{
+	size_t i;
+	int live;
+
+	if (!pin) {
+		live = index_read_lock(p);
+		for (i = 0; live && i < n; i++)
+			rq[i].hits = beluga_lookup_count(p->b, ns, rq[i].k.keys, rq[i].k.n);
+		pthread_rwlock_unlock(&p->index_lock);
+		if (live)
+			return;
+	}
+	lookup_many_run(p, ns, rq, n, pin ? BELUGA_LOOKUP_PIN : 0);
 }
 
 static void many_requests_free(struct many_request *rq, size_t n)
@@ -1410,7 +1441,7 @@ static PyObject *Pool_lookup_many(Pool *p, PyObject *args, PyObject *kwds)
 	}
 	if (pool_enter(p))
 		goto out;
-	POOL_CALL(p, lookup_many_run(p, ns, rq, n, pin ? BELUGA_LOOKUP_PIN : 0));
+	POOL_CALL(p, lookup_many_dispatch(p, ns, rq, n, pin));
 	result = lookup_many_results(p, rq, n, pin);
 	pool_leave(p);
 out:
@@ -1984,9 +2015,11 @@ static PyMethodDef Pool_methods[] = {
 	  "offsets is None, or with pin=True an array('Q') of the hits' pinned blocks" },
 	{ "lookup_many", (PyCFunction)(void (*)(void))Pool_lookup_many,
 	  METH_VARARGS | METH_KEYWORDS,
-	  "lookup_many(ns, requests, pin=False) -> [lookup(ns, keys, pin) for keys in requests], "
-	  "through io_uring (64 requests per system call) where the module and kernel have "
-	  "it (ring_error says why not); a failed request raises and releases the others' pins" },
+	  "lookup_many(ns, requests, pin=False) -> [lookup(ns, keys, pin) for keys in requests]: "
+	  "count-only, as lookup_count() does (no system call on the mapped index); with pin, or "
+	  "where the index cannot be mapped (index_error), through io_uring (64 requests per "
+	  "system call) where the module and kernel have it (ring_error says why not); a failed "
+	  "request raises and releases the others' pins" },
 	{ "lookup_count", (PyCFunction)(void (*)(void))Pool_lookup_count, METH_FASTCALL,
 	  "lookup_count(ns, keys) -> hits: lookup(ns, keys)[0] (count-only: no pins, no "
 	  "LRU refresh), answered in this process from a read-only mapping of the pool's "

@@ -476,10 +476,12 @@ class KVStore:
         return blocks
 
     def lookup_many(self, requests):
-        """``[lookup(keys) for keys in requests]`` in one call: through the
-        pool's io_uring ring where the module has it (one system call per 64
-        requests; ``Pool.ring_error`` says why not), so a scheduler probing
-        many requests or blocks does not pay a system call for each."""
+        """``[lookup(keys) for keys in requests]`` in one call, so that a
+        scheduler probing many requests or blocks does not pay a system
+        call for each: on the pool's index mapped into this process, with
+        none at all; where it cannot be mapped (``Pool.index_error``),
+        through the pool's io_uring ring (one system call per 64 requests;
+        ``Pool.ring_error`` says why not)."""
         bufs = [_keybuf(keys) for keys in requests]
         m = self.layout.parts
         answers = self.pool.lookup_many(self.ns.value, [_keys.part_keys(kb, m) for kb in bufs])
