@@ -526,7 +526,10 @@ typedef struct {
 	 * use and made anew once ATTACH or DETACH sealed it. index_lock
 	 * protects index_err and index_msg, and the mapping itself: readers
 	 * (beluga_lookup_count()) hold it shared, (re)mapping holds it
-	 * exclusive, as libbeluga asks. Taken with the GIL released.
+	 * exclusive, as libbeluga asks. Its holders never wait for the GIL,
+	 * so index_error's getter may take it with the GIL held. Readers
+	 * that find the copy sealed let go and queue for the remap, so a
+	 * remap waits for lookups already running only.
 	 */
 	pthread_rwlock_t index_lock;
 	int index_err;		/* -errno: why there is no mapping for good; 0: none */
