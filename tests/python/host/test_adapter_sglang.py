@@ -156,3 +156,20 @@ def test_clear_evicts_the_namespace_only(pool, unique_ns):
     assert mine.backend.batch_exists(reqs[0].hex) == 0
     assert other.backend.batch_exists(reqs[0].hex) == n
     mine.close(), other.close()
+
+
+@pytest.mark.skipif(not H.S.beluga.FAKE_KERNEL, reason="refuses EVICT through the fake kernel")
+def test_clear_without_the_evict_right_says_so_and_what_to_run(pool, unique_ns, caplog):
+    import errno
+    from beluga import _beluga
+    eng = engine(pool, unique_ns)
+    reqs, _ = conversations(16, 12, seed=19, systems=1, turns=1)
+    eng.serve(reqs[0])
+    _beluga._fake_fail("evict", 1, errno.EPERM)
+    with caplog.at_level("WARNING", logger="beluga.adapters.sglang"):
+        assert eng.backend.clear() is False
+    msg = " ".join(r.getMessage() for r in caplog.records)
+    assert "admin" in msg and "belugactl evict --ns 0x" in msg and "--all" in msg, msg
+    assert eng.backend.batch_exists(reqs[0].hex) == reqs[0].num_blocks
+    assert eng.backend.clear() is True
+    eng.close()
