@@ -339,6 +339,36 @@ def test_clear_says_whether_it_cleared(device, pool, sglang_problems):
     assert sglang_problems() == []
 
 
+def test_clear_through_sglang_without_the_evict_right_logs_the_fix(device, pool, backend, caplog):
+    # M-S5 on a handle that may not EVICT: SGLang 0.5.23's own caller of
+    # clear() (HybridCacheController.clear_storage_backend, the admin API's
+    # path) ignores what clear() returns and reports success, so the
+    # adapter's warning is what reaches the operator
+    if backend != "fake":
+        pytest.skip("refuses EVICT through the fake pool's fault injection")
+    import errno
+    import types
+    from beluga import _beluga
+    from sglang.srt.mem_cache.hybrid_cache.hybrid_cache_controller import HybridCacheController
+    device_pool, host = host_pool("page_first", torch.bfloat16)
+    cc = controller(device_pool, host, documented_extra_config(device))
+    try:
+        tokens = list(range(800, 800 + PAGE))
+        src = host.alloc(PAGE)
+        random_bits(host, src, 10)
+        assert backup(cc, src, tokens) == PAGE
+        _beluga._fake_fail("evict", 1, errno.EPERM)
+        caller = types.SimpleNamespace(enable_storage=True, storage_backend=cc.storage_backend)
+        with caplog.at_level(logging.WARNING, logger="beluga.adapters.sglang"):
+            HybridCacheController.clear_storage_backend(caller)
+        msg = " ".join(r.getMessage() for r in caplog.records if r.name == "beluga.adapters.sglang")
+        assert "admin" in msg and "belugactl evict --ns 0x" in msg and "--all" in msg, msg
+        op, dst, completed = prefetch(cc, host, tokens)
+        assert op.storage_hit_count == PAGE, "a refused clear() dropped the pages"
+    finally:
+        cc.detach_storage_backend()
+
+
 def test_a_hybrid_models_pool_is_refused(device, pool):
     # M-S4: the v2 pools (Mamba, SWA, DSA sidecars) are refused when SGLang
     # registers them, not at the first prefetch
