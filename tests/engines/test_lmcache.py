@@ -12,9 +12,11 @@ chunk keeps its bits. No GPU: LMCache runs on its CPU device here.
 
 import asyncio
 import collections
+import errno
 import logging
 import pathlib
 import re
+import types
 
 import pytest
 import torch
@@ -24,7 +26,10 @@ from lmcache.v1.memory_management import MemoryFormat, MemoryObj, MemoryObjMetad
 from lmcache.v1.metadata import LMCacheMetadata
 from lmcache.v1.pin_monitor import PinMonitor
 from lmcache.v1.storage_backend import storage_plugin_launcher
-from lmcache.v1.storage_backend.abstract_backend import StoragePluginInterface
+from lmcache.v1.storage_backend.abstract_backend import (AllocatorBackendInterface,
+                                                         StorageBackendInterface,
+                                                         StoragePluginInterface)
+from lmcache.v1.storage_backend.storage_manager import StorageManager
 
 README = pathlib.Path(__file__).resolve().parents[2] / "userspace" / "python" / "README.md"
 CHUNK = 16
@@ -183,3 +188,45 @@ def test_a_hit_is_an_lmcache_memory_obj_that_releases_its_pin(plugin, pool):
     got.ref_count_down()
     assert pool.stats()["pins"] == pins
     assert not got.is_valid()
+
+
+def storage_manager(plugin):
+    """LMCache's StorageManager methods run on their own code over a manager
+    whose only backend is the plugin (building a whole one needs a GPU
+    connector and LMCache's threads)."""
+    return types.SimpleNamespace(storage_backends={"beluga": plugin})
+
+
+def test_lmcache_sees_the_interface_the_plugin_offers(plugin):
+    # LMCache treats a backend as an allocator only through
+    # AllocatorBackendInterface (memcheck, allocator choice); the plugin is
+    # none, so it must offer none of that interface's methods either.
+    assert not isinstance(plugin, AllocatorBackendInterface)
+    allocator_only = AllocatorBackendInterface.__abstractmethods__ - \
+        StorageBackendInterface.__abstractmethods__
+    assert allocator_only, "LMCache's AllocatorBackendInterface has no methods of its own"
+    offered = sorted(m for m in allocator_only if hasattr(plugin, m))
+    assert offered == [], f"allocator methods LMCache never calls: {offered}"
+    assert StorageManager.memcheck(storage_manager(plugin))
+
+
+def test_remove_through_lmcache_says_once_why_it_cannot(plugin, backend, caplog):
+    if backend != "fake":
+        pytest.skip("refuses EVICT through the fake pool's fault injection")
+    from beluga import _beluga
+    keys = [key(501), key(502)]
+    plugin.batched_submit_put_task(keys, [chunk(9), chunk(10)])
+    manager = storage_manager(plugin)
+    with caplog.at_level(logging.WARNING, logger="beluga.adapters.lmcache"):
+        for k in keys:                       # a handle that may not EVICT
+            _beluga._fake_fail("evict", 1, errno.EPERM)
+            assert StorageManager.remove(manager, k) == 0
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1, warnings
+    assert "EVICT" in warnings[0] and "belugactl evict --ns 0x" in warnings[0] \
+        and "--all" in warnings[0], warnings[0]
+    assert plugin.batched_contains(keys) == 2
+    # an admin handle removes, and an absent key is no refusal
+    assert StorageManager.batched_remove(manager, keys) == 2
+    assert plugin.batched_contains(keys) == 0
+    assert StorageManager.remove(manager, keys[0]) == 0

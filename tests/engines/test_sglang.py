@@ -93,7 +93,7 @@ def sglang_problems(caplog):
                    if r.name.startswith("sglang") and r.levelno >= logging.WARNING]
 
 
-def host_pool(layout, dtype, mla=False):
+def host_pool(layout, dtype, mla=False, heads=HEADS):
     """SGLang's device KV pool (on its CPU device) and its host pool."""
     if mla:
         device = MLATokenToKVPool(size=DEVICE_TOKENS, page_size=PAGE, dtype=dtype,
@@ -104,7 +104,7 @@ def host_pool(layout, dtype, mla=False):
                                     device_capacity_tokens=DEVICE_TOKENS, start_layer=0,
                                     end_layer=LAYERS, target_layer_num=LAYERS)
         return device, host
-    device = MHATokenToKVPool(size=DEVICE_TOKENS, page_size=PAGE, dtype=dtype, head_num=HEADS,
+    device = MHATokenToKVPool(size=DEVICE_TOKENS, page_size=PAGE, dtype=dtype, head_num=heads,
                               head_dim=HEAD_DIM, layer_num=LAYERS, device="cpu",
                               enable_memory_saver=False, enable_alt_stream=False)
     host = MHATokenToKVPoolHost(device._mha_buffer_info(), 2.0, 0, PAGE, layout,
@@ -339,6 +339,36 @@ def test_clear_says_whether_it_cleared(device, pool, sglang_problems):
     assert sglang_problems() == []
 
 
+def test_clear_through_sglang_without_the_evict_right_logs_the_fix(device, pool, backend, caplog):
+    # M-S5 on a handle that may not EVICT: SGLang 0.5.23's own caller of
+    # clear() (HybridCacheController.clear_storage_backend, the admin API's
+    # path) ignores what clear() returns and reports success, so the
+    # adapter's warning is what reaches the operator
+    if backend != "fake":
+        pytest.skip("refuses EVICT through the fake pool's fault injection")
+    import errno
+    import types
+    from beluga import _beluga
+    from sglang.srt.mem_cache.hybrid_cache.hybrid_cache_controller import HybridCacheController
+    device_pool, host = host_pool("page_first", torch.bfloat16)
+    cc = controller(device_pool, host, documented_extra_config(device))
+    try:
+        tokens = list(range(800, 800 + PAGE))
+        src = host.alloc(PAGE)
+        random_bits(host, src, 10)
+        assert backup(cc, src, tokens) == PAGE
+        _beluga._fake_fail("evict", 1, errno.EPERM)
+        caller = types.SimpleNamespace(enable_storage=True, storage_backend=cc.storage_backend)
+        with caplog.at_level(logging.WARNING, logger="beluga.adapters.sglang"):
+            HybridCacheController.clear_storage_backend(caller)
+        msg = " ".join(r.getMessage() for r in caplog.records if r.name == "beluga.adapters.sglang")
+        assert "admin" in msg and "belugactl evict --ns 0x" in msg and "--all" in msg, msg
+        op, dst, completed = prefetch(cc, host, tokens)
+        assert op.storage_hit_count == PAGE, "a refused clear() dropped the pages"
+    finally:
+        cc.detach_storage_backend()
+
+
 def test_a_hybrid_models_pool_is_refused(device, pool):
     # M-S4: the v2 pools (Mamba, SWA, DSA sidecars) are refused when SGLang
     # registers them, not at the first prefetch
@@ -374,4 +404,30 @@ def test_two_tp_ranks_keep_their_own_heads(device, pool, sglang_problems):
     finally:
         for cc, _, _ in ranks:
             cc.detach_storage_backend()
+    assert sglang_problems() == []
+
+
+def test_replicated_kv_heads_keep_the_models_head_count(device, pool, sglang_problems):
+    # M-S7: a model of two KV heads at TP 4, each rank's host pool holding one
+    # replicated head; "num_kv_heads" puts the model's count in the namespace
+    extra = dict(documented_extra_config(device), num_kv_heads=2)
+    tokens = list(range(900, 900 + PAGE))
+    for rank in range(4):
+        with get_parallel().override(tp_rank=rank, tp_size=4):
+            device_pool, host = host_pool("page_first", torch.bfloat16, heads=1)
+            cc = controller(device_pool, host, extra)
+        try:
+            spec = cc.storage_backend.store.layout.spec
+            assert (spec.num_kv_heads, spec.tp_size, spec.heads_local) == (2, 4, 1)
+            src = host.alloc(PAGE)
+            random_bits(host, src, 30 + rank)
+            assert backup(cc, src, tokens) == PAGE
+            op, dst, completed = prefetch(cc, host, tokens)
+            assert completed == PAGE and torch.equal(token_bits(host, dst), token_bits(host, src))
+        finally:
+            cc.detach_storage_backend()
+    with get_parallel().override(tp_rank=0, tp_size=4):
+        device_pool, host = host_pool("page_first", torch.bfloat16, heads=1)
+        with pytest.raises(ValueError, match="num_kv_heads 8 over tp_size 4"):
+            controller(device_pool, host, dict(extra, num_kv_heads=8))
     assert sglang_problems() == []

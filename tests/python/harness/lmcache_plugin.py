@@ -6,9 +6,10 @@ lmcache/v1/storage_backend/abstract_backend.py and MaruBackend's
 allocator-backend flow (engines.md sections 1.3 and 5.8): the plugin is
 built as StoragePluginInterface(dst_device, config, metadata,
 local_cpu_backend, loop); a store does batched_contains (skip the present
-leading run) -> allocate per chunk -> the engine writes the chunk's KV
-(KV_2LTD [2, layers, tokens, hidden]) into MemoryObj.tensor ->
-batched_submit_put_task -> ref_count_down; a retrieve does
+leading run) -> the engine's chunk (KV_2LTD [2, layers, tokens, hidden]) in
+a memory object of LMCache's LocalCPUBackend (LMCache 0.5.6 never lets a
+plugin allocate) -> batched_submit_put_task, which copies it into the
+pool; a retrieve does
 batched_contains(pin=True) -> get_blocking per chunk -> copy out ->
 ref_count_down -> unpin, or the async form batched_async_contains ->
 batched_get_non_blocking.  Chunk hashes here are SHA-256 chain digests
@@ -23,6 +24,12 @@ import numpy as np
 from beluga.adapters import lmcache as M
 
 from .workload import Oracle, block_kv
+
+
+@dataclass
+class HostChunk:
+    """A chunk in host memory, as LMCache's LocalCPUBackend hands it over."""
+    tensor: np.ndarray
 
 
 @dataclass(frozen=True)
@@ -110,20 +117,12 @@ class Engine:
         present = self.plugin.batched_contains(keys[hits:])
         todo = keys[hits + present:]
         if todo:
-            objs = []
-            for _ in todo:
-                o = self.plugin.allocate(self.shape, "float32", "KV_2LTD")
-                if o is None:
-                    break
-                objs.append(o)
-            for j, o in enumerate(objs):
-                o.tensor[...] = gpu[hits + present + j]   # the GPU -> pool copy
-            futs = self.plugin.batched_submit_put_task(todo[:len(objs)], objs)
+            # LMCache's LocalCPUBackend holds the chunks it puts (the GPU -> CPU copy)
+            objs = [HostChunk(gpu[hits + present + j]) for j in range(len(todo))]
+            futs = self.plugin.batched_submit_put_task(todo, objs)
             assert len(futs) == len(objs)
             for f in futs:
                 f.result()
-            for o in objs:
-                o.ref_count_down()
         for i in range(n):
             want = kv_2ltd(self.layout, block_kv(self.layout, req.hex[i]))
             if gpu[i].tobytes() != want.tobytes():

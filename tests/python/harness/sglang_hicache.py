@@ -106,14 +106,14 @@ class Engine:
 
     def __init__(self, pool, layer_num, head_num, head_dim, page_size, pages=64,
                  layout="page_first", tp_rank=0, tp_size=1, latent=0, salt=None,
-                 model="beluga-test/tiny", dtype="float32"):
+                 model="beluga-test/tiny", dtype="float32", extra=None):
         cfg = HiCacheStorageConfig(tp_rank=tp_rank, tp_size=tp_size, pp_rank=0, pp_size=1,
                                    is_mla_model=bool(latent), is_page_first_layout=True,
                                    model_name=model,
                                    extra_config={"backend_name": "beluga",
                                                  "module_path": "beluga.adapters.sglang",
                                                  "class_name": "BelugaHiCacheStorage",
-                                                 "salt": salt})
+                                                 "salt": salt, **(extra or {})})
         self.backend = S.BelugaHiCacheStorage(cfg, {}, pool=pool)
         self.host = HostKVCache(layer_num, head_num, head_dim, dtype, page_size, pages, layout,
                                 latent)

@@ -34,42 +34,24 @@ def test_large_pool_hits_equal_the_oracle(pool, unique_ns, async_lookup):
 BYTES_PER_TOKEN = 2 * 2 * 2 * 16 * 4          # the harness's tiny model, float32
 
 
-def test_allocate_is_zero_copy_into_the_pool(pool, unique_ns):
-    # zero-copy is defined for a chunk in one pool block: pick a chunk that fits
-    chunk = min(16, pool.block_size // BYTES_PER_TOKEN)
-    eng = H.Engine(pool, chunk=chunk, salt=f"lmc0-{unique_ns}")
-    assert eng.layout.parts == 1
-    obj = eng.plugin.allocate(eng.shape, "float32", "KV_2LTD")
-    assert tuple(obj.get_shape()) == eng.shape
-    store = obj._store
-    obj.tensor[1, 0, 3, 5] = 42.0                      # V, layer 0, token 3, element 5
-    raw = store.block_view(obj.offsets)
-    canon = store.layout.view(raw)
-    assert canon[0, 1, 3].reshape(-1)[5] == 42.0      # the same byte, layer-major
-    obj.ref_count_down()                               # never put: FREE
-    assert pool.stats()["allocated_blocks"] == 0
-    eng.close()
-
-
-def test_split_chunk_is_staged_and_has_no_zero_copy_view(pool, unique_ns):
-    """A chunk over two pool blocks: allocate() stages it on the host, the
-    put scatters it into the parts, and block_view refuses it by name."""
+def test_split_chunk_is_scattered_and_read_back_as_a_copy(pool, unique_ns):
+    """A chunk over two pool blocks: the put scatters LMCache's host chunk
+    into the parts, a hit is a host copy, and block_view refuses it by name."""
     chunk = 2 * pool.block_size // BYTES_PER_TOKEN              # two full parts
     eng = H.Engine(pool, chunk=chunk, salt=f"lmc2-{unique_ns}")
     assert eng.layout.parts == 2
-    obj = eng.plugin.allocate(eng.shape, "float32", "KV_2LTD")
-    store = obj._store
-    with pytest.raises(ValueError, match=r"split over 2 pool blocks .* no zero-copy view"):
-        store.block_view(obj.offsets)
-    assert obj._staging is not None
+    kv = np.zeros(eng.shape, np.float32)
     last = chunk - 1                                   # a token in the second part
-    obj.tensor[1, 1, last, 5] = 42.0                   # V, layer 1
+    kv[1, 1, last, 5] = 42.0                           # V, layer 1
     key = eng.key(b"\x07" * 32)
-    (f,) = eng.plugin.batched_submit_put_task([key], [obj])
+    (f,) = eng.plugin.batched_submit_put_task([key], [H.HostChunk(kv)])
     assert f.result() is True
+    store = next(iter(eng.plugin._stores.values()))
     with store.pin(K.digest16(key.chunk_hash)) as p:
         assert p.count == 1
         assert p.view(0)[1, 1, last].reshape(-1)[5] == 42.0
+        with pytest.raises(ValueError, match=r"split over 2 pool blocks .* no zero-copy view"):
+            store.block_view(p.offsets)
     o = eng.plugin.get_blocking(key)
     assert o.state == "copy" and o.tensor[1, 1, last, 5] == 42.0
     o.ref_count_down()
@@ -105,16 +87,18 @@ def test_pin_unpin_contains_remove(pool, unique_ns, backend):
     assert eng.plugin.get_non_blocking(missing) is None
     assert eng.plugin.remove(missing) is False
     assert eng.plugin.exists_in_put_tasks(k) is False
-    assert eng.plugin.calculate_chunk_budget() >= 1
     eng.close()
     assert pool_clean(pool)[0]
 
 
 def test_partial_chunk_is_not_stored(pool, unique_ns):
     eng = H.Engine(pool, salt=f"lmc-{unique_ns}")
-    assert eng.plugin.allocate((2, 2, 5, 32), "float32", "KV_2LTD") is None
+    short, wrong = H.HostChunk(np.zeros((2, 2, 5, 32), np.float32)), \
+        H.HostChunk(np.zeros((2, 3, 16, 32), np.float32))
+    (f,) = eng.plugin.batched_submit_put_task([eng.key(b"\x05" * 32)], [short])
+    assert f.result() is False and not eng.plugin.contains(eng.key(b"\x05" * 32))
     with pytest.raises(ValueError, match="chunk_size"):
-        eng.plugin.allocate((2, 3, 16, 32), "float32", "KV_2LTD")
+        eng.plugin.batched_submit_put_task([eng.key(b"\x06" * 32)], [wrong])
     eng.close()
     assert pool_clean(pool)[0]
 

@@ -156,3 +156,36 @@ def test_clear_evicts_the_namespace_only(pool, unique_ns):
     assert mine.backend.batch_exists(reqs[0].hex) == 0
     assert other.backend.batch_exists(reqs[0].hex) == n
     mine.close(), other.close()
+
+
+@pytest.mark.skipif(not H.S.beluga.FAKE_KERNEL, reason="refuses EVICT through the fake kernel")
+def test_clear_without_the_evict_right_says_so_and_what_to_run(pool, unique_ns, caplog):
+    import errno
+    from beluga import _beluga
+    eng = engine(pool, unique_ns)
+    reqs, _ = conversations(16, 12, seed=19, systems=1, turns=1)
+    eng.serve(reqs[0])
+    _beluga._fake_fail("evict", 1, errno.EPERM)
+    with caplog.at_level("WARNING", logger="beluga.adapters.sglang"):
+        assert eng.backend.clear() is False
+    msg = " ".join(r.getMessage() for r in caplog.records)
+    assert "admin" in msg and "belugactl evict --ns 0x" in msg and "--all" in msg, msg
+    assert eng.backend.batch_exists(reqs[0].hex) == reqs[0].num_blocks
+    assert eng.backend.clear() is True
+    eng.close()
+
+
+def test_replicated_kv_heads_keep_the_models_head_count(pool, unique_ns):
+    # review M-S7: two KV heads at TP 4, each rank holding one replicated
+    # head; "num_kv_heads" gives the model's count, not head_num x tp_size
+    ranks = [engine(pool, unique_ns, head_num=1, tp_rank=r, tp_size=4,
+                    extra={"num_kv_heads": 2}) for r in range(4)]
+    try:
+        for e in ranks:
+            spec = e.backend.store.layout.spec
+            assert (spec.num_kv_heads, spec.heads_local) == (2, 1)
+    finally:
+        for e in ranks:
+            e.close()
+    with pytest.raises(ValueError, match="num_kv_heads 8 over tp_size 4 gives 2 heads"):
+        engine(pool, unique_ns, head_num=1, tp_rank=0, tp_size=4, extra={"num_kv_heads": 8})

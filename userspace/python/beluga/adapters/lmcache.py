@@ -1,7 +1,6 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
-"""LMCache storage plugin (``StoragePluginInterface`` with the
-``AllocatorBackendInterface`` calls, lmcache/v1/storage_backend/
-abstract_backend.py, LMCache 0.5.6).
+"""LMCache storage plugin (``StoragePluginInterface``,
+lmcache/v1/storage_backend/abstract_backend.py, LMCache 0.5.6).
 
 Load it through LMCache's storage plugins (LMCache config)::
 
@@ -16,12 +15,17 @@ LMCache allocates the chunks it stores in its LocalCPUBackend (this plugin's
 ``get_allocator_backend`` names it, and LMCache picks allocators by backend
 name, never a plugin's), copies each chunk there from the GPU, and hands it to
 ``batched_submit_put_task``, which copies it into a pool block and PUBLISHes:
-one host copy more than LMCache's own CPU tier. Hits are LMCache
-TensorMemoryObjs whose tensor is the pinned pool block itself (no copy); the
-last ``ref_count_down`` RELEASEs the pin.  The elements keep their bits in both
-directions (bfloat16 is viewed, never converted by value).  ``allocate`` and
-``batched_allocate`` (pool blocks LMCache could fill in place) are kept for an
-LMCache that lets a plugin allocate; today's does not call them.
+one host copy more than LMCache's own CPU tier. The plugin is therefore no
+``AllocatorBackendInterface`` and has no ``allocate``: LMCache 0.5.6 would
+never call it. Hits are LMCache TensorMemoryObjs whose tensor is the pinned
+pool block itself (no copy); the last ``ref_count_down`` RELEASEs the pin.
+The elements keep their bits in both directions (bfloat16 is viewed, never
+converted by value).
+
+``remove`` (LMCache's ``clear`` of given tokens, ``move``, ``compress``) is
+the pool's EVICT, which needs an admin handle (a pool opened by root or with
+CAP_SYS_ADMIN). Without one it answers False, as for an absent key, and says
+once, as a warning, why and what to run instead.
 
 Keys: the namespace comes from the CacheEngineKey's model_name, world_size
 and worker_id plus the chunk geometry; the key is ``digest16(chunk_hash)``
@@ -57,17 +61,6 @@ def _flag(v):
     if v is None or isinstance(v, bool):
         return v
     return str(v).lower() in ("1", "true", "yes", "on")
-
-
-def _one_shape(shapes):
-    """LMCache passes one shape (torch.Size) or a list with one shape."""
-    first = shapes[0] if len(shapes) else None
-    if first is not None and hasattr(first, "__len__"):
-        if len(shapes) != 1:
-            raise ValueError("the beluga plugin stores one tensor per chunk, not "
-                             f"{len(shapes)}")
-        shapes = first
-    return tuple(int(x) for x in shapes)
 
 
 def _dtype_name(dt):
@@ -106,9 +99,8 @@ def _host_array(tensor, dtype):
 class BelugaMemoryObj:
     """A MemoryObj over pool memory.
 
-    states: "allocated" (ALLOCATED block; dropped -> FREE), "published"
-    (handed to PUBLISH; no longer ours), "pinned" (a pinned block; dropped
-    -> RELEASE), "copy" (a host copy of a split block)."""
+    states: "pinned" (a pinned block; dropped -> RELEASE), "copy" (a host
+    copy of a split block)."""
 
     def __init__(self, plugin, store, offsets, view, state, fmt=None):
         self._plugin, self._store, self.offsets = plugin, store, offsets
@@ -118,7 +110,6 @@ class BelugaMemoryObj:
         self.fmt = fmt
         self._refs = 1
         self._lock = threading.Lock()
-        self._staging = None
 
     # MemoryObj API LMCache uses
     def get_shape(self):
@@ -152,16 +143,14 @@ class BelugaMemoryObj:
             self._drop()
 
     def is_valid(self):
-        return self.state in ("allocated", "pinned", "copy")
+        return self.state in ("pinned", "copy")
 
     def invalidate(self):
         self._drop()
 
     def _drop(self):
         state, self.state = self.state, "dropped"
-        if state == "allocated":
-            self._store.free_blocks(self.offsets)
-        elif state == "pinned":
+        if state == "pinned":
             self._store.release_blocks(self.offsets)
 
 
@@ -196,6 +185,8 @@ class BelugaStoragePluginImpl:
         self.extra = extra
         self.pool = pool if pool is not None else beluga.Pool(extra.get("beluga.path"))
         self._stores = {}
+        self._chunk_shapes = {}    # id(store) -> the shape of a chunk
+        self._warned_remove = False
         self._pins = {}            # (ns, key16) -> [offsets, ...] taken by contains/pin
         self._lookup_pins = {}     # lookup_id -> {(ns, key16): [offsets, ...]}
         self._lock = threading.Lock()
@@ -273,52 +264,14 @@ class BelugaStoragePluginImpl:
         the pool). None in LMCache's scheduler role, which puts nothing."""
         return self.local_cpu_backend
 
-    def initialize_allocator(self, config, metadata):
-        return self
-
-    def get_memory_allocator(self):
-        return self
-
-    def calculate_chunk_budget(self):
-        parts = max(s.layout.parts for s in self._stores.values()) if self._stores else 1
-        return self.pool.stats()["total_blocks"] // parts
-
-    def _default_key(self):
-        m = self.metadata
-        return type("K", (), dict(model_name=m.model_name, world_size=m.world_size,
-                                  worker_id=m.worker_id))
-
-    def allocate(self, shapes, dtypes, fmt=None, eviction=True, busy_loop=True):
-        objs = self.batched_allocate(shapes, dtypes, 1, fmt, eviction, busy_loop)
-        return objs[0] if objs else None
-
-    def batched_allocate(self, shapes, dtypes, batch_size, fmt=None, eviction=True,
-                         busy_loop=True):
-        store = self._store_for(self._default_key())
-        want = tuple(self._lmcache_view(store, np.zeros(store.layout.block_bytes, np.uint8)).shape)
-        shape = _one_shape(shapes)
-        if shape != want:
-            if len(shape) == len(want) and shape[2] < want[2]:
-                return None     # a partial trailing chunk: not stored (see the module doc)
-            raise ValueError(f"LMCache asked for {shape}; the beluga layout holds chunks of "
-                             f"{want}: check chunk_size and the model geometry")
-        alloc = store.allocate(batch_size, partial=True)
-        if alloc.count == 0:
-            return None
-        offsets = alloc.detach()
-        m = store.layout.parts
-        objs = []
-        for i in range(alloc.count):
-            offs = offsets[i * m:(i + 1) * m]
-            if store.layout.parts == 1:
-                raw = store.block_view(offs, writable=True)
-            else:                       # split block: staged, scattered at put
-                raw = np.zeros(store.layout.block_bytes, np.uint8)
-            obj = self._memory_obj(store, offs, raw, "allocated", fmt)
-            if store.layout.parts > 1:
-                getattr(obj, "beluga", obj)._staging = raw
-            objs.append(obj)
-        return objs
+    def _chunk_shape(self, store):
+        """The shape of one chunk as LMCache holds it (KV_2LTD, or MLA's
+        [1, L, T, latent]): the view of a block, worked out once per store."""
+        shape = self._chunk_shapes.get(id(store))
+        if shape is None:
+            raw = np.zeros(store.layout.block_bytes, np.uint8)
+            shape = self._chunk_shapes[id(store)] = tuple(self._lmcache_view(store, raw).shape)
+        return shape
 
     # ---- puts ------------------------------------------------------------
 
@@ -330,18 +283,20 @@ class BelugaStoragePluginImpl:
         for key, lm_obj in zip(keys, objs):
             store, k = self._store_for(key), self._key16(key)
             obj = getattr(lm_obj, "beluga", lm_obj)
-            if isinstance(obj, BelugaMemoryObj) and obj.state == "allocated" and obj._store is store:
-                if obj._staging is not None:
-                    store.write_block(obj.offsets, obj._staging)
-                obj.state = "published"
-                res = store.publish_blocks(obj.offsets, k)
-            else:                                        # someone else's memory: copy it in
-                src = obj._np if isinstance(obj, BelugaMemoryObj) else \
-                    _host_array(obj.tensor, store.layout.dtype)
+            src = obj._np if isinstance(obj, BelugaMemoryObj) else \
+                _host_array(obj.tensor, store.layout.dtype)
+            want = self._chunk_shape(store)
+            if tuple(src.shape) != want:
+                if len(src.shape) == len(want) and src.shape[2] < want[2]:
+                    futures.append(_done(False))     # a partial trailing chunk (module doc)
+                    continue
+                raise ValueError(f"LMCache put a chunk of {tuple(src.shape)}; the beluga layout "
+                                 f"holds chunks of {want}: check chunk_size and the model "
+                                 "geometry")
 
-                def writer(i, dst, src=src):
-                    self._lmcache_view(store, dst)[...] = src
-                res = store.store(k, writer=writer)
+            def writer(i, dst, src=src):
+                self._lmcache_view(store, dst)[...] = src
+            res = store.store(k, writer=writer)
             futures.append(_done(res.ok))
             if res.ok and on_complete_callback is not None:
                 try:
@@ -451,11 +406,22 @@ class BelugaStoragePluginImpl:
     # ---- removal and shutdown -------------------------------------------
 
     def remove(self, key, force=True):
+        """EVICT the chunk: True when it was present and is gone. False when
+        it is absent, pinned, or the handle may not EVICT (the first refusal
+        is logged with the fix; LMCache only counts what was removed)."""
         store, k = self._store_for(key), self._key16(key)
         try:
             return store.evict_block(k)
+        except beluga.PermissionDenied as e:
+            if not self._warned_remove:
+                self._warned_remove = True
+                log.warning("beluga: LMCache asked to remove chunks, but this pool handle may "
+                            "not EVICT (%s): they stay in the pool until its LRU evicts them. "
+                            "Run the LMCache process as root or with CAP_SYS_ADMIN, or run "
+                            "'belugactl evict --ns 0x%x --all' as root (logged once)", e, store.ns.value)
+            return False
         except beluga.Error:
-            return False        # not present, pinned, or no admin right (ABI gap)
+            return False        # pinned by a reader, or gone meanwhile
 
     def batched_remove(self, keys, force=True):
         return sum(self.remove(k, force) for k in keys)
@@ -486,13 +452,13 @@ def __getattr__(name):
     if name != "BelugaStoragePlugin":
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     if name not in _built:
+        # Only the storage plugin interface: LMCache 0.5.6 picks its allocator
+        # by backend name, never a plugin (module doc), so the plugin offers
+        # no AllocatorBackendInterface for LMCache to mistake it for one.
         bases = (BelugaStoragePluginImpl,)
-        for mod, cls in (("lmcache.v1.storage_backend.abstract_backend", "StoragePluginInterface"),
-                         ("lmcache.v1.storage_backend.abstract_backend", "AllocatorBackendInterface")):
-            base = engine_module(mod)
-            if base is not None and hasattr(base, cls):
-                bases += (getattr(base, cls),)
-                break
+        base = engine_module(_BASE)
+        if base is not None and hasattr(base, "StoragePluginInterface"):
+            bases += (base.StoragePluginInterface,)
         _built[name] = type(name, bases, {"__module__": __name__,
                                           "__doc__": BelugaStoragePluginImpl.__doc__})
     return _built[name]

@@ -334,7 +334,7 @@ class BelugaHiCacheStorageImpl:
             self.pool.evict_ns(store.ns.value)
         except beluga.Error as e:
             log.warning("beluga: clear() could not evict namespace 0x%x (%s): EVICT needs an "
-                        "admin handle; run 'belugactl evict --ns 0x%x' as root instead",
+                        "admin handle; run 'belugactl evict --ns 0x%x --all' as root instead",
                         store.ns.value, e, store.ns.value)
             return False
         return True
