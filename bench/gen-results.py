@@ -110,6 +110,8 @@ def describe(r):
         parts.append(f"{r['large']}/{r['small']} blocks")
     elif "n" in r:
         parts.append(f"n={r['n']}")
+    if r.get("pool_blocks"):
+        parts.append(f"pool {r['pool_blocks']:,} blocks")
     return " ".join(parts)
 
 
@@ -210,23 +212,45 @@ def main():
     for env in envs(recs, "conc"):
         c = [r for r in recs if r.get("section") == "conc" and r.get("env") == env]
         cpus = next((r.get("cpus") for r in c if r.get("cpus")), "?")
-        w(f"### {env} ({cpus} CPUs)")
-        w("")
-        w("| target | shape | workers | pairs/s | p50 ns | p99 ns | x of 1 worker |")
-        w("|---|---|---:|---:|---:|---:|---:|")
+        sizes = []
         for r in sel(c, kind="conc"):
-            sc = one(c, kind="ratio", name="conc_scaling", backend=r["backend"],
-                     shape=r["shape"], n=r["workers"])
-            w(f"| {r['backend']} ({r['mode']}) | {r['shape']} | {r['workers']} | "
-              f"{stat(r, 'ops_per_s', 0)} | {stat(r, 'p50_ns', 0)} | {stat(r, 'p99_ns', 0)} | "
-              f"{spread(sc) if sc else '-'} |")
-        w("")
-        if cpus != "?" and cpus <= 2 and sel(c, kind="conc", backend="rpc-shm-polled"):
-            w(f"On {cpus} CPUs the polled server owns one CPU and every client shares the other: "
-              "two clients cannot run at once, and a client spinning for its reply holds the CPU "
-              "the other client needs (a time slice, milliseconds, shows in p99). The kernel path "
-              "needs no server CPU, so its two workers get both CPUs.")
+            if r.get("pool_blocks") not in sizes:
+                sizes.append(r.get("pool_blocks"))
+        for size in sizes:
+            cs = [r for r in c if r.get("pool_blocks") == size]
+            pool = f", pool of {size:,} blocks" if size else ""
+            w(f"### {env} ({cpus} CPUs{pool})")
             w("")
+            ctl = sel(cs, kind="ratio", name="control_scaling")
+            w("| target | shape | workers | pairs/s | p50 ns | p99 ns | x of 1 worker |"
+              + (" over the control's |" if ctl else ""))
+            w("|---|---|---:|---:|---:|---:|---:|" + ("---:|" if ctl else ""))
+            for r in sel(cs, kind="conc"):
+                sc = one(cs, kind="ratio", name="conc_scaling", backend=r["backend"],
+                         shape=r["shape"], n=r["workers"])
+                oc = one(cs, kind="ratio", name="conc_scaling_over_control",
+                         backend=r["backend"], shape=r["shape"], n=r["workers"])
+                w(f"| {r['backend']} ({r['mode']}) | {r['shape']} | {r['workers']} | "
+                  f"{stat(r, 'ops_per_s', 0)} | {stat(r, 'p50_ns', 0)} | {stat(r, 'p99_ns', 0)} | "
+                  f"{spread(sc) if sc else '-'} |" + (f" {spread(oc) if oc else '-'} |" if ctl else ""))
+            for x in ctl:
+                w(f"| {x['backend']} (threads, no Beluga code) | - | {x['n']} | - | - | - | "
+                  f"{spread(x)} | - |")
+            w("")
+            if ctl:
+                w("The control runs right after each round of each target, with 1 and 2 threads doing "
+                  "nothing but random 8-byte reads in a private buffer as large as the pool's block "
+                  "metadata (128 reads per operation, as many lines as a LOOKUP 64 and its RELEASE "
+                  "touch): what two workers gain on this machine at that moment with nothing shared. "
+                  "\"Over the control's\" divides the target's scaling by the control's, round by "
+                  "round: 1.0 means Beluga scales as well as code that shares nothing.")
+                w("")
+            if cpus != "?" and cpus <= 2 and sel(cs, kind="conc", backend="rpc-shm-polled"):
+                w(f"On {cpus} CPUs the polled server owns one CPU and every client shares the other: "
+                  "two clients cannot run at once, and a client spinning for its reply holds the CPU "
+                  "the other client needs (a time slice, milliseconds, shows in p99). The kernel path "
+                  "needs no server CPU, so its two workers get both CPUs.")
+                w("")
     w("No machine with 16 cores could be used for the userspace core's 1-16 thread curve: "
       "none was lent to this session. That curve is still to be measured.")
     w("")
@@ -421,7 +445,7 @@ def main():
             if x.get("backend") in ("kernel-ring-64", "kernel-ring-sqpoll-64", "model-ring-64"):
                 r.append(f"| {x['env']}: {describe(x)} | {spread(x)} | {goal_text(x)} | {miss_text(x)} |")
         for x in tg:
-            if x["name"] in ("conc_scaling", "hits_over_exact_lru") or \
+            if x["name"] in ("conc_scaling", "conc_scaling_over_control", "hits_over_exact_lru") or \
                (x["name"] == "scale_cost_ratio" and x.get("op") == "lookup64" and x.get("threads") == 1):
                 r.append(f"| {x['env']}: {describe(x)} | {spread(x)} | {goal_text(x)} | {miss_text(x)} |")
         for x in sel(recs, kind="lockhold", op="lookup_pin"):

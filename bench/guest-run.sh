@@ -176,9 +176,9 @@ for s in $BENCH_SECTIONS; do
 		# 1 vs 2 worker processes on the module, threads on the core,
 		# client processes on the polled server (which takes a vCPU)
 		if [ -n "$ramdax" ]; then
-			bb conc --pool dax:/dev/$ramdax --targets kernel,core,shm
+			bb conc --pool dax:/dev/$ramdax --targets kernel,core,shm,control
 		else
-			bb conc --pool node:0 --targets kernel,core,shm
+			bb conc --pool node:0 --targets kernel,core,shm,control
 		fi
 		;;
 	ring)

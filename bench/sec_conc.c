@@ -22,6 +22,17 @@
  * scaling ratio ops/s(2 workers) / ops/s(1 worker) of the same round.
  * Everything runs --rounds times (default 5), worker counts interleaved
  * inside a round; figures are medians over the rounds, with min and max.
+ *
+ * How well two workers can scale depends on the machine at that moment
+ * (a shared host, turbo, the other guest): with "control" among the
+ * targets, every round of every target is followed at once by the same
+ * 1 and 2 workers (threads) running no Beluga code at all: 128 random
+ * 8-byte reads per operation (a LOOKUP 64 and its RELEASE touch about as
+ * many lines) in a private buffer as large as the pool's block metadata.
+ * The target's scaling over the control's, round by round, is Beluga's
+ * own share of the figure. --chains sets the chains per worker (default
+ * 128: a working set that fits in the caches; the bench also runs a pool
+ * of about 256K blocks, where it does not).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -44,7 +55,10 @@
 #define TAIL_TAG 0x7A11ULL	/* hot-head chains' own tails */
 #define CHAIN 64
 #define HEAD 32
-#define CHAINS_PER_WORKER 128
+#define DEFAULT_CHAINS 128
+#define MAX_CHAINS 8192
+#define CONTROL_READS (2 * CHAIN)
+#define CONTROL_LINE 64	/* bytes of block metadata per block */
 #define MAX_WORKERS 4
 #define MAX_ROUNDS 16
 #define LAT_MAX (1U << 18)
@@ -64,11 +78,13 @@ struct shared {
 	_Atomic int ready;
 	_Atomic int go;
 	u64 deadline_ns;
+	u64 chains;		/* per worker */
+	u64 control_bytes;	/* the control's private buffer */
 	struct wres w[MAX_WORKERS];
 };
 
 struct cctx {
-	struct target *t;
+	struct target *t;	/* NULL: the control */
 	struct shared *sh;
 	int shape;
 	int id;
@@ -86,45 +102,96 @@ static void pin_to(int cpu)
 	sched_setaffinity(0, sizeof(set), &set);
 }
 
-static void chain_keys(int shape, int worker, u64 c, struct beluga_key *k)
+static void chain_keys(int shape, int worker, u64 chains, u64 c,
+		       struct beluga_key *k)
 {
 	u64 base;
 	int j;
 
 	if (shape == SHAPE_DISJOINT) {
-		base = ((u64)worker * CHAINS_PER_WORKER + c) * CHAIN;
+		base = ((u64)worker * chains + c) * CHAIN;
 		for (j = 0; j < CHAIN; j++)
 			k[j] = mkkey(CONC_TAG, base + j);
 		return;
 	}
 	for (j = 0; j < HEAD; j++)
 		k[j] = mkkey(HEAD_TAG, j);
-	base = ((u64)worker * CHAINS_PER_WORKER + c) * (CHAIN - HEAD);
+	base = ((u64)worker * chains + c) * (CHAIN - HEAD);
 	for (j = HEAD; j < CHAIN; j++)
 		k[j] = mkkey(TAIL_TAG, base + j - HEAD);
+}
+
+static void lat_add(struct wres *r, u64 ns)
+{
+	if (r->nlat < LAT_MAX)
+		r->lat[r->nlat++] = ns > 0xffffffffULL ? 0xffffffffU : (u32)ns;
+}
+
+static void wait_for_go(struct shared *sh)
+{
+	atomic_fetch_add(&sh->ready, 1);
+	while (!atomic_load(&sh->go))
+		usleep(50);
+}
+
+/* The control: random reads in a private buffer, nothing shared. */
+static void control_run(struct cctx *c, struct wres *r, u64 rnd)
+{
+	u64 lines = c->sh->control_bytes / CONTROL_LINE, t0, ops = 0, sum = 0;
+	u8 *buf = xcalloc(lines, CONTROL_LINE);
+	u64 i;
+
+	for (i = 0; i < lines; i++)	/* fault it in, distinct contents */
+		memcpy(buf + i * CONTROL_LINE, &i, sizeof(i));
+	wait_for_go(c->sh);
+	t0 = now_ns();
+	for (;;) {
+		u64 a = now_ns();
+
+		if (a >= c->sh->deadline_ns)
+			break;
+		for (i = 0; i < CONTROL_READS; i++) {
+			u64 v;
+
+			memcpy(&v, buf + rnd_next(&rnd) % lines * CONTROL_LINE,
+			       sizeof(v));
+			sum += v;
+		}
+		lat_add(r, now_ns() - a);
+		ops++;
+	}
+	r->elapsed_ns = now_ns() - t0;
+	atomic_store(&r->ops, ops);
+	/* keeps the reads: a sum of line numbers is never this */
+	if (sum == 1)
+		r->err = -EDOM;
+	free(buf);
 }
 
 static void *worker_run(void *arg)
 {
 	struct cctx *c = arg;
 	struct wres *r = &c->sh->w[c->id];
-	struct beluga_key *keys = xcalloc((u64)CHAINS_PER_WORKER * CHAIN,
-					  sizeof(*keys));
+	u64 chains = c->sh->chains;
 	u64 offs[CHAIN], rnd = 0x9E3779B97F4A7C15ULL * (c->id + 1), t0, ops = 0;
+	struct beluga_key *keys;
 	struct bk *b;
 	u64 i;
 
 	pin_to(c->cpu);
-	for (i = 0; i < CHAINS_PER_WORKER; i++)
-		chain_keys(c->shape, c->id, i, keys + i * CHAIN);
+	if (!c->t) {
+		control_run(c, r, rnd);
+		return NULL;
+	}
+	keys = xcalloc(chains * CHAIN, sizeof(*keys));
+	for (i = 0; i < chains; i++)
+		chain_keys(c->shape, c->id, chains, i, keys + i * CHAIN);
 	b = target_open(c->t, false);
-	atomic_fetch_add(&c->sh->ready, 1);
-	while (!atomic_load(&c->sh->go))
-		usleep(50);
+	wait_for_go(c->sh);
 	t0 = now_ns();
 	for (;;) {
-		u64 a = now_ns(), z;
-		u64 ch = rnd_next(&rnd) % CHAINS_PER_WORKER;
+		u64 a = now_ns();
+		u64 ch = rnd_next(&rnd) % chains;
 		u32 hits = 0;
 		int ret;
 
@@ -140,10 +207,7 @@ static void *worker_run(void *arg)
 			r->err = ret;
 			break;
 		}
-		z = now_ns() - a;
-		if (r->nlat < LAT_MAX)
-			r->lat[r->nlat++] = z > 0xffffffffULL ? 0xffffffffU :
-					    (u32)z;
+		lat_add(r, now_ns() - a);
 		ops++;
 	}
 	r->elapsed_ns = now_ns() - t0;
@@ -175,12 +239,20 @@ struct one {
 	double ops_s, p50, p99;
 };
 
+/* What every run of one invocation shares. */
+struct conc_geom {
+	double ms;
+	u64 chains;		/* per worker */
+	u64 control_bytes;
+};
+
 /*
- * One run: @nw workers of @shape against @t for @ms; processes unless
- * @threads.
+ * One run: @nw workers of @shape against @t (NULL: the control) for
+ * @g->ms; processes unless @threads.
  */
-static struct one run_workers(struct target *t, int shape, int nw, double ms,
-			      bool threads, int server_cpu)
+static struct one run_workers(struct target *t, int shape, int nw,
+			      const struct conc_geom *g, bool threads,
+			      int server_cpu)
 {
 	struct shared *sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE,
 				 MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -194,6 +266,8 @@ static struct one run_workers(struct target *t, int shape, int nw, double ms,
 
 	if (sh == MAP_FAILED)
 		die("conc: mmap: %s", strerror(errno));
+	sh->chains = g->chains;
+	sh->control_bytes = g->control_bytes;
 	for (i = 0; i < ncpu; i++)
 		if (cpus[i] != server_cpu)
 			usable[nu++] = cpus[i];
@@ -218,7 +292,7 @@ static struct one run_workers(struct target *t, int shape, int nw, double ms,
 	}
 	while (atomic_load(&sh->ready) < nw)
 		usleep(200);
-	sh->deadline_ns = now_ns() + (u64)(ms * 1e6);
+	sh->deadline_ns = now_ns() + (u64)(g->ms * 1e6);
 	atomic_store(&sh->go, 1);
 	for (i = 0; i < nw; i++) {
 		int st;
@@ -231,8 +305,9 @@ static struct one run_workers(struct target *t, int shape, int nw, double ms,
 	}
 	for (i = 0; i < nw; i++) {
 		if (sh->w[i].err)
-			die("conc: %s worker %d: %s", target_kind_name[t->kind],
-			    i, strerror(-sh->w[i].err));
+			die("conc: %s worker %d: %s",
+			    t ? target_kind_name[t->kind] : "control", i,
+			    strerror(-sh->w[i].err));
 		total += sh->w[i].ops;
 		if (sh->w[i].elapsed_ns > longest)
 			longest = sh->w[i].elapsed_ns;
@@ -264,48 +339,75 @@ static void rec_stat(const char *key, double *v, int n)
 	rec_num(k, v[n - 1]);
 }
 
-int sec_conc(int argc, char **argv)
+/* Whether @list (comma-separated) names the control. */
+static bool control_selected(const char *list)
 {
-	const char *spec = "none", *targets = "kernel,core,shm";
-	u64 workers[MAX_WORKERS] = { 1, 2 };
-	int nwk = 2, rounds = opt.quick ? 1 : 5, i, k, s, w, r;
-	double ms = opt.quick ? 50 : 300;
-	u64 bs = 4096, maxw = 0, nblocks;
+	char buf[256], *tok, *save = NULL;
+
+	snprintf(buf, sizeof(buf), "%s", list);
+	for (tok = strtok_r(buf, ",", &save); tok;
+	     tok = strtok_r(NULL, ",", &save))
+		if (!strcmp(tok, "control"))
+			return true;
+	return false;
+}
+
+/* Round @r's scaling of @res: @i workers over the first count (1). */
+static double scaling(struct one (*res)[MAX_ROUNDS], int i, int r)
+{
+	return res[i][r].ops_s / res[0][r].ops_s;
+}
+
+static void rec_scaling(const char *name, const char *backend,
+			const char *shape, u64 workers, double *v, int rounds,
+			u64 nblocks, double goal)
+{
+	rec_begin("ratio");
+	rec_str("name", name);
+	rec_str("backend", backend);
+	if (shape)
+		rec_str("shape", shape);
+	rec_int("n", (long long)workers);
+	rec_int("pool_blocks", (long long)nblocks);
+	rec_num("value", median(v, rounds));
+	rec_num("run_min", v[0]);
+	rec_num("run_max", v[rounds - 1]);
+	rec_int("runs", rounds);
+	rec_str("target", goal > 0 ? ">=" : "");
+	rec_num("goal", goal);
+	rec_int("met", goal <= 0 || median(v, rounds) >= goal);
+	rec_end();
+}
+
+/* Everything one invocation measures at one pool size. */
+struct conc_plan {
+	const char *spec, *targets;
+	u64 workers[MAX_WORKERS];
+	int nwk, rounds;
+	u64 bs, maxw;
+	bool control;
+};
+
+static void conc_at(const struct conc_plan *p, struct conc_geom g)
+{
+	const u64 *workers = p->workers;
+	const char *spec = p->spec, *targets = p->targets;
+	int nwk = p->nwk, rounds = p->rounds, i, k, s, w, r;
+	u64 bs = p->bs, maxw = p->maxw, nblocks;
 	static struct one res[NR_TARGETS][NR_SHAPES][MAX_WORKERS][MAX_ROUNDS];
-	bool done[NR_TARGETS] = { false };
+	/* the control, run right after each round of each target */
+	static struct one ctl[NR_TARGETS][MAX_WORKERS][MAX_ROUNDS];
+	bool done[NR_TARGETS] = { false }, control = p->control;
 	int cpus[64], ncpu = cpu_list(cpus, 64);
 
-	for (i = 1; i + 1 < argc; i += 2) {
-		if (!strcmp(argv[i], "--pool"))
-			spec = argv[i + 1];
-		else if (!strcmp(argv[i], "--targets"))
-			targets = argv[i + 1];
-		else if (!strcmp(argv[i], "--workers"))
-			nwk = parse_list(argv[i + 1], workers, MAX_WORKERS);
-		else if (!strcmp(argv[i], "--rounds"))
-			rounds = atoi(argv[i + 1]);
-		else if (!strcmp(argv[i], "--ms"))
-			ms = atof(argv[i + 1]);
-		else if (!strcmp(argv[i], "--bs"))
-			bs = parse_size(argv[i + 1]);
-		else
-			die("conc: unknown option %s", argv[i]);
-	}
-	if (rounds < 1 || rounds > MAX_ROUNDS)
-		die("conc: --rounds must be 1..%d", MAX_ROUNDS);
-	for (i = 0; i < nwk; i++) {
-		if (workers[i] < 1 || workers[i] > MAX_WORKERS)
-			die("conc: --workers: 1..%d", MAX_WORKERS);
-		if (workers[i] > maxw)
-			maxw = workers[i];
-	}
 	/* Every chain of every worker, both shapes, and the shared head. */
-	nblocks = maxw * CHAINS_PER_WORKER * (CHAIN + CHAIN - HEAD) + HEAD;
+	nblocks = maxw * g.chains * (CHAIN + CHAIN - HEAD) + HEAD;
 	nblocks = (nblocks + 511) & ~511ULL;
-	out_open("conc");
-	note("conc: %llu workers at most, %d CPUs, %d rounds of %.0f ms per figure; pool of %llu blocks",
-	     (unsigned long long)maxw, ncpu, rounds, ms,
-	     (unsigned long long)nblocks);
+	g.control_bytes = nblocks * CONTROL_LINE;
+	note("conc: %llu workers at most, %d CPUs, %d rounds of %.0f ms per figure; pool of %llu blocks (%llu chains per worker)%s",
+	     (unsigned long long)maxw, ncpu, rounds, g.ms,
+	     (unsigned long long)nblocks, (unsigned long long)g.chains,
+	     control ? "; a control run follows each round" : "");
 
 	for (k = 0; k < NR_TARGETS; k++) {
 		struct target t;
@@ -328,44 +430,60 @@ int sec_conc(int argc, char **argv)
 		fill = target_open(&t, false);
 		for (w = 0; w < (int)maxw; w++) {
 			target_fill(fill, CONC_NS, CONC_TAG,
-				    (u64)w * CHAINS_PER_WORKER * CHAIN,
-				    CHAINS_PER_WORKER * CHAIN, -1, NULL);
+				    (u64)w * g.chains * CHAIN,
+				    g.chains * CHAIN, -1, NULL);
 			target_fill(fill, CONC_NS, TAIL_TAG,
-				    (u64)w * CHAINS_PER_WORKER * (CHAIN - HEAD),
-				    CHAINS_PER_WORKER * (CHAIN - HEAD), -1,
-				    NULL);
+				    (u64)w * g.chains * (CHAIN - HEAD),
+				    g.chains * (CHAIN - HEAD), -1, NULL);
 		}
 		target_fill(fill, CONC_NS, HEAD_TAG, 0, HEAD, -1, NULL);
-		for (r = 0; r < rounds; r++)
+		for (r = 0; r < rounds; r++) {
 			for (s = 0; s < NR_SHAPES; s++)
 				for (i = 0; i < nwk; i++)
 					res[k][s][i][r] = run_workers(&t, s,
-						(int)workers[i], ms,
+						(int)workers[i], &g,
 						k == T_CORE, scpu);
+			/*
+			 * The polled server spins through its own rounds
+			 * only; the control runs beside the other targets
+			 * with the machine as they found it.
+			 */
+			for (i = 0; control && k != T_SHM && i < nwk; i++)
+				ctl[k][i][r] = run_workers(NULL, SHAPE_DISJOINT,
+							   (int)workers[i], &g,
+							   true, -1);
+		}
 		fill->close(fill);
 		target_teardown(&t);
 		done[k] = true;
 	}
 
-	printf("\n== conc (%s): pinned LOOKUP 64 + RELEASE, 1 vs 2 workers (%s), %d CPUs ==\n",
-	       opt.env, strcmp(opt.env, "host") ? "TCG guest" : "host CPU", ncpu);
+	printf("\n== conc (%s): pinned LOOKUP 64 + RELEASE, 1 vs 2 workers (%s), %d CPUs, pool of %llu blocks ==\n",
+	       opt.env, strcmp(opt.env, "host") ? "TCG guest" : "host CPU", ncpu,
+	       (unsigned long long)nblocks);
 	printf("%-15s %-9s %3s %12s %12s %12s %10s %10s  %s\n", "target", "shape",
 	       "wk", "ops/s", "(min", "max)", "p50 ns", "p99 ns",
 	       "x of 1 worker (min..max)");
 	for (k = 0; k < NR_TARGETS; k++) {
+		bool with_control = control && k != T_SHM;
+
 		if (!done[k])
 			continue;
 		for (s = 0; s < NR_SHAPES; s++)
 			for (i = 0; i < nwk; i++) {
 				double ops[MAX_ROUNDS], p50[MAX_ROUNDS],
-				       p99[MAX_ROUNDS], sc[MAX_ROUNDS];
+				       p99[MAX_ROUNDS], sc[MAX_ROUNDS],
+				       over[MAX_ROUNDS];
 				bool scaled = i > 0 && workers[0] == 1;
 
 				for (r = 0; r < rounds; r++) {
 					ops[r] = res[k][s][i][r].ops_s;
 					p50[r] = res[k][s][i][r].p50;
 					p99[r] = res[k][s][i][r].p99;
-					sc[r] = ops[r] / res[k][s][0][r].ops_s;
+					sc[r] = scaling(res[k][s], i, r);
+					over[r] = with_control ?
+						sc[r] / scaling(ctl[k], i, r) :
+						0;
 				}
 				rec_begin("conc");
 				rec_str("backend", target_kind_name[k]);
@@ -375,7 +493,8 @@ int sec_conc(int argc, char **argv)
 					"processes");
 				rec_int("cpus", ncpu);
 				rec_int("runs", rounds);
-				rec_num("ms", ms);
+				rec_int("pool_blocks", (long long)nblocks);
+				rec_num("ms", g.ms);
 				rec_stat("ops_per_s", ops, rounds);
 				rec_stat("p50_ns", p50, rounds);
 				rec_stat("p99_ns", p99, rounds);
@@ -387,33 +506,99 @@ int sec_conc(int argc, char **argv)
 				       ops[rounds - 1], median(p50, rounds),
 				       median(p99, rounds));
 				if (scaled) {
+					/* sorted by median() */
 					double m = median(sc, rounds);
 
 					printf("  %.2f (%.2f..%.2f)", m, sc[0],
 					       sc[rounds - 1]);
-					rec_begin("ratio");
-					rec_str("name", "conc_scaling");
-					rec_str("backend", target_kind_name[k]);
-					rec_str("shape", shape_name[s]);
-					rec_int("n", (long long)workers[i]);
-					rec_num("value", m);
-					rec_num("run_min", sc[0]);
-					rec_num("run_max", sc[rounds - 1]);
-					rec_int("runs", rounds);
 					/* the goal is for Beluga's own path */
-					rec_str("target", k == T_SHM ? "" : ">=");
-					rec_num("goal", 0.9 * workers[i]);
-					rec_int("met", k == T_SHM ||
-						m >= 0.9 * workers[i]);
-					rec_end();
+					rec_scaling("conc_scaling",
+						    target_kind_name[k],
+						    shape_name[s], workers[i],
+						    sc, rounds, nblocks,
+						    k == T_SHM ? 0 :
+						    0.9 * workers[i]);
+				}
+				if (scaled && with_control) {
+					double m = median(over, rounds);
+
+					printf("  over control %.2f (%.2f..%.2f)",
+					       m, over[0], over[rounds - 1]);
+					rec_scaling("conc_scaling_over_control",
+						    target_kind_name[k],
+						    shape_name[s], workers[i],
+						    over, rounds, nblocks, 0.9);
 				}
 				printf("\n");
 			}
+		for (i = 1; with_control && workers[0] == 1 && i < nwk; i++) {
+			double sc[MAX_ROUNDS], m;
+			char beside[64];
+
+			for (r = 0; r < rounds; r++)
+				sc[r] = scaling(ctl[k], i, r);
+			snprintf(beside, sizeof(beside), "control beside %s",
+				 target_kind_name[k]);
+			m = median(sc, rounds);
+			printf("%-25s %3llu x of 1 worker %.2f (%.2f..%.2f)\n",
+			       beside, (unsigned long long)workers[i], m,
+			       sc[0], sc[rounds - 1]);
+			rec_scaling("control_scaling", beside, NULL, workers[i],
+				    sc, rounds, nblocks, 0);
+		}
 	}
 	if (done[T_SHM] && ncpu <= 2)
 		printf("rpc-shm-polled on %d CPUs: the server owns one CPU, so its clients share the other: two\n"
 		       "clients do not get two CPUs, and a client that spins while the other waits costs it a time slice.\n",
 		       ncpu);
+}
+
+int sec_conc(int argc, char **argv)
+{
+	struct conc_plan p = { .spec = "none", .targets = "kernel,core,shm",
+			       .workers = { 1, 2 }, .nwk = 2,
+			       .rounds = opt.quick ? 1 : 5, .bs = 4096 };
+	struct conc_geom g = { .ms = opt.quick ? 50 : 300 };
+	u64 chains[8] = { DEFAULT_CHAINS };
+	int nchains = 1, i;
+
+	for (i = 1; i + 1 < argc; i += 2) {
+		if (!strcmp(argv[i], "--pool"))
+			p.spec = argv[i + 1];
+		else if (!strcmp(argv[i], "--targets"))
+			p.targets = argv[i + 1];
+		else if (!strcmp(argv[i], "--workers"))
+			p.nwk = parse_list(argv[i + 1], p.workers, MAX_WORKERS);
+		else if (!strcmp(argv[i], "--rounds"))
+			p.rounds = atoi(argv[i + 1]);
+		else if (!strcmp(argv[i], "--ms"))
+			g.ms = atof(argv[i + 1]);
+		else if (!strcmp(argv[i], "--bs"))
+			p.bs = parse_size(argv[i + 1]);
+		else if (!strcmp(argv[i], "--chains"))
+			nchains = parse_list(argv[i + 1], chains, 8);
+		else
+			die("conc: unknown option %s", argv[i]);
+	}
+	if (p.rounds < 1 || p.rounds > MAX_ROUNDS)
+		die("conc: --rounds must be 1..%d", MAX_ROUNDS);
+	for (i = 0; i < nchains; i++)
+		if (chains[i] < 1 || chains[i] > MAX_CHAINS)
+			die("conc: --chains: 1..%d each", MAX_CHAINS);
+	for (i = 0; i < p.nwk; i++) {
+		if (p.workers[i] < 1 || p.workers[i] > MAX_WORKERS)
+			die("conc: --workers: 1..%d", MAX_WORKERS);
+		if (p.workers[i] > p.maxw)
+			p.maxw = p.workers[i];
+	}
+	p.control = control_selected(p.targets);
+	if (p.control && p.workers[0] != 1)
+		die("conc: the control's scaling needs 1 worker first in --workers");
+	out_open("conc");
+	for (i = 0; i < nchains; i++) {
+		g.chains = chains[i];
+		conc_at(&p, g);
+	}
 	out_close();
 	return 0;
 }

@@ -2,6 +2,7 @@
 /* belbench: errors, statistics, timing loops and result files. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <math.h>
 #include <sched.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -263,7 +264,7 @@ void rec_num(const char *key, double val)
 {
 	fputc(',', out_f);
 	json_str(out_f, key);
-	if (val != val)		/* NaN is not JSON */
+	if (!isfinite(val))	/* NaN and infinities are not JSON */
 		fprintf(out_f, ":null");
 	else
 		fprintf(out_f, ":%.6g", val);

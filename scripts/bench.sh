@@ -117,7 +117,9 @@ if [ $host -eq 1 ]; then
 	has meta && hb meta --pool none --lens $lens
 	# the core's arena is a memfd; the limit is a second mapping of it
 	has data && hb data --medium host-memfd --pool none --raw memfd --counts $counts
-	has conc && hb conc --pool none --targets core,shm
+	# the control beside each round; a pool whose working set fits in the
+	# caches (128 chains per worker) and one of about 256K blocks
+	has conc && hb conc --pool none --targets core,shm,control --chains 128,1365
 	# No module here: the ring's rows are the core plus the syscall floor (a
 	# model). Samples of 0.25 ms: on a shared host a 2 ms sample is often
 	# preempted, and the polled server's and the core's rounds then differ
