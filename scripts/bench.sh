@@ -202,6 +202,16 @@ if [ $host -eq 1 ] && has peers; then
 				"$ppy" "$BELUGA_ROOT/bench/peers/peers.py" "${pargs[@]}" --parts $part ||
 				{ log "bench/peers/peers.py --parts $part failed (logs in $out/peers-run)"; peers_ok=0; }
 		done
+		# end to end: engine processes replaying the trace, KV in each store
+		e2eq=()
+		[ $smoke -eq 1 ] && e2eq=(--requests 12 --block-size 16K --engines 2 --rounds 1)
+		if [ -z "$trace" ]; then
+			log "peers e2e: SKIP: no trace (see ../shared/data/README.md)"
+		elif ! in_private_net env PYTHONPATH="$BELUGA_ROOT/userspace/build/python-fake:$BELUGA_ROOT/bench/python" \
+			"$ppy" "$BELUGA_ROOT/bench/peers/e2e.py" "${pargs[@]}" --trace "$trace" "${e2eq[@]}"; then
+			log "bench/peers/e2e.py failed (logs in $out/peers-run/e2e)"
+			peers_ok=0
+		fi
 	fi
 fi
 
