@@ -316,6 +316,15 @@ if f=$(pick "$res/peers-e2e-host-fake.dat"); then
 	C_PEER1='#e07b00' C_PEER2='#8e44ad'
 	names=("Beluga (fake kernel, per-process pool)" "Mooncake Store (TCP, shared)" "LMCache CPU (per process)" "recompute (no store)")
 	colors=("$C_BELUGA" "$C_PEER1" "$C_PEER2" "$C_FLOOR")
+	# the series of each panel and of the legend, one per store
+	series=("" "" "") sep=""
+	for s in 0 1 2 3; do
+		style="with linespoints lw 2 pt 7 ps 1.2 lc rgb \"${colors[$s]}\""
+		series[0]+="$sep \"$f\" using 1:$((2 + s * 2)) $style"
+		series[1]+="$sep \"$f\" using 1:$((3 + s * 2)) $style"
+		series[2]+="$sep NaN $style title \"${names[$s]}\""
+		sep=,
+	done
 	{
 		echo "set terminal pngcairo size 1300,560 font \"sans,10\" noenhanced"
 		echo "set output \"$dst/e2e.png\""
@@ -338,21 +347,11 @@ if f=$(pick "$res/peers-e2e-host-fake.dat"); then
 				echo "unset logscale y"
 				echo "set yrange [0:*]"
 			fi
-			plot="plot" sep=""
-			for s in 0 1 2 3; do
-				plot+="$sep \"$f\" using 1:$((2 + s * 2 + panel)) with linespoints lw 2 pt 7 ps 1.2 lc rgb \"${colors[$s]}\""
-				sep=,
-			done
-			echo "$plot"
-		done
-		leg="" sep=""
-		for s in 0 1 2 3; do
-			leg+="$sep NaN with linespoints lw 2 pt 7 ps 1.2 lc rgb \"${colors[$s]}\" title \"${names[$s]}\""
-			sep=,
+			echo "plot ${series[$panel]}"
 		done
 		echo "set origin 0.74,0"
 		echo "set size 0.26,0.94"
-		legend_panel "$leg"
+		legend_panel "${series[2]}"
 		echo "unset multiplot"
 	} | gnuplot
 else

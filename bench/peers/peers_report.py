@@ -137,7 +137,7 @@ def _e2e(pr):
       f"{cfg.get('kv_rate', 1.6e9) / 1e9:.1f} GB of KV per second of prefill (Qwen3-32B on an "
       "H100-class GPU; the GPU's time per byte, so per-call costs weigh more here than against "
       "real 128 MiB blocks), then the store of the new blocks (after the first token) and a byte "
-      "check of every loaded block. Engines run closed-loop; requests go to engines by their "
+      "check of every loaded block (outside the times). Engines run closed-loop; requests go to engines by their "
       "second block (prefix-affinity routing, the same for every store). `trace`: the requests "
       "from empty stores (the trace's own reuse); `warm`: the same requests again, all their "
       "blocks stored (the paper's setting). Figures are medians over rounds; ratios are "
