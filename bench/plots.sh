@@ -311,14 +311,16 @@ fi
 
 # 5. end to end (bench/peers/e2e.py): the warm pass's TTFT p50 and requests per
 # second against the number of engine processes, one line per store. Columns:
-# engines, then per store (beluga mooncake lmcache-cpu recompute) TTFT p50 (ms), req/s.
+# engines, then per store (beluga mooncake lmcache-cpu lmcache-redis recompute)
+# TTFT p50 (ms), req/s.
 if f=$(pick "$res/peers-e2e-host-fake.dat"); then
-	C_PEER1='#e07b00' C_PEER2='#8e44ad'
-	names=("Beluga (fake kernel, per-process pool)" "Mooncake Store (TCP, shared)" "LMCache CPU (per process)" "recompute (no store)")
-	colors=("$C_BELUGA" "$C_PEER1" "$C_PEER2" "$C_FLOOR")
+	C_PEER1='#e07b00' C_PEER2='#8e44ad' C_PEER3='#17a2b8'
+	names=("Beluga (fake kernel, per-process pool)" "Mooncake Store (TCP, shared)" "LMCache CPU (per process)"
+		"LMCache remote: redis-server (shared)" "recompute (no store)")
+	colors=("$C_BELUGA" "$C_PEER1" "$C_PEER2" "$C_PEER3" "$C_FLOOR")
 	# the series of each panel and of the legend, one per store
 	series=("" "" "") sep=""
-	for s in 0 1 2 3; do
+	for s in 0 1 2 3 4; do
 		style="with linespoints lw 2 pt 7 ps 1.2 lc rgb \"${colors[$s]}\""
 		series[0]+="$sep \"$f\" using 1:$((2 + s * 2)) $style"
 		series[1]+="$sep \"$f\" using 1:$((3 + s * 2)) $style"

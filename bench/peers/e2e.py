@@ -2,8 +2,9 @@
 # SPDX-License-Identifier: GPL-2.0
 """End to end: engine processes replaying the Mooncake trace with their KV in a store.
 
-    e2e.py --out DIR --run-dir DIR --trace FILE [--requests 100] [--block-size 256K]
-           [--engines 1,2,4] [--stores beluga,mooncake,lmcache-cpu,recompute] [--rounds 2]
+    e2e.py --out DIR --run-dir DIR --trace FILE [--requests 80] [--block-size 256K]
+           [--engines 1,2,4] [--stores beluga,mooncake,lmcache-cpu,lmcache-redis,recompute]
+           [--rounds 2]
 
 Run by scripts/bench.sh (section `peers`) with the `lmcache` engine venv's
 python, as peers.py is (whose peer classes this reuses).
@@ -49,6 +50,9 @@ The stores, for 1, 2 and 4 engines:
   engines, each a client that mounts no memory.
 - lmcache-cpu: LMCache's LocalCPUBackend, in-process: each engine its own
   cache (rows say so).
+- lmcache-redis: LMCache's RemoteBackend (its RedisConnector) over one
+  Debian redis-server on 127.0.0.1 (no persistence), shared by all engines;
+  LMCache's puts are asynchronous, and a pass ends when they are readable.
 - recompute: no store.
 """
 
@@ -56,10 +60,10 @@ import argparse
 import hashlib
 import json
 import os
-import select
 import statistics
 import subprocess
 import sys
+import threading
 import time
 
 import numpy as np
@@ -68,10 +72,12 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import peers  # noqa: E402  (bench/peers/peers.py: the peers' processes and clients)
 
-STORES = ("beluga", "mooncake", "lmcache-cpu", "recompute")
-SHARING = {"beluga": "per-process pool (the fake kernel's pool cannot be shared between processes)",
+STORES = ("beluga", "mooncake", "lmcache-cpu", "lmcache-redis", "recompute")
+SHARING = {"beluga": "per-process pool (the fake kernel's pool cannot be shared between processes), "
+                     "its file on tmpfs",
            "mooncake": "one store shared by every engine",
            "lmcache-cpu": "in-process: each engine its own cache",
+           "lmcache-redis": "one redis-server shared by every engine",
            "recompute": "no store"}
 STAMP = 8
 
@@ -82,7 +88,7 @@ def parse(argv=None):
     ap.add_argument("--run-dir", help="directory for the peers' pids and logs")
     ap.add_argument("--trace", help="the Mooncake trace (JSON lines with hash_ids)")
     ap.add_argument("--env", default="host-fake")
-    ap.add_argument("--requests", type=int, default=100, help="the trace's first N requests")
+    ap.add_argument("--requests", type=int, default=80, help="the trace's first N requests")
     ap.add_argument("--block-size", type=peers.size_arg, default=256 << 10)
     ap.add_argument("--engines", default="1,2,4")
     ap.add_argument("--stores", default=",".join(STORES))
@@ -184,17 +190,7 @@ class MooncakeEngine(peers.Mooncake):
     """A client of the run's Mooncake Store that mounts no memory."""
 
     OBJECT_ALREADY_EXISTS = -704    # mooncake-store's ErrorCode: another engine stored it first
-
-    def __init__(self, metadata, master, bufs):
-        from mooncake.store import MooncakeDistributedStore
-        self.store_ = MooncakeDistributedStore()
-        rc = self.store_.setup("127.0.0.1", metadata, 0, 16 << 20, "tcp", "", master)
-        if rc != 0:
-            raise RuntimeError(f"MooncakeDistributedStore.setup returned {rc}")
-        for b in bufs:
-            if self.store_.register_buffer(b.ctypes.data, b.nbytes) != 0:
-                raise RuntimeError("Mooncake register_buffer failed")
-        self.duplicates = 0
+    duplicates = 0
 
     def keys(self, tag, hids):
         return [f"{tag}:{h}" for h in hids]
@@ -242,9 +238,74 @@ def replay_pass(store, store_name, reqs, keys, views, blocks, rate):
         service.append(t2 - t0)
         hits += h
         total += n
+    if hasattr(store, "flush"):
+        store.flush()           # the pass ends when its stores are readable
     return {"begin": begin, "end": clock(), "ttft": ttft, "service": service, "hits": hits,
             "blocks": total, "requests": len(reqs), "duplicates": getattr(store, "duplicates", 0),
             "check_ns": checking}
+
+
+class LMCacheRemoteEngine(LMCacheEngine):
+    """LMCache's RemoteBackend over the run's redis-server (its RedisConnector,
+    naive serde), as an LMCache engine with `remote_url` and no CPU tier has
+    it: the LocalCPUBackend only allocates the memory objects, the puts are
+    asynchronous on LMCache's event loop thread (flush() waits for them)."""
+
+    name = "lmcache-redis"
+
+    def __init__(self, block_size, blocks, url):
+        import asyncio
+        from lmcache.v1.storage_backend.remote_backend import RemoteBackend
+        super().__init__(block_size, blocks, remote_url=url, remote_serde="naive", local_cpu=False)
+        self.cpu = self.backend
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+        self.backend = RemoteBackend(self.lmc_config, self.lmc_meta, self.loop, self.cpu, dst_device="cpu")
+        if self.backend.connection is None:
+            raise RuntimeError(f"LMCache's RemoteBackend could not connect to {url}")
+        self.pending = []
+
+    def store(self, keys, blocks):
+        objs = self.cpu.batched_allocate(self.shape, self.dtype, len(blocks))
+        if objs is None:
+            raise RuntimeError("LMCache batched_allocate gave nothing")
+        for o, b in zip(objs, blocks):
+            np.copyto(self._bytes(o), b)
+        self.backend.batched_submit_put_task(keys, objs)
+        for o in objs:
+            o.ref_count_down()
+        self.pending.append(keys)
+
+    def load(self, keys, outs):
+        objs = self.backend.batched_get_blocking(keys)
+        for k, o, b in zip(keys, objs, outs):
+            if o is None:
+                raise RuntimeError(f"LMCache's remote backend lost {k}")
+            np.copyto(b, self._bytes(o))
+            o.ref_count_down()
+
+    def lookup(self, keys):
+        return self.backend.batched_contains(keys)
+
+    def flush(self, timeout=60):
+        """Wait until every put submitted is readable (a pass's end)."""
+        deadline = time.monotonic() + timeout
+        for keys in self.pending:
+            while self.backend.batched_contains(keys) != len(keys):
+                if time.monotonic() > deadline or self.backend.put_failed_count:
+                    raise RuntimeError(f"LMCache's remote puts did not complete in {timeout} s "
+                                       f"({self.backend.put_failed_count} failed)")
+                time.sleep(0.001)
+        self.pending = []
+
+    def close(self):
+        # RemoteBackend.close() waits for LMCache's priority-queue executor to
+        # shut down, which did not return here in 10 s (0.5.6); every put is
+        # readable (flush()), so the process leaves without it
+        self.cpu.close()
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
 
 
 def engine_main(spec):
@@ -259,9 +320,11 @@ def engine_main(spec):
     if store_name == "beluga":
         store = BelugaEngine(bs, distinct + 16)
     elif store_name == "mooncake":
-        store = MooncakeEngine(s["metadata"], s["master"], [bufs])
+        store = MooncakeEngine.client(s["metadata"], s["master"], [bufs])
     elif store_name == "lmcache-cpu":
         store = LMCacheEngine(bs, distinct + 16)
+    elif store_name == "lmcache-redis":
+        store = LMCacheRemoteEngine(bs, widest + 16, s["redis_url"])
     else:
         store = Recompute()
     blocks = Blocks(bs)
@@ -272,7 +335,13 @@ def engine_main(spec):
             return
         out = replay_pass(store, store_name, reqs, keys, views, blocks, s["kv_rate"])
         print(json.dumps(dict(out, **{"pass": pass_name})), flush=True)
-    store.close()
+    # LMCache's backends leave threads that keep a process alive after
+    # close(): close with a time limit, then leave (the results are out)
+    closer = threading.Thread(target=store.close, daemon=True)
+    closer.start()
+    closer.join(10)
+    sys.stdout.flush()
+    os._exit(0 if not closer.is_alive() else 3)
 
 
 # ---- the driver --------------------------------------------------------------
@@ -281,48 +350,9 @@ def run_config(args, store, engines, tag, extra, procs):
     """Start `engines` engine processes on `store`, run both passes; their results."""
     spec = dict(extra, store=store, engines=engines, tag=tag, trace=args.trace, requests=args.requests,
                 block_size=args.block_size, kv_rate=args.kv_rate)
-    workers = []
-    for i in range(engines):
-        log = open(os.path.join(procs.run_dir, f"engine-{tag}-{i}.log"), "w")
-        p = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--engine",
-                              json.dumps(dict(spec, index=i))],
-                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True)
-        log.close()
-        workers.append(p)
-    try:
-        def lines():
-            got = []
-            for p in workers:
-                while True:
-                    r, _, _ = select.select([p.stdout], [], [], 1.0)
-                    if r:
-                        break
-                    procs.check()
-                    if p.poll() is not None:
-                        break
-                line = p.stdout.readline()
-                if not line:
-                    raise RuntimeError(f"engine {tag} (pid {p.pid}) exited with status {p.wait()}: "
-                                       f"see {procs.run_dir}/engine-{tag}-*.log")
-                got.append(line)
-            return got
-        lines()                                  # every engine ready
-        passes = {}
-        for pass_name in ("trace", "warm"):
-            for p in workers:
-                p.stdin.write("go\n")
-                p.stdin.flush()
-            passes[pass_name] = [json.loads(x) for x in lines()]
-        for p in workers:
-            p.stdin.close()
-            if p.wait(60) != 0:
-                raise RuntimeError(f"engine {tag} (pid {p.pid}) exited with status {p.returncode}")
-        return passes
-    finally:
-        for p in workers:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
+    argvs = [[sys.executable, os.path.abspath(__file__), "--engine", json.dumps(dict(spec, index=i))]
+             for i in range(engines)]
+    return dict(zip(("trace", "warm"), peers.drive_workers(procs, f"engine-{tag}", argvs, 2)))
 
 
 def summarize(store, engines, rnd, pass_name, res):
@@ -336,6 +366,35 @@ def summarize(store, engines, rnd, pass_name, res):
             "ttft_mean_ns": statistics.fmean(ttft), "rps": reqs / (wall / 1e9), "wall_ns": wall,
             "hit_ratio": sum(r["hits"] for r in res) / max(1, sum(r["blocks"] for r in res)),
             "duplicates": sum(r["duplicates"] for r in res)}
+
+
+class Redis:
+    """The run's redis-server: its address, version, and a client to empty it."""
+
+    def __init__(self, port, version):
+        import redis
+        self.port, self.version = port, version
+        self.url = f"redis://127.0.0.1:{port}"
+        self.client = redis.Redis(host="127.0.0.1", port=port)
+
+    def flushall(self):
+        self.client.flushall()
+
+
+def start_redis(procs):
+    """Debian's redis-server on 127.0.0.1 (no persistence, no protected-mode
+    changes), started in the run dir; None when there is none."""
+    import shutil
+    exe = shutil.which("redis-server")
+    if exe is None:
+        return None
+    version = subprocess.run([exe, "--version"], capture_output=True, text=True).stdout.split()
+    version = next((w for w in version if w.startswith("v=")), "v=?")
+    port = peers.free_port()
+    procs.start("redis-server", [exe, "--bind", "127.0.0.1", "--port", str(port), "--save", "",
+                                 "--appendonly", "no", "--dir", procs.run_dir])
+    peers.wait_port(port, "redis-server", procs)
+    return Redis(port, f"redis-server {version[2:]}")
 
 
 def write_plot_data(path, rows, engines):
@@ -380,6 +439,15 @@ def main():
             mooncake = peers.Mooncake(procs, args.block_size, distinct + 64, [],
                                       batch_blocks=max(len(r) for r in reqs))
             extra = {"metadata": mooncake.metadata, "master": mooncake.master}
+        if "lmcache-redis" in args.stores:
+            redis = start_redis(procs)
+            if redis is None:
+                print("peers e2e: lmcache-redis SKIPPED: no redis-server on PATH "
+                      "(scripts/install-deps.sh installs Debian's redis-server)", flush=True)
+                args.stores.remove("lmcache-redis")
+            else:
+                extra["redis_url"] = redis.url
+                SHARING["lmcache-redis"] += f"; {redis.version}, 127.0.0.1:{redis.port}, no persistence"
         add(kind="config", requests=len(reqs), distinct_blocks=distinct, kv_rate=args.kv_rate,
             trace=os.path.basename(args.trace), rounds=args.rounds, cpus=os.cpu_count(),
             stores={s: SHARING[s] + (f"; {mooncake.config}" if s == "mooncake" else "")
@@ -398,6 +466,8 @@ def main():
                         print(f"  {tag:24s} {pass_name:5s} TTFT p50 {row['ttft_p50_ns'] / 1e6:8.2f} ms "
                               f"p99 {row['ttft_p99_ns'] / 1e6:8.2f} ms  {row['rps']:7.1f} req/s  "
                               f"hits {row['hit_ratio']:.3f}", flush=True)
+                    if store == "lmcache-redis":
+                        redis.flushall()
                     if mooncake is not None and store == "mooncake":
                         time.sleep(mooncake.lease_ms / 1000)      # reads' leases end
                         mooncake.store_.remove_all()

@@ -48,7 +48,8 @@ def section(recs):
       "behind libbeluga's fake kernel in-process (no module, no system call): the host rows of "
       "the rest of this bench, not the kernel path. Ratios are peer / Beluga (above 1: Beluga "
       "is faster); `wins` is Beluga when every run is above 1, the peer when every run is below "
-      "1. Not in this section yet: LMCache's remote backend, the lookup with 2 clients.")
+      "1. Not in this section yet: LMCache's remote backend in the metadata and data parts (it is "
+      "in the end-to-end part).")
     w("")
     cfgs = [r for r in pr if r.get("kind") == "config" and "peers" in r]
     if cfgs:
@@ -67,13 +68,17 @@ def section(recs):
     if lat:
         w("### Metadata: a 64-key prefix lookup, all hits (per operation)")
         w("")
-        w("| target | p50 | p99 | min | max | ops | p50 / Beluga's p50 | wins |")
-        w("|---|---:|---:|---:|---:|---:|---:|---|")
+        w("Clients: processes doing the lookup at once (with 2, each Beluga and LMCache client has "
+          "a store of its own, in-process; Mooncake's clients share its master).")
+        w("")
+        w("| target | clients | p50 | p99 | min | max | ops | p50 / Beluga's p50 | wins |")
+        w("|---|---:|---:|---:|---:|---:|---:|---:|---|")
         for r in lat:
-            rat = next((x for x in meta if x.get("kind") == "ratio" and x.get("peer") == r["target"]),
-                       None)
+            clients = r.get("clients", 1)
+            rat = next((x for x in meta if x.get("kind") == "ratio" and x.get("peer") == r["target"]
+                        and x.get("clients", 1) == clients), None)
             cell, who = _ratio(rat) if rat else ("reference", "-")
-            w(f"| {r['target']} | {_ns(r['p50_ns'])} | {_ns(r['p99_ns'])} | {_ns(r['min_ns'])} | "
+            w(f"| {r['target']} | {clients} | {_ns(r['p50_ns'])} | {_ns(r['p99_ns'])} | {_ns(r['min_ns'])} | "
               f"{_ns(r['max_ns'])} | {r['ops']} | {cell} | {who} |")
         w("")
     data = [r for r in pr if r.get("part") == "data"]
@@ -213,7 +218,7 @@ def readme_rows(recs):
             what = (f"end to end (warm), {r['engines']} engines, "
                     f"{'TTFT p50 mooncake / Beluga' if r['what'] == 'e2e-ttft_p50' else 'req/s Beluga / mooncake'}")
         elif r.get("part") == "meta":
-            what = f"64-key lookup p50, {r['peer']} / {r['ref']}"
+            what = f"64-key lookup p50, {r.get('clients', 1)} client(s), {r['peer']} / {r['ref']}"
         elif r.get("op") == "load" and r.get("n") == 64:
             what = f"load of 64 {_size(r['block_bytes'])} blocks, {r['peer']} / Beluga KVStore"
         else:
