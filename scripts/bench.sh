@@ -30,8 +30,10 @@
 #                    mini engine's TTFT on a scaled-down trace replay); in the
 #                    guest it runs the host's /usr/bin/python3 over 9p;
 #                    peers: Mooncake Store and LMCache's CPU backend beside
-#                    Beluga's fake-kernel core (host only, bench/peers; the
-#                    lmcache engine venv, built here by a full run)
+#                    Beluga's fake-kernel core, and engine processes replaying
+#                    the trace with LMCache's redis backend too (host only,
+#                    bench/peers; the lmcache engine venv, built here by a
+#                    full run; redis-server from install-deps.sh)
 #   --trace FILE     the Mooncake trace (default ../shared/data/mooncake_conversation_trace.jsonl)
 #   --timeout SECS   guest time limit (default 5400; smoke 900)
 #   --guest-cmd ARGS instead of the sections, run "belbench ARGS" in the guest

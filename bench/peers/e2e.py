@@ -257,7 +257,6 @@ class LMCacheRemoteEngine(LMCacheEngine):
         import asyncio
         from lmcache.v1.storage_backend.remote_backend import RemoteBackend
         super().__init__(block_size, blocks, remote_url=url, remote_serde="naive", local_cpu=False)
-        self.cpu = self.backend
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.thread.start()
@@ -267,14 +266,7 @@ class LMCacheRemoteEngine(LMCacheEngine):
         self.pending = []
 
     def store(self, keys, blocks):
-        objs = self.cpu.batched_allocate(self.shape, self.dtype, len(blocks))
-        if objs is None:
-            raise RuntimeError("LMCache batched_allocate gave nothing")
-        for o, b in zip(objs, blocks):
-            np.copyto(self._bytes(o), b)
-        self.backend.batched_submit_put_task(keys, objs)
-        for o in objs:
-            o.ref_count_down()
+        super().store(keys, blocks)
         self.pending.append(keys)
 
     def load(self, keys, outs):

@@ -423,7 +423,7 @@ class LMCacheCPU:
                                chunk_size=spec.tokens_per_block)
         PinMonitor.GetOrCreate(config, meta)
         self.lmc_config, self.lmc_meta = config, meta
-        self.backend = LocalCPUBackend(config, meta, dst_device="cpu")
+        self.backend = self.cpu = LocalCPUBackend(config, meta, dst_device="cpu")
         self.model = spec.model
         self.config = f"LocalCPUBackend, {gib:.2f} GiB, chunk {spec.tokens_per_block} tokens, float16"
 
@@ -439,7 +439,9 @@ class LMCacheCPU:
         return obj.tensor.view(-1).view(self.torch.uint8).numpy()
 
     def store(self, keys, blocks):
-        objs = self.backend.batched_allocate(self.shape, self.dtype, len(blocks))
+        # the CPU backend allocates LMCache's memory objects, for itself or
+        # for the remote backend (e2e.py)
+        objs = self.cpu.batched_allocate(self.shape, self.dtype, len(blocks))
         if objs is None:
             raise RuntimeError("LMCache batched_allocate gave nothing")
         for o, b in zip(objs, blocks):

@@ -41,7 +41,7 @@ def section(recs):
         return []
     o = []
     w = o.append
-    w("## Peers: Beluga beside Mooncake Store and LMCache's CPU backend (host)")
+    w("## Peers: Beluga beside Mooncake Store and LMCache's backends (host)")
     w("")
     w("bench/peers/peers.py, one process per block size, on the host: the peers' servers started, "
       "warmed, measured and stopped by the bench on 127.0.0.1. Beluga is the portable core "
