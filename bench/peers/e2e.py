@@ -182,9 +182,6 @@ class BelugaEngine(peers.Beluga):
         if r.stored != len(blocks):
             raise RuntimeError(f"beluga stored {r.stored} of {len(blocks)} blocks (pool full?)")
 
-    def close(self):
-        pass
-
 
 class MooncakeEngine(peers.Mooncake):
     """A client of the run's Mooncake Store that mounts no memory."""

@@ -46,6 +46,7 @@ import hashlib
 import json
 import os
 import select
+import shutil
 import signal
 import socket
 import statistics
@@ -229,7 +230,7 @@ class Beluga:
         # throughput of stores; CXL memory is memory, so the file is on tmpfs.
         if os.path.isdir("/dev/shm"):
             tempfile.tempdir = "/dev/shm"
-        use_fake_kernel(f"dax0.0:{max(64, blocks * block_size >> 20)}M", block_size)
+        self.device = use_fake_kernel(f"dax0.0:{max(64, blocks * block_size >> 20)}M", block_size)
         import beluga
         from beluga.layout import BlockLayout
         from beluga.store import KVStore
@@ -266,6 +267,12 @@ class Beluga:
     def raw_lookup(self, keys):
         hits, _ = self.pool.lookup(self.kv.ns.value, keys, pin=False)
         return hits
+
+    def close(self):
+        """Remove the pool's file now: the worker processes leave by
+        os._exit, without the atexit hook that would (its pages stay
+        until the mapping goes with the process)."""
+        shutil.rmtree(os.path.dirname(self.device), True)
 
 
 class Mooncake:
@@ -587,6 +594,8 @@ def lookup_client(spec):
             if hits != KEYS:
                 raise RuntimeError(f"{target}: {hits} hits of {KEYS}")
         print(json.dumps(t), flush=True)
+    if isinstance(store, Beluga):
+        store.close()
     sys.stdout.flush()
     os._exit(0)         # LMCache's threads would keep the process alive
 
