@@ -278,9 +278,9 @@ class Beluga:
 class Mooncake:
     name = "mooncake"
 
-    def __init__(self, procs, block_size, blocks, bufs, batch_blocks=None):
-        """A store of @blocks blocks, its reads' leases long enough for a
-        batch of @batch_blocks (default: @blocks)."""
+    def __init__(self, procs, block_size, blocks, bufs, batch_blocks=None, lease_ms=None):
+        """A store of @blocks blocks, its reads' leases @lease_ms long, or
+        long enough for a batch of @batch_blocks (default: @blocks)."""
         import importlib.metadata as md
         from mooncake.store import MooncakeDistributedStore
         self.version = md.version("mooncake-transfer-engine-non-cuda")
@@ -297,7 +297,7 @@ class Mooncake:
         # the transfer does. The bench removes each sample's keys at the
         # peer's next turn: the lease is short, so that the wait is, but long
         # enough for a get of every block at 125 MB/s (a loaded machine).
-        self.lease_ms = max(500, (batch_blocks or blocks) * block_size // 125000)
+        self.lease_ms = lease_ms or max(500, (batch_blocks or blocks) * block_size // 125000)
         procs.start("mooncake-master", [os.path.join(bindir, "mooncake_master"),
                                         "--rpc_address=127.0.0.1", f"--rpc_port={rpc_port}",
                                         "--metrics_host=127.0.0.1", f"--metrics_port={admin_port}",
