@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: GPL-2.0
 """End to end: engine processes replaying the Mooncake trace with their KV in a store.
 
-    e2e.py --out DIR --run-dir DIR --trace FILE [--requests 80] [--block-size 256K]
+    e2e.py --out DIR --run-dir DIR --trace FILE [--requests 60] [--block-size 256K]
            [--engines 1,2,4] [--stores beluga,mooncake,lmcache-cpu,lmcache-redis,recompute]
            [--rounds 2]
 
@@ -88,7 +88,7 @@ def parse(argv=None):
     ap.add_argument("--run-dir", help="directory for the peers' pids and logs")
     ap.add_argument("--trace", help="the Mooncake trace (JSON lines with hash_ids)")
     ap.add_argument("--env", default="host-fake")
-    ap.add_argument("--requests", type=int, default=80, help="the trace's first N requests")
+    ap.add_argument("--requests", type=int, default=60, help="the trace's first N requests")
     ap.add_argument("--block-size", type=peers.size_arg, default=256 << 10)
     ap.add_argument("--engines", default="1,2,4")
     ap.add_argument("--stores", default=",".join(STORES))
