@@ -11,6 +11,8 @@
 #                   invalid points (Beluga above 1.1 x its limit) marked
 #   scale.png       growth of the cost per operation with the pool size, against the
 #                   goal (1.5 x the smallest pool's cost)
+#   e2e.png         end to end (bench/peers/e2e.py): TTFT p50 and requests per second
+#                   against engine processes, one line per store (warm pass)
 # Reading at a glance: each system has one colour in every plot (Beluga blue, the
 # in-process core green, rpc-unix-blocking orange, rpc-shm-polled purple, limits and
 # floors grey, goals red), legends sit outside the data, each title says which way
@@ -305,4 +307,55 @@ if [ ${#panels[@]} -gt 0 ]; then
 	} | gnuplot
 else
 	echo "plots: no scale data: scale.png skipped" >&2
+fi
+
+# 5. end to end (bench/peers/e2e.py): the warm pass's TTFT p50 and requests per
+# second against the number of engine processes, one line per store. Columns:
+# engines, then per store (beluga mooncake lmcache-cpu lmcache-redis recompute)
+# TTFT p50 (ms), req/s.
+if f=$(pick "$res/peers-e2e-host-fake.dat"); then
+	C_PEER1='#e07b00' C_PEER2='#8e44ad' C_PEER3='#17a2b8'
+	names=("Beluga (fake kernel, per-process pool)" "Mooncake Store (TCP, shared)" "LMCache CPU (per process)"
+		"LMCache remote: redis-server (shared)" "recompute (no store)")
+	colors=("$C_BELUGA" "$C_PEER1" "$C_PEER2" "$C_PEER3" "$C_FLOOR")
+	# the series of each panel and of the legend, one per store
+	series=("" "" "") sep=""
+	for s in 0 1 2 3 4; do
+		style="with linespoints lw 2 pt 7 ps 1.2 lc rgb \"${colors[$s]}\""
+		series[0]+="$sep \"$f\" using 1:$((2 + s * 2)) $style"
+		series[1]+="$sep \"$f\" using 1:$((3 + s * 2)) $style"
+		series[2]+="$sep NaN $style title \"${names[$s]}\""
+		sep=,
+	done
+	{
+		echo "set terminal pngcairo size 1300,560 font \"sans,10\" noenhanced"
+		echo "set output \"$dst/e2e.png\""
+		echo "set multiplot title \"End to end, warm pass: engines replaying the Mooncake trace, KV in each store (host; compute paced to 1.6 GB/s of KV)\""
+		echo "set grid lc rgb \"#dddddd\""
+		echo "unset key"
+		echo "set xlabel \"engine processes\""
+		echo "set xtics 1"
+		echo "set xrange [0.7:4.3]"
+		for panel in 0 1; do
+			echo "set origin $(awk -v i=$panel 'BEGIN { print i * 0.37 }'),0"
+			echo "set size 0.37,0.94"
+			if [ $panel -eq 0 ]; then
+				echo "set title \"TTFT p50 (lower is better)\""
+				echo "set ylabel \"ms\""
+				echo "set logscale y"
+			else
+				echo "set title \"requests per second (higher is better)\""
+				echo "set ylabel \"req/s\""
+				echo "unset logscale y"
+				echo "set yrange [0:*]"
+			fi
+			echo "plot ${series[$panel]}"
+		done
+		echo "set origin 0.74,0"
+		echo "set size 0.26,0.94"
+		legend_panel "${series[2]}"
+		echo "unset multiplot"
+	} | gnuplot
+else
+	echo "plots: no end-to-end data: e2e.png skipped" >&2
 fi

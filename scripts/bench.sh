@@ -30,8 +30,10 @@
 #                    mini engine's TTFT on a scaled-down trace replay); in the
 #                    guest it runs the host's /usr/bin/python3 over 9p;
 #                    peers: Mooncake Store and LMCache's CPU backend beside
-#                    Beluga's fake-kernel core (host only, bench/peers; the
-#                    lmcache engine venv, built here by a full run)
+#                    Beluga's fake-kernel core, and engine processes replaying
+#                    the trace with LMCache's redis backend too (host only,
+#                    bench/peers; the lmcache engine venv, built here by a
+#                    full run; redis-server from install-deps.sh)
 #   --trace FILE     the Mooncake trace (default ../shared/data/mooncake_conversation_trace.jsonl)
 #   --timeout SECS   guest time limit (default 5400; smoke 900)
 #   --guest-cmd ARGS instead of the sections, run "belbench ARGS" in the guest
@@ -204,6 +206,16 @@ if [ $host -eq 1 ] && has peers; then
 				"$ppy" "$BELUGA_ROOT/bench/peers/peers.py" "${pargs[@]}" --parts $part ||
 				{ log "bench/peers/peers.py --parts $part failed (logs in $out/peers-run)"; peers_ok=0; }
 		done
+		# end to end: engine processes replaying the trace, KV in each store
+		e2eq=()
+		[ $smoke -eq 1 ] && e2eq=(--requests 12 --block-size 16K --engines 2 --rounds 1)
+		if [ -z "$trace" ]; then
+			log "peers e2e: SKIP: no trace (see ../shared/data/README.md)"
+		elif ! in_private_net env PYTHONPATH="$BELUGA_ROOT/userspace/build/python-fake:$BELUGA_ROOT/bench/python" \
+			"$ppy" "$BELUGA_ROOT/bench/peers/e2e.py" "${pargs[@]}" --trace "$trace" "${e2eq[@]}"; then
+			log "bench/peers/e2e.py failed (logs in $out/peers-run/e2e)"
+			peers_ok=0
+		fi
 	fi
 fi
 

@@ -106,6 +106,7 @@ pkgs=(
 	python3 python3-dev python3-numpy python3-pytest python3-hypothesis python3-yaml
 	python3-venv
 	iproute2
+	redis-server
 	"linux-headers-$kver_61"
 	"linux-headers-$kver_612"
 )

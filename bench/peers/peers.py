@@ -45,11 +45,14 @@ import argparse
 import hashlib
 import json
 import os
+import select
+import shutil
 import signal
 import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 import zlib
 
@@ -79,7 +82,9 @@ def parse():
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--ops", type=int, default=200, help="meta: operations per target per round")
     ap.add_argument("--samples", type=int, default=7, help="data: samples per count")
+    ap.add_argument("--clients", default="1,2", help="meta: processes doing the lookup at once")
     ap.add_argument("--segment-host", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--lookup-client", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     args.parts = args.parts.split(",")
     if not set(args.parts) <= {"meta", "data"}:
@@ -134,6 +139,50 @@ class Processes:
         self.procs = []
 
 
+def drive_workers(procs, name, argvs, phases):
+    """Run worker processes in step: start one per argv (stderr in
+    run_dir/NAME-I.log), wait for each one's first line (ready), then for
+    each of @phases write "go" to all and read one JSON line from each;
+    then close their stdin and expect them to exit 0. Returns a list per
+    phase of the workers' answers."""
+    workers = []
+    try:
+        for i, argv in enumerate(argvs):
+            with open(os.path.join(procs.run_dir, f"{name}-{i}.log"), "w") as log:
+                workers.append(subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                                stderr=log, text=True))
+
+        def lines():
+            got = []
+            for p in workers:
+                while not select.select([p.stdout], [], [], 1.0)[0] and p.poll() is None:
+                    procs.check()
+                line = p.stdout.readline()
+                if not line:
+                    raise RuntimeError(f"{name} (pid {p.pid}) exited with status {p.wait()}: "
+                                       f"see {procs.run_dir}/{name}-*.log")
+                got.append(line)
+            return got
+        lines()
+        out = []
+        for _ in range(phases):
+            for p in workers:
+                p.stdin.write("go\n")
+                p.stdin.flush()
+            out.append([json.loads(x) for x in lines()])
+        for p in workers:
+            p.stdin.close()
+            if p.wait(60) != 0:
+                raise RuntimeError(f"{name} (pid {p.pid}) exited with status {p.returncode}: "
+                                   f"see {procs.run_dir}/{name}-*.log")
+        return out
+    finally:
+        for p in workers:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+
 def wait_port(port, what, procs, timeout=30):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -175,7 +224,13 @@ class Beluga:
     name = "beluga"
 
     def __init__(self, block_size, blocks):
-        use_fake_kernel(f"dax0.0:{max(64, blocks * block_size >> 20)}M", block_size)
+        # The fake kernel's pool is a shared mapping of its device file: on
+        # /tmp (a disk file system here) every first store of a page also
+        # dirties a file page for writeback, which halved the end-to-end
+        # throughput of stores; CXL memory is memory, so the file is on tmpfs.
+        if os.path.isdir("/dev/shm"):
+            tempfile.tempdir = "/dev/shm"
+        self.device = use_fake_kernel(f"dax0.0:{max(64, blocks * block_size >> 20)}M", block_size)
         import beluga
         from beluga.layout import BlockLayout
         from beluga.store import KVStore
@@ -213,11 +268,19 @@ class Beluga:
         hits, _ = self.pool.lookup(self.kv.ns.value, keys, pin=False)
         return hits
 
+    def close(self):
+        """Remove the pool's file now: the worker processes leave by
+        os._exit, without the atexit hook that would (its pages stay
+        until the mapping goes with the process)."""
+        shutil.rmtree(os.path.dirname(self.device), True)
+
 
 class Mooncake:
     name = "mooncake"
 
-    def __init__(self, procs, block_size, blocks, bufs):
+    def __init__(self, procs, block_size, blocks, bufs, batch_blocks=None, lease_ms=None):
+        """A store of @blocks blocks, its reads' leases @lease_ms long, or
+        long enough for a batch of @batch_blocks (default: @blocks)."""
         import importlib.metadata as md
         from mooncake.store import MooncakeDistributedStore
         self.version = md.version("mooncake-transfer-engine-non-cuda")
@@ -234,7 +297,7 @@ class Mooncake:
         # the transfer does. The bench removes each sample's keys at the
         # peer's next turn: the lease is short, so that the wait is, but long
         # enough for a get of every block at 125 MB/s (a loaded machine).
-        self.lease_ms = max(500, blocks * block_size // 125000)
+        self.lease_ms = lease_ms or max(500, (batch_blocks or blocks) * block_size // 125000)
         procs.start("mooncake-master", [os.path.join(bindir, "mooncake_master"),
                                         "--rpc_address=127.0.0.1", f"--rpc_port={rpc_port}",
                                         "--metrics_host=127.0.0.1", f"--metrics_port={admin_port}",
@@ -256,6 +319,16 @@ class Mooncake:
                 raise RuntimeError(f"the Mooncake segment holder did not come up in 60 s "
                                    f"(see {procs.run_dir}/mooncake-segment.log)")
             time.sleep(0.1)
+        self.connect(bufs)
+        self.config = (f"TCP transport; HTTP metadata server and master on 127.0.0.1; store memory "
+                       f"in a separate client process (global segment {self.segment >> 20} MiB); "
+                       f"the measuring client mounts none (every byte crosses TCP); "
+                       f"lease {self.lease_ms} ms")
+
+    def connect(self, bufs):
+        """This process's client of the store, mounting no memory, with
+        @bufs registered for batch_put_from / batch_get_into."""
+        from mooncake.store import MooncakeDistributedStore
         self.store_ = MooncakeDistributedStore()
         rc = self.store_.setup("127.0.0.1", self.metadata, 0, 16 << 20, "tcp", "", self.master)
         if rc != 0:
@@ -264,10 +337,15 @@ class Mooncake:
             rc = self.store_.register_buffer(b.ctypes.data, b.nbytes)
             if rc != 0:
                 raise RuntimeError(f"Mooncake register_buffer returned {rc}")
-        self.config = (f"TCP transport; HTTP metadata server and master on 127.0.0.1; store memory "
-                       f"in a separate client process (global segment {self.segment >> 20} MiB); "
-                       f"the measuring client mounts none (every byte crosses TCP); "
-                       f"lease {self.lease_ms} ms")
+
+    @classmethod
+    def client(cls, metadata, master, bufs):
+        """A client of a store another process started (its metadata URL
+        and master address), starting nothing."""
+        self = cls.__new__(cls)
+        self.metadata, self.master = metadata, master
+        self.connect(bufs)
+        return self
 
     @staticmethod
     def keys(tag, n):
@@ -327,7 +405,7 @@ def segment_host(spec):
 class LMCacheCPU:
     name = "lmcache-cpu"
 
-    def __init__(self, block_size, blocks):
+    def __init__(self, block_size, blocks, **config):
         import importlib.metadata as md
         import torch
         from lmcache.utils import CacheEngineKey
@@ -342,15 +420,17 @@ class LMCacheCPU:
         self.shape = torch.Size([2, spec.num_layers, spec.tokens_per_block, heads])
         self.dtype = torch.float16
         gib = max(0.25, 2 * blocks * block_size / (1 << 30))
-        config = LMCacheEngineConfig.from_defaults(chunk_size=spec.tokens_per_block, local_cpu=True,
-                                                   max_local_cpu_size=gib)
+        config = LMCacheEngineConfig.from_defaults(**dict(dict(chunk_size=spec.tokens_per_block,
+                                                               local_cpu=True, max_local_cpu_size=gib),
+                                                          **config))
         meta = LMCacheMetadata(model_name=spec.model, world_size=1, local_world_size=1, worker_id=0,
                                local_worker_id=0, kv_dtype=self.dtype,
                                kv_shape=(spec.num_layers, 2, spec.tokens_per_block,
                                          spec.num_kv_heads, spec.head_dim),
                                chunk_size=spec.tokens_per_block)
         PinMonitor.GetOrCreate(config, meta)
-        self.backend = LocalCPUBackend(config, meta, dst_device="cpu")
+        self.lmc_config, self.lmc_meta = config, meta
+        self.backend = self.cpu = LocalCPUBackend(config, meta, dst_device="cpu")
         self.model = spec.model
         self.config = f"LocalCPUBackend, {gib:.2f} GiB, chunk {spec.tokens_per_block} tokens, float16"
 
@@ -366,7 +446,9 @@ class LMCacheCPU:
         return obj.tensor.view(-1).view(self.torch.uint8).numpy()
 
     def store(self, keys, blocks):
-        objs = self.backend.batched_allocate(self.shape, self.dtype, len(blocks))
+        # the CPU backend allocates LMCache's memory objects, for itself or
+        # for the remote backend (e2e.py)
+        objs = self.cpu.batched_allocate(self.shape, self.dtype, len(blocks))
         if objs is None:
             raise RuntimeError("LMCache batched_allocate gave nothing")
         for o, b in zip(objs, blocks):
@@ -479,6 +561,69 @@ def meta_part(args, beluga, mooncake, lmc, rec):
     return names, times, ref
 
 
+CLIENT_TARGETS = ("beluga KVStore.lookup", "mooncake batch_is_exist", "lmcache-cpu contains x64")
+
+
+def lookup_client(spec):
+    """--lookup-client: one of several processes doing the 64-key lookup at
+    once. Beluga and LMCache's CPU backend are in-process stores (each client
+    stores the 64 blocks in its own); Mooncake's keys are the driver's."""
+    s = json.loads(spec)
+    bs, target = s["block_size"], s["target"]
+    blocks = [np.full(bs, i, np.uint8) for i in range(KEYS)]
+    if target.startswith("beluga"):
+        store = Beluga(bs, 4 * KEYS)
+    elif target.startswith("mooncake"):
+        store = Mooncake.client(s["metadata"], s["master"], [])
+    else:
+        store = LMCacheCPU(bs, KEYS)
+    keys = store.keys("meta", KEYS)
+    if not target.startswith("mooncake"):
+        store.store(keys, blocks)
+    clock = time.perf_counter_ns
+    for _ in range(20):
+        if store.lookup(keys) != KEYS:
+            raise RuntimeError(f"{target}: a 64-key lookup of 64 present keys found {store.lookup(keys)}")
+    print("ready", flush=True)
+    while sys.stdin.readline().strip() == "go":
+        t = []
+        for _ in range(s["ops"]):
+            t0 = clock()
+            hits = store.lookup(keys)
+            t.append(clock() - t0)
+            if hits != KEYS:
+                raise RuntimeError(f"{target}: {hits} hits of {KEYS}")
+        print(json.dumps(t), flush=True)
+    if isinstance(store, Beluga):
+        store.close()
+    sys.stdout.flush()
+    os._exit(0)         # LMCache's threads would keep the process alive
+
+
+def meta_clients_part(args, procs, mooncake, rec, clients):
+    """The 64-key lookup from @clients processes at once, target by target
+    (rounds in step: each round every client does --ops lookups)."""
+    spec = {"block_size": args.block_size, "ops": args.ops, "metadata": mooncake.metadata,
+            "master": mooncake.master}
+    times, p50 = {}, {}
+    for target in CLIENT_TARGETS:
+        argvs = [[sys.executable, os.path.abspath(__file__), "--parts", "meta", "--out", args.out,
+                  "--run-dir", args.run_dir, "--lookup-client", json.dumps(dict(spec, target=target))]
+                 for _ in range(clients)]
+        rounds = drive_workers(procs, f"lookup{clients}-{target.split()[0]}", argvs, args.rounds)
+        times[target] = [x for rnd in rounds for t in rnd for x in t]
+        p50[target] = [statistics.median([x for t in rnd for x in t]) for rnd in rounds]
+    ref = CLIENT_TARGETS[0]
+    for target, t in times.items():
+        rec.add(kind="lat", op="lookup64", target=target, clients=clients, n=KEYS,
+                p50_ns=statistics.median(t), p99_ns=pct(t, 0.99), min_ns=min(t), max_ns=max(t),
+                ops=len(t), rounds=args.rounds)
+        if target != ref:
+            rec.ratio(f"lookup64x{clients}", target, [a / b for a, b in zip(p50[target], p50[ref])],
+                      ref=ref, clients=clients)
+    return times
+
+
 def data_part(args, beluga, mooncake, lmc, src, dst, rec):
     counts = [int(c) for c in args.counts.split(",")]
     bs = args.block_size
@@ -545,6 +690,9 @@ def main():
     if args.segment_host:
         segment_host(args.segment_host)
         return
+    if args.lookup_client:
+        lookup_client(args.lookup_client)
+        return
     os.makedirs(args.out, exist_ok=True)
     run_dir = os.path.join(args.run_dir, f"{'-'.join(args.parts)}-{args.block_size >> 10}k")
     counts = [int(c) for c in args.counts.split(",")]
@@ -563,7 +711,7 @@ def main():
             f.write(listening_sockets())
         rec.add(kind="config", peers={
             "beluga": f"{beluga.version}: the portable core behind libbeluga's fake kernel, "
-                      f"in-process (no system call), KVStore",
+                      f"in-process (no system call), KVStore, the pool a file on {tempfile.gettempdir()}",
             "mooncake": f"mooncake-transfer-engine-non-cuda {mooncake.version}: {mooncake.config}",
             "lmcache-cpu": f"lmcache {lmc.version}: {lmc.config}"},
             netns=os.environ.get("BELUGA_PEERS_NETNS", "no"))
@@ -575,6 +723,14 @@ def main():
             for n in names:
                 t = times[n]
                 print(f"  {n:40s} {statistics.median(t):10.0f} {pct(t, .99):10.0f} {min(t):10d} {max(t):10d}")
+            for clients in (int(c) for c in args.clients.split(",")):
+                if clients < 2:
+                    continue
+                times = meta_clients_part(args, procs, mooncake, rec, clients)
+                print(f"  {clients} clients at once:")
+                for n, t in times.items():
+                    print(f"  {n:40s} {statistics.median(t):10.0f} {pct(t, .99):10.0f} {min(t):10d} "
+                          f"{max(t):10d}")
         if "data" in args.parts:
             rec.base["part"] = "data"
             res = data_part(args, beluga, mooncake, lmc, src, dst, rec)

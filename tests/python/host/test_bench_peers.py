@@ -85,3 +85,28 @@ def test_faithful_stores_give_times_and_ratios_against_beluga(tmp_path):
         for op in ("store", "load") for n in (1, 4)}
     assert all(r["ref"] == "beluga" and r["run_min"] <= r["value"] <= r["run_max"] and r["runs"] == 2
                for r in ratios)
+
+
+WORKER = """
+import json, sys
+print("ready", flush=True)
+n = 0
+while sys.stdin.readline().strip() == "go":
+    n += 1
+    if n > int(sys.argv[2]):
+        sys.exit(5)
+    print(json.dumps([sys.argv[1], n]), flush=True)
+"""
+
+
+def test_drive_workers_runs_them_in_step(tmp_path):
+    procs = peers.Processes(str(tmp_path))
+    argvs = [[sys.executable, "-c", WORKER, name, "9"] for name in ("a", "b")]
+    assert peers.drive_workers(procs, "w", argvs, 2) == [[["a", 1], ["b", 1]], [["a", 2], ["b", 2]]]
+
+
+def test_drive_workers_names_a_worker_that_died_and_its_log(tmp_path):
+    procs = peers.Processes(str(tmp_path))
+    argvs = [[sys.executable, "-c", WORKER, "a", "9"], [sys.executable, "-c", WORKER, "b", "1"]]
+    with pytest.raises(RuntimeError, match=rf"^w \(pid \d+\) exited with status 5: see {tmp_path}/w-\*\.log"):
+        peers.drive_workers(procs, "w", argvs, 2)
