@@ -56,7 +56,7 @@ BEL_EXPORT int beluga_map(struct beluga *b)
 	aligned = (reserved + BEL_MAP_ALIGN - 1) & ~(uintptr_t)(BEL_MAP_ALIGN - 1);
 
 	prot = PROT_READ | (b->flags == O_RDWR ? PROT_WRITE : 0);
-	p = mmap((void *)aligned, length, prot, MAP_SHARED | MAP_FIXED, b->fd, 0);
+	p = bel_mmap((void *)aligned, length, prot, MAP_SHARED | MAP_FIXED, b->fd, 0);
 	if (p == MAP_FAILED) {
 		ret = -errno;
 		munmap((void *)reserved, length + BEL_MAP_ALIGN);
