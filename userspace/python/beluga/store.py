@@ -27,11 +27,17 @@ import beluga
 from . import keys as _keys
 
 KEY_BYTES = _keys.KEY_BYTES
+_U8 = np.dtype(np.uint8)
 
 
 def _keybuf(keys):
     """A keys argument as bytes of n*16; accepts bytes-likes, numpy arrays
     and sequences of 16-byte keys."""
+    if type(keys) is bytes:             # the common case, returned as it is
+        if len(keys) % KEY_BYTES:
+            raise ValueError(f"a keys buffer holds whole 16-byte keys; got {len(keys)} bytes "
+                             f"(pass n*16 bytes, or a list of 16-byte keys)")
+        return keys
     if isinstance(keys, (list, tuple)):
         return _keys.join(keys)
     if isinstance(keys, np.ndarray):
@@ -117,9 +123,9 @@ class Pinned:
         """Read-only uint8 views of block ``i``'s pool blocks."""
         self._check(i)
         s = self._store
-        m = s.layout.parts
-        return [s._part_view(self.offsets[i * m + p], s.layout.part_ranges()[p][1], readonly=True)
-                for p in range(m)]
+        m = len(s._ranges)
+        return [s._part_view(self.offsets[i * m + p], length, readonly=True)
+                for p, (_, length) in enumerate(s._ranges)]
 
     def view(self, i):
         """Block ``i`` as a numpy array shaped like the layout: a zero-copy,
@@ -133,9 +139,10 @@ class Pinned:
 
     def copy_out(self, i, dst):
         """Copy block ``i``'s bytes into the writable buffer ``dst``."""
-        d = self._store._dest(dst)
-        for (start, length), src in zip(self._store.layout.part_ranges(), self.part_views(i)):
-            d[start:start + length] = src
+        self._check(i)
+        s = self._store
+        m = len(s._ranges)
+        s._copy_out(self.offsets[i * m:(i + 1) * m], [s._dest(dst)])
 
     def _check(self, i):
         if self._released:
@@ -277,6 +284,8 @@ class KVStore:
             raise RuntimeError("this pool is shared between hosts but the beluga binding has "
                                "no flush_range/invalidate_range: update the binding")
         self._map = pool.map()
+        # Asked for on every block copied: (start, length) of each part.
+        self._ranges = tuple(layout.part_ranges())
         # Pools without lookup_count (an older binding, a test double) are
         # asked through the count-only lookup, which answers the same.
         self._lookup_count = getattr(pool, "lookup_count", None) or \
@@ -302,13 +311,63 @@ class KVStore:
         if self._map is None:
             raise ValueError("this KVStore is closed: make a new one on an open pool")
         mv = self._map.block(int(offset))
-        a = np.frombuffer(mv, np.uint8)[:length]
+        return np.frombuffer(mv.toreadonly() if readonly else mv, np.uint8, count=length)
+
+    def _pool_bytes(self, offsets, readonly=False, aligned=False):
+        """The whole mapping as one flat uint8 array, for the copies of one
+        call: a block is then a slice of it, where a view per block
+        (``_part_view``) costs a memoryview and an array each.  The array
+        holds one export of the mapping until it is dropped.  Checks that
+        every offset is a block of the mapping first (``aligned``: they
+        come from the pool, so only that they are inside the mapping)."""
+        if self._map is None:
+            raise ValueError("this KVStore is closed: make a new one on an open pool")
+        a = np.frombuffer(self._map, np.uint8)
+        if len(offsets):
+            bs = self.layout.pool_block_size
+            if (min(offsets) < 0 or max(offsets) + bs > a.size
+                    or not aligned and any(off % bs for off in offsets)):
+                for off in offsets:
+                    self._map.block(int(off))   # raises the binding's error
         if readonly:
-            a = a.view()
             a.flags.writeable = False
         return a
 
+    def _copy_in(self, offsets, srcs, aligned=False):
+        """Copy engine blocks (flat uint8 arrays, ``_source``) into their
+        pool blocks (``parts`` offsets each, in order): one copy a byte."""
+        pool = self._pool_bytes(offsets, aligned=aligned)
+        ranges = self._ranges
+        if len(ranges) == 1:
+            n = ranges[0][1]
+            for off, src in zip(offsets, srcs):
+                pool[off:off + n] = src
+            return
+        m = len(ranges)
+        for j, src in enumerate(srcs):
+            for (start, length), off in zip(ranges, offsets[j * m:(j + 1) * m]):
+                pool[off:off + length] = src[start:start + length]
+
+    def _copy_out(self, offsets, dests, aligned=False):
+        """Copy engine blocks out of their pool blocks into flat uint8
+        arrays (``_dest``): one copy a byte."""
+        pool = self._pool_bytes(offsets, readonly=True, aligned=aligned)
+        ranges = self._ranges
+        if len(ranges) == 1:
+            n = ranges[0][1]
+            for off, dst in zip(offsets, dests):
+                dst[:] = pool[off:off + n]
+            return
+        m = len(ranges)
+        for j, dst in enumerate(dests):
+            for (start, length), off in zip(ranges, offsets[j * m:(j + 1) * m]):
+                dst[start:start + length] = pool[off:off + length]
+
     def _dest(self, dst):
+        if (type(dst) is np.ndarray and dst.dtype is _U8 and dst.ndim == 1
+                and dst.size == self.layout.block_bytes and dst.flags.c_contiguous
+                and dst.flags.writeable):
+            return dst                  # a flat byte buffer already (what adapters pass)
         if isinstance(dst, np.ndarray):
             if not dst.flags.c_contiguous or not dst.flags.writeable:
                 raise ValueError("a load destination must be a writable C-contiguous array")
@@ -324,6 +383,9 @@ class KVStore:
         return d
 
     def _source(self, src):
+        if (type(src) is np.ndarray and src.dtype is _U8 and src.ndim == 1
+                and src.size == self.layout.block_bytes and src.flags.c_contiguous):
+            return src
         if isinstance(src, np.ndarray):
             a = np.ascontiguousarray(src).reshape(-1).view(np.uint8)
         else:
@@ -373,17 +435,20 @@ class KVStore:
                              f"got {len(offsets)}")
         return self._part_view(offsets[0], lay.block_bytes, readonly=not writable)
 
+    def _one_block(self, offsets):
+        m = len(self._ranges)
+        if len(offsets) != m:
+            raise ValueError(f"one engine block is {m} pool block(s) here: pass its {m} "
+                             f"offset(s) (block_offsets(offsets, i)), got {len(offsets)}")
+        return offsets
+
     def write_block(self, offsets, src):
         """Copy one engine block's bytes into its pool blocks."""
-        src = self._source(src)
-        for off, (start, length) in zip(offsets, self.layout.part_ranges()):
-            self._part_view(off, length)[:] = src[start:start + length]
+        self._copy_in(self._one_block(offsets), [self._source(src)])
 
     def read_block(self, offsets, dst):
         """Copy one engine block's bytes out of its (pinned) pool blocks."""
-        d = self._dest(dst)
-        for off, (start, length) in zip(offsets, self.layout.part_ranges()):
-            d[start:start + length] = self._part_view(off, length, readonly=True)
+        self._copy_out(self._one_block(offsets), [self._dest(dst)])
 
     def publish_blocks(self, offsets, keys, result=None):
         """PUBLISH written blocks (``parts`` pool blocks per key, in order).
@@ -411,7 +476,14 @@ class KVStore:
         unchanged = array("Q")
         base = res.requested - count - res.not_stored
         stored = exists = 0
-        for i in range(count):
+        if min(results) >= 0:           # all published: count without a loop a block
+            stored = count
+            if m == 1:
+                exists = results.count(beluga.PUBLISH_EXISTS)
+            elif beluga.PUBLISH_EXISTS in results:
+                exists = sum(beluga.PUBLISH_EXISTS in results[i * m:(i + 1) * m]
+                             for i in range(count))
+        for i in range(count if stored == 0 else 0):
             r = [results[i * m + p] for p in range(m)]
             if all(x >= 0 for x in r):
                 stored += 1
@@ -559,12 +631,15 @@ class KVStore:
         if alloc.count == 0:
             return res
         try:
-            for j in range(alloc.count):
-                dst = alloc.block(j)
-                if srcs is not None:
-                    dst[:] = srcs[j]
-                else:
-                    writer(skip + j, dst)
+            if srcs is not None:        # straight into the pool blocks, also split ones
+                self._copy_in(alloc.offsets, srcs[:alloc.count], aligned=True)
+            elif self.layout.parts == 1:    # the writer writes the pool block itself
+                pool, bb = self._pool_bytes(alloc.offsets, aligned=True), self.layout.block_bytes
+                for j, off in enumerate(alloc.offsets):
+                    writer(skip + j, pool[off:off + bb])
+            else:                           # staged, scattered by publish
+                for j in range(alloc.count):
+                    writer(skip + j, alloc.block(j))
         except BaseException:
             alloc.free()
             raise
@@ -591,17 +666,21 @@ class KVStore:
         if n == 0:
             return LoadResult(0, 0)
         with self.pin(kb) as p:
-            single = self.layout.parts == 1
-            for i in range(p.count):
-                if out is not None:
-                    p.copy_out(i, dests[i])
-                elif single:
-                    reader(i, p.part_views(i)[0])
-                else:
+            if out is not None:
+                self._copy_out(p.offsets, dests[:p.count], aligned=True)
+            elif self.layout.parts == 1:
+                if p.count:             # zero-copy: the reader sees the pool block
+                    pool = self._pool_bytes(p.offsets, readonly=True, aligned=True)
+                    bb = self.layout.block_bytes
+                    for i, off in enumerate(p.offsets):
+                        reader(i, pool[off:off + bb])
+            else:                       # a split block is gathered into one buffer
+                for i in range(p.count):
                     buf = np.empty(self.layout.block_bytes, np.uint8)
                     p.copy_out(i, buf)
                     buf.flags.writeable = False
                     reader(i, buf)
+                    del buf             # else two blocks live while the next is made
             loaded = p.count
         self._count(loads=1, loaded=loaded, load_missing=n - loaded,
                     load_failures=int(loaded < n))
