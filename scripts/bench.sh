@@ -7,6 +7,8 @@
 # emulated CXL memory (device-dax), a RAM-speed device-dax made from memmap=
 # legacy pmem, and the node backend. Prints the tables, writes
 #   build/bench/results.json     every record of every run, one JSON document
+#                                (a full run also keeps it as bench/results.json,
+#                                beside the RESULTS.md made from it)
 #                                (--smoke: build/bench/smoke-results{.json,/})
 #   build/bench/results/*.jsonl  the same per section and environment
 #   build/bench/results/*.dat    plot data
@@ -332,7 +334,13 @@ log "wrote $json ($({ cat "$res"/*.jsonl 2>/dev/null || true; } | wc -l) records
 # writes next to its JSON.
 md=$out/RESULTS.md frag=$out/readme-results.md readme=()
 [ $smoke -eq 1 ] && md=$out/smoke-RESULTS.md frag=$out/smoke-readme-results.md
-[ $full_run -eq 1 ] && md=$BELUGA_ROOT/bench/RESULTS.md readme=("$BELUGA_ROOT/README.md")
+if [ $full_run -eq 1 ]; then
+	# the records stay beside the tables made from them (tests/userspace/test_reports.sh
+	# regenerates RESULTS.md from them and compares)
+	cp "$json" "$BELUGA_ROOT/bench/results.json"
+	json=$BELUGA_ROOT/bench/results.json
+	md=$BELUGA_ROOT/bench/RESULTS.md readme=("$BELUGA_ROOT/README.md")
+fi
 if /usr/bin/python3 "$BELUGA_ROOT/bench/gen-results.py" "$json" "$md" "$frag" "${readme[@]}"; then
 	log "wrote $md and the README table fragment $frag"
 else
