@@ -142,7 +142,7 @@ class Pinned:
         self._check(i)
         s = self._store
         m = len(s._ranges)
-        s._copy_out(self.offsets[i * m:(i + 1) * m], [s._dest(dst)])
+        s._copy(self.offsets[i * m:(i + 1) * m], [s._dest(dst)], into_pool=False)
 
     def _check(self, i):
         if self._released:
@@ -333,35 +333,19 @@ class KVStore:
             a.flags.writeable = False
         return a
 
-    def _copy_in(self, offsets, srcs, aligned=False):
-        """Copy engine blocks (flat uint8 arrays, ``_source``) into their
-        pool blocks (``parts`` offsets each, in order): one copy a byte."""
-        pool = self._pool_bytes(offsets, aligned=aligned)
+    def _copy(self, offsets, blocks, into_pool, aligned=False):
+        """Copy engine blocks (flat uint8 arrays: ``_source``, ``_dest``)
+        into their pool blocks (``into_pool``) or out of them, ``parts``
+        offsets per block, in order: one copy a byte."""
+        pool = self._pool_bytes(offsets, readonly=not into_pool, aligned=aligned)
         ranges = self._ranges
-        if len(ranges) == 1:
-            n = ranges[0][1]
-            for off, src in zip(offsets, srcs):
-                pool[off:off + n] = src
-            return
         m = len(ranges)
-        for j, src in enumerate(srcs):
+        for j, block in enumerate(blocks):
             for (start, length), off in zip(ranges, offsets[j * m:(j + 1) * m]):
-                pool[off:off + length] = src[start:start + length]
-
-    def _copy_out(self, offsets, dests, aligned=False):
-        """Copy engine blocks out of their pool blocks into flat uint8
-        arrays (``_dest``): one copy a byte."""
-        pool = self._pool_bytes(offsets, readonly=True, aligned=aligned)
-        ranges = self._ranges
-        if len(ranges) == 1:
-            n = ranges[0][1]
-            for off, dst in zip(offsets, dests):
-                dst[:] = pool[off:off + n]
-            return
-        m = len(ranges)
-        for j, dst in enumerate(dests):
-            for (start, length), off in zip(ranges, offsets[j * m:(j + 1) * m]):
-                dst[start:start + length] = pool[off:off + length]
+                if into_pool:
+                    pool[off:off + length] = block[start:start + length]
+                else:
+                    block[start:start + length] = pool[off:off + length]
 
     def _dest(self, dst):
         if (type(dst) is np.ndarray and dst.dtype is _U8 and dst.ndim == 1
@@ -444,11 +428,11 @@ class KVStore:
 
     def write_block(self, offsets, src):
         """Copy one engine block's bytes into its pool blocks."""
-        self._copy_in(self._one_block(offsets), [self._source(src)])
+        self._copy(self._one_block(offsets), [self._source(src)], into_pool=True)
 
     def read_block(self, offsets, dst):
         """Copy one engine block's bytes out of its (pinned) pool blocks."""
-        self._copy_out(self._one_block(offsets), [self._dest(dst)])
+        self._copy(self._one_block(offsets), [self._dest(dst)], into_pool=False)
 
     def publish_blocks(self, offsets, keys, result=None):
         """PUBLISH written blocks (``parts`` pool blocks per key, in order).
@@ -632,7 +616,7 @@ class KVStore:
             return res
         try:
             if srcs is not None:        # straight into the pool blocks, also split ones
-                self._copy_in(alloc.offsets, srcs[:alloc.count], aligned=True)
+                self._copy(alloc.offsets, srcs[:alloc.count], into_pool=True, aligned=True)
             elif self.layout.parts == 1:    # the writer writes the pool block itself
                 pool, bb = self._pool_bytes(alloc.offsets, aligned=True), self.layout.block_bytes
                 for j, off in enumerate(alloc.offsets):
@@ -667,7 +651,7 @@ class KVStore:
             return LoadResult(0, 0)
         with self.pin(kb) as p:
             if out is not None:
-                self._copy_out(p.offsets, dests[:p.count], aligned=True)
+                self._copy(p.offsets, dests[:p.count], into_pool=False, aligned=True)
             elif self.layout.parts == 1:
                 if p.count:             # zero-copy: the reader sees the pool block
                     pool = self._pool_bytes(p.offsets, readonly=True, aligned=True)
