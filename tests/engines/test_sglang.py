@@ -170,6 +170,15 @@ def backup(cc, host_indices, tokens):
     return op.completed_tokens
 
 
+def backed_up_page(cc, host, tokens, seed):
+    """A page of the host pool filled with random bits and backed up under
+    ``tokens`` through the controller: its host indices."""
+    src = host.alloc(PAGE)
+    random_bits(host, src, seed)
+    assert backup(cc, src, tokens) == PAGE
+    return src
+
+
 def prefetch(cc, host, tokens):
     """prefetch as SGLang's scheduler does it: the controller's threads query
     the hits; the scheduler's part (host slots for the hits) done here."""
@@ -328,9 +337,7 @@ def test_clear_says_whether_it_cleared(device, pool, sglang_problems):
     cc = controller(device_pool, host, documented_extra_config(device))
     try:
         tokens = list(range(700, 700 + PAGE))
-        src = host.alloc(PAGE)
-        random_bits(host, src, 9)
-        assert backup(cc, src, tokens) == PAGE
+        src = backed_up_page(cc, host, tokens, 9)
         assert cc.storage_backend.clear() is True
         op, dst, completed = prefetch(cc, host, tokens)
         assert op.storage_hit_count == 0
@@ -354,9 +361,7 @@ def test_clear_through_sglang_without_the_evict_right_logs_the_fix(device, pool,
     cc = controller(device_pool, host, documented_extra_config(device))
     try:
         tokens = list(range(800, 800 + PAGE))
-        src = host.alloc(PAGE)
-        random_bits(host, src, 10)
-        assert backup(cc, src, tokens) == PAGE
+        src = backed_up_page(cc, host, tokens, 10)
         _beluga._fake_fail("evict", 1, errno.EPERM)
         caller = types.SimpleNamespace(enable_storage=True, storage_backend=cc.storage_backend)
         with caplog.at_level(logging.WARNING, logger="beluga.adapters.sglang"):
@@ -419,9 +424,7 @@ def test_replicated_kv_heads_keep_the_models_head_count(device, pool, sglang_pro
         try:
             spec = cc.storage_backend.store.layout.spec
             assert (spec.num_kv_heads, spec.tp_size, spec.heads_local) == (2, 4, 1)
-            src = host.alloc(PAGE)
-            random_bits(host, src, 30 + rank)
-            assert backup(cc, src, tokens) == PAGE
+            src = backed_up_page(cc, host, tokens, 30 + rank)
             op, dst, completed = prefetch(cc, host, tokens)
             assert completed == PAGE and torch.equal(token_bits(host, dst), token_bits(host, src))
         finally:
