@@ -339,19 +339,6 @@ static void rec_stat(const char *key, double *v, int n)
 	rec_num(k, v[n - 1]);
 }
 
-/* Whether @list (comma-separated) names the control. */
-static bool control_selected(const char *list)
-{
-	char buf[256], *tok, *save = NULL;
-
-	snprintf(buf, sizeof(buf), "%s", list);
-	for (tok = strtok_r(buf, ",", &save); tok;
-	     tok = strtok_r(NULL, ",", &save))
-		if (!strcmp(tok, "control"))
-			return true;
-	return false;
-}
-
 /* Round @r's scaling of @res: @i workers over the first count (1). */
 static double scaling(struct one (*res)[MAX_ROUNDS], int i, int r)
 {
@@ -591,7 +578,7 @@ int sec_conc(int argc, char **argv)
 		if (p.workers[i] > p.maxw)
 			p.maxw = p.workers[i];
 	}
-	p.control = control_selected(p.targets);
+	p.control = list_names(p.targets, "control");
 	if (p.control && p.workers[0] != 1)
 		die("conc: the control's scaling needs 1 worker first in --workers");
 	out_open("conc");

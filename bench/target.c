@@ -29,18 +29,23 @@ static const char *target_alias[] = {
 	[T_SHM] = "shm",
 };
 
-bool target_selected(const char *list, enum target_kind kind)
+bool list_names(const char *list, const char *name)
 {
 	char buf[256], *tok, *save = NULL;
 
 	snprintf(buf, sizeof(buf), "%s", list);
 	for (tok = strtok_r(buf, ",", &save); tok;
 	     tok = strtok_r(NULL, ",", &save))
-		if (!strcmp(tok, target_kind_name[kind]) ||
-		    !strcmp(tok, target_alias[kind]) ||
-		    (kind == T_RPC && !strcmp(tok, "unix")))
+		if (!strcmp(tok, name))
 			return true;
 	return false;
+}
+
+bool target_selected(const char *list, enum target_kind kind)
+{
+	return list_names(list, target_kind_name[kind]) ||
+	       list_names(list, target_alias[kind]) ||
+	       (kind == T_RPC && list_names(list, "unix"));
 }
 
 int target_setup(struct target *t, enum target_kind kind, const char *spec,

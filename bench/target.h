@@ -13,6 +13,8 @@
 enum target_kind { T_KERNEL, T_CORE, T_RPC, T_SHM, NR_TARGETS };
 extern const char *target_kind_name[];
 /* Is @kind in a list such as "kernel,core,rpc"? (aliases: rpc, unix, shm) */
+/* Whether the comma-separated @list has the item @name. */
+bool list_names(const char *list, const char *name);
 bool target_selected(const char *list, enum target_kind kind);
 
 struct target {
