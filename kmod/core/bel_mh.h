@@ -44,6 +44,7 @@ enum bel_mh_site {
 	BEL_MH_F_REC_HB,
 	BEL_MH_F_REC_CLAIM,
 	BEL_MH_F_REC_LEAVE,
+	BEL_MH_F_REC_DEVICE,
 	BEL_MH_F_PIN,
 	BEL_MH_F_UNPIN,
 	BEL_MH_F_ENT_TENTATIVE,
@@ -150,6 +151,13 @@ struct bel_mh_config {
 	 */
 	u32 min_heartbeat_ms;
 	char name[24];		/* shown by status */
+	/*
+	 * Devices of this host may hold pins on the pool from the join on
+	 * (an operator's outside fence, mh_allow_gup), and stop within this
+	 * many ms of a fence: the record carries the device lease from the
+	 * start (bel_mh_device_lease() sets one later). 0: none.
+	 */
+	u32 device_fence_ms;
 };
 
 /* Decoded, checked superblock. */
@@ -180,6 +188,7 @@ struct bel_mh_view {
 	u64 hb;
 	u64 changed_at;		/* our clock when (inc, hb) last changed */
 	bool dead;		/* lease expired for incarnation @inc */
+	u32 flags;		/* its record's BEL_MH_REC_*, as last read */
 	/* Its retire requests, as last read (BEL_MH_NONE: empty slot). */
 	u32 retire[BEL_MH_RETIRE_SLOTS];
 };
@@ -393,6 +402,9 @@ void bel_mh_tick(struct bel_mh_host *h);
 /* Status of every host id, as this host sees it now. */
 struct bel_mh_host_info {
 	u32 state;
+	u32 device_fence_ms;	/* W of its device lease; 0: none */
+	bool device_pins;	/* its devices may hold pins */
+	bool lease_aware;	/* it honours device leases (1.3) */
 	u32 incarnation;
 	u64 heartbeat;
 	u32 owned;
@@ -404,6 +416,34 @@ struct bel_mh_host_info {
 
 int bel_mh_hosts(struct bel_mh_host *h, struct bel_mh_host_info *out,
 		 u32 max);
+
+/*
+ * The device lease (Documentation/multihost.md, section 10): with @pins,
+ * this host's devices may hold pins on the pool, and stop within
+ * @fence_ms of a fence; the own record says so, on the media, before this
+ * returns 0 (the caller lets devices pin only after it). Other hosts then
+ * wait bel_mh_dead_after_ns() of silence before they reuse what this host
+ * holds. Without @pins the lease ends: call it only once no device holds
+ * a pin any more. Errors: -ESTALE fenced or not joined; -EPROTO (with
+ * @pins) a live host of the pool does not honour device leases (a module
+ * older than format 1.3: h->why names it); -ERANGE @fence_ms above
+ * BEL_MH_REC_FENCE_MAX_MS or 0 with @pins.
+ */
+int bel_mh_device_lease(struct bel_mh_host *h, bool pins, u32 fence_ms);
+
+/*
+ * True while the own record carries a device lease and some live host of
+ * the pool does not honour it (it joined later): the devices must let go
+ * now (as at a fence), since that host reuses after one lease.
+ */
+bool bel_mh_device_lease_unsafe(struct bel_mh_host *h);
+
+/*
+ * How long a host whose record carries @flags must be silent before the
+ * others hold it dead: the lease, plus its devices' W and half a lease of
+ * slack with a device lease.
+ */
+u64 bel_mh_dead_after_ns(const struct bel_mh_host *h, u32 flags);
 
 /* --- mh_ops.c ------------------------------------------------------------ */
 

@@ -12,7 +12,7 @@
 /* bel_env.h: byte order (cpu_to_le32() ...) and static_assert(). */
 #include "bel_env.h"
 
-/* --- on-media format, version 1.2 -------------------------------------- */
+/* --- on-media format, version 1.3 -------------------------------------- */
 
 #define BEL_MH_LINE		64U	/* unit of single-writer ownership */
 #define BEL_MH_MAX_HOSTS	16U	/* hard cap; a pool's is max_hosts */
@@ -36,8 +36,21 @@
  * hands it out again, which is what 1.1 does with a poisoned block anyway
  * (the processes touching it get SIGBUS). Upgrade every host of a pool to
  * 1.2 before relying on retirement (Documentation/multihost.md, section 4).
+ *
+ * 1.3 gives each host record a device lease (@flags, zero before): a host
+ * whose devices may hold pins on the pool says so, with the time its
+ * devices need to stop after its fence (W, its hardware watchdog's
+ * timeout), and every other host then holds it alive, for the reuse of
+ * its blocks and pins, until lease + W + lease/2 of silence. A 1.3 module
+ * also marks its own record BEL_MH_REC_LEASE_AWARE. A 1.2 module ignores
+ * the lease (it would reuse after one lease), and cannot be made to refuse
+ * the pool; so a host takes device pins only while every live host of the
+ * pool marks itself aware, and asks its devices to let go when an unaware
+ * host appears (Documentation/multihost.md, section 10). A 1.3 module
+ * joins 1.0, 1.1 and 1.2 pools alike; the device lease needs nothing
+ * formatted.
  */
-#define BEL_MH_VERSION_MINOR	2U
+#define BEL_MH_VERSION_MINOR	3U
 
 /* Bucket hashes of the on-media index (bel_mh_super.hash). */
 #define BEL_MH_HASH_MIX64	0U	/* bel_key_hash() (bel_hash.h) */
@@ -107,6 +120,15 @@ enum bel_mh_host_state {
 	BEL_MH_HOST_LEFT = 2,	/* detached cleanly */
 };
 
+/*
+ * Host record @flags (since 1.3). Bits 8-31 are the device lease's W in
+ * milliseconds, meaningful with BEL_MH_REC_DEVICE_PINS.
+ */
+#define BEL_MH_REC_LEASE_AWARE	(1U << 0)	/* honours device leases */
+#define BEL_MH_REC_DEVICE_PINS	(1U << 1)	/* devices may pin blocks */
+#define BEL_MH_REC_FENCE_SHIFT	8U
+#define BEL_MH_REC_FENCE_MAX_MS	((1U << 24) - 1U)	/* 4 h 39 min */
+
 /* Retire requests in a host record (since 1.2). */
 #define BEL_MH_RETIRE_SLOTS	4U
 
@@ -122,7 +144,7 @@ struct bel_mh_host_rec {
 	__le32 incarnation;	/* +1 at every join, never 0 once joined */
 	__le64 heartbeat;	/* +1 every heartbeat period */
 	__le32 owned;		/* bitmask of owned partitions */
-	__le32 flags;		/* 0 */
+	__le32 flags;		/* BEL_MH_REC_* (since 1.3; 0 before) */
 	char name[24];
 	__le32 retire[BEL_MH_RETIRE_SLOTS];	/* since 1.2; 0 before */
 };

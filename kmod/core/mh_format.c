@@ -23,6 +23,7 @@ const struct bel_mh_site_info bel_mh_sites[BEL_MH_NR_SITES] = {
 	[BEL_MH_F_REC_HB] = { "F_REC_HB", "flush own host record (join, heartbeat, release)" },
 	[BEL_MH_F_REC_CLAIM] = { "F_REC_CLAIM", "flush partition claim" },
 	[BEL_MH_F_REC_LEAVE] = { "F_REC_LEAVE", "flush host record LEFT" },
+	[BEL_MH_F_REC_DEVICE] = { "F_REC_DEVICE", "flush host record device lease" },
 	[BEL_MH_F_PIN] = { "F_PIN", "flush pin word" },
 	[BEL_MH_F_UNPIN] = { "F_UNPIN", "flush pin word clear" },
 	[BEL_MH_F_ENT_TENTATIVE] = { "F_ENT_TENTATIVE", "flush tentative index entry" },
@@ -622,6 +623,7 @@ static int bel_mh_join(struct bel_mh_host *h)
 		v->hb = le64_to_cpu(r.heartbeat);
 		v->changed_at = t0;
 		v->dead = false;
+		v->flags = le32_to_cpu(r.flags);
 		bel_mh_view_retire(v, &r);
 		if (x == h->id)
 			own = r;
@@ -629,8 +631,10 @@ static int bel_mh_join(struct bel_mh_host *h)
 
 	/*
 	 * A record left ACTIVE: our previous incarnation died, or another
-	 * machine runs with this id. Wait until it has been silent for a
-	 * lease; a heartbeat that moves meanwhile is a duplicate.
+	 * machine runs with this id. Wait until it has been silent for as
+	 * long as the other hosts wait before they hold it dead (a lease,
+	 * more with a device lease: its devices may still write); a
+	 * heartbeat that moves meanwhile is a duplicate.
 	 */
 	if (le32_to_cpu(own.state) == BEL_MH_HOST_ACTIVE) {
 		for (;;) {
@@ -647,7 +651,8 @@ static int bel_mh_join(struct bel_mh_host *h)
 				bel_mh_free_dram(h);
 				return -EADDRINUSE;
 			}
-			if (bel_mh_now(h) - t0 > h->geo.lease_ns)
+			if (bel_mh_now(h) - t0 >
+			    bel_mh_dead_after_ns(h, le32_to_cpu(own.flags)))
 				break;
 		}
 	}
@@ -658,6 +663,12 @@ static int bel_mh_join(struct bel_mh_host *h)
 	memset(&h->rec, 0, sizeof(h->rec));
 	h->rec.state = cpu_to_le32(BEL_MH_HOST_ACTIVE);
 	h->rec.incarnation = cpu_to_le32(inc);
+	h->rec.flags = cpu_to_le32(BEL_MH_REC_LEASE_AWARE);
+	if (h->cfg.device_fence_ms)
+		h->rec.flags = cpu_to_le32(BEL_MH_REC_LEASE_AWARE |
+					   BEL_MH_REC_DEVICE_PINS |
+					   h->cfg.device_fence_ms <<
+					   BEL_MH_REC_FENCE_SHIFT);
 	memcpy(h->rec.name, h->cfg.name, sizeof(h->rec.name));
 	/*
 	 * Retire requests of the previous incarnation that no owner served
@@ -699,6 +710,11 @@ int bel_mh_attach(struct bel_mh_host *h, const struct bel_mh_mem_ops *ops,
 
 	if (cfg->host_id >= BEL_MH_MAX_HOSTS) {
 		h->why = "host id out of range";
+		ret = -ERANGE;
+		goto fail;
+	}
+	if (cfg->device_fence_ms > BEL_MH_REC_FENCE_MAX_MS) {
+		h->why = "device lease: W out of range";
 		ret = -ERANGE;
 		goto fail;
 	}

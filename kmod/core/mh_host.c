@@ -35,10 +35,27 @@ void bel_mh_view_update(struct bel_mh_host *h, u32 x,
 	}
 	v->state = le32_to_cpu(r->state);
 	v->owned = le32_to_cpu(r->owned);
+	v->flags = le32_to_cpu(r->flags);
 	bel_mh_view_retire(v, r);
 	if (v->state == BEL_MH_HOST_ACTIVE && !v->dead &&
-	    now - v->changed_at > h->geo.lease_ns)
+	    now - v->changed_at > bel_mh_dead_after_ns(h, v->flags))
 		v->dead = true;
+}
+
+/*
+ * A silent host's devices may still write into the pool until its watchdog
+ * (or whatever fence it declared) has stopped them: W after its own fence,
+ * which comes at most lease/2 after the last heartbeat anyone saw. The
+ * extra half lease covers the clocks' drift and the observer's tick.
+ */
+u64 bel_mh_dead_after_ns(const struct bel_mh_host *h, u32 flags)
+{
+	u64 lease = h->geo.lease_ns;
+
+	if (!(flags & BEL_MH_REC_DEVICE_PINS))
+		return lease;
+	return lease + (u64)(flags >> BEL_MH_REC_FENCE_SHIFT) * 1000000ULL +
+	       lease / 2;
 }
 
 void bel_mh_observe(struct bel_mh_host *h)
@@ -133,6 +150,77 @@ void bel_mh_heartbeat(struct bel_mh_host *h)
 		BEL_WRITE(h->last_hb, now);
 	}
 	bel_spin_unlock(&h->rec_lock);
+}
+
+/* A live host that would reuse our blocks after one lease, if any. */
+static u32 bel_mh_unaware_peer(const struct bel_mh_host *h)
+{
+	u32 x;
+
+	for (x = 0; x < h->geo.max_hosts; x++)
+		if (x != h->id && bel_mh_alive(h, x) &&
+		    !(h->view[x].flags & BEL_MH_REC_LEASE_AWARE))
+			return x;
+	return BEL_MH_NONE;
+}
+
+int bel_mh_device_lease(struct bel_mh_host *h, bool pins, u32 fence_ms)
+{
+	u32 flags = BEL_MH_REC_LEASE_AWARE;
+	int ret = 0;
+
+	if (pins && (!fence_ms || fence_ms > BEL_MH_REC_FENCE_MAX_MS)) {
+		h->why = "device lease: W out of range";
+		return -ERANGE;
+	}
+	if (pins)
+		flags |= BEL_MH_REC_DEVICE_PINS |
+			 fence_ms << BEL_MH_REC_FENCE_SHIFT;
+	bel_mutex_lock(&h->lock);
+	if (!h->joined) {
+		ret = -ESTALE;
+		goto out;
+	}
+	if (pins) {
+		/* A fresh look: a host may have joined since the last tick. */
+		bel_mh_observe(h);
+		if (bel_mh_unaware_peer(h) != BEL_MH_NONE) {
+			h->why = "a live host of the pool runs a module older than format 1.3, which ignores device leases";
+			ret = -EPROTO;
+			goto out;
+		}
+	}
+	/*
+	 * The heartbeat moves with the lease, so that a host that goes
+	 * silent right after this store is timed by every observer from a
+	 * heartbeat they read together with the lease.
+	 */
+	bel_spin_lock(&h->rec_lock);
+	if (bel_mh_fenced_now(h)) {
+		ret = -ESTALE;
+	} else {
+		h->rec.flags = cpu_to_le32(flags);
+		h->rec.heartbeat = cpu_to_le64(le64_to_cpu(h->rec.heartbeat) +
+					       1);
+		bel_mh_put_rec_locked(h, BEL_MH_F_REC_DEVICE);
+		BEL_WRITE(h->last_hb, bel_mh_now(h));
+	}
+	bel_spin_unlock(&h->rec_lock);
+out:
+	bel_mutex_unlock(&h->lock);
+	return ret;
+}
+
+bool bel_mh_device_lease_unsafe(struct bel_mh_host *h)
+{
+	bool unsafe;
+
+	bel_mutex_lock(&h->lock);
+	unsafe = h->joined &&
+		 (le32_to_cpu(h->rec.flags) & BEL_MH_REC_DEVICE_PINS) &&
+		 bel_mh_unaware_peer(h) != BEL_MH_NONE;
+	bel_mutex_unlock(&h->lock);
+	return unsafe;
 }
 
 /* Drop partition @p from the own record (the next heartbeat stores it). */
@@ -452,6 +540,14 @@ static void bel_mh_copy_name(char *dst, const char *src, u32 len)
 		dst[i] = 0;
 }
 
+static void bel_mh_host_info_flags(struct bel_mh_host_info *i, u32 flags)
+{
+	i->lease_aware = flags & BEL_MH_REC_LEASE_AWARE;
+	i->device_pins = flags & BEL_MH_REC_DEVICE_PINS;
+	i->device_fence_ms = i->device_pins ?
+			     flags >> BEL_MH_REC_FENCE_SHIFT : 0;
+}
+
 int bel_mh_hosts(struct bel_mh_host *h, struct bel_mh_host_info *out,
 		 u32 max)
 {
@@ -472,6 +568,7 @@ int bel_mh_hosts(struct bel_mh_host *h, struct bel_mh_host_info *out,
 		i->self = x == h->id;
 		i->alive = bel_mh_alive(h, x);
 		if (i->self) {
+			bel_mh_host_info_flags(i, le32_to_cpu(h->rec.flags));
 			i->state = le32_to_cpu(h->rec.state);
 			i->incarnation = le32_to_cpu(h->rec.incarnation);
 			i->heartbeat = le64_to_cpu(h->rec.heartbeat);
@@ -489,6 +586,7 @@ int bel_mh_hosts(struct bel_mh_host *h, struct bel_mh_host_info *out,
 			i->incarnation = v->inc;
 			i->heartbeat = v->hb;
 			i->owned = v->owned;
+			bel_mh_host_info_flags(i, v->flags);
 			i->alive = bel_mh_alive(h, x);
 			i->silent_ns = now - v->changed_at;
 			bel_mh_copy_name(i->name, r.name, sizeof(i->name));

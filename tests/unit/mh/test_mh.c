@@ -295,7 +295,7 @@ static void test_format_1_0_joins(void)
 	sim_dev_read(w->s, 0, &sb, sizeof(sb));
 	CHECK_EQ(le32_to_cpu(sb.version_major), BEL_MH_VERSION_MAJOR);
 	CHECK_EQ(le32_to_cpu(sb.version_minor), BEL_MH_VERSION_MINOR);
-	CHECK_EQ(BEL_MH_VERSION_MINOR, 2);
+	CHECK_EQ(BEL_MH_VERSION_MINOR, 3);
 	CHECK_EQ(le32_to_cpu(sb.hash), BEL_MH_HASH_MIX64);
 	sb.version_minor = cpu_to_le32(0);
 	sb.hash = 0;
@@ -1562,6 +1562,165 @@ static void test_stall_fence(void)
 }
 
 /*
+ * Issue 21, the device lease: a host whose devices may pin blocks says so
+ * in its record with W, and the others hold it alive for lease + W +
+ * lease/2 of silence, not one lease; its next incarnation waits as long.
+ * Host 0 pins a key of host 1's partition, declares devices (or not, in
+ * the control round) and crashes at once, before another heartbeat could
+ * carry the record out of its cache. Host 1 notes when it holds host 0
+ * dead (from then on it may reuse the pinned block).
+ */
+#define DEV_W_MS	(2U * W_LEASE_MS)
+
+struct dev_lease {
+	struct world *w;
+	bool declare;
+	int ret;
+	u64 t_declared;		/* clock after the lease reached the media */
+	u64 t_dead;		/* host 1 held host 0 dead */
+	u32 b;
+};
+
+static void s_dev_put10(struct sim_host *sh, void *arg)
+{
+	struct dev_lease *a = arg;
+
+	CHECK_EQ(w_put(a->w, sh, 0, 10, NULL), BELUGA_PUBLISH_OK);
+}
+
+static void s_dev_victim(struct sim_host *sh, void *arg)
+{
+	struct dev_lease *a = arg;
+
+	sim_maybe_tick(sh);
+	REQUIRE(w_pin(a->w, sh, 0, 10, &a->b));
+	if (a->declare)
+		a->ret = bel_mh_device_lease(&sh->mh, true, DEV_W_MS);
+	a->t_declared = sh->sim->clock;
+	sh->kill_pending = true;
+	sim_yield(sh);
+}
+
+static void s_dev_watch(struct sim_host *sh, void *arg)
+{
+	struct dev_lease *a = arg;
+
+	while (!a->t_dead && (!a->t_declared ||
+			      sh->sim->clock < a->t_declared + 10 * W_LEASE)) {
+		sim_idle(sh, W_MS / 10);
+		if (a->t_declared && !bel_mh_alive(&sh->mh, 0))
+			a->t_dead = sh->sim->clock;
+	}
+}
+
+static void s_dev_rejoin(struct sim_host *sh, void *arg)
+{
+	u64 *took = arg;
+	u64 t0 = sh->sim->clock;
+	int ret = sim_attach(sh);
+
+	CHECK_EQ(ret, 0);
+	*took = sh->sim->clock - t0;
+}
+
+static void test_device_lease(void)
+{
+	const u64 lease = W_LEASE, dev_w = (u64)DEV_W_MS * W_MS;
+	int declare;
+
+	for (declare = 0; declare < 2; declare++) {
+		struct world *w = w_up(2, ids3, seed_of(41, declare));
+		sim_fn fns[SIM_MAX_HOSTS] = { s_dev_victim, s_dev_watch };
+		struct dev_lease a = { .w = w, .declare = declare };
+		void *args[SIM_MAX_HOSTS] = { &a, &a };
+		struct hosts_arg ha;
+		u64 took = 0;
+
+		w_run1(w, 1, s_dev_put10, &a);
+		w_run(w, fns, args);
+		CHECK(w->h[0]->killed);
+		CHECK_EQ(a.ret, 0);
+		REQUIRE(a.t_dead);
+		fprintf(stderr, "# device lease %s: host 0 held dead %.1f ms after it declared (lease %.0f ms, W %.0f ms)\n",
+			declare ? "declared" : "not declared",
+			(double)(a.t_dead - a.t_declared) / W_MS,
+			(double)lease / W_MS, (double)dev_w / W_MS);
+		if (declare) {
+			CHECK(a.t_dead - a.t_declared > lease + dev_w);
+			/* ... and not much later: W is finite. */
+			CHECK(a.t_dead - a.t_declared <=
+			      lease + dev_w + lease / 2 + 2 * W_MS);
+		} else {
+			CHECK(a.t_dead - a.t_declared < lease + dev_w);
+		}
+		w_run1(w, 1, s_hosts, &ha);
+		CHECK(ha.info[1].lease_aware && !ha.info[1].device_pins);
+		CHECK_EQ(ha.info[0].device_pins, declare);
+		CHECK_EQ(ha.info[0].device_fence_ms, declare ? DEV_W_MS : 0);
+		/* The next incarnation waits as long as the peers did. */
+		w_run1(w, 0, s_dev_rejoin, &took);
+		if (declare)
+			CHECK(took > lease + dev_w);
+		else
+			CHECK(took < lease + dev_w);
+		w_final_check(w);
+		W_CHECK_CLEAN(w);
+		w_free(w);
+	}
+}
+
+static void s_dev_declare(struct sim_host *sh, void *arg)
+{
+	struct dev_lease *a = arg;
+
+	sim_maybe_tick(sh);
+	a->ret = bel_mh_device_lease(&sh->mh, true, DEV_W_MS);
+}
+
+static void s_dev_unsafe(struct sim_host *sh, void *arg)
+{
+	bool *unsafe = arg;
+
+	sim_idle(sh, 3 * W_MS);
+	*unsafe = bel_mh_device_lease_unsafe(&sh->mh);
+}
+
+/*
+ * A host of format 1.2 (no LEASE_AWARE in its record) reuses after one
+ * lease: no device lease is granted while one is alive, and a lease taken
+ * before it joined is reported unsafe, so that the devices let go.
+ */
+static void test_device_lease_compat(void)
+{
+	struct world *w = w_up(2, ids3, seed_of(42, 0));
+	struct dev_lease a = { .w = w };
+	bool unsafe = true;
+
+	w_run1(w, 0, s_dev_declare, &a);
+	CHECK_EQ(a.ret, 0);
+	w_run1(w, 0, s_dev_unsafe, &unsafe);
+	CHECK(!unsafe);
+	w_run1(w, 0, s_dev_declare, &a);
+	CHECK_EQ(a.ret, 0);
+	/* Host 1 now writes its record as a 1.2 module does. */
+	w->h[1]->mh.rec.flags = 0;
+	w_settle(w, 3 * W_MS);
+	w_run1(w, 0, s_dev_unsafe, &unsafe);
+	CHECK(unsafe);
+	w_run1(w, 0, s_dev_declare, &a);
+	CHECK_EQ(a.ret, -EPROTO);
+	/* W out of range. */
+	CHECK_EQ(bel_mh_device_lease(&w->h[0]->mh, true, 0), -ERANGE);
+	CHECK_EQ(bel_mh_device_lease(&w->h[0]->mh, true,
+				     BEL_MH_REC_FENCE_MAX_MS + 1), -ERANGE);
+	w->h[1]->mh.rec.flags = cpu_to_le32(BEL_MH_REC_LEASE_AWARE);
+	w_settle(w, 3 * W_MS);
+	w_final_check(w);
+	W_CHECK_CLEAN(w);
+	w_free(w);
+}
+
+/*
  * Review finding 2: the host stalls right after a store of shared metadata
  * reached its cache and before the flush, past its fence deadline but
  * within its lease (an interrupt, an SMI, a preempted vCPU). The dirty line
@@ -2458,6 +2617,8 @@ static const struct test tests[] = {
 	T(test_kill_at_sites),
 	T(test_rejoin),
 	T(test_stall_fence),
+	T(test_device_lease),
+	T(test_device_lease_compat),
 	T(test_stall_in_store),
 	T(test_pin_fenced),
 	T(test_rejoin_reformatted),
