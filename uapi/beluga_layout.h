@@ -43,7 +43,9 @@
 	F(evict)							\
 	F(region_info)							\
 	F(hosts)								\
-	F(index_map)
+	F(index_map)							\
+	F(watchdog)							\
+	F(device_range)
 
 #define BELUGA_IOCTL_ARG_MEMBER(name)	struct beluga_##name name;
 
@@ -175,12 +177,26 @@ BELUGA_LAYOUT(beluga_region_info, allocated_blocks, 64);
 BELUGA_LAYOUT(beluga_region_info, published_blocks, 72);
 BELUGA_LAYOUT(beluga_region_info, name, 80);
 
-BELUGA_LAYOUT_SIZE(beluga_hosts, 24);
+BELUGA_LAYOUT_SIZE(beluga_host, 80);
+BELUGA_LAYOUT(beluga_host, host_id, 0);
+BELUGA_LAYOUT(beluga_host, state, 4);
+BELUGA_LAYOUT(beluga_host, flags, 8);
+BELUGA_LAYOUT(beluga_host, incarnation, 12);
+BELUGA_LAYOUT(beluga_host, heartbeat, 16);
+BELUGA_LAYOUT(beluga_host, silent_ns, 24);
+BELUGA_LAYOUT(beluga_host, owned, 32);
+BELUGA_LAYOUT(beluga_host, name, 40);
+BELUGA_LAYOUT(beluga_host, device_fence_ms, 72);
+BELUGA_LAYOUT(beluga_host, __reserved, 76);
+
+BELUGA_LAYOUT_SIZE(beluga_hosts, 32);
 BELUGA_LAYOUT(beluga_hosts, size, 0);
 BELUGA_LAYOUT(beluga_hosts, flags, 4);
 BELUGA_LAYOUT(beluga_hosts, count, 8);
 BELUGA_LAYOUT(beluga_hosts, __reserved, 12);
 BELUGA_LAYOUT(beluga_hosts, hosts, 16);
+BELUGA_LAYOUT(beluga_hosts, host_size, 24);
+BELUGA_LAYOUT(beluga_hosts, __reserved2, 28);
 
 BELUGA_LAYOUT_SIZE(beluga_index_map, 24);
 BELUGA_LAYOUT(beluga_index_map, size, 0);
@@ -212,6 +228,22 @@ BELUGA_LAYOUT(beluga_index_entry, ns, 0);
 BELUGA_LAYOUT(beluga_index_entry, key, 8);
 BELUGA_LAYOUT(beluga_index_entry, seq, 24);
 BELUGA_LAYOUT(beluga_index_entry, next, 28);
+
+BELUGA_LAYOUT_SIZE(beluga_watchdog, 24);
+BELUGA_LAYOUT(beluga_watchdog, size, 0);
+BELUGA_LAYOUT(beluga_watchdog, flags, 4);
+BELUGA_LAYOUT(beluga_watchdog, timeout_ms, 8);
+BELUGA_LAYOUT(beluga_watchdog, answer, 12);
+BELUGA_LAYOUT(beluga_watchdog, device_ranges, 16);
+BELUGA_LAYOUT(beluga_watchdog, __reserved, 20);
+
+BELUGA_LAYOUT_SIZE(beluga_device_range, 32);
+BELUGA_LAYOUT(beluga_device_range, size, 0);
+BELUGA_LAYOUT(beluga_device_range, flags, 4);
+BELUGA_LAYOUT(beluga_device_range, eventfd, 8);
+BELUGA_LAYOUT(beluga_device_range, fence_ms, 12);
+BELUGA_LAYOUT(beluga_device_range, offset, 16);
+BELUGA_LAYOUT(beluga_device_range, length, 24);
 
 /* The command area of an io_uring command: 16 bytes, a plain SQE's. */
 BELUGA_LAYOUT_SIZE(beluga_uring_cmd, 16);

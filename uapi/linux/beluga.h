@@ -85,7 +85,7 @@
  * gets the error of the first step it fails:
  *   1. -ENOTTY  unknown command number, or a command encoded with a size
  *               or direction.
- *   2. -EPERM   an admin command (ATTACH, DETACH, EVICT) from a task
+ *   2. -EPERM   an admin command (ATTACH, DETACH, EVICT, WATCHDOG) from a task
  *               without CAP_SYS_ADMIN. The capability is the calling
  *               task's, whatever file it calls through: a file that root
  *               opened and passed on grants nothing, and a read-only file
@@ -203,6 +203,8 @@ enum {
 	BELUGA_CMD_REGION_INFO,
 	BELUGA_CMD_HOSTS,
 	BELUGA_CMD_INDEX_MAP,
+	BELUGA_CMD_WATCHDOG,
+	BELUGA_CMD_DEVICE_RANGE,
 };
 
 /**
@@ -672,12 +674,16 @@ enum beluga_backend {
  * pool's mapping, its fast path included (they are mapped by special
  * entries), whether they were touched before or not: those registrations,
  * O_DIRECT reads and writes (also through AIO and io_uring), vmsplice(),
- * process_vm_readv() and MADV_HWPOISON on them fail with -EFAULT. Unless
- * the module is loaded with mh_allow_gup=1, which an operator sets only
- * where something outside the host stops its devices' access to the pool
- * when it loses its lease (Documentation/multihost.md, 10). Drivers that
- * look up the physical pages of a VM_IO mapping without get_user_pages()
- * are not refused by this (same section).
+ * process_vm_readv() and MADV_HWPOISON on them fail with -EFAULT. Two
+ * exceptions: a mapping made by a file that declared a device range first
+ * (BELUGA_IOC_DEVICE_RANGE: the host's hardware watchdog bounds how long
+ * its devices can outlive a fence, and the other hosts wait that long),
+ * and every mapping when the module is loaded with mh_allow_gup=1, which
+ * an operator sets only where something outside the host stops its
+ * devices' access to the pool when it loses its lease, within
+ * mh_device_fence_ms (Documentation/multihost.md, 10). Drivers that look
+ * up the physical pages of a VM_IO mapping without get_user_pages() are
+ * not refused by this (same section).
  *
  * Fence: a host whose own heartbeat falls half a lease behind (the machine
  * or its heartbeat work stalled for about a second) stops writing to the
@@ -853,6 +859,10 @@ enum beluga_host_state {
 /* struct beluga_host flags */
 #define BELUGA_HOST_ALIVE	_BITUL(0)	/* heartbeat moved within the lease */
 #define BELUGA_HOST_SELF	_BITUL(1)	/* the host that answers */
+/* Its record carries a device lease: devices may pin (@device_fence_ms). */
+#define BELUGA_HOST_DEVICE_PINS	_BITUL(2)
+/* It honours other hosts' device leases (a module of format 1.3 or later). */
+#define BELUGA_HOST_LEASE_AWARE	_BITUL(3)
 
 /**
  * struct beluga_host - one host record of a shared pool (BELUGA_IOC_HOSTS)
@@ -867,6 +877,11 @@ enum beluga_host_state {
  *	section 3)
  * @name: out: the host's name (its utsname when it joined), NUL
  *	terminated, printable, no spaces; empty when it has none
+ * @device_fence_ms: out: with BELUGA_HOST_DEVICE_PINS, W: the time the
+ *	host's devices need to stop after its fence (its watchdog's
+ *	timeout); the others wait lease + W + lease/2 of its silence. Else 0
+ *	(second version of the record: see @host_size of beluga_hosts)
+ * @__reserved: out: 0
  */
 struct beluga_host {
 	__u32 host_id;
@@ -877,7 +892,12 @@ struct beluga_host {
 	__aligned_u64 silent_ns;
 	__aligned_u64 owned;
 	char name[BELUGA_NAME_LEN];
+	__u32 device_fence_ms;
+	__u32 __reserved;
 };
+
+#define BELUGA_HOST_SIZE_V1	72
+#define BELUGA_HOST_SIZE_V2	80	/* + @device_fence_ms, @__reserved */
 
 /**
  * struct beluga_hosts - BELUGA_IOC_HOSTS: the hosts of a shared pool
@@ -892,13 +912,19 @@ struct beluga_host {
  * @hosts: in: user pointer to struct beluga_host[@count]; out there: the
  *	first min(@count in, @count out) records, in host id order. Not
  *	touched, nor checked, when nothing is written to it.
+ * @host_size: in: the size of one struct beluga_host in @hosts:
+ *	BELUGA_HOST_SIZE_V1 or BELUGA_HOST_SIZE_V2, or 0 for the version of
+ *	this header (V2); others -EINVAL. A caller of the first version,
+ *	whose struct ends before @host_size, gets V1 records. Each record is
+ *	written in that size.
+ * @__reserved2: must be 0
  *
  * Any file may call it; it changes nothing. The records are this host's
  * view, each read from the pool at the call (liveness is judged against
  * the pool's lease, as the host's own tick judges it).
  *
- * Errors, after the common errors (steps 1-5: -EINVAL for nonzero @flags
- * or @__reserved): -EMSGSIZE when the pool has more records than @count
+ * Errors, after the common errors (steps 1-5: -EINVAL for nonzero @flags,
+ * @__reserved or @__reserved2, or an unknown @host_size): -EMSGSIZE when the pool has more records than @count
  * in: the first @count records are written to @hosts and @count is set
  * to the number of records, so a second call with that count gets them
  * all; -EFAULT when @hosts cannot be written (the struct is left as it
@@ -910,10 +936,139 @@ struct beluga_hosts {
 	__u32 count;
 	__u32 __reserved;
 	__aligned_u64 hosts;
+	__u32 host_size;
+	__u32 __reserved2;
 };
 
 #define BELUGA_HOSTS_SIZE_V1	24
+#define BELUGA_HOSTS_SIZE_V2	32	/* + @host_size, @__reserved2 */
 #define BELUGA_IOC_HOSTS	_IO(BELUGA_TYPE, BELUGA_CMD_HOSTS)
+
+/* BELUGA_IOC_WATCHDOG flags: exactly one */
+#define BELUGA_WATCHDOG_REGISTER	_BITUL(0)
+#define BELUGA_WATCHDOG_QUERY		_BITUL(1)
+
+/* BELUGA_IOC_WATCHDOG answers */
+#define BELUGA_WATCHDOG_FEED	1	/* pet the hardware watchdog now */
+#define BELUGA_WATCHDOG_HOLD	2	/* do not: devices may outlive a fence */
+
+/* The longest watchdog timeout (W) a host may declare: 4 h 39 min. */
+#define BELUGA_WATCHDOG_MAX_MS	16777215U
+
+/**
+ * struct beluga_watchdog - BELUGA_IOC_WATCHDOG: the host's watchdog daemon
+ * @size: sizeof(struct beluga_watchdog)
+ * @flags: BELUGA_WATCHDOG_REGISTER or BELUGA_WATCHDOG_QUERY
+ * @timeout_ms: REGISTER, in: W, the timeout the daemon set on its hardware
+ *	watchdog (WDIOC_SETTIMEOUT), 1 .. BELUGA_WATCHDOG_MAX_MS.
+ *	QUERY, out: the registered W
+ * @answer: out: BELUGA_WATCHDOG_FEED or BELUGA_WATCHDOG_HOLD
+ * @device_ranges: out: device ranges declared on the pool and not yet
+ *	closed (BELUGA_IOC_DEVICE_RANGE)
+ * @__reserved: must be 0
+ *
+ * Devices that pin a shared pool's pages (cudaHostRegister, ibv_reg_mr)
+ * cannot be stopped by a fence; a hardware watchdog that resets the host
+ * can (PCIe devices are reset with it). A daemon (beluga-watchdogd) opens
+ * /dev/watchdog, sets its timeout W, and REGISTERs here: the calling file
+ * becomes the pool's watchdog link until it is closed. It then QUERYs at
+ * least every W/4 and pets the watchdog only when the answer is FEED:
+ *   FEED  no shared pool is attached; or this host's heartbeat is fresh
+ *         (it holds its lease); or no device range is declared and no page
+ *         of the pool is referenced from outside (the refcount scan that
+ *         DETACH does): a fence stopped everything there is to stop.
+ *   HOLD  the host fenced itself (or stalled) while devices may still
+ *         reach the pool: the watchdog fires within W, the host resets,
+ *         and its devices' DMA stops before the other hosts reuse what it
+ *         held (they wait lease + W + lease/2 of silence: the device lease
+ *         of its record, Documentation/multihost.md section 10).
+ * While no daemon is registered, DEVICE_RANGE is refused (-ENOLINK). A
+ * daemon that exits must not disarm its watchdog while @device_ranges is
+ * nonzero or the last answer was HOLD.
+ *
+ * Admin command (CAP_SYS_ADMIN). Errors, after the common errors (steps
+ * 1-5: -EINVAL for flags other than exactly one of the two, a nonzero
+ * @__reserved, REGISTER with @timeout_ms 0 or above the maximum, or QUERY
+ * with a nonzero @timeout_ms):
+ *   -EBUSY   REGISTER while another file is the pool's watchdog link, or
+ *            with another W while device ranges hold the old one;
+ *   -ENOLINK QUERY from a file that is not the pool's watchdog link.
+ * The answer is written to the struct (-EFAULT when it cannot be).
+ */
+struct beluga_watchdog {
+	__u32 size;
+	__u32 flags;
+	__u32 timeout_ms;
+	__u32 answer;
+	__u32 device_ranges;
+	__u32 __reserved;
+};
+
+#define BELUGA_WATCHDOG_SIZE_V1	24
+#define BELUGA_IOC_WATCHDOG	_IO(BELUGA_TYPE, BELUGA_CMD_WATCHDOG)
+
+/**
+ * struct beluga_device_range - BELUGA_IOC_DEVICE_RANGE: declare device pins
+ * @size: sizeof(struct beluga_device_range)
+ * @flags: must be 0
+ * @eventfd: in: an eventfd(2) the kernel signals (adds 1) when the devices
+ *	must let go of the range, or -1 for none
+ * @fence_ms: out: W, how long the devices have from that signal until the
+ *	host's watchdog resets it; 0 on a pool that is not shared (no signal
+ *	ever comes: its pins need no fence)
+ * @offset: in: start of the range in the pool's mapping, page aligned
+ * @length: in: bytes, page aligned, nonzero, within map_size
+ *
+ * Call it before the devices pin (cudaHostRegister, ibv_reg_mr), on the
+ * file whose mappings they will pin. Mappings that this file makes
+ * afterwards and that lie inside the range are pinnable
+ * (get_user_pages(), FOLL_LONGTERM included) on a shared pool too, where
+ * other mappings refuse pins (BELUGA_IOC_ATTACH). Before it returns, the
+ * host's record in the shared pool says that its devices may pin, with W:
+ * the other hosts then hold this host alive, for the reuse of its blocks
+ * and pins, until lease + W + lease/2 of silence.
+ *
+ * When the host fences itself (its lease ran out), or a host that ignores
+ * device leases joins the pool, the eventfd is signalled: unregister the
+ * memory from the devices (cudaHostUnregister, ibv_dereg_mr), unmap, and
+ * close the file, within W. Until every device range is closed and no
+ * page of the pool is referenced from outside, the host does not rejoin
+ * the pool and the watchdog daemon is told HOLD, so a device that does
+ * not let go in time gets the host reset. Once the last range is closed
+ * and the pages are free, the record's device lease ends.
+ *
+ * One device range per file; it lasts until the file is released (its
+ * last close(), after its last mapping is gone). Any file may declare one,
+ * a read-only one included.
+ *
+ * Errors, after the common errors (steps 1-5: -EINVAL nonzero @flags,
+ * @offset or @length not page aligned, @length 0, @eventfd below -1):
+ *   -EBADF   @eventfd is not an eventfd;
+ *   -ENODEV  no region is attached;
+ *   -ENXIO   the range reaches past map_size;
+ *   -EBUSY   this file declared a device range already;
+ *   shared pools only:
+ *   -ESTALE  the file was opened before a fence, or the host is fenced or
+ *            rejoining (close, open again, retry);
+ *   -ENOLINK no watchdog daemon is registered (BELUGA_IOC_WATCHDOG), and
+ *            the module was not loaded with mh_allow_gup=1;
+ *   -EPROTO  a live host of the pool runs a module that ignores device
+ *            leases (on-media format older than 1.3; the kernel log names
+ *            it): it would reuse this host's blocks after one lease.
+ * The answer is written to the struct (-EFAULT when it cannot be; the
+ * range stays declared).
+ */
+struct beluga_device_range {
+	__u32 size;
+	__u32 flags;
+	__s32 eventfd;
+	__u32 fence_ms;
+	__aligned_u64 offset;
+	__aligned_u64 length;
+};
+
+#define BELUGA_DEVICE_RANGE_SIZE_V1	32
+#define BELUGA_IOC_DEVICE_RANGE	_IO(BELUGA_TYPE, BELUGA_CMD_DEVICE_RANGE)
 
 /*
  * The index, mapped read-only
