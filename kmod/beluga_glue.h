@@ -28,6 +28,7 @@
 #include <linux/miscdevice.h>
 #include <linux/mutex.h>
 #include <linux/rwsem.h>
+#include <linux/spinlock.h>
 #include <linux/types.h>
 #include <linux/workqueue.h>
 
@@ -154,6 +155,21 @@ struct beluga_device {
 	 */
 	struct mutex index_mutex;
 	struct beluga_index_mem *index;
+	/*
+	 * Device leases (devlease.c). @devlease_lock protects @watchdog (the
+	 * watchdog daemon's file, or NULL), @watchdog_ms (its W),
+	 * @device_ranges (the files that declared one, by their range_node)
+	 * and @nr_device_ranges; taken last, never held across a sleep.
+	 * @devlease_mutex serialises declarations with the end of a shared
+	 * pool's device lease: taken before ops_rwsem; the shared pool's
+	 * tick only tries it (DETACH cancels the tick under ops_rwsem).
+	 */
+	spinlock_t devlease_lock;
+	struct beluga_file *watchdog;
+	u32 watchdog_ms;
+	struct list_head device_ranges;
+	u32 nr_device_ranges;
+	struct mutex devlease_mutex;	/* see above */
 };
 
 /* The pools, from the pools= module parameter; pool 0 is /dev/beluga. */
@@ -178,6 +194,17 @@ struct beluga_file {
 	struct bel_client *client;
 	/* Its state in the pool's shared pools (mh.c); or NULL. */
 	struct beluga_mh_file *mh;
+	/*
+	 * Its device range (devlease.c): [range_start, range_end) of the
+	 * mapping, fixed once @has_range is set (release; read with
+	 * acquire, without a lock); @range_efd is signalled when the devices
+	 * must let go (may be NULL). On dev->device_ranges by @range_node.
+	 */
+	bool has_range;
+	u64 range_start;
+	u64 range_end;
+	struct eventfd_ctx *range_efd;
+	struct list_head range_node;
 };
 
 static inline struct beluga_device *beluga_file_dev(struct file *file)
@@ -343,6 +370,14 @@ int beluga_mh_file_open(struct beluga_file *bf);
 void beluga_mh_file_release(struct beluga_file *bf);
 /* BELUGA_IOC_HOSTS, debugfs "hosts": room for BELUGA_MAX_HOSTS records. */
 int beluga_mh_hosts(struct beluga_device *dev, struct beluga_host *out);
+/*
+ * A device range of @bf is being declared (devlease_mutex held): on a
+ * shared pool the host's record takes the device lease with the watchdog's
+ * W (*@fence_ms); 0 and W = 0 on any other pool.
+ */
+int beluga_mh_device_lease(struct beluga_file *bf, u32 *fence_ms);
+/* The watchdog daemon must not pet: devices may outlive a fence. */
+bool beluga_mh_watchdog_hold(struct beluga_device *dev);
 struct dentry;
 /* The fault attribute that stalls the heartbeat, under @root (debugfs.c). */
 void beluga_mh_debugfs_init(struct dentry *root);
@@ -373,6 +408,19 @@ static inline int beluga_mh_hosts(struct beluga_device *dev,
 	return 0;
 }
 
+/* Every pool is local: its mappings are pinnable without a fence. */
+static inline int beluga_mh_device_lease(struct beluga_file *bf,
+					 u32 *fence_ms)
+{
+	*fence_ms = 0;
+	return 0;
+}
+
+static inline bool beluga_mh_watchdog_hold(struct beluga_device *dev)
+{
+	return false;
+}
+
 struct dentry;
 static inline void beluga_mh_debugfs_init(struct dentry *root)
 {
@@ -380,6 +428,25 @@ static inline void beluga_mh_debugfs_init(struct dentry *root)
 
 #define BELUGA_SHARED_POOL_OPS	NULL
 #endif
+
+/* devlease.c: device leases (BELUGA_IOC_WATCHDOG, BELUGA_IOC_DEVICE_RANGE) */
+struct eventfd_ctx;
+void beluga_devlease_init(struct beluga_device *dev);
+int beluga_devlease_watchdog(struct beluga_file *bf,
+			     struct beluga_watchdog *arg);
+int beluga_devlease_range(struct beluga_file *bf,
+			  struct beluga_device_range *arg,
+			  struct eventfd_ctx *efd);
+void beluga_devlease_file_release(struct beluga_file *bf);
+/* Declared ranges of files not yet released. */
+u32 beluga_devlease_nr_ranges(struct beluga_device *dev);
+/* The watchdog daemon's W, 0 when none is registered. */
+u32 beluga_devlease_watchdog_ms(struct beluga_device *dev);
+/* A fence: every range's eventfd is signalled. */
+void beluga_devlease_signal(struct beluga_device *dev);
+/* @vma (being made by mmap() of @bf) lies inside @bf's device range. */
+bool beluga_devlease_pinnable(struct beluga_file *bf,
+			      struct vm_area_struct *vma);
 
 /* poison.c */
 /* After the region joined the pool; before any fault can reach it. */

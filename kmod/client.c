@@ -26,6 +26,7 @@ int beluga_open(struct inode *inode, struct file *file)
 	if (!bf)
 		return -ENOMEM;
 	bf->dev = dev;
+	INIT_LIST_HEAD(&bf->range_node);
 	bf->client = bel_client_new(&dev->pool);
 	if (!bf->client)
 		goto err_free;
@@ -49,6 +50,7 @@ int beluga_release(struct inode *inode, struct file *file)
 {
 	struct beluga_file *bf = file->private_data;
 
+	beluga_devlease_file_release(bf);
 	beluga_mh_file_release(bf);
 	bel_client_release(bf->client);
 	kfree(bf);

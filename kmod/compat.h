@@ -45,6 +45,13 @@ static inline void vm_flags_clear(struct vm_area_struct *vma,
 #define BELUGA_HAVE_SPECIAL_PMD	0
 #endif
 
+/* eventfd_signal() lost its count in 6.8 (it always added 1). */
+#if LINUX_VERSION_CODE < KERNEL_VERSION(6, 8, 0)
+#define beluga_eventfd_signal(ctx)	eventfd_signal(ctx, 1)
+#else
+#define beluga_eventfd_signal(ctx)	eventfd_signal(ctx)
+#endif
+
 /* mm->get_unmapped_area went away in 6.10 for mm_get_unmapped_area(). */
 #if LINUX_VERSION_CODE < KERNEL_VERSION(6, 10, 0)
 static inline unsigned long

@@ -22,7 +22,9 @@
 
 #include <linux/build_bug.h>
 #include <linux/capability.h>
+#include <linux/eventfd.h>
 #include <linux/fs.h>
+#include <linux/mm.h>
 #include <linux/slab.h>
 #include <linux/stddef.h>
 #include <linux/uaccess.h>
@@ -567,10 +569,19 @@ static int beluga_cmd_hosts(struct beluga_ucmd *ucmd)
 	struct beluga_hosts *arg = ucmd->cmd;
 	struct beluga_file *bf = ucmd->bf;
 	struct beluga_host *hosts;
-	u32 nr_out;
+	u32 nr_out, host_size, i;
 	int n, ret, err;
 
-	if (arg->flags || arg->__reserved)
+	if (arg->flags || arg->__reserved || arg->__reserved2)
+		return -EINVAL;
+	/* The records' version: the caller's, from its struct's. */
+	host_size = arg->host_size;
+	if (ucmd->user_size < BELUGA_HOSTS_SIZE_V2)
+		host_size = BELUGA_HOST_SIZE_V1;
+	else if (!host_size)
+		host_size = BELUGA_HOST_SIZE_V2;
+	if (host_size != BELUGA_HOST_SIZE_V1 &&
+	    host_size != BELUGA_HOST_SIZE_V2)
 		return -EINVAL;
 	hosts = kcalloc(BELUGA_MAX_HOSTS, sizeof(*hosts), GFP_KERNEL);
 	if (!hosts)
@@ -580,9 +591,13 @@ static int beluga_cmd_hosts(struct beluga_ucmd *ucmd)
 		ret = n;
 		goto out;
 	}
+	/* Packed in the caller's record size (at most the kernel's). */
+	for (i = 1; i < (u32)n && host_size < sizeof(*hosts); i++)
+		memmove((u8 *)hosts + (size_t)i * host_size, &hosts[i],
+			host_size);
 	nr_out = min_t(u32, n, arg->count);
 	if (nr_out && copy_to_user(u64_to_user_ptr(arg->hosts), hosts,
-				   (size_t)nr_out * sizeof(*hosts))) {
+				   (size_t)nr_out * host_size)) {
 		ret = -EFAULT;
 		goto out;
 	}
@@ -607,6 +622,52 @@ static int beluga_cmd_index_map(struct beluga_ucmd *ucmd)
 	ret = beluga_index_map(ucmd->bf->dev, arg);
 	if (ret)
 		return ret;
+	return beluga_ucmd_respond(ucmd, sizeof(*arg));
+}
+
+/* The host's watchdog daemon: its link, and whether it may pet (devlease.c). */
+static int beluga_cmd_watchdog(struct beluga_ucmd *ucmd)
+{
+	struct beluga_watchdog *arg = ucmd->cmd;
+	int ret;
+
+	if (arg->__reserved)
+		return -EINVAL;
+	if (arg->flags == BELUGA_WATCHDOG_REGISTER) {
+		if (!arg->timeout_ms ||
+		    arg->timeout_ms > BELUGA_WATCHDOG_MAX_MS)
+			return -EINVAL;
+	} else if (arg->flags != BELUGA_WATCHDOG_QUERY || arg->timeout_ms) {
+		return -EINVAL;
+	}
+	ret = beluga_devlease_watchdog(ucmd->bf, arg);
+	if (ret)
+		return ret;
+	return beluga_ucmd_respond(ucmd, sizeof(*arg));
+}
+
+/* A device range: pinnable mappings under a device lease (devlease.c). */
+static int beluga_cmd_device_range(struct beluga_ucmd *ucmd)
+{
+	struct beluga_device_range *arg = ucmd->cmd;
+	struct eventfd_ctx *efd = NULL;
+	int ret;
+
+	if (arg->flags || !arg->length || !PAGE_ALIGNED(arg->offset) ||
+	    !PAGE_ALIGNED(arg->length) || arg->eventfd < -1)
+		return -EINVAL;
+	if (arg->eventfd >= 0) {
+		efd = eventfd_ctx_fdget(arg->eventfd);
+		if (IS_ERR(efd))
+			return -EBADF;
+	}
+	ret = beluga_devlease_range(ucmd->bf, arg, efd);
+	if (ret) {
+		if (efd)
+			eventfd_ctx_put(efd);
+		return ret;
+	}
+	/* The range stays declared whatever the answer: uapi. */
 	return beluga_ucmd_respond(ucmd, sizeof(*arg));
 }
 
@@ -662,6 +723,10 @@ static const struct beluga_ioctl_op beluga_ops[] = {
 	BELUGA_IOCTL_OP(HOSTS, beluga_cmd_hosts, hosts, hosts.hosts, 0),
 	BELUGA_IOCTL_OP(INDEX_MAP, beluga_cmd_index_map, index_map,
 			index_map.length, 0),
+	BELUGA_IOCTL_OP(WATCHDOG, beluga_cmd_watchdog, watchdog,
+			watchdog.__reserved, BELUGA_OP_ADMIN),
+	BELUGA_IOCTL_OP(DEVICE_RANGE, beluga_cmd_device_range, device_range,
+			device_range.length, 0),
 };
 
 /* The first versions' sizes that the uapi header documents. */
@@ -693,6 +758,14 @@ static_assert(offsetofend(struct beluga_hosts, hosts) ==
 	      BELUGA_HOSTS_SIZE_V1);
 static_assert(offsetofend(struct beluga_index_map, length) ==
 	      BELUGA_INDEX_MAP_SIZE_V1);
+static_assert(offsetofend(struct beluga_hosts, __reserved2) ==
+	      BELUGA_HOSTS_SIZE_V2);
+static_assert(offsetofend(struct beluga_host, name) == BELUGA_HOST_SIZE_V1);
+static_assert(sizeof(struct beluga_host) == BELUGA_HOST_SIZE_V2);
+static_assert(offsetofend(struct beluga_watchdog, __reserved) ==
+	      BELUGA_WATCHDOG_SIZE_V1);
+static_assert(offsetofend(struct beluga_device_range, length) ==
+	      BELUGA_DEVICE_RANGE_SIZE_V1);
 
 /* The command of number @cmd, or NULL: only the exact _IO() encodings. */
 static const struct beluga_ioctl_op *beluga_op_of(unsigned int cmd)

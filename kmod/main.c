@@ -227,6 +227,7 @@ static int beluga_pool_register(struct beluga_device *dev, int id)
 	init_rwsem(&dev->regions_rwsem);
 	init_rwsem(&dev->ops_rwsem);
 	mutex_init(&dev->index_mutex);
+	beluga_devlease_init(dev);
 	/* Single-host until a shared ATTACH (pool_ops.c). */
 	dev->ops = &beluga_local_pool_ops;
 	ret = beluga_mh_pool_init(dev);

@@ -66,6 +66,18 @@ struct beluga_mh {
 	/* The pool's geometry, for a rejoin's check (first_offset: cfg). */
 	u64 block_size;
 	u32 nr_blocks;
+	/* The shared region: its pages are scanned for outside references. */
+	struct beluga_region *region;
+	/*
+	 * The own record carries a device lease taken by a declaration
+	 * (devlease.c): under the device's devlease_mutex; the rejoin, which
+	 * needs no range declared, clears it under ops_rwsem.
+	 */
+	bool lease_held;
+	/* The devices were told about an unaware host (tick only). */
+	bool unsafe_signalled;
+	/* The fenced host waits for its devices (tick only; logged once). */
+	bool devices_logged;
 };
 
 /* A pool's shared-pool state, from load to unload (beluga_device.mh). */
@@ -269,7 +281,15 @@ static void beluga_mh_unmap(struct beluga_mh *mh)
  */
 static bool beluga_mh_allow_gup;
 module_param_named(mh_allow_gup, beluga_mh_allow_gup, bool, 0444);
-MODULE_PARM_DESC(mh_allow_gup, "Let get_user_pages() pin shared-pool mappings (RDMA, io_uring fixed buffers, cudaHostRegister, O_DIRECT); only where the host's devices are fenced from the pool when it loses its lease (default N: -EFAULT)");
+MODULE_PARM_DESC(mh_allow_gup, "Let get_user_pages() pin every shared-pool mapping (RDMA, io_uring fixed buffers, cudaHostRegister, O_DIRECT); only where something outside the host stops its devices within mh_device_fence_ms of losing its lease (default N: only declared device ranges, under a watchdog)");
+/*
+ * With mh_allow_gup: the time the operator's outside fence needs to stop
+ * the host's devices, put into its record as a device lease from the
+ * join on (0: none, the other hosts wait one lease).
+ */
+static unsigned int beluga_mh_device_fence_ms;
+module_param_named(mh_device_fence_ms, beluga_mh_device_fence_ms, uint, 0444);
+MODULE_PARM_DESC(mh_device_fence_ms, "With mh_allow_gup: ms the host's devices may go on after its fence; other hosts wait that much longer (default 0)");
 
 #ifdef CONFIG_FAULT_INJECTION_DEBUG_FS
 /*
@@ -391,6 +411,8 @@ static int beluga_mh_rejoin(struct beluga_mh *mh)
 		       cfg.host_id, ret, mh->host.why ? mh->host.why : "?");
 	} else {
 		mh->joined = true;
+		/* The new record has no device lease of a declaration. */
+		mh->lease_held = false;
 		pr_notice("host %u rejoined its shared pool as incarnation %u\n",
 			  cfg.host_id, le32_to_cpu(mh->host.rec.incarnation));
 		queue_delayed_work(system_highpri_wq, &mh->hb_work,
@@ -398,6 +420,47 @@ static int beluga_mh_rejoin(struct beluga_mh *mh)
 	}
 	up_write(&dev->ops_rwsem);
 	return ret;
+}
+
+/*
+ * Devices may still reach the pool: a declared range is not closed yet,
+ * or a page of the region is referenced from outside (a pin outlives its
+ * mapping and file). Tick, or ops_rwsem held.
+ */
+static bool beluga_mh_devices_held(struct beluga_mh *mh)
+{
+	return beluga_devlease_nr_ranges(mh->dev) ||
+	       beluga_region_pages_busy(mh->region);
+}
+
+/*
+ * The tick of a host that holds its lease: end the record's device lease
+ * once no device can reach the pool, and tell the devices to let go when
+ * a host that ignores device leases is alive in the pool.
+ */
+static void beluga_mh_devlease_tick(struct beluga_mh *mh)
+{
+	struct beluga_device *dev = mh->dev;
+
+	if (!READ_ONCE(mh->lease_held))
+		return;
+	if (bel_mh_device_lease_unsafe(&mh->host)) {
+		if (!mh->unsafe_signalled) {
+			pr_warn("host %u: a host that ignores device leases (format before 1.3) joined the pool: device ranges signalled; their devices must let go\n",
+				mh->host.id);
+			beluga_devlease_signal(dev);
+		}
+		mh->unsafe_signalled = true;
+	} else {
+		mh->unsafe_signalled = false;
+	}
+	if (beluga_devlease_nr_ranges(dev) ||
+	    !mutex_trylock(&dev->devlease_mutex))
+		return;
+	if (!beluga_mh_devices_held(mh) &&
+	    !bel_mh_device_lease(&mh->host, false, 0))
+		mh->lease_held = false;
+	mutex_unlock(&dev->devlease_mutex);
 }
 
 static void beluga_mh_tick_fn(struct work_struct *work)
@@ -416,17 +479,32 @@ static void beluga_mh_tick_fn(struct work_struct *work)
 		if (bel_mh_fenced_now(&mh->host)) {
 			pr_warn("host %u lost its lease: fenced; mappings zapped, files opened so far are stale; rejoining\n",
 				mh->host.id);
-			mh->fenced = true;
+			WRITE_ONCE(mh->fenced, true);
 			WRITE_ONCE(mh->dev->down, true);
 			beluga_mh_zap(mh);
+			/* Devices are not zapped: tell them to let go. */
+			beluga_devlease_signal(mh->dev);
+			mh->devices_logged = false;
 			trace_beluga_fence(beluga_pool_id(mh->dev), mh->host.id,
 					   READ_ONCE(mh->dev->mh->fence_epoch));
+		} else if (!stalled) {
+			beluga_mh_devlease_tick(mh);
 		}
 	}
-	if (mh->fenced && !stalled) {
+	/*
+	 * Not before the devices let go: the new incarnation ends what the
+	 * others concluded about the old one, pins and all. Meanwhile the
+	 * watchdog daemon is told HOLD, and the host resets within W.
+	 */
+	if (mh->fenced && !stalled && beluga_mh_devices_held(mh)) {
+		if (!mh->devices_logged)
+			pr_warn("host %u: fenced while devices may reach the pool (device ranges declared, or pages pinned): not rejoining until they let go; the watchdog resets the host if they do not\n",
+				mh->host.id);
+		mh->devices_logged = true;
+	} else if (mh->fenced && !stalled) {
 		ret = beluga_mh_rejoin(mh);
 		if (!ret) {
-			mh->fenced = false;
+			WRITE_ONCE(mh->fenced, false);
 			WRITE_ONCE(mh->dev->down, false);
 		} else if (ret != -EAGAIN) {
 			mh->rejoin_failed = true;
@@ -665,6 +743,11 @@ int beluga_mh_hosts(struct beluga_device *dev, struct beluga_host *out)
 		h->state = x->state;
 		h->flags = (x->alive ? BELUGA_HOST_ALIVE : 0) |
 			   (x->self ? BELUGA_HOST_SELF : 0);
+		if (x->device_pins)
+			h->flags |= BELUGA_HOST_DEVICE_PINS;
+		if (x->lease_aware)
+			h->flags |= BELUGA_HOST_LEASE_AWARE;
+		h->device_fence_ms = x->device_fence_ms;
 		h->incarnation = x->incarnation;
 		h->heartbeat = x->heartbeat;
 		h->silent_ns = x->silent_ns;
@@ -741,9 +824,68 @@ static int beluga_mh_mmap(struct beluga_file *bf, struct vm_area_struct *vma)
 {
 	if (bf->mh->fence_epoch != READ_ONCE(bf->dev->mh->fence_epoch))
 		return -ESTALE;
-	if (!beluga_mh_allow_gup)
+	if (!beluga_mh_allow_gup && !beluga_devlease_pinnable(bf, vma))
 		vm_flags_set(vma, VM_IO);
 	return 0;
+}
+
+int beluga_mh_device_lease(struct beluga_file *bf, u32 *fence_ms)
+{
+	struct beluga_device *dev = bf->dev;
+	struct beluga_mh *mh;
+	u32 w;
+	int ret = 0;
+
+	*fence_ms = 0;
+	down_read(&dev->ops_rwsem);
+	mh = dev->mh->cur;
+	if (!mh)
+		goto out;
+	if (!mh->joined || READ_ONCE(dev->down) ||
+	    bf->mh->fence_epoch != READ_ONCE(dev->mh->fence_epoch)) {
+		ret = -ESTALE;
+		goto out;
+	}
+	/* The operator's fence: the record has carried its W since the join. */
+	if (beluga_mh_allow_gup) {
+		*fence_ms = mh->cfg.device_fence_ms;
+		goto out;
+	}
+	w = beluga_devlease_watchdog_ms(dev);
+	if (!w) {
+		ret = -ENOLINK;
+		goto out;
+	}
+	ret = bel_mh_device_lease(&mh->host, true, w);
+	if (ret == -EPROTO)
+		pr_warn("host %u: device range refused: %s\n", mh->host.id,
+			mh->host.why);
+	if (ret)
+		goto out;
+	mh->lease_held = true;
+	*fence_ms = w;
+out:
+	up_read(&dev->ops_rwsem);
+	return ret;
+}
+
+/*
+ * The watchdog may be fed while the host holds its lease (it stores and
+ * its devices may write: the others wait for it), or once nothing can
+ * reach the pool from outside after a fence.
+ */
+bool beluga_mh_watchdog_hold(struct beluga_device *dev)
+{
+	struct beluga_mh *mh;
+	bool hold = false;
+
+	down_read(&dev->ops_rwsem);
+	mh = dev->mh->cur;
+	if (mh && (!mh->joined || READ_ONCE(mh->fenced) ||
+		   bel_mh_fenced_now(&mh->host)))
+		hold = beluga_mh_devices_held(mh);
+	up_read(&dev->ops_rwsem);
+	return hold;
 }
 
 /*
@@ -861,6 +1003,8 @@ static int beluga_mh_join(struct beluga_region *region,
 	cfg.format = arg->flags & BELUGA_ATTACH_FORMAT;
 	cfg.heartbeat_ms = READ_ONCE(beluga_mh_heartbeat_ms);
 	cfg.lease_ms = READ_ONCE(beluga_mh_lease_ms);
+	if (beluga_mh_allow_gup)
+		cfg.device_fence_ms = READ_ONCE(beluga_mh_device_fence_ms);
 	cfg.nonce = get_random_u64() | 1;
 	strscpy(cfg.name, utsname()->nodename, sizeof(cfg.name));
 	ret = beluga_mh_start(mh, &cfg, &why);
@@ -928,6 +1072,7 @@ static int beluga_mh_attach(struct beluga_device *dev,
 	if (ret)
 		goto out_unclaim;
 	length = (u64)mh->host.geo.nr_blocks * mh->host.geo.block_size;
+	mh->region = region;
 	mh->block_size = mh->host.geo.block_size;
 	mh->nr_blocks = mh->host.geo.nr_blocks;
 	/* The reserve's poison scan retires through it (beluga_mh_retire()). */

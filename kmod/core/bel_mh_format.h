@@ -124,8 +124,8 @@ enum bel_mh_host_state {
  * Host record @flags (since 1.3). Bits 8-31 are the device lease's W in
  * milliseconds, meaningful with BEL_MH_REC_DEVICE_PINS.
  */
-#define BEL_MH_REC_LEASE_AWARE	(1U << 0)	/* honours device leases */
-#define BEL_MH_REC_DEVICE_PINS	(1U << 1)	/* devices may pin blocks */
+#define BEL_MH_REC_LEASE_AWARE	0x1U	/* honours device leases */
+#define BEL_MH_REC_DEVICE_PINS	0x2U	/* devices may pin blocks */
 #define BEL_MH_REC_FENCE_SHIFT	8U
 #define BEL_MH_REC_FENCE_MAX_MS	((1U << 24) - 1U)	/* 4 h 39 min */
 

@@ -185,7 +185,7 @@ int bel_mh_device_lease(struct bel_mh_host *h, bool pins, u32 fence_ms)
 		/* A fresh look: a host may have joined since the last tick. */
 		bel_mh_observe(h);
 		if (bel_mh_unaware_peer(h) != BEL_MH_NONE) {
-			h->why = "a live host of the pool runs a module older than format 1.3, which ignores device leases";
+			h->why = "a live host ignores device leases (format before 1.3)";
 			ret = -EPROTO;
 			goto out;
 		}

@@ -924,8 +924,8 @@ struct beluga_host {
  * the pool's lease, as the host's own tick judges it).
  *
  * Errors, after the common errors (steps 1-5: -EINVAL for nonzero @flags,
- * @__reserved or @__reserved2, or an unknown @host_size): -EMSGSIZE when the pool has more records than @count
- * in: the first @count records are written to @hosts and @count is set
+ * @__reserved or @__reserved2, or an unknown @host_size): -EMSGSIZE
+ * when the pool has more records than @count in: the first @count records are written to @hosts and @count is set
  * to the number of records, so a second call with that count gets them
  * all; -EFAULT when @hosts cannot be written (the struct is left as it
  * was). -ENOMEM.
