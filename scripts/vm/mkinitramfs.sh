@@ -61,12 +61,15 @@ out=${out:-$work/initramfs.cpio}
 # Modules the topologies need. cxl_core/cxl_port are built in (CONFIG_CXL_BUS=y,
 # CXL_PORT=y) on Debian; names that are built in or absent are skipped. brd: a
 # block device for the O_DIRECT kselftest; hwpoison_inject: poison_test's way to
-# poison a shared-pool page, which MADV_HWPOISON cannot pin.
+# poison a shared-pool page, which MADV_HWPOISON cannot pin. i6300esb and
+# softdog: watchdogs for beluga-watchdogd (tests/multihost's watchdog scenario);
+# null_blk: a block device whose completions come late (a late device write).
 want=(cxl_core cxl_port cxl_acpi cxl_pci cxl_mem cxl_pmem
 	libnvdimm nd_pmem nd_e820 nd_btt dax_pmem
 	dax device_dax dax_cxl kmem dax_hmem
 	9p 9pnet_virtio
-	brd hwpoison_inject)
+	brd hwpoison_inject
+	i6300esb softdog null_blk)
 
 # a private staging tree: several guests of one kernel may be prepared at once
 root=$(mktemp -d "$work/initramfs.XXXXXX")

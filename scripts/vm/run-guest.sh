@@ -31,6 +31,8 @@
 #                of $BELUGA_TEST_BLOCK_SIZE when set (as beluga_test_block_size=), and with
 #                BELUGA_GUEST_ENGINES=1 the engine lane's model test (beluga_engines=1)
 #   -q           do not stream the console to stdout (the log is still written)
+# Environment: BELUGA_QEMU_EXTRA, more QEMU arguments, split at blanks (the
+# multi-host watchdog scenario: an i6300esb, -action watchdog=reset, a QMP socket).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
@@ -157,6 +159,10 @@ fi
 # tests/multihost: no kmem node (scripts/vm/guest-setup.sh, beluga_nokmem)
 [ "${BELUGA_GUEST_NO_KMEM:-0}" = 1 ] && cmdline+=" beluga_nokmem"
 qemu+=(-append "$cmdline")
+if [ -n "${BELUGA_QEMU_EXTRA:-}" ]; then
+	read -r -a extra <<<"$BELUGA_QEMU_EXTRA"
+	qemu+=("${extra[@]}")
+fi
 
 log "booting $kver (TCG, $smp cpus, timeout ${tmo}s); console: $console"
 printf '%q ' "${qemu[@]}" >"$outdir/qemu.cmd"

@@ -42,6 +42,16 @@
  *                                   one a line, in the format of the debugfs
  *                                   table: ID STATE INCARNATION HEARTBEAT
  *                                   OWNED(hex) alive|dead SILENT_MS self|- NAME|-
+ *                                   then devpins=W_MS|- and aware|unaware
+ *   mhtool devpin SECS letgo|hold   a device's pin, as cudaHostRegister takes
+ *                                   one: declare a device range over the pool
+ *                                   (with an eventfd), map it, register its
+ *                                   first block as an io_uring fixed buffer
+ *                                   (a FOLL_LONGTERM pin); "# DEVPIN W_MS"
+ *                                   once pinned. letgo: when the eventfd
+ *                                   fires (the fence), unregister, unmap,
+ *                                   close ("# LETGO MS" after the signal);
+ *                                   hold: keep the pin. Exits after SECS.
  *
  * A block for key k written by tag t holds fill(k, t, j) at byte j. With
  * MH_FILL=BYTES in the environment only the first BYTES of each block are
@@ -58,6 +68,11 @@
 #include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <linux/io_uring.h>
 
 #include <linux/beluga.h>
 
@@ -774,15 +789,88 @@ static int do_hosts(void)
 		printf("hosts: %s\n", strerror(errno));
 		return 1;
 	}
-	for (i = 0; i < q.count && i < BELUGA_MAX_HOSTS; i++)
-		printf("%u %s %u %llu %llx %s %llu %s %s\n", h[i].host_id,
+	for (i = 0; i < q.count && i < BELUGA_MAX_HOSTS; i++) {
+		char dev[24] = "-";
+
+		if (h[i].flags & BELUGA_HOST_DEVICE_PINS)
+			snprintf(dev, sizeof(dev), "%u", h[i].device_fence_ms);
+		printf("%u %s %u %llu %llx %s %llu %s %s devpins=%s %s\n", h[i].host_id,
 		       h[i].state < 3 ? states[h[i].state] : "?", h[i].incarnation,
 		       (unsigned long long)h[i].heartbeat,
 		       (unsigned long long)h[i].owned,
 		       h[i].flags & BELUGA_HOST_ALIVE ? "alive" : "dead",
 		       (unsigned long long)(h[i].silent_ns / 1000000),
 		       h[i].flags & BELUGA_HOST_SELF ? "self" : "-",
-		       h[i].name[0] ? h[i].name : "-");
+		       h[i].name[0] ? h[i].name : "-", dev,
+		       h[i].flags & BELUGA_HOST_LEASE_AWARE ? "aware" : "unaware");
+	}
+	return 0;
+}
+
+static int uring_setup(unsigned int entries)
+{
+	struct io_uring_params p;
+
+	memset(&p, 0, sizeof(p));
+	return (int)syscall(__NR_io_uring_setup, entries, &p);
+}
+
+static int do_devpin(double secs, int letgo)
+{
+	struct beluga_device_range r = { .size = sizeof(r) };
+	struct pollfd pfd;
+	struct iovec iov;
+	double t0 = now_s(), t_sig;
+	uint64_t v;
+	int efd, ring;
+
+	dev_open();
+	efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (efd < 0)
+		die("eventfd");
+	{
+		struct beluga_info info = { .size = sizeof(info) };
+
+		if (ioctl(fd, BELUGA_IOC_INFO, &info))
+			die("INFO");
+		r.length = info.map_size;
+	}
+	r.eventfd = efd;
+	if (ioctl(fd, BELUGA_IOC_DEVICE_RANGE, &r)) {
+		printf("# DEVPIN-FAILED %s\n", strerror(errno));
+		return 1;
+	}
+	dev_map();
+	ring = uring_setup(4);
+	if (ring < 0)
+		die("io_uring_setup");
+	iov.iov_base = map;
+	iov.iov_len = block_size;
+	if (syscall(__NR_io_uring_register, ring, IORING_REGISTER_BUFFERS, &iov,
+		    1)) {
+		printf("# DEVPIN-FAILED io_uring fixed buffer: %s\n",
+		       strerror(errno));
+		return 1;
+	}
+	printf("# DEVPIN %u\n", r.fence_ms);
+	pfd.fd = efd;
+	pfd.events = POLLIN;
+	while (now_s() - t0 < secs) {
+		if (poll(&pfd, 1, 100) != 1 || read(efd, &v, sizeof(v)) != 8)
+			continue;
+		t_sig = now_s();
+		printf("# DEVPIN-SIGNALLED\n");
+		if (!letgo)
+			continue;
+		if (syscall(__NR_io_uring_register, ring,
+			    IORING_UNREGISTER_BUFFERS, NULL, 0))
+			die("IORING_UNREGISTER_BUFFERS");
+		close(ring);
+		munmap(map, map_size);
+		close(fd);
+		printf("# LETGO %.0f\n", (now_s() - t_sig) * 1000);
+		return 0;
+	}
 	return 0;
 }
 
@@ -859,6 +947,8 @@ int main(int argc, char **argv)
 			       strtoul(argv[7], NULL, 0));
 	if (!strcmp(cmd, "hosts") && argc == 2)
 		return do_hosts();
+	if (!strcmp(cmd, "devpin") && argc == 4)
+		return do_devpin(atof(argv[2]), !strcmp(argv[3], "letgo"));
 	if (!strcmp(cmd, "set-version") && argc == 4)
 		return do_set_version(argv[2], strtoul(argv[3], NULL, 0));
 	fprintf(stderr, "usage: see the comment at the top of mhtool.c\n");

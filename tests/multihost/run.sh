@@ -3,7 +3,7 @@
 # Multi-host tests: 6.12 guests on one shared CXL pool (scripts/vm/run-guest.sh
 # -m), the multi-host protocol in the kernel module, end to end.
 #
-#   tests/multihost/run.sh [-S two|three|all] [-C] [-o OUT] [-t SECS] [-s CPUS]
+#   tests/multihost/run.sh [-S two|three|watchdog|all] [-C] [-o OUT] [-t SECS] [-s CPUS]
 #
 # Scenarios:
 #   two    (default) guest.sh in guests A and B: cross-host byte-exact reads,
@@ -16,7 +16,14 @@
 #          and B take C's partitions over and account the whole pool; C boots
 #          again on the same pool file and rejoins (new incarnation, home
 #          partition back, publishes, everyone reads its keys).
-#   all    both, one after the other.
+#   watchdog  guest-wd.sh in guests A and B, twice (issue 21): A declares a
+#          device range, pins it as a device would (an io_uring fixed
+#          buffer) and runs beluga-watchdogd on an emulated i6300esb; then
+#          its heartbeat stalls. "reset": the pin never lets go, the watchdog
+#          resets A (QMP events, host clock) before B takes A's partitions
+#          over (B's "# B-TAKEOVER", host clock). "letgo": the pin lets go at
+#          the fence's eventfd, no reset, A rejoins.
+#   all    two, three and watchdog, one after the other.
 # -s CPUS: guest CPUs (default 2 for two, 1 for three: three guests of one
 #     CPU each load 2 host cores less, so heartbeats keep their lease).
 # -C: CI mode (make test): scenario three; every result is a TAP line
@@ -43,12 +50,12 @@ while getopts S:Co:t:s: opt; do
 	o) out=$OPTARG ;;
 	t) tmo=$OPTARG ;;
 	s) smp=$OPTARG ;;
-	*) echo "usage: $0 [-S two|three|all] [-C] [-o OUT] [-t SECS] [-s CPUS]" >&2; exit 2 ;;
+	*) echo "usage: $0 [-S two|three|watchdog|all] [-C] [-o OUT] [-t SECS] [-s CPUS]" >&2; exit 2 ;;
 	esac
 done
 # CI mode runs scenario three unless -S says otherwise
 if [ "${ci:-0}" = 1 ] && [ -z "${scen_set:-}" ]; then scen=three; fi
-case $scen in two | three | all) ;; *) echo "$0: unknown scenario '$scen'" >&2; exit 2 ;; esac
+case $scen in two | three | watchdog | all) ;; *) echo "$0: unknown scenario '$scen'" >&2; exit 2 ;; esac
 miss_todo=${MH_KNOWN_MISS_BUG:-0}
 T0=$(date +%s)
 if ! command -v qemu-system-x86_64 >/dev/null 2>&1; then
@@ -79,6 +86,9 @@ elapsed() { echo $(($(date +%s) - T0)); }
 guest_dir() {
 	mkdir -p "$1/mh"
 	cp "$out/mhtool" "$root/userspace/build/static/belugactl" "$here/pool-lib.sh" "$1/mh/"
+	if [ -x "$root/userspace/build/static/beluga-watchdogd" ]; then
+		cp "$root/userspace/build/static/beluga-watchdogd" "$1/mh/"
+	fi
 	echo "$2" >"$1/mh/role"
 	if [ "$miss_todo" = 1 ]; then touch "$1/mh/miss-todo"; fi
 	if [ -n "${MH_WATCH_EXTRA:-}" ]; then echo "$MH_WATCH_EXTRA" >"$1/mh/watch-extra"; fi
@@ -330,10 +340,96 @@ scenario_three() {
 	echo "# scenario three done at $(elapsed) s"
 }
 
+# stamp FILE PATTERN OUT PID: the host's clock when a line matching PATTERN
+# first appears in FILE (polled every 0.1 s while PID lives) goes to OUT
+stamp() {
+	while kill -0 "$4" 2>/dev/null; do
+		if grep -q "$2" "$1" 2>/dev/null; then
+			date +%s.%N >"$3"
+			return 0
+		fi
+		sleep 0.1
+	done
+	return 1
+}
+
+# watchdog_variant DIR reset|letgo: one run of guests A and B (guest-wd.sh)
+watchdog_variant() {
+	local s=$1 v=$2 bdf k apid bpid qpid cpus=${smp:-1} fail=0 qmp ev x
+	mkdir -p "$s/memA"
+	for r in A B; do
+		guest_dir "$s/$r" $r
+		echo "$v" >"$s/$r/mh/variant"
+	done
+	qmp=$s/A/qmp.sock
+	echo "# watchdog/$v: guests A and B ($(elapsed) s)"
+	BELUGA_GUEST_NO_KMEM=1 BELUGA_QEMU_EXTRA="-device i6300esb,bus=pcie.0 -action watchdog=reset -no-reboot -qmp unix:$qmp,server=on,wait=off" \
+		"$root/scripts/vm/run-guest.sh" -q -s "$cpus" -r "$here/guest-wd.sh" -d "$s/A/mh:/mh" \
+		-m "$s/memA" -o "$s/A/run" -t "$tmo" 6.12 >"$s/A/log" 2>&1 &
+	apid=$!
+	/usr/bin/python3 "$here/qmp-events.py" "$qmp" "$s/A/qmp-events.log" 300 &
+	qpid=$!
+	stamp "$s/A/run/results.tap" '^# A-STALL' "$s/stall.time" $apid &
+	bdf=$(wait_bdf "$s/A" $apid)
+	if [ -z "$bdf" ]; then
+		wait $apid || true
+		t_fail "watchdog/$v: guest A names its pool device"
+		return
+	fi
+	k=$((0x$(echo "$bdf" | cut -d: -f2) - 0x0d))
+	echo "$bdf" >"$s/B/mh/pool-bdf"
+	boot_peer "$s/B" "$s/memA" $k "$here/guest-wd.sh" &
+	bpid=$!
+	stamp "$s/B/run/results.tap" '^# B-TAKEOVER' "$s/takeover.time" $bpid &
+	wait $bpid || fail=1
+	wait $apid || true
+	wait $qpid || true
+	for r in A B; do
+		echo "# guest $r: $s/$r/run/results.tap"
+		show "$s/$r/run/results.tap"
+	done
+	sed 's/^/# qmp A: /' "$s/A/qmp-events.log" 2>/dev/null || echo "# qmp A: no events logged"
+	t_if "watchdog/$v: guest B passes" guest_passed "$s/B/run/results.tap"
+	t_if "watchdog/$v: A pinned the pool under a device lease" grep -q '^ok .* device-pin (# DEVPIN 4000)' "$s/A/run/results.tap"
+	ev=$(awk '$2 == "WATCHDOG" { print $1; exit }' "$s/A/qmp-events.log" 2>/dev/null || true)
+	if [ "$v" = reset ]; then
+		x=$(grep '^not ok' "$s/A/run/results.tap" | grep -v '6.12:guest' || true)
+		t_if "watchdog/reset: guest A passes until its reset" [ -z "$x" ]
+		t_if "watchdog/reset: A's watchdog fired with action reset (QMP)" \
+			grep -q 'WATCHDOG {"action": "reset"' "$s/A/qmp-events.log"
+		if [ -n "$ev" ] && [ -s "$s/takeover.time" ] && [ -s "$s/stall.time" ]; then
+			x=$(awk -v st="$(cat "$s/stall.time")" -v r="$ev" -v tk="$(cat "$s/takeover.time")" \
+				'BEGIN { printf "A stalled at 0, reset at %.1f s, B took over at %.1f s", r - st, tk - st }')
+			echo "# watchdog/reset: $x (host clock)"
+			t_if "watchdog/reset: A reset before B's takeover ($x)" \
+				awk -v r="$ev" -v tk="$(cat "$s/takeover.time")" 'BEGIN { exit !(r < tk) }'
+		else
+			t_fail "watchdog/reset: A reset before B's takeover (reset ${ev:-never}, takeover $(cat "$s/takeover.time" 2>/dev/null || echo never))"
+		fi
+	else
+		t_if "watchdog/letgo: guest A passes" guest_passed "$s/A/run/results.tap"
+		t_if "watchdog/letgo: no watchdog reset (QMP: ${ev:-none})" [ -z "$ev" ]
+	fi
+	[ $fail = 0 ] || echo "# watchdog/$v: a guest run failed (see above)"
+}
+
+scenario_watchdog() {
+	local v
+	if [ ! -x "$root/userspace/build/static/beluga-watchdogd" ]; then
+		t_fail "watchdog: userspace/build/static/beluga-watchdogd is missing (make -C userspace static)"
+		return
+	fi
+	for v in reset letgo; do
+		watchdog_variant "$out/watchdog/$v" $v
+	done
+	echo "# scenario watchdog done at $(elapsed) s"
+}
+
 case $scen in
 two) scenario_two ;;
 three) scenario_three ;;
-all) scenario_two; scenario_three ;;
+watchdog) scenario_watchdog ;;
+all) scenario_two; scenario_three; scenario_watchdog ;;
 esac
 echo "# wall time $(elapsed) s"
 echo "1..$n"
