@@ -14,6 +14,10 @@
  *   - hostile but valid sequences: double FREE, double RELEASE, FREE after
  *     PUBLISH, PUBLISH of another process's block, a key published twice in
  *     one call, LOOKUP while other workers evict;
+ *   - the device lease's commands on a fresh file: WATCHDOG REGISTER and
+ *     QUERY, DEVICE_RANGE (valid: fence_ms 0 on these local pools, once
+ *     per file, the range mapped afterwards) and each of their refusals
+ *     with its exact error, and HOSTS with every record size;
  *   - garbage: random command encodings, sizes, flags, counts, reserved
  *     fields and user pointers (NULL, unmapped, kernel, read-only, straddling
  *     the end of a page);
@@ -66,6 +70,7 @@
 #include <dirent.h>
 #include <pthread.h>
 #include <setjmp.h>
+#include <sys/eventfd.h>
 #include <sys/prctl.h>
 #include <sys/utsname.h>
 
@@ -215,6 +220,8 @@ static bool allowed_err(int r)
 	case EBADF: case ENODEV: case ENOSPC: case ENOENT: case EBUSY:
 	case EEXIST: case ENOMEM: case EOVERFLOW: case EINTR:
 	case EMSGSIZE:	/* HOSTS into an array shorter than the pool's records */
+	case ENXIO:	/* DEVICE_RANGE past map_size */
+	case ENOLINK:	/* WATCHDOG QUERY from a file that is not the link */
 		return true;
 	}
 	return false;
@@ -802,6 +809,133 @@ static void op_readonly(struct worker *w)
 	close(fd);
 }
 
+/*
+ * The device lease's commands on a fresh file, valid and not, each with
+ * its exact answer (uapi: BELUGA_IOC_WATCHDOG, BELUGA_IOC_DEVICE_RANGE;
+ * the pools here are not shared), and HOSTS with each record size.
+ */
+static void op_devlease(struct worker *w)
+{
+	int fd = bt_open(rel_below(&w->rng, 3) ? O_RDWR : O_RDONLY);
+	int efd = eventfd(0, EFD_CLOEXEC), r;
+	uint64_t pages = B->main_end / BT_PAGE, off, len;
+	struct beluga_watchdog wd;
+	struct beluga_device_range dr;
+	struct beluga_hosts h;
+	uint32_t fence = 0xdead, wms;
+	void *p;
+
+	CHECK(w, fd >= 0 && efd >= 0, "open / eventfd: %s", strerror(errno));
+	B->hostile++;
+	/* a page-aligned range inside the main regions */
+	off = rel_below(&w->rng, pages) * BT_PAGE;
+	len = (1 + rel_below(&w->rng, pages - off / BT_PAGE)) * BT_PAGE;
+	if (len > 64 * BT_PAGE)
+		len = 64 * BT_PAGE;
+
+	/* refusals first, each breaking one rule; none declares anything */
+	memset(&dr, 0, sizeof(dr));
+	dr.size = sizeof(dr);
+	dr.eventfd = -1;
+	dr.offset = off;
+	dr.length = len;
+	dr.flags = 1U << rel_below(&w->rng, 32);
+	r = bt_ioctl(fd, BELUGA_IOC_DEVICE_RANGE, &dr);
+	CHECK(w, r == -EINVAL, "DEVICE_RANGE flags 0x%x: %s", dr.flags, ename(r));
+	r = bt_device_range(fd, -1, off + 1 + rel_below(&w->rng, BT_PAGE - 1), len,
+			    NULL);
+	CHECK(w, r == -EINVAL, "DEVICE_RANGE, offset not page aligned: %s", ename(r));
+	r = bt_device_range(fd, -1, off, len - 1 - rel_below(&w->rng, BT_PAGE - 1),
+			    NULL);
+	CHECK(w, r == -EINVAL, "DEVICE_RANGE, length not page aligned: %s", ename(r));
+	r = bt_device_range(fd, -1, off, 0, NULL);
+	CHECK(w, r == -EINVAL, "DEVICE_RANGE, length 0: %s", ename(r));
+	r = bt_device_range(fd, -2 - (int)rel_below(&w->rng, 1000), off, len, NULL);
+	CHECK(w, r == -EINVAL, "DEVICE_RANGE, eventfd below -1: %s", ename(r));
+	r = bt_device_range(fd, w->fd, off, len, NULL);
+	CHECK(w, r == -EBADF, "DEVICE_RANGE, eventfd a /dev/beluga file: %s", ename(r));
+	r = bt_device_range(fd, -1, (1ULL << 46) + off, len, NULL);
+	CHECK(w, r == -ENXIO, "DEVICE_RANGE past map_size: %s", ename(r));
+	r = bt_device_range(fd, -1, BT_PAGE, ~0ULL & ~(BT_PAGE - 1), NULL);
+	CHECK(w, r == -ENXIO, "DEVICE_RANGE whose end wraps: %s", ename(r));
+
+	/* the declaration: no fence on a local pool; one per file */
+	r = bt_device_range(fd, rel_below(&w->rng, 2) ? efd : -1, off, len, &fence);
+	CHECK(w, r == 0, "DEVICE_RANGE [0x%" PRIx64 ", +0x%" PRIx64 "): %s", off, len,
+	      ename(r));
+	CHECK(w, fence == 0, "DEVICE_RANGE on a local pool: fence_ms %u", fence);
+	r = bt_device_range(fd, -1, off, len, NULL);
+	CHECK(w, r == -EBUSY, "a second DEVICE_RANGE on one file: %s", ename(r));
+	r = bt_device_range(fd, -1, (1ULL << 46), len, NULL);
+	CHECK(w, r == -ENXIO, "a second DEVICE_RANGE past map_size: %s", ename(r));
+	/* a mapping after the declaration, inside the range */
+	p = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, (off_t)off);
+	CHECK(w, p != MAP_FAILED, "mmap of the device range: %s", strerror(errno));
+	(void)*(volatile uint8_t *)p;
+	munmap(p, len);
+
+	/* WATCHDOG: refusals, then a QUERY of a file that is no link */
+	r = bt_watchdog(fd, 0, 0, NULL);
+	CHECK(w, r == -EINVAL, "WATCHDOG without a flag: %s", ename(r));
+	r = bt_watchdog(fd, BELUGA_WATCHDOG_REGISTER | BELUGA_WATCHDOG_QUERY, 1000, NULL);
+	CHECK(w, r == -EINVAL, "WATCHDOG with both flags: %s", ename(r));
+	r = bt_watchdog(fd, BELUGA_WATCHDOG_REGISTER, 0, NULL);
+	CHECK(w, r == -EINVAL, "WATCHDOG REGISTER for 0 ms: %s", ename(r));
+	r = bt_watchdog(fd, BELUGA_WATCHDOG_REGISTER, BELUGA_WATCHDOG_MAX_MS + 1 +
+			(uint32_t)rel_below(&w->rng, 1000), NULL);
+	CHECK(w, r == -EINVAL, "WATCHDOG REGISTER above the maximum: %s", ename(r));
+	r = bt_watchdog(fd, BELUGA_WATCHDOG_QUERY, 1 + (uint32_t)rel_below(&w->rng, 99),
+			NULL);
+	CHECK(w, r == -EINVAL, "WATCHDOG QUERY with a timeout: %s", ename(r));
+	memset(&wd, 0, sizeof(wd));
+	wd.size = sizeof(wd);
+	wd.flags = BELUGA_WATCHDOG_QUERY;
+	wd.__reserved = 1 + (uint32_t)rel_below(&w->rng, 99);
+	r = bt_ioctl(fd, BELUGA_IOC_WATCHDOG, &wd);
+	CHECK(w, r == -EINVAL, "WATCHDOG with __reserved %u: %s", wd.__reserved, ename(r));
+	r = bt_watchdog(fd, BELUGA_WATCHDOG_QUERY, 0, NULL);
+	CHECK(w, r == -ENOLINK, "WATCHDOG QUERY from a fresh file: %s", ename(r));
+	/* REGISTER: 0, or another file (another worker's) is the link */
+	wms = 1 + (uint32_t)rel_below(&w->rng, 10000);
+	r = bt_watchdog(fd, BELUGA_WATCHDOG_REGISTER, wms, &wd);
+	CHECK(w, r == 0 || r == -EBUSY, "WATCHDOG REGISTER %u ms: %s", wms, ename(r));
+	if (r == 0) {
+		r = bt_watchdog(fd, BELUGA_WATCHDOG_QUERY, 0, &wd);
+		CHECK(w, r == 0, "WATCHDOG QUERY from the link: %s", ename(r));
+		CHECK(w, wd.answer == BELUGA_WATCHDOG_FEED && wd.timeout_ms == wms &&
+		      wd.device_ranges >= 1, "WATCHDOG QUERY: answer %u (want FEED), "
+		      "timeout %u (want %u), device ranges %u (this file declares one)",
+		      wd.answer, wd.timeout_ms, wms, wd.device_ranges);
+	}
+
+	/* HOSTS of pools that are not shared: no records in any size */
+	for (int i = 0; i < 5; i++) {
+		static const uint32_t sz[] = { 0, BELUGA_HOST_SIZE_V1, BELUGA_HOST_SIZE_V2,
+					       BELUGA_HOST_SIZE_V1 + 1, 1 };
+
+		memset(&h, 0, sizeof(h));
+		h.size = sizeof(h);
+		h.count = BELUGA_MAX_HOSTS;
+		h.hosts = (uintptr_t)(w->rw + BT_PAGE);
+		h.host_size = sz[i];
+		r = bt_ioctl(fd, BELUGA_IOC_HOSTS, &h);
+		CHECK(w, i < 3 ? r == 0 && h.count == 0 : r == -EINVAL,
+		      "HOSTS with host_size %u: %s, count %u", sz[i], ename(r), h.count);
+	}
+	/* the first layout does not pass host_size: whatever lies past it */
+	memset(&h, 0, sizeof(h));
+	h.size = BELUGA_HOSTS_SIZE_V1;
+	h.count = BELUGA_MAX_HOSTS;
+	h.hosts = (uintptr_t)(w->rw + BT_PAGE);
+	h.host_size = 77;
+	r = bt_ioctl(fd, BELUGA_IOC_HOSTS, &h);
+	CHECK(w, r == 0 && h.count == 0, "HOSTS of the first layout: %s", ename(r));
+
+	/* the link and the range end with the file */
+	close(fd);
+	close(efd);
+}
+
 /* Read every sysfs attribute of the pool while regions come and go. */
 static void read_dir(const char *dir, int depth)
 {
@@ -1008,6 +1142,9 @@ static const struct cmdinfo cmds[] = {
 	{ "REGION_INFO", sizeof(struct beluga_region_info), BELUGA_REGION_INFO_SIZE_V1 },
 	{ "HOSTS", sizeof(struct beluga_hosts), BELUGA_HOSTS_SIZE_V1 },
 	{ "INDEX_MAP", sizeof(struct beluga_index_map), BELUGA_INDEX_MAP_SIZE_V1 },
+	{ "WATCHDOG", sizeof(struct beluga_watchdog), BELUGA_WATCHDOG_SIZE_V1 },
+	{ "DEVICE_RANGE", sizeof(struct beluga_device_range),
+	  BELUGA_DEVICE_RANGE_SIZE_V1 },
 };
 #define NR_CMDS (sizeof(cmds) / sizeof(cmds[0]))
 
@@ -1189,6 +1326,39 @@ static void op_garbage(struct worker *w)
 				((struct beluga_region_info *)arg)->region_id =
 					(uint32_t)rel_below(&w->rng, 20);
 				break;
+			case BELUGA_CMD_WATCHDOG: {
+				struct beluga_watchdog *wd = (void *)arg;
+				static const uint32_t ms[] = {
+					0, 1, 3000, BELUGA_WATCHDOG_MAX_MS,
+					BELUGA_WATCHDOG_MAX_MS + 1, ~0U,
+				};
+
+				wd->flags = (uint32_t)rel_below(&w->rng, 4);
+				if (rel_one_in(&w->rng, 6))
+					wd->flags |= 1U << rel_below(&w->rng, 32);
+				if (rel_below(&w->rng, 4))
+					wd->timeout_ms = ms[rel_below(&w->rng, 6)];
+				if (rel_below(&w->rng, 3))
+					wd->__reserved = 0;
+				break;
+			}
+			case BELUGA_CMD_DEVICE_RANGE: {
+				struct beluga_device_range *dr = (void *)arg;
+
+				switch (rel_below(&w->rng, 4)) {
+				case 0: dr->eventfd = -1; break;
+				case 1: dr->eventfd = -2 - (int32_t)rel_below(&w->rng, 9); break;
+				case 2: dr->eventfd = w->fd; break;	/* not an eventfd */
+				default: break;	/* junk: mostly no open file */
+				}
+				dr->offset = rel_below(&w->rng, 3) ?
+					rel_below(&w->rng, B->main_end / BT_PAGE + 4) * BT_PAGE :
+					rel_next(&w->rng);
+				dr->length = rel_below(&w->rng, 3) ?
+					rel_below(&w->rng, 64) * BT_PAGE :
+					rel_next(&w->rng);
+				break;
+			}
 			case BELUGA_CMD_HOSTS: {
 				struct beluga_hosts *h = (void *)arg;
 
@@ -1196,6 +1366,17 @@ static void op_garbage(struct worker *w)
 					   (uint32_t)rel_below(&w->rng, 20);
 				if (rel_below(&w->rng, 3))
 					h->__reserved = 0;
+				if (rel_below(&w->rng, 3))
+					h->__reserved2 = 0;
+				/* a record size: V1, V2, 0 (V2), or junk */
+				switch (rel_below(&w->rng, 5)) {
+				case 0: h->host_size = 0; break;
+				case 1: h->host_size = BELUGA_HOST_SIZE_V1; break;
+				case 2: h->host_size = BELUGA_HOST_SIZE_V2; break;
+				case 3: h->host_size = BELUGA_HOST_SIZE_V1 +
+					(uint32_t)rel_below(&w->rng, 16); break;
+				default: break;	/* junk_fill's */
+				}
 				need = (size_t)(h->count < 20 ? h->count : 20) *
 				       sizeof(struct beluga_host);
 				h->hosts = rel_below(&w->rng, 2) ? hostile_ptr(w, &kind, need) :
@@ -1263,6 +1444,20 @@ static void op_garbage(struct worker *w)
 	if (r == 0 && nr == BELUGA_CMD_DETACH)
 		CHECK(w, ((struct beluga_detach *)arg)->region_id >= B->nr_main,
 		      "garbage DETACH removed a main region");
+	if (r == 0 && nr == BELUGA_CMD_WATCHDOG && size >= ci->v1) {
+		const struct beluga_watchdog *wd = (const void *)arg;
+
+		CHECK(w, wd->flags == BELUGA_WATCHDOG_REGISTER ||
+		      wd->flags == BELUGA_WATCHDOG_QUERY,
+		      "garbage WATCHDOG with flags 0x%x succeeded", wd->flags);
+		CHECK(w, wd->answer == BELUGA_WATCHDOG_FEED,
+		      "WATCHDOG on pools that are not shared answered %u, not FEED",
+		      wd->answer);
+	}
+	if (r == 0 && nr == BELUGA_CMD_DEVICE_RANGE && size >= ci->v1)
+		CHECK(w, ((const struct beluga_device_range *)arg)->fence_ms == 0,
+		      "DEVICE_RANGE on a pool that is not shared answered fence_ms %u",
+		      ((const struct beluga_device_range *)arg)->fence_ms);
 	if (r == 0 && (kind == P_NULL || kind == P_UNMAPPED || kind == P_KERNEL)) {
 		/* a pointer the kernel had to use could not have been used */
 		bool used = false;
@@ -1483,6 +1678,7 @@ static void worker_run(struct worker *w, uint64_t iters)
 		{ op_threads, "threads", 2 },
 		{ op_bigbatch, "bigbatch", 1 },
 		{ op_ring_sqe, "ring-sqe", 4 },
+		{ op_devlease, "devlease", 2 },
 	};
 	int total = 0;
 

@@ -15,8 +15,12 @@
 
 enum {
 	C_INFO, C_STATS, C_ALLOC, C_FREE, C_PUBLISH, C_LOOKUP, C_RELEASE,
-	C_ATTACH, C_DETACH, C_EVICT, C_REGION_INFO, C_HOSTS, C_INDEX_MAP, C_NR
+	C_ATTACH, C_DETACH, C_EVICT, C_REGION_INFO, C_HOSTS, C_INDEX_MAP,
+	C_WATCHDOG, C_DEVICE_RANGE, C_NR
 };
+
+/* The W that WATCHDOG's valid argument registers (any value in range). */
+#define ABI_WD_MS	3000U
 
 static const struct {
 	const char *name;
@@ -66,6 +70,14 @@ static const struct {
 	[C_INDEX_MAP]	= { "INDEX_MAP", BELUGA_IOC_INDEX_MAP,
 			    BELUGA_CMD_INDEX_MAP, BELUGA_INDEX_MAP_SIZE_V1,
 			    sizeof(struct beluga_index_map), 1U << 0 },
+	/* bit 2 next to REGISTER: not "exactly one of the two" */
+	[C_WATCHDOG]	= { "WATCHDOG", BELUGA_IOC_WATCHDOG,
+			    BELUGA_CMD_WATCHDOG, BELUGA_WATCHDOG_SIZE_V1,
+			    sizeof(struct beluga_watchdog), 1U << 2 },
+	[C_DEVICE_RANGE] = { "DEVICE_RANGE", BELUGA_IOC_DEVICE_RANGE,
+			    BELUGA_CMD_DEVICE_RANGE,
+			    BELUGA_DEVICE_RANGE_SIZE_V1,
+			    sizeof(struct beluga_device_range), 1U << 0 },
 };
 
 TEST(struct_sizes)
@@ -82,8 +94,24 @@ TEST(struct_sizes)
 	EXPECT_EQ(BELUGA_DETACH_SIZE_V1, sizeof(struct beluga_detach));
 	EXPECT_EQ(BELUGA_EVICT_SIZE_V1, sizeof(struct beluga_evict));
 	EXPECT_EQ(BELUGA_REGION_INFO_SIZE_V1, sizeof(struct beluga_region_info));
-	EXPECT_EQ(BELUGA_HOSTS_SIZE_V1, sizeof(struct beluga_hosts));
-	EXPECT_EQ(72, sizeof(struct beluga_host));
+	EXPECT_EQ(BELUGA_HOSTS_SIZE_V2, sizeof(struct beluga_hosts));
+	EXPECT_EQ(32, sizeof(struct beluga_hosts));
+	EXPECT_EQ(24, BELUGA_HOSTS_SIZE_V1);
+	EXPECT_EQ(BELUGA_HOST_SIZE_V2, sizeof(struct beluga_host));
+	EXPECT_EQ(80, sizeof(struct beluga_host));
+	EXPECT_EQ(72, BELUGA_HOST_SIZE_V1);
+	EXPECT_EQ(BELUGA_INDEX_MAP_SIZE_V1, sizeof(struct beluga_index_map));
+	EXPECT_EQ(BELUGA_WATCHDOG_SIZE_V1, sizeof(struct beluga_watchdog));
+	EXPECT_EQ(24, sizeof(struct beluga_watchdog));
+	EXPECT_EQ(BELUGA_DEVICE_RANGE_SIZE_V1,
+		  sizeof(struct beluga_device_range));
+	EXPECT_EQ(32, sizeof(struct beluga_device_range));
+	/* the new commands come after INDEX_MAP, in this order */
+	EXPECT_EQ(BELUGA_CMD_INDEX_MAP + 1, BELUGA_CMD_WATCHDOG);
+	EXPECT_EQ(BELUGA_CMD_INDEX_MAP + 2, BELUGA_CMD_DEVICE_RANGE);
+	EXPECT_EQ(_IO(BELUGA_TYPE, BELUGA_CMD_WATCHDOG), BELUGA_IOC_WATCHDOG);
+	EXPECT_EQ(_IO(BELUGA_TYPE, BELUGA_CMD_DEVICE_RANGE),
+		  BELUGA_IOC_DEVICE_RANGE);
 	/* every command is _IO(): no size, no direction */
 	EXPECT_EQ(0, _IOC_SIZE(BELUGA_IOC_INFO));
 	EXPECT_EQ(_IOC_NONE, _IOC_DIR(BELUGA_IOC_REGION_INFO));
@@ -180,7 +208,9 @@ FIXTURE_TEARDOWN(abi)
 /*
  * Write a valid argument for command @c into @buf (zeroed, >= 512 bytes);
  * returns its V1 size. With these arguments the command would succeed
- * (DETACH: -EBUSY, its region has blocks in use; ATTACH: needs have_extra).
+ * (DETACH: -EBUSY, its region has blocks in use; ATTACH: needs have_extra;
+ * DEVICE_RANGE: -ENODEV on an empty pool, and once per file: a second one
+ * on the same file is -EBUSY).
  */
 static uint32_t build_arg(FIXTURE_DATA(abi) *self, int c, union bt_argbuf *buf)
 {
@@ -236,6 +266,17 @@ static uint32_t build_arg(FIXTURE_DATA(abi) *self, int c, union bt_argbuf *buf)
 	case C_INDEX_MAP:
 		/* nothing to fill in: makes or finds the copy */
 		break;
+	case C_WATCHDOG:
+		/* the calling file becomes the pool's watchdog link */
+		buf->watchdog.flags = BELUGA_WATCHDOG_REGISTER;
+		buf->watchdog.timeout_ms = ABI_WD_MS;
+		break;
+	case C_DEVICE_RANGE:
+		/* the first page of the pool's mapping, no eventfd */
+		buf->device_range.eventfd = -1;
+		buf->device_range.offset = 0;
+		buf->device_range.length = BT_PAGE;
+		break;
 	}
 	buf->w[0] = cmds[c].size_v1;
 	return cmds[c].size_v1;
@@ -285,7 +326,7 @@ TEST_F(abi, admin_through_readonly_file)
 TEST_F(abi, unknown_command_enotty)
 {
 	static const unsigned long bad[] = {
-		_IO(BELUGA_TYPE, BELUGA_CMD_INDEX_MAP + 1),
+		_IO(BELUGA_TYPE, BELUGA_CMD_DEVICE_RANGE + 1),
 		_IO(BELUGA_TYPE, 0x40),
 		_IO(BELUGA_TYPE, 0xff),
 		_IO(BELUGA_TYPE - 1, BELUGA_CMD_INFO),
@@ -466,6 +507,16 @@ TEST_F(abi, size_above_zero_tail_accepted)
 			EXPECT_EQ(BELUGA_INDEX_MAP_OFFSET,
 				  buf.index_map.offset);
 			EXPECT_LT(0, buf.index_map.length);
+			break;
+		case C_WATCHDOG:
+			/* registered; no shared pool: pet the watchdog */
+			EXPECT_EQ(ABI_WD_MS, buf.watchdog.timeout_ms);
+			EXPECT_EQ(BELUGA_WATCHDOG_FEED, buf.watchdog.answer);
+			break;
+		case C_DEVICE_RANGE:
+			/* a pool that is not shared: no fence to wait for */
+			EXPECT_EQ(0, buf.device_range.fence_ms);
+			EXPECT_EQ(-1, buf.device_range.eventfd);
 			break;
 		}
 	}
@@ -1033,16 +1084,24 @@ enum {
 	V_RESERVED	= 1 << 9,	/* a nonzero __reserved field */
 	V_COUNT0	= 1 << 10,	/* count 0 */
 	V_COUNT_BIG	= 1 << 11,	/* count BELUGA_MAX_BATCH + 1 */
-	V_FIELD		= 1 << 12,	/* LOOKUP: PIN with offsets 0; EVICT: NAMESPACE with a key */
+	/*
+	 * LOOKUP: PIN with offsets 0; EVICT: NAMESPACE with a key; HOSTS:
+	 * host_size 73; WATCHDOG: REGISTER with timeout_ms 0; DEVICE_RANGE:
+	 * length 0
+	 */
+	V_FIELD		= 1 << 12,
 	V_ARRAY		= 1 << 13,	/* the (input, or ALLOC's) array unmapped */
 	V_ARRAY_RO	= 1 << 14,	/* ALLOC's offsets array read-only */
 	V_ITEM		= 1 << 15,	/* PUBLISH: an item's __reserved nonzero */
 	V_OUT		= 1 << 16,	/* LOOKUP: the offsets array unmapped */
+	V_EVENTFD	= 1 << 17,	/* DEVICE_RANGE: @eventfd not an eventfd */
+	V_RANGE		= 1 << 18,	/* DEVICE_RANGE: @offset far past map_size */
 };
 
 #define CMD(c)		(1U << (c))
 #define ALL_CMDS	((1U << C_NR) - 1)
-#define ADMIN_CMDS	(CMD(C_ATTACH) | CMD(C_DETACH) | CMD(C_EVICT))
+#define ADMIN_CMDS	(CMD(C_ATTACH) | CMD(C_DETACH) | CMD(C_EVICT) | \
+			 CMD(C_WATCHDOG))
 #define WRITE_CMDS	(CMD(C_ALLOC) | CMD(C_FREE) | CMD(C_PUBLISH))
 #define BATCH_CMDS	(WRITE_CMDS | CMD(C_LOOKUP) | CMD(C_RELEASE))
 /* commands that answer in their struct (uapi: all but ALLOC, FREE, RELEASE) */
@@ -1087,18 +1146,26 @@ static const struct order_row {
 	  "the answer to a read-only struct after the pool" },
 	ROW(CMD(C_INFO) | CMD(C_STATS) | CMD(C_HOSTS), V_ARG_RO, -EFAULT,
 	    "the answer to a read-only struct"),
+	ROW(CMD(C_WATCHDOG), V_ARG_RO, -EFAULT,
+	    "WATCHDOG: the answer to a read-only struct, on any pool"),
+	{ CMD(C_DEVICE_RANGE), V_ARG_RO | V_UNPRIV | V_RDONLY, -EFAULT, -ENODEV,
+	  "DEVICE_RANGE: any file, any caller; the answer after the pool" },
 	{ CMD(C_INDEX_MAP), V_ARG_RO, -EFAULT, -ENODEV,
 	  "INDEX_MAP: the answer to a read-only struct after the pool" },
 	ROW(CMD(C_INFO) | CMD(C_STATS) | CMD(C_LOOKUP) | CMD(C_RELEASE) |
-	    CMD(C_REGION_INFO) | CMD(C_HOSTS), V_UNPRIV | V_TAIL, -E2BIG,
-	    "no capability needed; the size"),
+	    CMD(C_REGION_INFO) | CMD(C_HOSTS) | CMD(C_DEVICE_RANGE),
+	    V_UNPRIV | V_TAIL, -E2BIG, "no capability needed; the size"),
 	/* 5. fields: flags and reserved, then the count, then the rest */
 	ROW(BATCH_CMDS, V_TAIL | V_COUNT0, -E2BIG, "trailing bytes before the count"),
 	ROW(BATCH_CMDS, V_FLAGS | V_COUNT_BIG, -EINVAL, "flags before the count"),
 	ROW(CMD(C_ALLOC) | CMD(C_FREE) | CMD(C_RELEASE), V_RESERVED | V_COUNT_BIG,
 	    -EINVAL, "reserved before the count"),
-	ROW(CMD(C_ATTACH) | CMD(C_DETACH) | CMD(C_HOSTS), V_RESERVED | V_TAIL,
-	    -E2BIG, "trailing bytes before reserved"),
+	ROW(CMD(C_ATTACH) | CMD(C_DETACH) | CMD(C_HOSTS) | CMD(C_WATCHDOG),
+	    V_RESERVED | V_TAIL, -E2BIG, "trailing bytes before reserved"),
+	ROW(CMD(C_WATCHDOG), V_RESERVED | V_ARG_RO, -EINVAL,
+	    "WATCHDOG: reserved before the answer"),
+	ROW(CMD(C_WATCHDOG), V_UNPRIV | V_RESERVED, -EPERM,
+	    "WATCHDOG: capability before reserved"),
 	ROW(CMD(C_HOSTS), V_ARG_RO | V_RESERVED, -EINVAL,
 	    "HOSTS: reserved before the answer"),
 	ROW(CMD(C_HOSTS), V_UNPRIV | V_RDONLY | V_RESERVED, -EINVAL,
@@ -1113,6 +1180,30 @@ static const struct order_row {
 	ROW(CMD(C_EVICT), V_FIELD, -EINVAL, "NAMESPACE with a key"),
 	ROW(CMD(C_DETACH) | CMD(C_REGION_INFO), V_FLAGS, -EINVAL,
 	    "flags before the slot"),
+	ROW(CMD(C_HOSTS) | CMD(C_WATCHDOG) | CMD(C_DEVICE_RANGE),
+	    V_FIELD | V_TAIL, -E2BIG,
+	    "trailing bytes before host_size / timeout_ms / length"),
+	ROW(CMD(C_HOSTS) | CMD(C_WATCHDOG) | CMD(C_DEVICE_RANGE), V_FIELD,
+	    -EINVAL, "host_size 73 / REGISTER for 0 ms / length 0, on any pool"),
+	ROW(CMD(C_HOSTS) | CMD(C_DEVICE_RANGE), V_FIELD | V_UNPRIV | V_RDONLY,
+	    -EINVAL, "any file, any caller; the field"),
+	ROW(CMD(C_WATCHDOG), V_FIELD | V_UNPRIV, -EPERM,
+	    "WATCHDOG: capability before timeout_ms"),
+	ROW(CMD(C_WATCHDOG), V_FIELD | V_ARG_RO, -EINVAL,
+	    "WATCHDOG: timeout_ms before the answer"),
+	/* DEVICE_RANGE's own errors: the eventfd, the pool, the range */
+	ROW(CMD(C_DEVICE_RANGE), V_EVENTFD | V_FLAGS, -EINVAL,
+	    "flags before the eventfd"),
+	ROW(CMD(C_DEVICE_RANGE), V_EVENTFD | V_FIELD, -EINVAL,
+	    "length 0 before the eventfd"),
+	ROW(CMD(C_DEVICE_RANGE), V_EVENTFD | V_TAIL, -E2BIG,
+	    "trailing bytes before the eventfd"),
+	ROW(CMD(C_DEVICE_RANGE), V_EVENTFD | V_RANGE, -EBADF,
+	    "an fd that is no eventfd before the pool and the range"),
+	{ CMD(C_DEVICE_RANGE), V_RANGE, -ENXIO, -ENODEV,
+	  "a range past map_size, after the pool" },
+	{ CMD(C_DEVICE_RANGE), V_RANGE | V_ARG_RO, -ENXIO, -ENODEV,
+	  "a range past map_size before the answer" },
 	/* 6. arrays, once the count is valid; then what they hold */
 	ROW(BATCH_CMDS, V_COUNT_BIG | V_ARRAY, -E2BIG, "count above max before the array"),
 	ROW(BATCH_CMDS, V_COUNT0 | V_ARRAY, -EINVAL, "count 0 before the array"),
@@ -1183,6 +1274,8 @@ static unsigned long order_break(FIXTURE_DATA(abi) *a, int c, unsigned int rules
 			buf->detach.__reserved = 1;
 		else if (c == C_HOSTS)
 			buf->hosts.__reserved = 1;
+		else if (c == C_WATCHDOG)
+			buf->watchdog.__reserved = 1;
 	}
 	if ((rules & V_COUNT0) && count)
 		*count = 0;
@@ -1194,8 +1287,19 @@ static unsigned long order_break(FIXTURE_DATA(abi) *a, int c, unsigned int rules
 			buf->lookup.offsets = 0;
 		} else if (c == C_EVICT) {
 			buf->evict.key.lo = 1;
+		} else if (c == C_HOSTS) {
+			buf->hosts.host_size = BELUGA_HOST_SIZE_V1 + 1;
+		} else if (c == C_WATCHDOG) {
+			buf->watchdog.timeout_ms = 0;
+		} else if (c == C_DEVICE_RANGE) {
+			buf->device_range.length = 0;
 		}
 	}
+	/* a file that is open in the calling child, and no eventfd */
+	if ((rules & V_EVENTFD) && c == C_DEVICE_RANGE)
+		buf->device_range.eventfd = env->rofd;
+	if ((rules & V_RANGE) && c == C_DEVICE_RANGE)
+		buf->device_range.offset = 1ULL << 46;
 	if ((rules & V_ARRAY) && array)
 		*array = (uintptr_t)env->hole;
 	if ((rules & V_ARRAY_RO) && array)

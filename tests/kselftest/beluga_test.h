@@ -79,8 +79,18 @@ _Static_assert(sizeof(struct beluga_detach) == BELUGA_DETACH_SIZE_V1, "detach");
 _Static_assert(sizeof(struct beluga_evict) == BELUGA_EVICT_SIZE_V1, "evict");
 _Static_assert(sizeof(struct beluga_region_info) == BELUGA_REGION_INFO_SIZE_V1,
 	       "region_info");
-_Static_assert(sizeof(struct beluga_hosts) == BELUGA_HOSTS_SIZE_V1, "hosts");
-_Static_assert(sizeof(struct beluga_host) == 72, "host");
+_Static_assert(sizeof(struct beluga_hosts) == BELUGA_HOSTS_SIZE_V2, "hosts");
+_Static_assert(sizeof(struct beluga_host) == BELUGA_HOST_SIZE_V2, "host");
+_Static_assert(offsetof(struct beluga_host, device_fence_ms) ==
+	       BELUGA_HOST_SIZE_V1, "host: V2 appends to V1");
+_Static_assert(offsetof(struct beluga_hosts, host_size) ==
+	       BELUGA_HOSTS_SIZE_V1, "hosts: V2 appends to V1");
+_Static_assert(sizeof(struct beluga_index_map) == BELUGA_INDEX_MAP_SIZE_V1,
+	       "index_map");
+_Static_assert(sizeof(struct beluga_watchdog) == BELUGA_WATCHDOG_SIZE_V1,
+	       "watchdog");
+_Static_assert(sizeof(struct beluga_device_range) ==
+	       BELUGA_DEVICE_RANGE_SIZE_V1, "device_range");
 
 /* ------------------------------------------------------------------ */
 /* Small utilities (the ABI wrappers are in ../lib/beluga_abi.h).       */

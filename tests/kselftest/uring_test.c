@@ -615,7 +615,7 @@ TEST_F(ring, bad_sqe_unknown_cmd_op_enotty)
 {
 	const uint32_t bad[] = {
 		0,
-		_IO(BELUGA_TYPE, BELUGA_CMD_INDEX_MAP + 1),
+		_IO(BELUGA_TYPE, BELUGA_CMD_DEVICE_RANGE + 1),
 		_IO(BELUGA_TYPE, 0xff),
 		_IO(BELUGA_TYPE - 1, BELUGA_CMD_LOOKUP),
 		_IOWR(BELUGA_TYPE, BELUGA_CMD_LOOKUP, struct beluga_lookup),
@@ -646,7 +646,8 @@ TEST_F(ring, bad_sqe_command_not_on_the_ring_eopnotsupp)
 	static const unsigned long cmds[] = {
 		BELUGA_IOC_INFO, BELUGA_IOC_STATS, BELUGA_IOC_ATTACH,
 		BELUGA_IOC_DETACH, BELUGA_IOC_EVICT, BELUGA_IOC_REGION_INFO,
-		BELUGA_IOC_HOSTS, BELUGA_IOC_INDEX_MAP,
+		BELUGA_IOC_HOSTS, BELUGA_IOC_INDEX_MAP, BELUGA_IOC_WATCHDOG,
+		BELUGA_IOC_DEVICE_RANGE,
 	};
 	struct beluga_info info;
 	union bt_argbuf buf;
@@ -656,12 +657,23 @@ TEST_F(ring, bad_sqe_command_not_on_the_ring_eopnotsupp)
 	for (i = 0; i < ARRAY_SIZE(cmds); i++) {
 		struct io_uring_sqe *sqe = io_uring_get_sqe(&self->ring);
 
-		/* a valid struct where one is easy: DETACH of the region */
+		/*
+		 * a valid struct where one is easy: DETACH of the region,
+		 * REGISTER of a watchdog, a device range of one page
+		 */
 		memset(&buf, 0, sizeof(buf));
 		if (cmds[i] == BELUGA_IOC_DETACH) {
 			buf.detach.size = sizeof(buf.detach);
 			buf.detach.flags = BELUGA_DETACH_EVICT;
 			buf.detach.region_id = self->c.att[0].region_id;
+		} else if (cmds[i] == BELUGA_IOC_WATCHDOG) {
+			buf.watchdog.size = sizeof(buf.watchdog);
+			buf.watchdog.flags = BELUGA_WATCHDOG_REGISTER;
+			buf.watchdog.timeout_ms = 3000;
+		} else if (cmds[i] == BELUGA_IOC_DEVICE_RANGE) {
+			buf.device_range.size = sizeof(buf.device_range);
+			buf.device_range.eventfd = -1;
+			buf.device_range.length = BT_PAGE;
 		} else {
 			buf.w[0] = 256;
 		}
@@ -674,6 +686,20 @@ TEST_F(ring, bad_sqe_command_not_on_the_ring_eopnotsupp)
 	bt_ring_via.off = true;
 	ASSERT_EQ(0, bt_info(self->c.fd, &info));
 	EXPECT_EQ(1, info.nr_regions);
+	/* the file is no watchdog link, and has declared no device range */
+	memset(&buf, 0, sizeof(buf));
+	buf.watchdog.size = sizeof(buf.watchdog);
+	buf.watchdog.flags = BELUGA_WATCHDOG_QUERY;
+	r = bt_ioctl(self->c.fd, BELUGA_IOC_WATCHDOG, &buf);
+	EXPECT_EQ(-ENOLINK, r) TH_LOG("WATCHDOG QUERY after the ring's "
+				      "REGISTER: %s", strerror(-r));
+	memset(&buf, 0, sizeof(buf));
+	buf.device_range.size = sizeof(buf.device_range);
+	buf.device_range.eventfd = -1;
+	buf.device_range.length = BT_PAGE;
+	r = bt_ioctl(self->c.fd, BELUGA_IOC_DEVICE_RANGE, &buf);
+	EXPECT_EQ(0, r) TH_LOG("DEVICE_RANGE after the ring's: %s",
+			       strerror(-r));
 }
 
 TEST_F(ring, bad_sqe_reserved_einval)

@@ -230,6 +230,47 @@ static inline int bt_hosts(int fd, struct beluga_host *hosts, uint32_t max)
 	return r && r != -EMSGSIZE ? r : (int)h.count;
 }
 
+/*
+ * WATCHDOG with @flags (BELUGA_WATCHDOG_REGISTER or _QUERY) and
+ * @timeout_ms; the answer in *@out when it is not NULL (also on errors:
+ * what the struct holds then).
+ */
+static inline int bt_watchdog(int fd, uint32_t flags, uint32_t timeout_ms,
+			      struct beluga_watchdog *out)
+{
+	struct beluga_watchdog wd = {
+		.size = sizeof(wd),
+		.flags = flags,
+		.timeout_ms = timeout_ms,
+	};
+	int r = bt_ioctl(fd, BELUGA_IOC_WATCHDOG, &wd);
+
+	if (out)
+		*out = wd;
+	return r;
+}
+
+/*
+ * DEVICE_RANGE of [@offset, @offset + @length) with @eventfd (-1: none);
+ * the answer's fence_ms in *@fence_ms when it is not NULL.
+ */
+static inline int bt_device_range(int fd, int eventfd, uint64_t offset,
+				  uint64_t length, uint32_t *fence_ms)
+{
+	struct beluga_device_range dr = {
+		.size = sizeof(dr),
+		.eventfd = eventfd,
+		.fence_ms = 0,
+		.offset = offset,
+		.length = length,
+	};
+	int r = bt_ioctl(fd, BELUGA_IOC_DEVICE_RANGE, &dr);
+
+	if (fence_ms)
+		*fence_ms = dr.fence_ms;
+	return r;
+}
+
 static inline int bt_detach(int fd, uint32_t id, uint32_t flags,
 			    uint64_t *evicted)
 {

@@ -112,6 +112,9 @@ static inline int bt_ring_call(struct io_uring *ring, int fd, unsigned long cmd,
 	return bt_ring_call_flags(ring, fd, cmd, arg, 0);
 }
 
+/* The highest command number of the uapi header this is built with. */
+#define BT_CMD_LAST	BELUGA_CMD_DEVICE_RANGE
+
 /* Does the ring take command @cmd (uapi: the five block commands)? */
 static inline bool bt_ring_takes(unsigned long cmd)
 {
@@ -159,7 +162,7 @@ static inline bool bt_ring_routes(unsigned long request)
 	if (bt_ring_takes(cmd))
 		return true;
 	/* a command of Beluga the ring refuses (-EOPNOTSUPP): an ioctl */
-	return !(cmd == _IO(BELUGA_TYPE, nr) && nr <= BELUGA_CMD_INDEX_MAP);
+	return !(cmd == _IO(BELUGA_TYPE, nr) && nr <= BT_CMD_LAST);
 }
 
 static inline int bt_ring_transport(int fd, unsigned long cmd, void *arg)
