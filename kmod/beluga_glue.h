@@ -198,9 +198,11 @@ struct beluga_file {
 	 * Its device range (devlease.c): [range_start, range_end) of the
 	 * mapping, fixed once @has_range is set (release; read with
 	 * acquire, without a lock); @range_efd is signalled when the devices
-	 * must let go (may be NULL). On dev->device_ranges by @range_node.
+	 * must let go (may be NULL). A range under a shared pool's device
+	 * lease (@range_counted) is on dev->device_ranges by @range_node.
 	 */
 	bool has_range;
+	bool range_counted;
 	u64 range_start;
 	u64 range_end;
 	struct eventfd_ctx *range_efd;
@@ -373,7 +375,8 @@ int beluga_mh_hosts(struct beluga_device *dev, struct beluga_host *out);
 /*
  * A device range of @bf is being declared (devlease_mutex held): on a
  * shared pool the host's record takes the device lease with the watchdog's
- * W (*@fence_ms); 0 and W = 0 on any other pool.
+ * W (*@fence_ms), 0; BELUGA_RANGE_LOCAL where no lease is needed (a local
+ * pool, W = 0; mh_allow_gup, the operator's W), -errno.
  */
 int beluga_mh_device_lease(struct beluga_file *bf, u32 *fence_ms);
 /* The watchdog daemon must not pet: devices may outlive a fence. */
@@ -413,7 +416,7 @@ static inline int beluga_mh_device_lease(struct beluga_file *bf,
 					 u32 *fence_ms)
 {
 	*fence_ms = 0;
-	return 0;
+	return BELUGA_RANGE_LOCAL;
 }
 
 static inline bool beluga_mh_watchdog_hold(struct beluga_device *dev)
@@ -431,6 +434,8 @@ static inline void beluga_mh_debugfs_init(struct dentry *root)
 
 /* devlease.c: device leases (BELUGA_IOC_WATCHDOG, BELUGA_IOC_DEVICE_RANGE) */
 struct eventfd_ctx;
+/* beluga_mh_device_lease(): the range needs no lease, and is not counted. */
+#define BELUGA_RANGE_LOCAL	1
 void beluga_devlease_init(struct beluga_device *dev);
 int beluga_devlease_watchdog(struct beluga_file *bf,
 			     struct beluga_watchdog *arg);

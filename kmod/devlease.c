@@ -140,15 +140,20 @@ int beluga_devlease_range(struct beluga_file *bf,
 	}
 	/* A shared pool: the record's device lease, on the media first. */
 	ret = beluga_mh_device_lease(bf, &fence_ms);
-	if (ret)
+	if (ret < 0)
 		goto out;
 	bf->range_start = arg->offset;
 	bf->range_end = arg->offset + arg->length;
 	bf->range_efd = efd;
-	spin_lock(&dev->devlease_lock);
-	list_add(&bf->range_node, &dev->device_ranges);
-	dev->nr_device_ranges++;
-	spin_unlock(&dev->devlease_lock);
+	/* Only ranges under a device lease are signalled and waited for. */
+	if (ret != BELUGA_RANGE_LOCAL) {
+		spin_lock(&dev->devlease_lock);
+		list_add(&bf->range_node, &dev->device_ranges);
+		dev->nr_device_ranges++;
+		bf->range_counted = true;
+		spin_unlock(&dev->devlease_lock);
+	}
+	ret = 0;
 	/* The range before the flag: mmap() reads them without a lock. */
 	smp_store_release(&bf->has_range, true);
 	arg->fence_ms = fence_ms;
@@ -164,7 +169,7 @@ void beluga_devlease_file_release(struct beluga_file *bf)
 	bool orphaned = false;
 
 	spin_lock(&dev->devlease_lock);
-	if (bf->has_range) {
+	if (bf->range_counted) {
 		list_del(&bf->range_node);
 		dev->nr_device_ranges--;
 	}

@@ -107,6 +107,12 @@ struct beluga_mh_file {
 	struct bel_mh_client client;
 	u32 gen;
 	/*
+	 * The pool's @gen when this file declared its device range under
+	 * the shared pool's device lease (0: none): its mappings are
+	 * pinnable only in that attach of the pool. Under devlease_mutex.
+	 */
+	u32 range_gen;
+	/*
 	 * The pool's fence_epoch at open(). Older than the pool's: a fence
 	 * of the shared pool's host dropped this file's allocations and
 	 * pins; its block commands fail with -ESTALE and its mappings raise
@@ -824,7 +830,9 @@ static int beluga_mh_mmap(struct beluga_file *bf, struct vm_area_struct *vma)
 {
 	if (bf->mh->fence_epoch != READ_ONCE(bf->dev->mh->fence_epoch))
 		return -ESTALE;
-	if (!beluga_mh_allow_gup && !beluga_devlease_pinnable(bf, vma))
+	if (!beluga_mh_allow_gup &&
+	    !(beluga_devlease_pinnable(bf, vma) &&
+	      READ_ONCE(bf->mh->range_gen) == READ_ONCE(bf->dev->mh->gen)))
 		vm_flags_set(vma, VM_IO);
 	return 0;
 }
@@ -834,11 +842,12 @@ int beluga_mh_device_lease(struct beluga_file *bf, u32 *fence_ms)
 	struct beluga_device *dev = bf->dev;
 	struct beluga_mh *mh;
 	u32 w;
-	int ret = 0;
+	int ret;
 
 	*fence_ms = 0;
 	down_read(&dev->ops_rwsem);
 	mh = dev->mh->cur;
+	ret = mh ? 0 : BELUGA_RANGE_LOCAL;
 	if (!mh)
 		goto out;
 	if (!mh->joined || READ_ONCE(dev->down) ||
@@ -849,6 +858,7 @@ int beluga_mh_device_lease(struct beluga_file *bf, u32 *fence_ms)
 	/* The operator's fence: the record has carried its W since the join. */
 	if (beluga_mh_allow_gup) {
 		*fence_ms = mh->cfg.device_fence_ms;
+		ret = BELUGA_RANGE_LOCAL;
 		goto out;
 	}
 	w = beluga_devlease_watchdog_ms(dev);
@@ -863,6 +873,7 @@ int beluga_mh_device_lease(struct beluga_file *bf, u32 *fence_ms)
 	if (ret)
 		goto out;
 	mh->lease_held = true;
+	bf->mh->range_gen = dev->mh->gen;
 	*fence_ms = w;
 out:
 	up_read(&dev->ops_rwsem);
@@ -879,7 +890,15 @@ bool beluga_mh_watchdog_hold(struct beluga_device *dev)
 	struct beluga_mh *mh;
 	bool hold = false;
 
-	down_read(&dev->ops_rwsem);
+	/*
+	 * The daemon must never wait long: a rejoin holds ops_rwsem while
+	 * it waits for its old record's silence, longer than W. A writer
+	 * means FEED: an ATTACH (no range can lean on a pool being joined),
+	 * a DETACH (refused while pages are pinned), or a rejoin (which
+	 * starts only once nothing reaches the pool from outside).
+	 */
+	if (!down_read_trylock(&dev->ops_rwsem))
+		return false;
 	mh = dev->mh->cur;
 	if (mh && (!mh->joined || READ_ONCE(mh->fenced) ||
 		   bel_mh_fenced_now(&mh->host)))
