@@ -15,6 +15,12 @@
 #   letgo  A's device pin lets go when the fence signals its eventfd: the
 #          watchdog is fed throughout, A rejoins with a new incarnation, and
 #          no reset happens.
+#   late   the late device write: A's "device" is null_blk (memory backed,
+#          completions 12 s late), and an AIO O_DIRECT read into a block A
+#          allocated pins it until the completion. A stalls; the watchdog
+#          resets A before B reuses anything; B then writes every free block
+#          (A's included) and checks them after the completion would have
+#          come: the late write never lands.
 # Both: B checks that A's record carries the device lease (devpins=W).
 . /etc/beluga/env
 . /etc/beluga/lib.sh
@@ -67,7 +73,7 @@ if [ "$role" = B ]; then
 		tap_fail a-device-lease-seen "A's record: '$($T hosts | awk '$1 == 0')'"
 		rc=1
 	fi
-	if [ "$variant" = reset ]; then
+	if [ "$variant" != letgo ]; then
 		# from now on A is silent; B reports the moment it holds A dead
 		wait_for 120 sh -c "$T hosts | awk '\$1 == 0 && \$6 == \"dead\"' | grep -q ." &&
 			echo "# B-TAKEOVER silent_ms $(hfield 0 7) uptime $(up)" ||
@@ -86,6 +92,23 @@ if [ "$role" = B ]; then
 			tap_ok b-adopts-a || { tap_fail b-adopts-a "$($T hosts | awk '$1 == 1')"; rc=1; }
 		check b-publishes-after $T publish $NS 9200 8 2
 		check b-reads-back $T wait $NS 9200 8 10
+		if [ "$variant" = late ]; then
+			# every free block gets a key (A's late-read block too: its
+			# allocation died with A), then the bytes are checked after
+			# the completion would have come
+			f=$($T free)
+			echo "# B fills $f free blocks (uptime $(up))"
+			k=0 ok=1
+			while [ $k -lt "$f" ]; do
+				n=$((f - k))
+				[ $n -gt 8 ] && n=8
+				MH_FILL=4096 $T publish $NS $((10000 + k)) $n 2 >/dev/null || ok=0
+				k=$((k + n))
+			done
+			[ $ok = 1 ] && tap_ok "b-fills-pool ($f blocks)" || { tap_fail b-fills-pool; rc=1; }
+			sleep 12
+			check b-bytes-intact-after-late-write env MH_FILL=4096 $T wait $NS 10000 "$f" 0
+		fi
 	else
 		# A rejoins with a new incarnation: never held dead for long
 		wait_for 120 sh -c "[ \"\$($T hosts | awk '\$1 == 0 { print \$3 }')\" -gt $inc ]" &&
@@ -101,7 +124,14 @@ else
 	wdpid=$!
 	check watchdogd-running wait_for 10 kill -0 $wdpid
 	check wait-b-ready $T wait $NS 9100 1 300
-	$T devpin 600 $variant >/run/devpin.log 2>&1 &
+	mode=$variant
+	if [ "$variant" = late ]; then
+		modprobe null_blk nr_devices=1 memory_backed=1 irqmode=2 \
+			completion_nsec=12000000000 gb=1 bs=4096 2>/dev/null
+		check null-blk test -b /dev/nullb0
+		mode=late:/dev/nullb0
+	fi
+	$T devpin 600 $mode >/run/devpin.log 2>&1 &
 	dppid=$!
 	if wait_for 60 grep -q '^# DEVPIN ' /run/devpin.log; then
 		tap_ok "device-pin ($(grep '^# DEVPIN ' /run/devpin.log))"
@@ -114,7 +144,7 @@ else
 	sleep 2
 	echo "# A-STALL uptime $(up)"
 	check stall-on stall on
-	if [ "$variant" = reset ]; then
+	if [ "$variant" != letgo ]; then
 		# the watchdog resets this guest within W of the fence
 		sleep 120
 		tap_fail reset "still running 120 s after the stall"

@@ -43,6 +43,7 @@
  *                                   table: ID STATE INCARNATION HEARTBEAT
  *                                   OWNED(hex) alive|dead SILENT_MS self|- NAME|-
  *                                   then devpins=W_MS|- and aware|unaware
+ *   mhtool free                     this host's free blocks (STATS)
  *   mhtool devpin SECS letgo|hold   a device's pin, as cudaHostRegister takes
  *                                   one: declare a device range over the pool
  *                                   (with an eventfd), map it, register its
@@ -52,11 +53,18 @@
  *                                   fires (the fence), unregister, unmap,
  *                                   close ("# LETGO MS" after the signal);
  *                                   hold: keep the pin. Exits after SECS.
+ *                                   late:DEV: the device is DEV (null_blk
+ *                                   with a delayed completion): ALLOC a
+ *                                   block and submit an AIO O_DIRECT read of
+ *                                   its first 4 KiB from DEV; the read pins
+ *                                   the page until the completion comes
+ *                                   ("# LATE-DONE" if it ever does)
  *
  * A block for key k written by tag t holds fill(k, t, j) at byte j. With
  * MH_FILL=BYTES in the environment only the first BYTES of each block are
  * written and checked (markers and bulk keys: CXL memory is slow under TCG).
  */
+#define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -72,6 +80,7 @@
 #include <sys/eventfd.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
+#include <linux/aio_abi.h>
 #include <linux/io_uring.h>
 
 #include <linux/beluga.h>
@@ -815,7 +824,52 @@ static int uring_setup(unsigned int entries)
 	return (int)syscall(__NR_io_uring_setup, entries, &p);
 }
 
-static int do_devpin(double secs, int letgo)
+static aio_context_t late_ctx;
+
+/* The late device write: an AIO O_DIRECT read from @dev into a new block. */
+static int late_read(const char *dev)
+{
+	struct beluga_alloc al = { .size = sizeof(al), .count = 1 };
+	struct iocb cb, *cbs[1] = { &cb };
+	uint64_t off;
+	int bfd;
+
+	al.offsets = (uintptr_t)&off;
+	if (ioctl(fd, BELUGA_IOC_ALLOC, &al))
+		die("ALLOC");
+	bfd = open(dev, O_RDONLY | O_DIRECT);
+	if (bfd < 0)
+		die(dev);
+	if (syscall(__NR_io_setup, 4, &late_ctx))
+		die("io_setup");
+	memset(&cb, 0, sizeof(cb));
+	cb.aio_fildes = bfd;
+	cb.aio_lio_opcode = IOCB_CMD_PREAD;
+	cb.aio_buf = (uintptr_t)(map + off);
+	cb.aio_nbytes = 4096;
+	if (syscall(__NR_io_submit, late_ctx, 1, cbs) != 1) {
+		printf("# DEVPIN-FAILED O_DIRECT read into the block: %s\n",
+		       strerror(errno));
+		return 1;
+	}
+	printf("# LATE-SUBMITTED block at offset %llu\n",
+	       (unsigned long long)off);
+	return 0;
+}
+
+static void late_poll(void)
+{
+	struct io_event ev;
+	struct timespec zero = { 0, 0 };
+
+	if (late_ctx &&
+	    syscall(__NR_io_getevents, late_ctx, 0, 1, &ev, &zero) == 1) {
+		printf("# LATE-DONE res %lld\n", (long long)ev.res);
+		late_ctx = 0;
+	}
+}
+
+static int do_devpin(double secs, int letgo, const char *late)
 {
 	struct beluga_device_range r = { .size = sizeof(r) };
 	struct pollfd pfd;
@@ -846,8 +900,11 @@ static int do_devpin(double secs, int letgo)
 		die("io_uring_setup");
 	iov.iov_base = map;
 	iov.iov_len = block_size;
-	if (syscall(__NR_io_uring_register, ring, IORING_REGISTER_BUFFERS, &iov,
-		    1)) {
+	if (late) {
+		if (late_read(late))
+			return 1;
+	} else if (syscall(__NR_io_uring_register, ring,
+			   IORING_REGISTER_BUFFERS, &iov, 1)) {
 		printf("# DEVPIN-FAILED io_uring fixed buffer: %s\n",
 		       strerror(errno));
 		return 1;
@@ -856,14 +913,15 @@ static int do_devpin(double secs, int letgo)
 	pfd.fd = efd;
 	pfd.events = POLLIN;
 	while (now_s() - t0 < secs) {
+		late_poll();
 		if (poll(&pfd, 1, 100) != 1 || read(efd, &v, sizeof(v)) != 8)
 			continue;
 		t_sig = now_s();
 		printf("# DEVPIN-SIGNALLED\n");
 		if (!letgo)
 			continue;
-		if (syscall(__NR_io_uring_register, ring,
-			    IORING_UNREGISTER_BUFFERS, NULL, 0))
+		if (!late && syscall(__NR_io_uring_register, ring,
+				     IORING_UNREGISTER_BUFFERS, NULL, 0))
 			die("IORING_UNREGISTER_BUFFERS");
 		close(ring);
 		munmap(map, map_size);
@@ -947,8 +1005,19 @@ int main(int argc, char **argv)
 			       strtoul(argv[7], NULL, 0));
 	if (!strcmp(cmd, "hosts") && argc == 2)
 		return do_hosts();
+	if (!strcmp(cmd, "free") && argc == 2) {
+		struct beluga_stats st = { .size = sizeof(st) };
+
+		dev_open();
+		if (ioctl(fd, BELUGA_IOC_STATS, &st))
+			die("STATS");
+		printf("%llu\n", (unsigned long long)st.free_blocks);
+		return 0;
+	}
 	if (!strcmp(cmd, "devpin") && argc == 4)
-		return do_devpin(atof(argv[2]), !strcmp(argv[3], "letgo"));
+		return do_devpin(atof(argv[2]), !strcmp(argv[3], "letgo"),
+				 !strncmp(argv[3], "late:", 5) ? argv[3] + 5 :
+								  NULL);
 	if (!strcmp(cmd, "set-version") && argc == 4)
 		return do_set_version(argv[2], strtoul(argv[3], NULL, 0));
 	fprintf(stderr, "usage: see the comment at the top of mhtool.c\n");
