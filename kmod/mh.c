@@ -24,6 +24,7 @@
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
+#include <linux/debugfs.h>
 #include <linux/delay.h>
 #include <linux/fault-inject.h>
 #include <linux/io.h>
@@ -319,13 +320,24 @@ void beluga_mh_debugfs_init(struct dentry *root)
 				  &beluga_mh_stall_attr);
 }
 #else
+/*
+ * Kernels without fault injection (Debian's): the same directory with
+ * only "probability": 0 runs, anything else skips every heartbeat and
+ * tick (the multi-host guests' watchdog scenario stalls hosts this way).
+ */
+static u32 beluga_mh_stall_probability;
+
 static bool beluga_mh_stalled(void)
 {
-	return false;
+	return READ_ONCE(beluga_mh_stall_probability);
 }
 
 void beluga_mh_debugfs_init(struct dentry *root)
 {
+	struct dentry *dir = debugfs_create_dir("mh_stall_heartbeat", root);
+
+	debugfs_create_u32("probability", 0600, dir,
+			   &beluga_mh_stall_probability);
 }
 #endif
 

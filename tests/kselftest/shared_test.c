@@ -99,12 +99,15 @@ static int sh_stall(bool on, char *why, size_t len)
 		return -ENOENT;
 	}
 	if (access(SH_STALL, F_OK)) {
-		snprintf(why, len, "no fault injection in this kernel "
-			 "(CONFIG_FAULT_INJECTION_DEBUG_FS): no %s", SH_STALL);
+		snprintf(why, len, "no %s: a module built without shared pools?",
+			 SH_STALL);
 		return -ENOENT;
 	}
 	for (i = on ? 0 : 3; i < ARRAY_SIZE(files); i++) {
 		snprintf(path, sizeof(path), "%s/%s", SH_STALL, files[i]);
+		/* Without fault injection the module has "probability" only. */
+		if (i < 3 && access(path, F_OK))
+			continue;
 		r = bt_write_str(path, on ? on_vals[i] : "0");
 		if (r) {
 			snprintf(why, len, "%s/%s: %s", SH_STALL, files[i],

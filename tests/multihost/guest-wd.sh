@@ -40,8 +40,10 @@ hfield() { $T hosts | awk -v id="$1" -v f="$2" '$1 == id { print $f }'; }
 # stall on|off: the heartbeat's fault attribute (the host "hangs" for the pool)
 stall() {
 	if [ "$1" = on ]; then
-		echo 0 >$STALL/verbose && echo -1 >$STALL/times &&
-			echo 1 >$STALL/interval && echo 100 >$STALL/probability
+		# fault injection's knobs where the kernel has them (debug kernels)
+		[ -e $STALL/times ] && echo 0 >$STALL/verbose && echo -1 >$STALL/times &&
+			echo 1 >$STALL/interval
+		echo 100 >$STALL/probability
 	else
 		echo 0 >$STALL/probability
 	fi
