@@ -61,6 +61,7 @@ run sysfs "$dir/test_sysfs"
 run errors "$dir/test_errors"
 run ring "$dir/test_ring"
 run index-map "$dir/test_index_map"
+run device "$dir/test_device"
 # the shared trace reader, also over the real trace where the checkout has it
 BELUGA_TRACE=${BELUGA_TRACE:-$(cd "$here/../../.." && pwd)/shared/data/mooncake_conversation_trace.jsonl} \
 	run trace "$dir/test_trace"
