@@ -9,9 +9,21 @@
  * table, the size rules of copy_struct_from_user(), flags, reserved
  * fields, counts, then the pool. It has no memory behind the offsets (the
  * test's device file backs the mapping), no capabilities (the caller is
- * root), no shared pools, and one client. The index's copy
- * (INDEX_MAP) is the core's, in plain memory that the library's mmap hook
- * is handed instead of a mapping.
+ * root), and one client. The index's copy (INDEX_MAP) is the core's, in
+ * plain memory that the library's mmap hook is handed instead of a
+ * mapping.
+ *
+ * A shared pool is faked as far as userspace can tell one: HOSTS answers
+ * the records a test gave (fake.hosts), and with records, DEVICE_RANGE and
+ * WATCHDOG follow a shared pool's rules (no watchdog link: -ENOLINK; a
+ * live host that ignores device leases: -EPROTO; fenced: -ESTALE, and
+ * HOLD while ranges are declared), and mmap() notes whether a mapping
+ * would take pins. ATTACH of a shared pool is still refused (the module
+ * needs a CXL range). The state that the module keeps per open file (a
+ * device range, the watchdog link) lasts, as there, until the file is
+ * released: its last close, after its last mapping. The fake marks the
+ * file with an OFD lock, which lives exactly that long (mappings hold the
+ * file), and asks the lock whether the file is still there.
  */
 #include <assert.h>
 #include <errno.h>
@@ -22,6 +34,7 @@
 #include <string.h>
 #include <time.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/vfs.h>
 #include <unistd.h>
 
@@ -102,9 +115,12 @@ static void fake_pool_down(void)
 	fake_copies_free();
 }
 
+static void fake_files_forget(void);
+
 void fake_kernel_reset(uint64_t block_size, uint32_t max_batch)
 {
 	fake_pool_down();
+	fake_files_forget();
 	memset(&fake, 0, sizeof(fake));
 	memset(regions, 0, sizeof(regions));
 	if (bel_pool_init(&pool) || !(client = bel_client_new(&pool))) {
@@ -535,20 +551,331 @@ static int cmd_region_info(int fd, void *arg)
 	return 0;
 }
 
-/* A shared pool's host records, as the test set them (fake.hosts). */
+/*
+ * ---- State per open file: device ranges and the watchdog link ----------
+ *
+ * The module keeps both on the file and drops them at its release. The
+ * fake marks the open file description with an OFD read lock on a byte of
+ * its own (far past the end of the device file, never reused in the
+ * process): the lock goes when the description is released, mappings
+ * included, and another description can see whether it is still there.
+ */
+struct fake_mark {
+	off_t byte;		/* 0: none */
+	char path[256];		/* the device file, to look at the lock from outside */
+	dev_t dev;
+	ino_t ino;
+};
+
+#define FAKE_MAX_RANGES		64
+#define FAKE_MARK_FIRST		(1LL << 40)
+
+struct fake_range {
+	struct fake_mark mark;
+	uint64_t offset, length;
+	int eventfd;		/* the fake's own reference, or -1 */
+};
+
+static struct fake_range ranges[FAKE_MAX_RANGES];
+static struct fake_mark watchdog_link;
+static uint32_t ranges_fence_ms;	/* the W the declared ranges were given */
+static off_t next_mark = FAKE_MARK_FIRST;
+/* Size of the caller's struct in the call being served (HOSTS' V1 callers). */
+static uint32_t call_usize;
+/* BELUGA_FAKE_LEASE (fake_kernel.h). */
+static const char *lease_file;
+
+static int mark_take(int fd, struct fake_mark *m)
+{
+	struct flock fl = { .l_type = F_RDLCK, .l_whence = SEEK_SET, .l_len = 1 };
+	char proc[64];
+	struct stat st;
+	ssize_t n;
+
+	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+	n = readlink(proc, m->path, sizeof(m->path) - 1);
+	if (n < 0 || fstat(fd, &st))
+		return -errno;
+	m->path[n] = '\0';
+	m->dev = st.st_dev;
+	m->ino = st.st_ino;
+	fl.l_start = next_mark;
+	if (fcntl(fd, F_OFD_SETLK, &fl))
+		return -errno;
+	m->byte = next_mark++;
+	return 0;
+}
+
+/* Whether the file that took @m is still open (some description holds the lock). */
+static bool mark_alive(const struct fake_mark *m)
+{
+	struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = m->byte,
+			    .l_len = 1 };
+	bool alive;
+	int fd;
+
+	if (!m->byte)
+		return false;
+	fd = open(m->path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	alive = !fcntl(fd, F_OFD_GETLK, &fl) && fl.l_type != F_UNLCK;
+	close(fd);
+	return alive;
+}
+
+/* Whether @fd is the file that took @m: its own lock does not conflict with it. */
+static bool mark_mine(int fd, const struct fake_mark *m)
+{
+	struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = m->byte,
+			    .l_len = 1 };
+	struct stat st;
+
+	if (fstat(fd, &st) || st.st_dev != m->dev || st.st_ino != m->ino || !mark_alive(m))
+		return false;
+	return !fcntl(fd, F_OFD_GETLK, &fl) && fl.l_type == F_UNLCK;
+}
+
+/* Forget the ranges whose files were released. */
+static unsigned int ranges_live(void)
+{
+	unsigned int i, n = 0;
+
+	for (i = 0; i < FAKE_MAX_RANGES; i++) {
+		struct fake_range *r = &ranges[i];
+
+		if (!r->mark.byte)
+			continue;
+		if (mark_alive(&r->mark)) {
+			n++;
+			continue;
+		}
+		if (r->eventfd >= 0)
+			close(r->eventfd);
+		memset(r, 0, sizeof(*r));
+	}
+	return n;
+}
+
+static struct fake_range *range_of(int fd)
+{
+	unsigned int i;
+
+	for (i = 0; i < FAKE_MAX_RANGES; i++)
+		if (ranges[i].mark.byte && mark_mine(fd, &ranges[i].mark))
+			return &ranges[i];
+	return NULL;
+}
+
+static void fake_files_forget(void)
+{
+	unsigned int i;
+
+	for (i = 0; i < FAKE_MAX_RANGES; i++)
+		if (ranges[i].mark.byte && ranges[i].eventfd >= 0)
+			close(ranges[i].eventfd);
+	memset(ranges, 0, sizeof(ranges));
+	memset(&watchdog_link, 0, sizeof(watchdog_link));
+	ranges_fence_ms = 0;
+}
+
+unsigned int fake_kernel_device_ranges(void)
+{
+	return ranges_live();
+}
+
+int fake_kernel_fence(void)
+{
+	const uint64_t one = 1;
+	unsigned int i;
+	int n = 0;
+
+	fake.fenced = 1;
+	ranges_live();
+	for (i = 0; i < FAKE_MAX_RANGES; i++)
+		if (ranges[i].mark.byte && ranges[i].eventfd >= 0 &&
+		    write(ranges[i].eventfd, &one, sizeof(one)) == sizeof(one))
+			n++;
+	return n;
+}
+
+void fake_kernel_unfence(void)
+{
+	fake.fenced = 0;
+}
+
+static bool pool_shared(void)
+{
+	return fake.nr_hosts > 0;
+}
+
+/*
+ * BELUGA_FAKE_LEASE=FILE, read at each call that needs it: "fresh N" or
+ * "fenced N", the host's lease and N device ranges of other processes.
+ * No file: fresh, none.
+ */
+static void lease_from_file(void)
+{
+	char state[16] = "";
+	unsigned int n = 0;
+	FILE *f;
+
+	if (!lease_file)
+		return;
+	f = fopen(lease_file, "r");
+	if (f) {
+		if (fscanf(f, "%15s %u", state, &n) < 1)
+			state[0] = '\0';
+		fclose(f);
+	}
+	fake.fenced = !strcmp(state, "fenced");
+	fake.outside_ranges = n;
+}
+
+/* kmod's answer: FEED unless the host fenced while devices may reach the pool. */
+static uint32_t watchdog_answer(uint32_t nr_ranges)
+{
+	if (!pool_shared() || !pool.nr_regions || !fake.fenced || !nr_ranges)
+		return BELUGA_WATCHDOG_FEED;
+	return BELUGA_WATCHDOG_HOLD;
+}
+
+static int cmd_watchdog(int fd, void *arg)
+{
+	struct beluga_watchdog *w = arg;
+	bool reg = w->flags == BELUGA_WATCHDOG_REGISTER, mine;
+	uint32_t nr_ranges, held_ms;
+	int ret;
+
+	if ((!reg && w->flags != BELUGA_WATCHDOG_QUERY) || w->__reserved)
+		return -EINVAL;
+	if (reg && (!w->timeout_ms || w->timeout_ms > BELUGA_WATCHDOG_MAX_MS))
+		return -EINVAL;
+	if (!reg && w->timeout_ms)
+		return -EINVAL;
+	lease_from_file();
+	nr_ranges = ranges_live();
+	held_ms = nr_ranges ? ranges_fence_ms : fake.watchdog_ms;
+	nr_ranges += fake.outside_ranges;
+	mine = mark_mine(fd, &watchdog_link);
+	if (reg) {
+		if (!mine && mark_alive(&watchdog_link))
+			return -EBUSY;
+		if (nr_ranges && held_ms && w->timeout_ms != held_ms)
+			return -EBUSY;
+		if (!mine) {
+			ret = mark_take(fd, &watchdog_link);
+			if (ret)
+				return ret;
+		}
+		fake.watchdog_ms = w->timeout_ms;
+	} else if (!mine) {
+		return -ENOLINK;
+	}
+	w->timeout_ms = fake.watchdog_ms;
+	w->answer = watchdog_answer(nr_ranges);
+	w->device_ranges = nr_ranges;
+	return 0;
+}
+
+/* Whether @fd is an eventfd, as eventfd_ctx_fdget() decides. */
+static bool is_eventfd(int fd)
+{
+	char proc[64], target[64];
+	ssize_t n;
+
+	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+	n = readlink(proc, target, sizeof(target) - 1);
+	if (n < 0)
+		return false;
+	target[n] = '\0';
+	return !strcmp(target, "anon_inode:[eventfd]");
+}
+
+static int cmd_device_range(int fd, void *arg)
+{
+	struct beluga_device_range *d = arg;
+	uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE), map_size;
+	struct fake_range *r = NULL;
+	uint32_t fence_ms = 0, i;
+	int ret;
+
+	if (d->flags || (d->offset | d->length) % page || !d->length || d->eventfd < -1)
+		return -EINVAL;
+	if (d->eventfd >= 0 && !is_eventfd(d->eventfd))
+		return -EBADF;
+	ret = pool_ready();
+	if (ret)
+		return ret;
+	map_size = bel_pool_map_size(&pool);
+	if (d->offset > map_size || d->length > map_size - d->offset)
+		return -ENXIO;
+	if (range_of(fd))
+		return -EBUSY;
+	if (pool_shared()) {
+		lease_from_file();
+		if (fake.fenced)
+			return -ESTALE;
+		if (mark_alive(&watchdog_link))
+			fence_ms = fake.watchdog_ms;
+		else if (fake.allow_gup_fence_ms)
+			fence_ms = fake.allow_gup_fence_ms;
+		else
+			return -ENOLINK;
+		for (i = 0; i < fake.nr_hosts; i++)
+			if ((fake.hosts[i].flags & BELUGA_HOST_ALIVE) &&
+			    !(fake.hosts[i].flags & BELUGA_HOST_LEASE_AWARE))
+				return -EPROTO;
+	}
+	ranges_live();
+	for (i = 0; i < FAKE_MAX_RANGES && !r; i++)
+		if (!ranges[i].mark.byte)
+			r = &ranges[i];
+	if (!r)
+		return -ENOMEM;
+	ret = mark_take(fd, &r->mark);
+	if (ret)
+		return ret;
+	r->offset = d->offset;
+	r->length = d->length;
+	r->eventfd = d->eventfd >= 0 ? fcntl(d->eventfd, F_DUPFD_CLOEXEC, 0) : -1;
+	ranges_fence_ms = fence_ms;
+	d->fence_ms = fence_ms;
+	return 0;
+}
+
+/*
+ * A shared pool's host records, as the test set them (fake.hosts), in the
+ * record size the caller asked for. This host's record carries the device
+ * lease while ranges are declared, as the module writes it to the pool.
+ */
 static int cmd_hosts(int fd, void *arg)
 {
 	struct beluga_hosts *h = arg;
-	uint32_t nr_out;
+	uint32_t nr_out, rec = h->host_size, i, nr_ranges;
 
 	(void)fd;
-	if (h->flags || h->__reserved)
+	if (h->flags || h->__reserved || h->__reserved2)
+		return -EINVAL;
+	if (call_usize < offsetof(struct beluga_hosts, host_size) + sizeof(h->host_size))
+		rec = BELUGA_HOST_SIZE_V1;
+	else if (!rec)
+		rec = BELUGA_HOST_SIZE_V2;
+	else if (rec != BELUGA_HOST_SIZE_V1 && rec != BELUGA_HOST_SIZE_V2)
 		return -EINVAL;
 	nr_out = fake.nr_hosts < h->count ? fake.nr_hosts : h->count;
 	if (nr_out && !h->hosts)
 		return -EFAULT;
-	if (nr_out)
-		memcpy((void *)(uintptr_t)h->hosts, fake.hosts, nr_out * sizeof(fake.hosts[0]));
+	nr_ranges = nr_out ? ranges_live() : 0;
+	for (i = 0; i < nr_out; i++) {
+		struct beluga_host one = fake.hosts[i];
+
+		if ((one.flags & BELUGA_HOST_SELF) && nr_ranges) {
+			one.flags |= BELUGA_HOST_DEVICE_PINS;
+			one.device_fence_ms = ranges_fence_ms;
+		}
+		memcpy((char *)(uintptr_t)h->hosts + (size_t)i * rec, &one, rec);
+	}
 	nr_out = h->count;
 	h->count = fake.nr_hosts;
 	return fake.nr_hosts > nr_out ? -EMSGSIZE : 0;
@@ -616,12 +943,27 @@ static int cmd_index_map(int fd, void *arg)
 static void *fake_map_pool(void *addr, size_t len, int prot, int flags, int fd,
 			   off_t off)
 {
+	const struct fake_range *r;
 	struct statfs fs;
 	void *p = mmap(addr, len, prot, flags, fd, off);
 
-	if (p != MAP_FAILED && !fstatfs(fd, &fs) && fs.f_type == FAKE_TMPFS_MAGIC)
+	if (p == MAP_FAILED)
+		return p;
+	if (!fstatfs(fd, &fs) && fs.f_type == FAKE_TMPFS_MAGIC)
 		(void)madvise(p, len, (prot & PROT_WRITE) ? MADV_POPULATE_WRITE :
 					 MADV_POPULATE_READ);
+	/*
+	 * Pins take a shared pool's mapping only when the file declared a
+	 * device range covering it before mmap() (or with mh_allow_gup=1):
+	 * the module decides when it makes the mapping.
+	 */
+	r = pool_shared() && !fake.allow_gup_fence_ms ? range_of(fd) : NULL;
+	fake.pool_maps++;
+	fake.last_map = p;
+	fake.last_map_length = len;
+	fake.last_map_pinnable = !pool_shared() || fake.allow_gup_fence_ms ||
+				 (r && (uint64_t)off >= r->offset &&
+				  (uint64_t)off - r->offset + len <= r->length);
 	return p;
 }
 
@@ -713,6 +1055,9 @@ static const struct fake_op fake_ops[] = {
 	FAKE_OP(HOSTS, cmd_hosts, hosts, BELUGA_HOSTS_SIZE_V1, OP_EFFECTIVE),
 	FAKE_OP(INDEX_MAP, cmd_index_map, index_map, BELUGA_INDEX_MAP_SIZE_V1,
 		0),
+	FAKE_OP(WATCHDOG, cmd_watchdog, watchdog, BELUGA_WATCHDOG_SIZE_V1, 0),
+	FAKE_OP(DEVICE_RANGE, cmd_device_range, device_range,
+		BELUGA_DEVICE_RANGE_SIZE_V1, 0),
 };
 
 /* The count of a command's argument, for the call log. */
@@ -776,6 +1121,7 @@ static int fake_dispatch(int fd, unsigned long request, void *uarg)
 	log_call(nr, arg_count(nr, &buf));
 	if ((int)nr == fake.fail_cmd && fake.calls_of[nr] == fake.fail_nth)
 		return -fake.fail_errno;
+	call_usize = usize;
 	ret = op->execute(fd, &buf);
 	{
 		/* Pins are counted per client now (kmod/core/bel_core.h). */
@@ -802,14 +1148,19 @@ static int fake_ioctl(int fd, unsigned long request, void *arg)
 
 /*
  * BELUGA_FAKE_HOSTS: a file of host records, one a line, in the debugfs
- * "hosts" table's format (kmod/debugfs.c):
+ * "hosts" table's format (kmod/debugfs.c), with two optional fields:
  *   ID STATE INCARNATION HEARTBEAT OWNED_HEX alive|dead SILENT_MS self|- NAME|-
+ *   [W_MS|- aware|old]
+ * W_MS: the record's device lease (BELUGA_HOST_DEVICE_PINS with that W);
+ * old: a host whose module ignores device leases (no
+ * BELUGA_HOST_LEASE_AWARE; aware, the default, has it).
  */
 static void fake_hosts_from_file(const char *path)
 {
-	char line[256], state[16], alive[16], self[16], name[64];
+	char line[256], state[16], alive[16], self[16], name[64], pins[16], aware[16];
 	unsigned long long hb, silent, owned;
 	unsigned int id, inc;
+	int nr_fields;
 	FILE *f;
 
 	if (!path || !(f = fopen(path, "r")))
@@ -817,8 +1168,12 @@ static void fake_hosts_from_file(const char *path)
 	while (fake.nr_hosts < BELUGA_MAX_HOSTS && fgets(line, sizeof(line), f)) {
 		struct beluga_host *h = &fake.hosts[fake.nr_hosts];
 
-		if (sscanf(line, "%u %15s %u %llu %llx %15s %llu %15s %63s", &id, state, &inc,
-			   &hb, &owned, alive, &silent, self, name) != 9)
+		strcpy(pins, "-");
+		strcpy(aware, "aware");
+		nr_fields = sscanf(line, "%u %15s %u %llu %llx %15s %llu %15s %63s %15s %15s", &id,
+				   state, &inc, &hb, &owned, alive, &silent, self, name, pins,
+				   aware);
+		if (nr_fields < 9)
 			continue;
 		memset(h, 0, sizeof(*h));
 		h->host_id = id;
@@ -829,7 +1184,12 @@ static void fake_hosts_from_file(const char *path)
 		h->owned = owned;
 		h->silent_ns = silent * 1000000ULL;
 		h->flags = (!strcmp(alive, "alive") ? BELUGA_HOST_ALIVE : 0) |
-			   (!strcmp(self, "self") ? BELUGA_HOST_SELF : 0);
+			   (!strcmp(self, "self") ? BELUGA_HOST_SELF : 0) |
+			   (strcmp(aware, "old") ? BELUGA_HOST_LEASE_AWARE : 0);
+		if (strcmp(pins, "-")) {
+			h->flags |= BELUGA_HOST_DEVICE_PINS;
+			h->device_fence_ms = (uint32_t)strtoul(pins, NULL, 10);
+		}
 		if (strcmp(name, "-"))
 			snprintf(h->name, sizeof(h->name), "%.*s", (int)sizeof(h->name) - 1, name);
 		fake.nr_hosts++;
@@ -858,6 +1218,10 @@ __attribute__((constructor)) static void fake_kernel_from_env(void)
 	if (getenv("BELUGA_FAKE_ATTACH_MS"))
 		attach_ms = strtoul(getenv("BELUGA_FAKE_ATTACH_MS"), NULL, 0);
 	fake_hosts_from_file(getenv("BELUGA_FAKE_HOSTS"));
+	if (getenv("BELUGA_FAKE_ALLOW_GUP"))
+		fake.allow_gup_fence_ms = (uint32_t)strtoul(getenv("BELUGA_FAKE_ALLOW_GUP"),
+							    NULL, 0);
+	lease_file = getenv("BELUGA_FAKE_LEASE");
 	if (!regions_env)
 		return;
 	snprintf(list, sizeof(list), "%s", regions_env);

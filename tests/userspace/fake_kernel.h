@@ -6,9 +6,10 @@
  * semantics are the real ones. It records every call and can fail one.
  * It is installed by pointing the library's ioctl hook at it.
  *
- * One pool per process, one client: the handle's fd is only used to size
- * the backing file so that mmap() of it works (point BELUGA_DEVICE at a
- * regular file).
+ * One pool per process, one client: the handle's fd is used to size the
+ * backing file so that mmap() of it works (point BELUGA_DEVICE at a
+ * regular file), and to tell files apart for what the module keeps per
+ * file (a device range, the watchdog link).
  *
  * Tools linked with it install it when BELUGA_FAKE_KERNEL is set:
  *   BELUGA_FAKE_KERNEL=1
@@ -17,7 +18,16 @@
  *   BELUGA_FAKE_MAX_BATCH=4096
  *   BELUGA_FAKE_LOOKUP_SKEW=1                  LOOKUP returns wrong offsets
  *   BELUGA_FAKE_HOSTS=FILE                     host records for HOSTS, one a
- *                                              line (fake_kernel.c)
+ *                                              line (fake_kernel.c); with
+ *                                              records, the pool is shared
+ *   BELUGA_FAKE_ALLOW_GUP=MS                   as mh_allow_gup=1 with W = MS:
+ *                                              DEVICE_RANGE needs no watchdog
+ *   BELUGA_FAKE_LEASE=FILE                     "fresh N" or "fenced N": the
+ *                                              host's lease, and N device
+ *                                              ranges of other processes'
+ *                                              files (read at each WATCHDOG
+ *                                              and DEVICE_RANGE; no file:
+ *                                              fresh 0)
  *   BELUGA_FAKE_ATTACHING=FILE                 ATTACH takes BELUGA_FAKE_ATTACH_MS
  *   BELUGA_FAKE_ATTACH_MS=2000                 and shows its progress in FILE as
  *                                              the pool's sysfs "attaching" does
@@ -54,9 +64,27 @@ struct fake_kernel {
 	uint64_t nr_pins;
 	/* mmap()s of the index's copy (INDEX_MAP) served. */
 	unsigned int index_maps;
-	/* HOSTS answers these records (a shared pool); none by default. */
+	/*
+	 * HOSTS answers these records; none by default. With records the
+	 * pool is shared: DEVICE_RANGE and WATCHDOG follow the shared pool's
+	 * rules (the record with BELUGA_HOST_SELF is this host's, and gets the
+	 * device lease while device ranges are declared).
+	 */
 	uint32_t nr_hosts;
 	struct beluga_host hosts[BELUGA_MAX_HOSTS];
+	/* The module loaded with mh_allow_gup=1: its W (mh_device_fence_ms); 0: not. */
+	uint32_t allow_gup_fence_ms;
+	/* The host fenced itself (fake_kernel_fence()); 0: it holds its lease. */
+	int fenced;
+	/* Device ranges of other processes' files, which the fake cannot see. */
+	uint32_t outside_ranges;
+	/* WATCHDOG: the W the link registered (0: none ever). */
+	uint32_t watchdog_ms;
+	/* mmap()s of the pool: the last one, and whether pins would take it. */
+	unsigned int pool_maps;
+	void *last_map;
+	uint64_t last_map_length;
+	int last_map_pinnable;
 };
 
 extern struct fake_kernel fake;
@@ -68,6 +96,16 @@ int fake_kernel_add_region(const char *name, enum beluga_backend backend, int no
 			   uint64_t phys_start, uint64_t length);
 /* Count blocks in a state: 0 free, 1 allocated, 2 published (enum bel_block_state). */
 uint64_t fake_kernel_count(int state);
+/*
+ * The host fences itself, as the module does when its lease runs out:
+ * every declared device range's eventfd is signalled (adds 1), WATCHDOG
+ * answers HOLD while ranges stay declared, DEVICE_RANGE -ESTALE. Returns
+ * the eventfds signalled. fake_kernel_unfence() lets it hold its lease again.
+ */
+int fake_kernel_fence(void);
+void fake_kernel_unfence(void);
+/* Device ranges declared and not yet released (their files still open). */
+unsigned int fake_kernel_device_ranges(void);
 /* Calls of one command since the last reset. */
 unsigned int fake_kernel_calls(unsigned int cmd);
 /*

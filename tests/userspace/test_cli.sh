@@ -233,11 +233,12 @@ if grep -q beluga_pool_host "$tmp/status.prom"; then
 else
 	ok "status --prometheus: no host series without a shared pool"
 fi
-# The fake kernel answers HOSTS with these records (fake_kernel.c).
+# The fake kernel answers HOSTS with these records (fake_kernel.c): host 1's
+# devices pin with W = 10 s, host 2 runs a module that ignores device leases.
 cat >"$tmp/hosts" <<'HOSTS'
 0 active 2 3514 d1 alive 9 self node-a
-1 active 1 3438 2e alive 0 - node-b
-2 active 1 120 0 dead 61234 - -
+1 active 1 3438 2e alive 0 - node-b 10000 aware
+2 active 1 120 0 dead 61234 - - 1500 old
 3 none 0 0 0 dead 185218 - -
 4 left 3 77 0 dead 5 - node-"q"
 HOSTS
@@ -245,7 +246,7 @@ fake_env_nohosts=("${fake_env[@]}")
 fake_env+=(BELUGA_FAKE_HOSTS="$tmp/hosts")
 "${fake_env[@]}" "$fctl" status --json >"$tmp/hosts.json"
 json_check "status --json: hosts of the shared pool" "$tmp/hosts.json" \
-	"[h['id'] for h in d['hosts']] == [0, 1, 2, 3, 4] and d['hosts'][0] == {'id': 0, 'state': 'active', 'incarnation': 2, 'heartbeat': 3514, 'alive': True, 'silent_ms': 9, 'self': True, 'name': 'node-a', 'owned_mask': 0xd1, 'owned_partitions': [0, 4, 6, 7]}"
+	"[h['id'] for h in d['hosts']] == [0, 1, 2, 3, 4] and d['hosts'][0] == {'id': 0, 'state': 'active', 'incarnation': 2, 'heartbeat': 3514, 'alive': True, 'silent_ms': 9, 'self': True, 'name': 'node-a', 'owned_mask': 0xd1, 'owned_partitions': [0, 4, 6, 7], 'device_pins': False, 'device_fence_ms': None, 'lease_aware': True}"
 json_check "status --json: a dead host, a nameless one, a left one" "$tmp/hosts.json" \
 	"(d['hosts'][2]['alive'], d['hosts'][2]['name'], d['hosts'][2]['owned_partitions'], d['hosts'][3]['state'], d['hosts'][4]['name']) == (False, None, [], 'none', 'node-\"q\"') and d['nr_regions'] == 2"
 "${fake_env[@]}" "$fctl" status --prometheus >"$tmp/hosts.prom"
@@ -266,7 +267,16 @@ if grep -q 'host="3"' "$tmp/hosts.prom"; then
 else
 	ok "status --prometheus: unused records (state none) are left out"
 fi
-expect "status: human table lists the hosts" 0 "0    active  alive      2        3514          9      0xd1  node-a (this host)" \
+json_check "status --json: a host's device lease, and a module that ignores them" "$tmp/hosts.json" \
+	"[(h['device_pins'], h['device_fence_ms'], h['lease_aware']) for h in d['hosts'][:3]] == [(False, None, True), (True, 10000, True), (True, 1500, False)]"
+expect "status --prometheus: device pins" 0 'beluga_pool_host_device_pins{pool="dev",host="1"} 1' cat "$tmp/hosts.prom"
+expect "status --prometheus: W" 0 'beluga_pool_host_device_fence_milliseconds{pool="dev",host="1"} 10000' cat "$tmp/hosts.prom"
+expect "status --prometheus: a host that ignores device leases" 0 'beluga_pool_host_lease_aware{pool="dev",host="2"} 0' cat "$tmp/hosts.prom"
+expect "status: human table lists the hosts" 0 "0    active  alive      2        3514          9      0xd1 no              - yes    node-a (this host)" \
+	"${fake_env[@]}" "$fctl" status
+expect "status: human table shows devpins and W" 0 "1    active  alive      1        3438          0      0x2e yes          10 s yes    node-b" \
+	"${fake_env[@]}" "$fctl" status
+expect "status: W that is not whole seconds, and an old module" 0 " 0 yes       1.500 s no     -" \
 	"${fake_env[@]}" "$fctl" status
 if env BELUGA_FAKE_KERNEL=1 BELUGA_DEVICE="$tmp/dev" BELUGA_FAKE_REGIONS="dax0.0:4M" BELUGA_FAKE_HOSTS="$tmp/hosts" "$fctl" -d "$tmp/dev" status | grep -q "shared pool hosts"; then
 	ok "status: -d DEVICE asks DEVICE for its hosts"

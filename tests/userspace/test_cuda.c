@@ -298,6 +298,86 @@ static void test_handle(void)
 	bel_cuda_chunk_target = BEL_CUDA_CHUNK_TARGET;
 }
 
+/*
+ * A shared pool (the fake's host records): the range is declared over the
+ * whole mapping and the pool mapped again in place before the first
+ * cudaHostRegister, once per handle; without a watchdog daemon nothing is
+ * registered.
+ */
+static void test_shared(void)
+{
+	unsigned int maps, ranges_calls;
+	struct beluga *b, *wd, *local;
+	uint64_t count = 0;
+	void *base;
+	int ret, efd;
+
+	fake_kernel_reset(2 * MiB, 64);
+	fake_kernel_add_region("dax0.0", BELUGA_BACKEND_DAX, -1, 0x390000000ULL, 16 * MiB);
+	local = open_pool(O_RDWR);
+	stub_reset(stub_a);
+	ret = beluga_cuda_register(local, 0);
+	tap_result(!ret && fake_kernel_calls(BELUGA_CMD_DEVICE_RANGE) == 0 &&
+		   beluga_device_eventfd(local) == -ENOENT && stub_a->nr_live == 1,
+		   "shared: a pool that is not shared registers without a device range");
+	beluga_close(local);
+
+	fake.nr_hosts = 1;
+	memset(&fake.hosts[0], 0, sizeof(fake.hosts[0]));
+	fake.hosts[0].state = BELUGA_HOST_ACTIVE;
+	fake.hosts[0].flags = BELUGA_HOST_ALIVE | BELUGA_HOST_SELF | BELUGA_HOST_LEASE_AWARE;
+	b = open_pool(O_RDWR);
+	tap_result(!beluga_map(b) && !fake.last_map_pinnable,
+		   "shared: a plain mapping of a shared pool would refuse pins");
+	base = beluga_map_base(b);
+	stub_reset(stub_a);
+	ret = beluga_cuda_register(b, 0);
+	tap_result(ret == -ENOLINK && stub_a->nr_calls == 0 &&
+		   strstr(beluga_last_error(b), "start beluga-watchdogd"),
+		   "shared: without a watchdog daemon, -ENOLINK and no cudaHostRegister (%s)",
+		   beluga_last_error(b));
+
+	wd = open_pool(O_RDONLY);
+	if (beluga_watchdog_register(wd, 6000))
+		tap_diag("watchdog: %s", beluga_last_error(wd));
+	maps = fake.pool_maps;
+	ret = beluga_cuda_register(b, 0);
+	efd = beluga_device_eventfd(b);
+	tap_result(!ret && efd >= 0 && beluga_device_fence_ms(b) == 6000 &&
+		   fake_kernel_device_ranges() == 1,
+		   "shared: with the daemon, a range is declared (W %u ms, eventfd %d: %s)",
+		   beluga_device_fence_ms(b), efd, ret ? beluga_last_error(b) : "ok");
+	tap_result(fake.pool_maps == maps + 1 && fake.last_map == base && beluga_map_base(b) == base &&
+		   fake.last_map_length == 16 * MiB && fake.last_map_pinnable,
+		   "shared: the pool is mapped again at the same address after the declaration");
+	tap_result(stub_a->nr_live == 1 && stub_a->log[0].ptr == (uintptr_t)base,
+		   "shared: and that mapping is what CUDA registers");
+	tap_result(efd >= 0 && (fcntl(efd, F_GETFL) & O_NONBLOCK) &&
+		   (fcntl(efd, F_GETFD) & FD_CLOEXEC),
+		   "shared: the eventfd is non-blocking and close-on-exec");
+	tap_result(fake_kernel_fence() == 1 && efd >= 0 &&
+		   read(efd, &count, sizeof(count)) == sizeof(count) && count == 1,
+		   "shared: a fence makes the eventfd readable");
+	fake_kernel_unfence();
+	beluga_cuda_unregister(b);
+	ranges_calls = fake_kernel_calls(BELUGA_CMD_DEVICE_RANGE);
+	maps = fake.pool_maps;
+	ret = beluga_cuda_register(b, 0);
+	tap_result(!ret && fake_kernel_calls(BELUGA_CMD_DEVICE_RANGE) == ranges_calls &&
+		   fake.pool_maps == maps && stub_a->nr_live == 1,
+		   "shared: registering again reuses the range and the mapping");
+	beluga_unmap(b);
+	maps = fake.pool_maps;
+	ret = beluga_cuda_register(b, 0);
+	tap_result(!ret && fake.pool_maps == maps + 1 && fake.last_map_pinnable &&
+		   fake_kernel_calls(BELUGA_CMD_DEVICE_RANGE) == ranges_calls,
+		   "shared: a new mapping after the range is pinnable as made, not made twice");
+	beluga_close(b);
+	tap_result(stub_a->nr_live == 0 && fake_kernel_device_ranges() == 0,
+		   "shared: close unregisters and ends the range");
+	beluga_close(wd);
+}
+
 /* Without BELUGA_CUDART, a libcudart already mapped is preferred to loading one. */
 static void test_mapped(void)
 {
@@ -347,6 +427,7 @@ int main(int argc, char **argv)
 	test_stub_cap(dir);
 	test_range();
 	test_handle();
+	test_shared();
 	unlink(dev_path);
 	return tap_done();
 }

@@ -95,7 +95,7 @@ check "make install DESTDIR=... PREFIX=/usr" \
 	"${stubbed[@]}" make -s -C "$top" install DESTDIR="$root" PREFIX=/usr
 installed "$root" usr/lib/libbeluga.so.1 usr/lib/libbeluga.so usr/lib/libbeluga.a usr/include/libbeluga.h \
 	usr/include/linux/beluga.h usr/lib/pkgconfig/beluga.pc usr/bin/belugactl usr/bin/beluga-demo \
-	usr/bin/beluga-setup \
+	usr/bin/beluga-watchdogd usr/bin/beluga-setup \
 	usr/lib/systemd/system/beluga.service etc/beluga.conf etc/modprobe.d/beluga.conf \
 	etc/udev/rules.d/60-beluga.rules usr/lib/sysusers.d/beluga.conf
 # The group the udev rule grants /dev/beluga to is the one sysusers.d creates.
@@ -188,6 +188,14 @@ if [ "$declared" = "$exported" ]; then
 else
 	not_ok "libbeluga.so exports exactly the functions of libbeluga.h"
 	diff <(echo "$declared") <(echo "$exported") | sed 's/^/#   /'
+fi
+
+# beluga_hosts() grew its records: programs built against 1.1 keep their symbol.
+versions=$(nm -D --defined-only "$root/usr/lib/libbeluga.so.1" | awk '$3 ~ /^beluga_hosts@/ { print $3 }' | sort | tr '\n' ' ')
+if [ "$versions" = "beluga_hosts@@LIBBELUGA_1.2 beluga_hosts@LIBBELUGA_1 " ]; then
+	ok "beluga_hosts is versioned: LIBBELUGA_1.2 by default, LIBBELUGA_1 for 1.1's programs"
+else
+	not_ok "beluga_hosts is versioned: LIBBELUGA_1.2 by default, LIBBELUGA_1 for 1.1's programs (got: $versions)"
 fi
 
 # The Python package, where Debian's python3 looks for PREFIX=/usr.

@@ -67,6 +67,9 @@ struct pool_host {
 	uint64_t owned;
 	unsigned long long heartbeat, silent_ms;
 	int alive, self;
+	/* The device lease: its devices may pin, for W = fence_ms (issue 21). */
+	int device_pins, lease_aware;
+	unsigned int fence_ms;
 	char state[16], name[BELUGA_NAME_LEN];	/* name "" for none */
 };
 
@@ -114,6 +117,9 @@ static void read_hosts(struct beluga *b, struct host_list *hl)
 		h->owned = hosts[i].owned;
 		h->alive = !!(hosts[i].flags & BELUGA_HOST_ALIVE);
 		h->self = !!(hosts[i].flags & BELUGA_HOST_SELF);
+		h->device_pins = !!(hosts[i].flags & BELUGA_HOST_DEVICE_PINS);
+		h->lease_aware = !!(hosts[i].flags & BELUGA_HOST_LEASE_AWARE);
+		h->fence_ms = h->device_pins ? hosts[i].device_fence_ms : 0;
 		snprintf(h->name, sizeof(h->name), "%.*s", BELUGA_NAME_LEN - 1, hosts[i].name);
 	}
 }
@@ -127,22 +133,39 @@ static unsigned int popcount64(uint64_t x)
 	return n;
 }
 
+/* W for people: "10 s", "1.5 s"; "-" for a host whose devices do not pin. */
+static const char *fence_text(char *buf, size_t len, const struct pool_host *h)
+{
+	if (!h->device_pins)
+		snprintf(buf, len, "-");
+	else if (h->fence_ms % 1000)
+		snprintf(buf, len, "%u.%03u s", h->fence_ms / 1000, h->fence_ms % 1000);
+	else
+		snprintf(buf, len, "%u s", h->fence_ms / 1000);
+	return buf;
+}
+
 static void status_hosts_human(const struct host_list *hl)
 {
 	unsigned int i;
+	char w[32];
 
 	if (!hl->nr)
 		return;
-	printf("\nshared pool hosts:\n%-4s %-7s %-6s %5s %11s %10s %9s  %s\n", "HOST", "STATE",
-	       "ALIVE", "INC", "HEARTBEAT", "SILENT_MS", "OWNED", "NAME");
+	printf("\nshared pool hosts:\n%-4s %-7s %-6s %5s %11s %10s %9s %-7s %9s %-5s  %s\n",
+	       "HOST", "STATE", "ALIVE", "INC", "HEARTBEAT", "SILENT_MS", "OWNED", "DEVPINS", "W",
+	       "AWARE", "NAME");
 	for (i = 0; i < hl->nr; i++) {
 		const struct pool_host *h = &hl->h[i];
 
-		printf("%-4u %-7s %-6s %5u %11llu %10llu %#9" PRIx64 "  %s%s\n", h->id,
-		       h->state, h->alive ? "alive" : "dead", h->incarnation, h->heartbeat,
-		       h->silent_ms, h->owned, h->name[0] ? h->name : "-",
-		       h->self ? " (this host)" : "");
+		printf("%-4u %-7s %-6s %5u %11llu %10llu %#9" PRIx64 " %-7s %9s %-5s  %s%s\n",
+		       h->id, h->state, h->alive ? "alive" : "dead", h->incarnation, h->heartbeat,
+		       h->silent_ms, h->owned, h->device_pins ? "yes" : "no",
+		       fence_text(w, sizeof(w), h), h->lease_aware ? "yes" : "no",
+		       h->name[0] ? h->name : "-", h->self ? " (this host)" : "");
 	}
+	printf("(DEVPINS: the host's devices may pin the pool, and the others wait lease + W + "
+	       "lease/2 of its silence; AWARE: its module honours device leases)\n");
 }
 
 /* Every record the pool has, as the kernel reports it (state "none": unused). */
@@ -167,6 +190,12 @@ static void status_hosts_json(struct json *j, const struct host_list *hl)
 		else
 			json_null(j, "name");
 		json_u64(j, "owned_mask", h->owned);
+		json_bool(j, "device_pins", h->device_pins);
+		if (h->device_pins)
+			json_u64(j, "device_fence_ms", h->fence_ms);
+		else
+			json_null(j, "device_fence_ms");
+		json_bool(j, "lease_aware", h->lease_aware);
 		json_array_begin(j, "owned_partitions");
 		for (p = 0; p < 64; p++)
 			if (h->owned & (1ULL << p))
@@ -193,6 +222,12 @@ static void status_hosts_prometheus(FILE *f, const struct host_list *hl)
 		{ "beluga_pool_host_silent_milliseconds", "Time since this host saw the "
 							  "host's heartbeat move." },
 		{ "beluga_pool_host_owned_partitions", "Partitions the host's record owns." },
+		{ "beluga_pool_host_device_pins", "1 when the host's devices may pin the pool "
+						  "(its record carries a device lease)." },
+		{ "beluga_pool_host_device_fence_milliseconds", "W of the host's device lease: "
+								"its watchdog's timeout (0 without)." },
+		{ "beluga_pool_host_lease_aware", "1 when the host's module honours device "
+						  "leases (format 1.3 or later)." },
 	};
 	char labels[256], name[2 * 64 + 1];
 	unsigned int m, i, alive = 0;
@@ -225,7 +260,10 @@ static void status_hosts_prometheus(FILE *f, const struct host_list *hl)
 			case 2: v = h->incarnation; break;
 			case 3: v = h->heartbeat; break;
 			case 4: v = h->silent_ms; break;
-			default: v = popcount64(h->owned); break;
+			case 5: v = popcount64(h->owned); break;
+			case 6: v = (uint64_t)h->device_pins; break;
+			case 7: v = h->fence_ms; break;
+			default: v = (uint64_t)h->lease_aware; break;
 			}
 			prom_sample(f, metrics[m].name, labels, v);
 		}

@@ -124,6 +124,13 @@ int beluga_region_info(struct beluga *b, uint32_t region_id,
  * them; BELUGA_MAX_HOSTS is always enough), 0 when the pool is not
  * shared or its host is rejoining, or -errno (-ENOTTY: a module without
  * the command).
+ *
+ * The records are the second version (BELUGA_HOST_SIZE_V2, with the
+ * device lease: BELUGA_HOST_DEVICE_PINS and @device_fence_ms, and
+ * BELUGA_HOST_LEASE_AWARE); from a module that only knows the first,
+ * they come with those fields 0. (Programs built against libbeluga 1.1,
+ * whose struct beluga_host was 72 bytes, keep getting 72-byte records:
+ * the shared library versions the symbol.)
  */
 int beluga_hosts(struct beluga *b, struct beluga_host *hosts, unsigned int max);
 
@@ -455,6 +462,17 @@ int beluga_invalidate_range(const void *addr, size_t len);
  * start, which is pool offset 0: no block spans two pieces. A block size of
  * 512 GiB or more cannot be registered (-E2BIG).
  *
+ * Shared pool (beluga_hosts() answers records): first, the handle declares
+ * a device range over its whole mapping (beluga_device_range(), with an
+ * eventfd the library makes: beluga_device_eventfd()) and maps the pool
+ * again at the same address (mmap(MAP_FIXED) over its own mapping), since
+ * the module lets pins take only mappings made after the declaration;
+ * pointers into the mapping stay valid. Once per handle: the range lasts
+ * until beluga_close(). That needs beluga-watchdogd running (-ENOLINK
+ * otherwise; see "Device leases" above). When the eventfd becomes
+ * readable the host fenced: call beluga_cuda_unregister(), beluga_unmap()
+ * and beluga_close() within beluga_device_fence_ms().
+ *
  * All or nothing: every return code is checked; when a piece fails, the
  * pieces registered before it are unregistered, and the calling thread's
  * CUDA last-error state is read back (cleared) in the runtime used and in
@@ -465,7 +483,10 @@ int beluga_invalidate_range(const void *addr, size_t len);
  *
  * Errors: -ENOSYS no CUDA runtime found (or a static build); -E2BIG block
  * size too large; -EIO CUDA refused a piece (the message names the piece
- * and has CUDA's error string).
+ * and has CUDA's error string); the errors of beluga_device_range() on a
+ * shared pool (-ENOLINK: no watchdog daemon); -ENXIO the handle's device
+ * range does not cover its mapping (the pool grew: use a new handle);
+ * when mapping again fails, its error, and the handle is left unmapped.
  */
 int beluga_cuda_register(struct beluga *b, unsigned int cuda_flags);
 /*
@@ -473,6 +494,89 @@ int beluga_cuda_register(struct beluga *b, unsigned int cuda_flags);
  * error state cleared as above); no-op when not registered.
  */
 int beluga_cuda_unregister(struct beluga *b);
+
+/* ---- Device leases of a shared pool ------------------------------------- */
+
+/*
+ * A shared pool (several hosts on one CXL memory) refuses device pins
+ * (cudaHostRegister, ibv_reg_mr, O_DIRECT) of its mappings: a fence of a
+ * host that lost its lease cannot revoke them, and the other hosts reuse
+ * its blocks. It allows them on mappings that a file made after it
+ * declared a device range (beluga_device_range()), while the host's
+ * hardware watchdog is run by beluga-watchdogd (beluga-watchdogd(8)):
+ * the host's record then carries a device lease of W, the watchdog's
+ * timeout, and the other hosts wait lease + W + lease/2 of its silence
+ * before they reuse what it held. <linux/beluga.h> (BELUGA_IOC_WATCHDOG,
+ * BELUGA_IOC_DEVICE_RANGE) and Documentation/multihost.md, section 10,
+ * have the whole story. beluga_cuda_register() does all of this itself.
+ */
+
+/*
+ * beluga_watchdog_register - make @b the pool's watchdog link (needs
+ * CAP_SYS_ADMIN): the daemon that pets a hardware watchdog whose timeout
+ * it set to @timeout_ms (1 .. BELUGA_WATCHDOG_MAX_MS). The link lasts
+ * until the handle is closed; calling it again on the link changes W.
+ * Errors: -EINVAL @timeout_ms out of range; -EBUSY another file is the
+ * link (another daemon runs), or device ranges hold another W; -ENOTTY a
+ * module without the command.
+ */
+int beluga_watchdog_register(struct beluga *b, uint32_t timeout_ms);
+
+/*
+ * beluga_watchdog_query - ask the pool whether to pet the watchdog now
+ * @answer: receives BELUGA_WATCHDOG_FEED (pet it) or BELUGA_WATCHDOG_HOLD
+ *	(do not: the host fenced while devices may still reach the pool, and
+ *	the watchdog must reset it); may be NULL
+ * @device_ranges: receives the device ranges declared and not yet closed;
+ *	may be NULL
+ *
+ * Call it on the handle that registered, at least every W/4.
+ * Errors: -ENOLINK @b is not the pool's watchdog link.
+ */
+int beluga_watchdog_query(struct beluga *b, uint32_t *answer, uint32_t *device_ranges);
+
+/*
+ * beluga_device_range - declare that devices will pin bytes
+ * @offset .. @offset + @length of the pool's mapping (page aligned,
+ * within INFO's map_size), before they do (BELUGA_IOC_DEVICE_RANGE)
+ * @eventfd: an eventfd(2) the kernel signals when the devices must let go
+ *	(the host fenced), or -1; the caller keeps owning it
+ * @fence_ms: receives W, how long the devices then have before the
+ *	watchdog resets the host; 0 on a pool that is not shared (no signal
+ *	ever comes, pins need no fence there); may be NULL
+ *
+ * One range per handle, for as long as the handle's file is open. Only
+ * mappings made after the call take pins: beluga_map() again (or use
+ * beluga_cuda_register(), which declares the range over the whole
+ * mapping and remaps in place).
+ * Errors: -EINVAL unaligned or empty range; -EBADF @eventfd is not an
+ * eventfd; -ENODEV no region; -ENXIO past map_size; -EBUSY the handle
+ * declared one already; and on a shared pool: -ENOLINK no watchdog
+ * daemon (beluga-watchdogd) is registered, -ESTALE the host fenced (open
+ * a new handle), -EPROTO a live host's module ignores device leases.
+ */
+int beluga_device_range(struct beluga *b, uint64_t offset, uint64_t length, int eventfd,
+			uint32_t *fence_ms);
+
+/*
+ * beluga_device_eventfd - the eventfd of @b's device range: the one
+ * beluga_cuda_register() made (EFD_CLOEXEC | EFD_NONBLOCK; the library
+ * closes it in beluga_close()), or the one given to beluga_device_range().
+ * When it becomes readable, the host fenced itself from the shared pool:
+ * within W (the fence_ms of beluga_device_fence_ms()) call
+ * beluga_cuda_unregister(), then beluga_unmap() and beluga_close(), or the
+ * host's watchdog resets it. Poll it with the engine's event loop.
+ * -ENOENT: no device range with an eventfd (the pool is not shared, or
+ * nothing was registered).
+ */
+int beluga_device_eventfd(const struct beluga *b);
+
+/*
+ * beluga_device_fence_ms - W of @b's device range: the milliseconds its
+ * devices have, from the eventfd's signal, to let go; 0 when @b declared
+ * none or the pool is not shared.
+ */
+uint32_t beluga_device_fence_ms(const struct beluga *b);
 
 /* ---- Keys: the reference chained hash ---------------------------------- */
 

@@ -80,6 +80,10 @@ BEL_EXPORT const char *beluga_strerror(int err)
 		return "CUDA runtime not available";
 	case EOPNOTSUPP:
 		return "not supported (multi-range dax device, or architecture)";
+	case ENOLINK:
+		return "no watchdog daemon (beluga-watchdogd) is registered with the shared pool";
+	case ESTALE:
+		return "the host fenced itself from the shared pool: open the device again";
 	default:
 		return strerror(err);
 	}
@@ -190,6 +194,8 @@ BEL_EXPORT int beluga_open(const char *path, int flags, struct beluga **out)
 	}
 	b->fd = fd;
 	b->flags = accmode;
+	b->range_eventfd = -1;
+	b->own_eventfd = -1;
 	snprintf(b->path, sizeof(b->path), "%s", path);
 
 	/* Make sure this is Beluga, and a Beluga we can talk to. */
@@ -233,6 +239,8 @@ BEL_EXPORT void beluga_close(struct beluga *b)
 	beluga_unmap(b);
 	beluga_index_unmap(b);
 	close(b->fd);
+	if (b->own_eventfd >= 0)
+		close(b->own_eventfd);
 	free(b);
 }
 
@@ -275,20 +283,55 @@ BEL_EXPORT int beluga_region_info(struct beluga *b, uint32_t region_id,
 	return ret ? bel_fail_common(b, ret, "REGION_INFO") : 0;
 }
 
-BEL_EXPORT int beluga_hosts(struct beluga *b, struct beluga_host *hosts, unsigned int max)
+/*
+ * HOSTS with records of @rec_size bytes (BELUGA_HOST_SIZE_V1 or _V2) at
+ * @hosts. A module that predates the second version refuses the longer
+ * struct (-E2BIG): then V1 records are asked for, and spread out to
+ * @rec_size with the new fields 0.
+ */
+int bel_hosts(struct beluga *b, void *hosts, unsigned int max, size_t rec_size)
 {
 	struct beluga_hosts req;
+	unsigned char *v1 = NULL;
+	unsigned int i, n;
 	int ret;
 
 	memset(&req, 0, sizeof(req));
 	req.size = sizeof(req);
 	req.count = max;
 	req.hosts = (uintptr_t)hosts;
+	req.host_size = (uint32_t)rec_size;
 	ret = bel_ioctl_call(b, BELUGA_IOC_HOSTS, &req);
+	if (ret == -E2BIG && rec_size != BELUGA_HOST_SIZE_V1) {
+		if (max) {
+			v1 = calloc(max, BELUGA_HOST_SIZE_V1);
+			if (!v1)
+				return bel_fail(b, -ENOMEM, "HOSTS: out of memory for %u records: "
+						"free memory and retry", max);
+		}
+		memset(&req, 0, sizeof(req));
+		req.size = BELUGA_HOSTS_SIZE_V1;
+		req.count = max;
+		req.hosts = (uintptr_t)v1;
+		ret = bel_ioctl_call(b, BELUGA_IOC_HOSTS, &req);
+		n = req.count < max ? req.count : max;
+		for (i = 0; (!ret || ret == -EMSGSIZE) && i < n; i++) {
+			unsigned char *rec = (unsigned char *)hosts + (size_t)i * rec_size;
+
+			memset(rec, 0, rec_size);
+			memcpy(rec, v1 + (size_t)i * BELUGA_HOST_SIZE_V1, BELUGA_HOST_SIZE_V1);
+		}
+		free(v1);
+	}
 	/* -EMSGSIZE: @max records were written, req.count says how many exist. */
 	if (!ret || ret == -EMSGSIZE)
 		return (int)req.count;
 	return bel_fail_common(b, ret, "HOSTS");
+}
+
+BEL_EXPORT int beluga_hosts(struct beluga *b, struct beluga_host *hosts, unsigned int max)
+{
+	return bel_hosts(b, hosts, max, sizeof(*hosts));
 }
 
 /* Explain an ATTACH failure; @what names the region for the operator. */

@@ -3,7 +3,7 @@
  * libbeluga: optional CUDA host registration of the pool mapping.
  *
  * cudaHostRegister() pins the mapping (FOLL_LONGTERM, which the module
- * supports) so that copies between GPU memory and pool blocks run as DMA
+ * supports; on a shared pool only after a device range, device.c) so that copies between GPU memory and pool blocks run as DMA
  * instead of through a staging buffer, and so that GPU kernels can read and
  * write the blocks directly. The CUDA runtime is loaded at run time so that
  * libbeluga has no build-time CUDA dependency; the static busybox tools are
@@ -379,6 +379,10 @@ BEL_EXPORT int beluga_cuda_register(struct beluga *b, unsigned int cuda_flags)
 			return ret;
 	}
 	ret = beluga_info(b, &info);
+	if (ret)
+		return ret;
+	/* A shared pool: declare the device range, map again (device.c). */
+	ret = bel_device_prepare(b);
 	if (ret)
 		return ret;
 	/* Mapped: kernels (libbeluga-kvcopy) read and write the blocks in place. */

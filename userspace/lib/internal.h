@@ -29,6 +29,14 @@ struct beluga {
 	/* beluga_index_map(): the index's copy, read-only; or NULL. */
 	void *index_map;
 	size_t index_length;
+	/* beluga_device_range(): the file's one device range (device.c). */
+	int range_declared;
+	uint64_t range_offset, range_length;
+	uint32_t range_fence_ms;
+	int range_eventfd;		/* the eventfd it was declared with, or -1 */
+	int own_eventfd;		/* made by the library (closed by it), or -1 */
+	/* The mapping was made after the range, inside it: pins may take it. */
+	int map_pinnable;
 };
 
 /*
@@ -81,6 +89,24 @@ static inline size_t bel_batch(const struct beluga *b)
 {
 	return b->max_batch ? b->max_batch : BELUGA_MAX_BATCH;
 }
+
+/*
+ * Before devices pin the mapping (beluga_cuda_register()): on a shared
+ * pool, declare a device range over the whole mapping (with the library's
+ * own eventfd) unless one covers it, and make the mapping again in place
+ * so that the module lets pins take it. A no-op elsewhere. 0 or -errno
+ * with the message recorded.
+ */
+int bel_device_prepare(struct beluga *b);
+
+/*
+ * mmap() the pool again over the handle's own mapping, same address and
+ * length (map.c). On failure the handle is left unmapped.
+ */
+int bel_map_again(struct beluga *b);
+
+/* beluga_hosts() with records of @rec_size bytes (V1 or V2); beluga.c. */
+int bel_hosts(struct beluga *b, void *hosts, unsigned int max, size_t rec_size);
 
 /* Root of sysfs: $BELUGA_SYSFS_ROOT or "/sys". */
 const char *bel_sysfs_root(void);

@@ -76,7 +76,35 @@ BEL_EXPORT int beluga_map(struct beluga *b)
 
 	b->map_base = p;
 	b->map_length = length;
+	/* Made after the device range: pins take it where the range covers it. */
+	b->map_pinnable = b->range_declared && !b->range_offset && b->range_length >= length;
 	return 0;
+}
+
+int bel_map_again(struct beluga *b)
+{
+	int prot = PROT_READ | (b->flags == O_RDWR ? PROT_WRITE : 0), ret;
+	void *p;
+
+	p = bel_mmap(b->map_base, b->map_length, prot, MAP_SHARED | MAP_FIXED, b->fd, 0);
+	if (p == b->map_base) {
+		b->map_pinnable = 1;
+		return 0;
+	}
+	ret = p == MAP_FAILED ? -errno : -EFAULT;
+	/* A failed MAP_FIXED may have taken the old mapping down already. */
+	if (p != MAP_FAILED)
+		munmap(p, b->map_length);
+	munmap(b->map_base, b->map_length);
+	b->map_base = NULL;
+	b->map_length = 0;
+	b->map_pinnable = 0;
+	if (ret == -ESTALE)
+		return bel_fail(b, ret, "mapping %s again after declaring its device range "
+				"failed: the host fenced itself from the shared pool: the handle "
+				"is unmapped; close it, open the device again and retry", b->path);
+	return bel_fail(b, ret, "mapping %s again after declaring its device range failed: "
+			"%s: the handle is unmapped; " BEL_FIX_DMESG, b->path, strerror(-ret));
 }
 
 BEL_EXPORT void beluga_unmap(struct beluga *b)
@@ -88,6 +116,7 @@ BEL_EXPORT void beluga_unmap(struct beluga *b)
 	munmap(b->map_base, b->map_length);
 	b->map_base = NULL;
 	b->map_length = 0;
+	b->map_pinnable = 0;
 }
 
 BEL_EXPORT void *beluga_map_base(const struct beluga *b)
