@@ -17,7 +17,8 @@
 #      and guest/) with pytest against the real module, one TAP result per test
 #   7. the debug kernel lane (scripts/test-debug.sh; BELUGA_TEST_DEBUG=0 skips it,
 #      and the skip is counted)
-#   8. two, then three 6.12 guests sharing one CXL pool (tests/multihost/run.sh -C -S all)
+#   8. two, then three 6.12 guests sharing one CXL pool, then the watchdog scenario
+#      (tests/multihost/run.sh -C -S all)
 # Every result is TAP; a missing component is a failure with its reason. The whole
 # stream is kept in build/test/results.tap and the logs in build/test/logs/. The last
 # line is exactly "N passed, N failed, N skipped"; exit status 1 if anything failed.
@@ -289,7 +290,10 @@ progress_stage "multi-host guests (tests/multihost/run.sh)" "$L/multihost.log"
 #    -S all): two guests (cross-host reads, same-key race, refused version,
 #    rejoin, a host that stops without detaching), then three (three-way race, a
 #    guest's QEMU killed with SIGKILL mid-stream while the others count lookup
-#    misses, takeover, pool accounting, the killed guest booted again)
+#    misses, takeover, pool accounting, the killed guest booted again), then the
+#    watchdog scenario (device pins under a device lease; A's i6300esb resets it
+#    before B takes over, or A's engine lets go and A rejoins; a late null_blk
+#    write never lands)
 out "# multi-host guests (tests/multihost/run.sh -C -S all)"
 t0=$(date +%s)
 suite multihost "$L/multihost.log" 1800 tests/multihost/run.sh -C -S all

@@ -66,7 +66,8 @@ if [ "$role" = A ]; then id=0; else id=1; fi
 check attach $T attach $DAX $id
 
 if [ "$role" = B ]; then
-	check publish-ready $T publish $NS 9100 1 2
+	# B owns nothing until its tick claimed its home partition back
+	check publish-ready wait_for 60 $T publish $NS 9100 1 2
 	check wait-a-pinned $T wait $NS 9101 1 300
 	hosts a-pinned
 	d=$(hfield 0 10)

@@ -393,7 +393,7 @@ watchdog_variant() {
 	done
 	sed 's/^/# qmp A: /' "$s/A/qmp-events.log" 2>/dev/null || echo "# qmp A: no events logged"
 	t_if "watchdog/$v: guest B passes" guest_passed "$s/B/run/results.tap"
-	t_if "watchdog/$v: A pinned the pool under a device lease" grep -q '^ok .* device-pin (# DEVPIN 4000)' "$s/A/run/results.tap"
+	t_if "watchdog/$v: A pinned the pool under a device lease" grep -q '^ok .*:device-pin (# DEVPIN 4000)' "$s/A/run/results.tap"
 	ev=$(awk '$2 == "WATCHDOG" { print $1; exit }' "$s/A/qmp-events.log" 2>/dev/null || true)
 	if [ "$v" != letgo ]; then
 		x=$(grep '^not ok' "$s/A/run/results.tap" | grep -v '6.12:guest' || true)
