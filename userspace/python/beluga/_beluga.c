@@ -2032,17 +2032,22 @@ static PyObject *Pool_device_fenced(Pool *p, PyObject *Py_UNUSED(ignored))
 	uint64_t count;
 	int efd;
 
+	ssize_t n;
+
 	if (p->fenced)
 		Py_RETURN_TRUE;
-	if (p->state != POOL_OPEN)
-		return closed_error();
+	if (pool_enter(p))
+		return NULL;
 	efd = beluga_device_eventfd(p->b);
-	if (efd < 0)
-		Py_RETURN_FALSE;
-	if (read(efd, &count, sizeof(count)) == (ssize_t)sizeof(count))
+	/* Non-blocking: EAGAIN until the signal. */
+	n = efd < 0 ? 0 : read(efd, &count, sizeof(count));
+	if (n == (ssize_t)sizeof(count))
 		p->fenced = 1;
-	else if (errno != EAGAIN)
+	else if (n < 0 && errno != EAGAIN) {
+		pool_leave(p);
 		return PyErr_SetFromErrno(PyExc_OSError);
+	}
+	pool_leave(p);
 	return PyBool_FromLong(p->fenced);
 }
 

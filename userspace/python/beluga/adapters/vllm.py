@@ -491,7 +491,8 @@ class _DeviceLease:
     def check(self, drain):
         if self.released:
             return True
-        if not self._pool.device_fenced():
+        # Closed by its owner: the range ended with the file, nothing to let go of.
+        if self._pool.closed or not self._pool.device_fenced():
             return False
         self.released = True
         start = time.monotonic()
