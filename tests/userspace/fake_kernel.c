@@ -574,6 +574,12 @@ struct fake_range {
 	struct fake_mark mark;
 	uint64_t offset, length;
 	int eventfd;		/* the fake's own reference, or -1 */
+	/*
+	 * Under the record's device lease (a shared pool with the daemon):
+	 * counted, signalled and waited for. A local pool's, or one under
+	 * mh_allow_gup=1, is not (kmod/devlease.c).
+	 */
+	bool counted;
 };
 
 static struct fake_range ranges[FAKE_MAX_RANGES];
@@ -636,8 +642,8 @@ static bool mark_mine(int fd, const struct fake_mark *m)
 	return !fcntl(fd, F_OFD_GETLK, &fl) && fl.l_type == F_UNLCK;
 }
 
-/* Forget the ranges whose files were released. */
-static unsigned int ranges_live(void)
+/* Forget the ranges whose files were released; count the rest (@counted: only those). */
+static unsigned int ranges_count(bool counted)
 {
 	unsigned int i, n = 0;
 
@@ -647,7 +653,7 @@ static unsigned int ranges_live(void)
 		if (!r->mark.byte)
 			continue;
 		if (mark_alive(&r->mark)) {
-			n++;
+			n += !counted || r->counted;
 			continue;
 		}
 		if (r->eventfd >= 0)
@@ -655,6 +661,12 @@ static unsigned int ranges_live(void)
 		memset(r, 0, sizeof(*r));
 	}
 	return n;
+}
+
+/* The ranges under the device lease: what WATCHDOG counts and waits for. */
+static unsigned int ranges_live(void)
+{
+	return ranges_count(true);
 }
 
 static struct fake_range *range_of(int fd)
@@ -681,7 +693,7 @@ static void fake_files_forget(void)
 
 unsigned int fake_kernel_device_ranges(void)
 {
-	return ranges_live();
+	return ranges_count(false);
 }
 
 int fake_kernel_fence(void)
@@ -693,7 +705,7 @@ int fake_kernel_fence(void)
 	fake.fenced = 1;
 	ranges_live();
 	for (i = 0; i < FAKE_MAX_RANGES; i++)
-		if (ranges[i].mark.byte && ranges[i].eventfd >= 0 &&
+		if (ranges[i].mark.byte && ranges[i].counted && ranges[i].eventfd >= 0 &&
 		    write(ranges[i].eventfd, &one, sizeof(one)) == sizeof(one))
 			n++;
 	return n;
@@ -710,26 +722,29 @@ static bool pool_shared(void)
 }
 
 /*
- * BELUGA_FAKE_LEASE=FILE, read at each call that needs it: "fresh N" or
- * "fenced N", the host's lease and N device ranges of other processes.
- * No file: fresh, none.
+ * BELUGA_FAKE_LEASE=FILE, read at each call that needs it: "fresh N [W]"
+ * or "fenced N [W]", the host's lease, N device ranges of other
+ * processes, and the W they were declared under (a daemon that left
+ * registered it). No file: fresh, none.
  */
 static void lease_from_file(void)
 {
+	unsigned int n = 0, w = 0;
 	char state[16] = "";
-	unsigned int n = 0;
 	FILE *f;
 
 	if (!lease_file)
 		return;
 	f = fopen(lease_file, "r");
 	if (f) {
-		if (fscanf(f, "%15s %u", state, &n) < 1)
+		if (fscanf(f, "%15s %u %u", state, &n, &w) < 1)
 			state[0] = '\0';
 		fclose(f);
 	}
 	fake.fenced = !strcmp(state, "fenced");
 	fake.outside_ranges = n;
+	if (w && !fake.watchdog_ms)
+		fake.watchdog_ms = w;
 }
 
 /* kmod's answer: FEED unless the host fenced while devices may reach the pool. */
@@ -744,7 +759,7 @@ static int cmd_watchdog(int fd, void *arg)
 {
 	struct beluga_watchdog *w = arg;
 	bool reg = w->flags == BELUGA_WATCHDOG_REGISTER, mine;
-	uint32_t nr_ranges, held_ms;
+	uint32_t nr_ranges;
 	int ret;
 
 	if ((!reg && w->flags != BELUGA_WATCHDOG_QUERY) || w->__reserved)
@@ -754,14 +769,13 @@ static int cmd_watchdog(int fd, void *arg)
 	if (!reg && w->timeout_ms)
 		return -EINVAL;
 	lease_from_file();
-	nr_ranges = ranges_live();
-	held_ms = nr_ranges ? ranges_fence_ms : fake.watchdog_ms;
-	nr_ranges += fake.outside_ranges;
+	nr_ranges = ranges_live() + fake.outside_ranges;
 	mine = mark_mine(fd, &watchdog_link);
 	if (reg) {
 		if (!mine && mark_alive(&watchdog_link))
 			return -EBUSY;
-		if (nr_ranges && held_ms && w->timeout_ms != held_ms)
+		/* 0: other processes' ranges under a W the fake was not told. */
+		if (nr_ranges && fake.watchdog_ms && w->timeout_ms != fake.watchdog_ms)
 			return -EBUSY;
 		if (!mine) {
 			ret = mark_take(fd, &watchdog_link);
@@ -798,6 +812,7 @@ static int cmd_device_range(int fd, void *arg)
 	uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE), map_size;
 	struct fake_range *r = NULL;
 	uint32_t fence_ms = 0, i;
+	bool counted = false;
 	int ret;
 
 	if (d->flags || (d->offset | d->length) % page || !d->length || d->eventfd < -1)
@@ -808,7 +823,7 @@ static int cmd_device_range(int fd, void *arg)
 	if (ret)
 		return ret;
 	map_size = bel_pool_map_size(&pool);
-	if (d->offset > map_size || d->length > map_size - d->offset)
+	if (d->offset >= map_size || d->length > map_size - d->offset)
 		return -ENXIO;
 	if (range_of(fd))
 		return -EBUSY;
@@ -816,13 +831,16 @@ static int cmd_device_range(int fd, void *arg)
 		lease_from_file();
 		if (fake.fenced)
 			return -ESTALE;
-		if (mark_alive(&watchdog_link))
-			fence_ms = fake.watchdog_ms;
-		else if (fake.allow_gup_fence_ms)
+		/* mh_allow_gup=1: the operator's fence; the record has its W from the join. */
+		if (fake.allow_gup_fence_ms) {
 			fence_ms = fake.allow_gup_fence_ms;
-		else
+		} else if (mark_alive(&watchdog_link)) {
+			fence_ms = fake.watchdog_ms;
+			counted = true;
+		} else {
 			return -ENOLINK;
-		for (i = 0; i < fake.nr_hosts; i++)
+		}
+		for (i = 0; counted && i < fake.nr_hosts; i++)
 			if ((fake.hosts[i].flags & BELUGA_HOST_ALIVE) &&
 			    !(fake.hosts[i].flags & BELUGA_HOST_LEASE_AWARE))
 				return -EPROTO;
@@ -839,7 +857,9 @@ static int cmd_device_range(int fd, void *arg)
 	r->offset = d->offset;
 	r->length = d->length;
 	r->eventfd = d->eventfd >= 0 ? fcntl(d->eventfd, F_DUPFD_CLOEXEC, 0) : -1;
-	ranges_fence_ms = fence_ms;
+	r->counted = counted;
+	if (counted)
+		ranges_fence_ms = fence_ms;
 	d->fence_ms = fence_ms;
 	return 0;
 }
@@ -870,9 +890,9 @@ static int cmd_hosts(int fd, void *arg)
 	for (i = 0; i < nr_out; i++) {
 		struct beluga_host one = fake.hosts[i];
 
-		if ((one.flags & BELUGA_HOST_SELF) && nr_ranges) {
+		if ((one.flags & BELUGA_HOST_SELF) && (nr_ranges || fake.allow_gup_fence_ms)) {
 			one.flags |= BELUGA_HOST_DEVICE_PINS;
-			one.device_fence_ms = ranges_fence_ms;
+			one.device_fence_ms = nr_ranges ? ranges_fence_ms : fake.allow_gup_fence_ms;
 		}
 		memcpy((char *)(uintptr_t)h->hosts + (size_t)i * rec, &one, rec);
 	}

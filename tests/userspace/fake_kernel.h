@@ -22,12 +22,12 @@
  *                                              records, the pool is shared
  *   BELUGA_FAKE_ALLOW_GUP=MS                   as mh_allow_gup=1 with W = MS:
  *                                              DEVICE_RANGE needs no watchdog
- *   BELUGA_FAKE_LEASE=FILE                     "fresh N" or "fenced N": the
- *                                              host's lease, and N device
+ *   BELUGA_FAKE_LEASE=FILE                     "fresh N [W]" or "fenced N [W]":
+ *                                              the host's lease, and N device
  *                                              ranges of other processes'
- *                                              files (read at each WATCHDOG
- *                                              and DEVICE_RANGE; no file:
- *                                              fresh 0)
+ *                                              files, declared under W ms
+ *                                              (read at each WATCHDOG and
+ *                                              DEVICE_RANGE; no file: fresh 0)
  *   BELUGA_FAKE_ATTACHING=FILE                 ATTACH takes BELUGA_FAKE_ATTACH_MS
  *   BELUGA_FAKE_ATTACH_MS=2000                 and shows its progress in FILE as
  *                                              the pool's sysfs "attaching" does

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: GPL-2.0
 #
 # Documentation/troubleshooting.md lists the error messages of belugactl,
-# beluga-demo, libbeluga and the Python binding, one heading each, as the
+# beluga-demo, beluga-watchdogd, libbeluga and the Python binding, one heading each, as the
 # source writes them with "…" for a filled-in value. Check that the page
 # cannot rot: every listed message still exists in the source (each piece
 # between the "…" in the strings the compiler sees, c-strings.py), and every
@@ -25,7 +25,7 @@ if ! command -v python3 >/dev/null; then
 fi
 # The strings of everything that prints these messages.
 python3 "$here/c-strings.py" "$root"/userspace/lib/*.[ch] "$root"/userspace/belugactl/*.[ch] \
-	"$root"/userspace/belugactl/util/*.c "$root"/userspace/demo/*.c \
+	"$root"/userspace/belugactl/util/*.c "$root"/userspace/demo/*.c "$root"/userspace/watchdogd/*.c \
 	"$root"/userspace/python/beluga/_beluga.c >"$tmp/strings"
 # The messages: the code span of each "### `` … ``" heading.
 sed -n 's/^### `` \(.*\) ``$/\1/p' "$page" >"$tmp/messages"

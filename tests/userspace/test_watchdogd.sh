@@ -149,6 +149,25 @@ expect "a pool that is not shared answers FEED" 0 "FEED (device ranges: 0)" \
 	env BELUGA_FAKE_KERNEL=1 BELUGA_FAKE_REGIONS=dax0.0:4M BELUGA_FAKE_WATCHDOG=magic "$fwdd" \
 	--device "$tmp/dev" --watchdog "$tmp/wd" --timeout 3 --once
 
+# A daemon left while device ranges were declared under W = 5 s: a new one must use that W.
+: >"$tmp/wd"
+echo "fresh 1 5000" >"$tmp/lease"
+"${fake[@]}" BELUGA_FAKE_WATCHDOG=magic "$fwdd" --device "$tmp/dev" --watchdog "$tmp/wd" \
+	--timeout 3 --once >"$tmp/out" 2>&1
+rc=$?
+if [ $rc -eq 1 ] && [ "$(record)" = "T3" ] &&
+   grep -qF "device ranges declared under another watchdog timeout hold it" "$tmp/out" &&
+   grep -qF "stopping without disarming $tmp/wd: a pool may hold device ranges" "$tmp/out"; then
+	ok "another W while ranges hold the old one: exit 1, the watchdog left armed, the fix named"
+else
+	not_ok "another W while ranges hold the old one: exit 1, left armed (exit $rc: $(record))"
+	sed 's/^/#   /' "$tmp/out"
+fi
+: >"$tmp/wd"
+expect "the W the ranges hold is accepted" 0 "FEED (device ranges: 1)" \
+	"${fake[@]}" BELUGA_FAKE_WATCHDOG=magic "$fwdd" --device "$tmp/dev" --watchdog "$tmp/wd" \
+	--timeout 5 --once
+
 # ---- the loop: FEED -> HOLD -> FEED, then SIGTERM ----
 : >"$tmp/wd"
 rm -f "$tmp/lease"

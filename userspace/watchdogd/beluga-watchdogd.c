@@ -264,7 +264,7 @@ static int query_pools(const char *wd_path, unsigned int w_s)
  * watchdog armed (the kernel keeps it running when the file is closed
  * without the magic character) and say so. Returns the exit status.
  */
-static int shut_down(int wd, const char *wd_path, unsigned int w_s, int status)
+static int shut_down(int wd, const char *wd_path, unsigned int w_s, int status, int keep_armed)
 {
 	unsigned int i, ranges = 0;
 	int all_feed;
@@ -272,7 +272,11 @@ static int shut_down(int wd, const char *wd_path, unsigned int w_s, int status)
 	all_feed = query_pools(wd_path, w_s);
 	for (i = 0; i < nr_pools; i++)
 		ranges += pools[i].ranges;
-	if (all_feed && !ranges) {
+	if (keep_armed) {
+		logmsg(LOG_CRIT, "stopping without disarming %s: a pool may hold device ranges "
+		       "that count on it: it resets the host within its timeout unless a "
+		       PROG " with that timeout takes over", wd_path);
+	} else if (all_feed && !ranges) {
 		if (write(wd, "V", 1) == 1 && !close(wd)) {
 			logmsg(LOG_NOTICE, "stopping: no device ranges and every pool answered "
 			       "FEED: %s disarmed (magic close; a driver loaded with nowayout=1 "
@@ -407,11 +411,16 @@ int main(int argc, char **argv)
 			unsigned int j;
 
 			logmsg(LOG_ERR, "%s: %s", pools[i].path, beluga_last_error(pools[i].b));
-			/* The ones registered decide about disarming. */
+			/*
+			 * The ones registered decide about disarming, unless
+			 * this one is busy: device ranges may hold another W
+			 * there, declared while a daemon that left petted this
+			 * very watchdog, which must then stay armed.
+			 */
 			for (j = i; j < nr_pools; j++)
 				beluga_close(pools[j].b);
 			nr_pools = i;
-			return shut_down(wd, wd_path, w_s, EXIT_FAIL);
+			return shut_down(wd, wd_path, w_s, EXIT_FAIL, ret == -EBUSY);
 		}
 	}
 	interval_ms = w_s * 1000 / 4 < MAX_INTERVAL_MS ? w_s * 1000 / 4 : MAX_INTERVAL_MS;
@@ -432,7 +441,7 @@ int main(int argc, char **argv)
 			use_syslog = 0;
 			logmsg(LOG_ERR, "cannot detach (daemon(3): %s): run with --foreground",
 			       strerror(errno));
-			return shut_down(wd, wd_path, w_s, EXIT_FAIL);
+			return shut_down(wd, wd_path, w_s, EXIT_FAIL, 0);
 		}
 	}
 
@@ -446,5 +455,5 @@ int main(int argc, char **argv)
 	}
 	if (stop_signal)
 		logmsg(LOG_INFO, "%s received", strsignal(stop_signal));
-	return shut_down(wd, wd_path, w_s, EXIT_OK);
+	return shut_down(wd, wd_path, w_s, EXIT_OK, 0);
 }

@@ -19,6 +19,12 @@ The binding maps libbeluga one to one (see userspace/include/libbeluga.h):
 Keys are buffers of 16-byte struct beluga_key {lo, hi} (little-endian);
 offsets are buffers of uint64 (or lists of ints). Errors are beluga.Error
 (an OSError) and its subclasses, with a message naming the cause and fix.
+
+GPUs on a shared pool: PoolMap.cuda_register() declares the pool's device
+range first (Pool.device_range(); beluga-watchdogd must run on the host).
+When Pool.device_eventfd becomes readable (Pool.device_fenced()), the host
+fenced itself: cuda_unregister(), close the map and the pool within
+Pool.device_fence_ms milliseconds, or the host's watchdog resets it.
 """
 
 from ._beluga import (  # noqa: F401  (re-exported API)

@@ -38,7 +38,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "libbeluga.h"
 
@@ -534,6 +536,12 @@ typedef struct {
 	pthread_rwlock_t index_lock;
 	int index_err;		/* -errno: why there is no mapping for good; 0: none */
 	char index_msg[512];	/* libbeluga's message for index_err */
+	/*
+	 * device_range()'s eventfd, made here and closed with the pool, or
+	 * -1; fenced: its signal was seen (device_fenced()). GIL.
+	 */
+	int range_efd;
+	int fenced;
 } Pool;
 
 typedef struct PoolMap {
@@ -640,6 +648,7 @@ static PyObject *Pool_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 	atomic_init(&p->state, POOL_OPEN);
 	p->b = b;
 	p->writable = writable;
+	p->range_efd = -1;
 	if (!p->path) {
 		Py_DECREF(p);
 		return NULL;
@@ -655,6 +664,8 @@ static void Pool_dealloc(Pool *p)
 	if (p->b)
 		beluga_close(p->b);
 	p->b = NULL;
+	if (p->range_efd >= 0)
+		close(p->range_efd);
 	pthread_mutex_destroy(&p->lock);
 	pthread_mutex_destroy(&p->ring_lock);
 	pthread_rwlock_destroy(&p->index_lock);
@@ -705,6 +716,10 @@ static PyObject *Pool_close(Pool *p, PyObject *Py_UNUSED(ignored))
 	Py_END_ALLOW_THREADS
 	p->ring = NULL;
 	p->b = NULL;
+	/* After the file: the range (and its eventfd's use) ended with it. */
+	if (p->range_efd >= 0)
+		close(p->range_efd);
+	p->range_efd = -1;
 	pthread_mutex_lock(&p->lock);
 	p->state = POOL_CLOSED;
 	pthread_cond_broadcast(&p->idle);
@@ -1953,6 +1968,108 @@ static PyTypeObject PoolMapType = {
 	.tp_getset = PoolMap_getset,
 };
 
+/* ---- Device leases of a shared pool ---------------------------------------- */
+
+/*
+ * device_range(offset=0, length=None): declare a device range
+ * (beluga_device_range(3)); on a shared pool with an eventfd made here,
+ * which the pool owns.
+ */
+static PyObject *Pool_device_range(Pool *p, PyObject *args, PyObject *kwds)
+{
+	static char *kwlist[] = { "offset", "length", NULL };
+	unsigned long long offset = 0, length = 0;
+	PyObject *length_obj = Py_None;
+	struct beluga_info info;
+	uint32_t fence_ms = 0;
+	int nr_hosts, efd = -1, ret;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kwds, "|KO:device_range", kwlist, &offset,
+					 &length_obj))
+		return NULL;
+	if (length_obj != Py_None) {
+		length = PyLong_AsUnsignedLongLong(length_obj);
+		if (PyErr_Occurred())
+			return NULL;
+	}
+	if (pool_enter(p))
+		return NULL;
+	ret = 0;
+	if (length_obj == Py_None) {
+		POOL_CALL(p, ret = beluga_info(p->b, &info));
+		length = !ret && info.map_size > offset ? info.map_size - offset : 0;
+	}
+	nr_hosts = 0;
+	if (!ret)
+		POOL_CALL(p, nr_hosts = beluga_hosts(p->b, NULL, 0));
+	if (!ret && nr_hosts < 0)
+		ret = nr_hosts;
+	/* A shared pool signals the fence; another never does. */
+	if (!ret && nr_hosts > 0) {
+		efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+		if (efd < 0) {
+			pool_leave(p);
+			return PyErr_SetFromErrno(PyExc_OSError);
+		}
+	}
+	if (!ret)
+		POOL_CALL(p, ret = beluga_device_range(p->b, offset, length, efd, &fence_ms));
+	pool_leave(p);
+	if (ret) {
+		if (efd >= 0)
+			close(efd);
+		return raise_beluga(ret);
+	}
+	p->range_efd = efd;
+	if (efd < 0)
+		return Py_BuildValue("(IO)", fence_ms, Py_None);
+	return Py_BuildValue("(Ii)", fence_ms, efd);
+}
+
+/* device_fenced(): whether the device range's eventfd was signalled (sticky). */
+static PyObject *Pool_device_fenced(Pool *p, PyObject *Py_UNUSED(ignored))
+{
+	uint64_t count;
+	int efd;
+
+	ssize_t n;
+
+	if (p->fenced)
+		Py_RETURN_TRUE;
+	if (pool_enter(p))
+		return NULL;
+	efd = beluga_device_eventfd(p->b);
+	/* Non-blocking: EAGAIN until the signal. */
+	n = efd < 0 ? 0 : read(efd, &count, sizeof(count));
+	if (n == (ssize_t)sizeof(count))
+		p->fenced = 1;
+	else if (n < 0 && errno != EAGAIN) {
+		pool_leave(p);
+		return PyErr_SetFromErrno(PyExc_OSError);
+	}
+	pool_leave(p);
+	return PyBool_FromLong(p->fenced);
+}
+
+static PyObject *Pool_get_device_eventfd(Pool *p, void *Py_UNUSED(c))
+{
+	int efd;
+
+	if (p->state != POOL_OPEN)
+		Py_RETURN_NONE;
+	efd = beluga_device_eventfd(p->b);
+	if (efd < 0)
+		Py_RETURN_NONE;
+	return PyLong_FromLong(efd);
+}
+
+static PyObject *Pool_get_device_fence_ms(Pool *p, void *Py_UNUSED(c))
+{
+	if (p->state != POOL_OPEN)
+		return PyLong_FromLong(0);
+	return PyLong_FromUnsignedLong(beluga_device_fence_ms(p->b));
+}
+
 /* ---- Pool properties and type --------------------------------------------- */
 
 static PyObject *Pool_get_fd(Pool *p, void *Py_UNUSED(c))
@@ -2042,6 +2159,18 @@ static PyMethodDef Pool_methods[] = {
 	{ "map", (PyCFunction)Pool_map, METH_NOARGS,
 	  "map() -> PoolMap: the pool's mapping (one per pool; grown after attach when no "
 	  "view is exported)" },
+	{ "device_range", (PyCFunction)(void (*)(void))Pool_device_range,
+	  METH_VARARGS | METH_KEYWORDS,
+	  "device_range(offset=0, length=None) -> (fence_ms, eventfd or None): declare that "
+	  "devices will pin bytes offset..offset+length (None: to the end of the mapping) "
+	  "before they do; one per pool. On a shared pool mappings made afterwards take pins, "
+	  "fence_ms is W and eventfd (owned by the pool, closed with it) becomes readable when "
+	  "the host fenced: unregister, unmap and close within W. Elsewhere (0, None). "
+	  "PoolMap.cuda_register() does this itself. beluga.Error ENOLINK: no "
+	  "beluga-watchdogd runs (beluga_device_range(3))" },
+	{ "device_fenced", (PyCFunction)Pool_device_fenced, METH_NOARGS,
+	  "device_fenced() -> True once the device range's eventfd was signalled: the host "
+	  "fenced itself; let go within device_fence_ms (does not block)" },
 	{ "__enter__", (PyCFunction)Pool_enter_ctx, METH_NOARGS, NULL },
 	{ "__exit__", (PyCFunction)Pool_exit_ctx, METH_VARARGS, NULL },
 	{ NULL, NULL, 0, NULL },
@@ -2057,6 +2186,12 @@ static PyGetSetDef Pool_getset[] = {
 	{ "map_size", (getter)Pool_get_map_size, NULL, "bytes of offset space", NULL },
 	{ "ring_error", (getter)Pool_get_ring_error, NULL,
 	  "None, or why lookup_many() makes plain calls (no io_uring commands here)", NULL },
+	{ "device_eventfd", (getter)Pool_get_device_eventfd, NULL,
+	  "None, or the eventfd of the pool's device range (cuda_register()'s or "
+	  "device_range()'s): readable once the host fenced", NULL },
+	{ "device_fence_ms", (getter)Pool_get_device_fence_ms, NULL,
+	  "W of the device range: the milliseconds the devices have to let go after the "
+	  "fence; 0 without a range or on a pool that is not shared", NULL },
 	{ "index_error", (getter)Pool_get_index_error, NULL,
 	  "None, or why lookup_count() asks the kernel every time (the index cannot be "
 	  "mapped here)", NULL },
@@ -2282,6 +2417,8 @@ static pthread_mutex_t fake_lock = PTHREAD_MUTEX_INITIALIZER;
 static int (*fake_inner)(int fd, unsigned long request, void *arg);
 /* _fake_delay(): every ioctl first sleeps this long, outside the lock. */
 static volatile long fake_delay_us;
+/* _fake_shared(watchdog_ms=): the watchdog daemon's file, or -1. */
+static int fake_watchdog_fd = -1;
 
 static int fake_locked_ioctl(int fd, unsigned long request, void *arg)
 {
@@ -2365,6 +2502,9 @@ static PyObject *mod_fake_reset(PyObject *Py_UNUSED(m), PyObject *args, PyObject
 		return NULL;
 	pthread_mutex_lock(&fake_lock);
 	fake_delay_us = 0;
+	if (fake_watchdog_fd >= 0)
+		close(fake_watchdog_fd);
+	fake_watchdog_fd = -1;
 	fake_kernel_reset(block_size, max_batch);
 	fake.abi_version = abi;
 	fake_wrap();
@@ -2444,6 +2584,100 @@ static PyObject *mod_fake_fail(PyObject *Py_UNUSED(m), PyObject *args)
 	pthread_mutex_unlock(&fake_lock);
 	Py_RETURN_NONE;
 }
+
+/*
+ * _fake_shared(peer='aware', allow_gup_ms=0, watchdog_ms=0): make the fake
+ * pool shared: this host (id 1) and a peer (id 0), alive and honouring
+ * device leases ('aware'), ignoring them ('old'), or dead ('dead');
+ * allow_gup_ms: as mh_allow_gup=1 with that W; watchdog_ms: a watchdog
+ * daemon registered with that W (a file the fake keeps open).
+ */
+static PyObject *mod_fake_shared(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kwds)
+{
+	static char *kwlist[] = { "peer", "allow_gup_ms", "watchdog_ms", NULL };
+	const char *peer = "aware";
+	unsigned int gup_ms = 0, wd_ms = 0;
+	struct beluga_watchdog w;
+	int ret = 0, fd;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kwds, "|sII:_fake_shared", kwlist, &peer, &gup_ms,
+					 &wd_ms))
+		return NULL;
+	if (strcmp(peer, "aware") && strcmp(peer, "old") && strcmp(peer, "dead")) {
+		PyErr_SetString(PyExc_ValueError, "_fake_shared: peer is 'aware', 'old' or 'dead'");
+		return NULL;
+	}
+	pthread_mutex_lock(&fake_lock);
+	memset(fake.hosts, 0, sizeof(fake.hosts));
+	fake.nr_hosts = 2;
+	fake.hosts[0].host_id = 0;
+	fake.hosts[0].state = BELUGA_HOST_ACTIVE;
+	fake.hosts[0].flags = (strcmp(peer, "dead") ? BELUGA_HOST_ALIVE : 0) |
+			      (strcmp(peer, "old") ? BELUGA_HOST_LEASE_AWARE : 0);
+	snprintf(fake.hosts[0].name, sizeof(fake.hosts[0].name), "peer");
+	fake.hosts[1].host_id = 1;
+	fake.hosts[1].state = BELUGA_HOST_ACTIVE;
+	fake.hosts[1].flags = BELUGA_HOST_ALIVE | BELUGA_HOST_SELF | BELUGA_HOST_LEASE_AWARE;
+	snprintf(fake.hosts[1].name, sizeof(fake.hosts[1].name), "self");
+	fake.allow_gup_fence_ms = gup_ms;
+	if (fake_watchdog_fd >= 0)
+		close(fake_watchdog_fd);
+	fake_watchdog_fd = -1;
+	if (wd_ms) {
+		/* The daemon's file: a second open of the device file the pools use. */
+		const char *dev = getenv("BELUGA_DEVICE");
+
+		fd = dev ? open(dev, O_RDONLY | O_CLOEXEC) : -1;
+		w = (struct beluga_watchdog){ .size = sizeof(w), .flags = BELUGA_WATCHDOG_REGISTER,
+					      .timeout_ms = wd_ms };
+		errno = 0;
+		if (fd < 0 || !fake_inner || fake_inner(fd, BELUGA_IOC_WATCHDOG, &w))
+			ret = errno ? errno : EINVAL;
+		else
+			fake_watchdog_fd = fd;
+		if (ret && fd >= 0)
+			close(fd);
+	}
+	pthread_mutex_unlock(&fake_lock);
+	if (ret)
+		return PyErr_Format(PyExc_OSError, "_fake_shared: cannot register the watchdog "
+				    "on $BELUGA_DEVICE: %s", strerror(ret));
+	Py_RETURN_NONE;
+}
+
+/* _fake_fence() -> eventfds signalled; _fake_unfence(): the host holds its lease again. */
+static PyObject *mod_fake_fence(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(ignored))
+{
+	int n;
+
+	pthread_mutex_lock(&fake_lock);
+	n = fake_kernel_fence();
+	pthread_mutex_unlock(&fake_lock);
+	return PyLong_FromLong(n);
+}
+
+static PyObject *mod_fake_unfence(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(ignored))
+{
+	pthread_mutex_lock(&fake_lock);
+	fake_kernel_unfence();
+	pthread_mutex_unlock(&fake_lock);
+	Py_RETURN_NONE;
+}
+
+/* _fake_device() -> dict: the ranges declared, the last mapping and whether pins take it. */
+static PyObject *mod_fake_device(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(ignored))
+{
+	PyObject *d;
+
+	pthread_mutex_lock(&fake_lock);
+	d = Py_BuildValue("{sIsIsKsKsO}", "device_ranges", fake_kernel_device_ranges(),
+			  "pool_maps", fake.pool_maps,
+			  "last_map", (unsigned long long)(uintptr_t)fake.last_map,
+			  "last_map_length", (unsigned long long)fake.last_map_length,
+			  "last_map_pinnable", fake.last_map_pinnable ? Py_True : Py_False);
+	pthread_mutex_unlock(&fake_lock);
+	return d;
+}
 #endif /* BELUGA_PY_FAKE */
 
 static PyMethodDef module_methods[] = {
@@ -2471,6 +2705,15 @@ static PyMethodDef module_methods[] = {
 	  "_fake_delay(seconds): every later ioctl sleeps first, without the GIL: test only" },
 	{ "_fake_fail", mod_fake_fail, METH_VARARGS,
 	  "_fake_fail(cmd, nth, errno): the nth next call of cmd fails: test only" },
+	{ "_fake_shared", (PyCFunction)(void (*)(void))mod_fake_shared, METH_VARARGS | METH_KEYWORDS,
+	  "_fake_shared(peer='aware', allow_gup_ms=0, watchdog_ms=0): a shared fake pool: "
+	  "test only" },
+	{ "_fake_fence", mod_fake_fence, METH_NOARGS,
+	  "_fake_fence() -> eventfds signalled: the host fences itself: test only" },
+	{ "_fake_unfence", mod_fake_unfence, METH_NOARGS,
+	  "_fake_unfence(): the host holds its lease again: test only" },
+	{ "_fake_device", mod_fake_device, METH_NOARGS,
+	  "_fake_device() -> dict: device ranges, the last mapping, pinnable: test only" },
 #endif
 	{ NULL, NULL, 0, NULL },
 };

@@ -43,6 +43,13 @@ mapping, on CUDA streams, jobs reported by ``get_finished`` as their events
 complete) and on the CPU with numpy, for KV caches in host memory (tests).
 vLLM has no path for a failed job (its worker asserts success), so a copy
 that cannot be done raises an error naming the cause.
+
+On a shared pool the GPU path registers the mapping under a device range
+(``PoolMap.cuda_register()``; beluga-watchdogd must run on the host), and
+watches its eventfd: once the host fenced itself, the worker finishes the
+copies in flight, unregisters the memory from CUDA, unmaps and closes the
+pool within W (``_DeviceLease``), so that the host is not reset; the jobs
+after that fail, naming the fence.
 """
 
 from array import array
@@ -462,6 +469,57 @@ def kvcopy_arguments(call, pairs, pool_map, stream=0):
                 pool_token_stride=call.pool_token_stride, stream=stream, sync=False)
 
 
+class _DeviceLease:
+    """The device lease of a GPU that registered a shared pool's mapping
+    (PoolMap.cuda_register() declared the pool's device range): when the
+    host fences itself, the range's eventfd fires and the GPU must let go
+    within W (pool.device_fence_ms), or the host's watchdog resets it.
+    check() looks without blocking; the first time it sees the fence it
+    lets go: drain() (the copies in flight), cudaHostUnregister, unmap,
+    close the pool (the range ends with its file)."""
+
+    def __init__(self, pool, pool_map):
+        self._pool, self._map = pool, pool_map
+        self.fence_ms = pool.device_fence_ms
+        self.released = False
+
+    @classmethod
+    def of(cls, pool, pool_map):
+        """A lease to watch, or None where no fence can come (not shared)."""
+        return cls(pool, pool_map) if pool.device_eventfd is not None else None
+
+    def check(self, drain):
+        if self.released:
+            return True
+        # Closed by its owner: the range ended with the file, nothing to let go of.
+        if self._pool.closed or not self._pool.device_fenced():
+            return False
+        self.released = True
+        start = time.monotonic()
+        log.error("beluga: this host fenced itself from the shared pool %s: the GPU lets go "
+                  "of it (W = %d ms)", self._pool.path, self.fence_ms)
+        try:
+            drain()
+        finally:
+            try:
+                self._map.cuda_unregister()
+                self._map.close()
+                self._pool.close()
+            except Exception as e:      # the range stays: the watchdog will reset the host
+                log.critical("beluga: letting go of %s failed (%s: %s): the host's watchdog "
+                             "resets it within %d ms", self._pool.path, type(e).__name__, e,
+                             self.fence_ms)
+                raise
+        log.error("beluga: let go of %s in %.0f ms", self._pool.path,
+                  (time.monotonic() - start) * 1000)
+        return True
+
+    def error(self, what):
+        return BelugaTransferError(
+            f"beluga: {what}: this host fenced itself from the shared pool {self._pool.path} "
+            f"and the worker let go of it; restart the engine once the host rejoined the pool")
+
+
 class _CudaCopier:
     """The copy plan through beluga._cuda (libbeluga-kvcopy): one kernel
     launch per call on a stream per direction; a store first waits for the
@@ -476,10 +534,24 @@ class _CudaCopier:
         self._map = pool_map
         if not pool_map.cuda_registered:
             pool_map.cuda_register()
+        # A shared pool: the fence's signal (None elsewhere).
+        self._lease = _DeviceLease.of(pool_map.pool, pool_map)
+        self._drained = []
         self._streams = {True: torch.cuda.Stream(device), False: torch.cuda.Stream(device)}
         self._pending = {}
 
+    def _drain(self):
+        for job_id, (event, moved, start) in list(self._pending.items()):
+            event.synchronize()
+            self._drained.append((job_id, moved, time.perf_counter() - start))
+        self._pending.clear()
+
+    def _fenced(self):
+        return self._lease is not None and self._lease.check(self._drain)
+
     def run(self, job_id, calls, to_pool):
+        if self._fenced():
+            raise self._lease.error(f"job {job_id}")
         torch = self._torch
         stream = self._streams[to_pool]
         if to_pool:
@@ -494,7 +566,8 @@ class _CudaCopier:
         self._pending[job_id] = (event, moved, time.perf_counter())
 
     def finished(self):
-        done = []
+        self._fenced()
+        done, self._drained = self._drained, []
         for job_id, (event, moved, start) in list(self._pending.items()):
             if event.query():
                 del self._pending[job_id]
