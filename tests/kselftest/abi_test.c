@@ -1288,6 +1288,8 @@ static unsigned long order_break(FIXTURE_DATA(abi) *a, int c, unsigned int rules
 		} else if (c == C_EVICT) {
 			buf->evict.key.lo = 1;
 		} else if (c == C_HOSTS) {
+			/* read only from a struct of the second layout on */
+			buf->hosts.size = BELUGA_HOSTS_SIZE_V2;
 			buf->hosts.host_size = BELUGA_HOST_SIZE_V1 + 1;
 		} else if (c == C_WATCHDOG) {
 			buf->watchdog.timeout_ms = 0;

@@ -1444,6 +1444,48 @@ TEST_F_TIMEOUT(shared, fence_holds_until_devices_let_go, 180)
 	else
 		TH_LOG("HOSTS while held: no own record");
 
+	/*
+	 * DETACH attempts meanwhile (an operator's, refused: the region is
+	 * mapped and pinned) must not turn HOLD into FEED: each FEED lets
+	 * the daemon pet the watchdog for another W, and a retried DETACH
+	 * would keep the host from its reset while its devices write.
+	 */
+	{
+		unsigned int feeds = 0, holds = 0, other = 0;
+		pid_t pid = bt_fork(&self->c);
+		double end;
+
+		if (pid == 0) {
+			double until = bt_now_s() + 2.0;
+			int f = bt_open(O_RDONLY);
+
+			CHILD_CHECK(f >= 0);
+			while (bt_now_s() < until) {
+				r = bt_detach(f, self->a.region_id, 0, NULL);
+				CHILD_CHECK(r == -EBUSY);
+			}
+			_exit(0);
+		}
+		ASSERT_LE(0, pid);
+		end = bt_now_s() + 2.0;
+		while (bt_now_s() < end) {
+			r = dl_query(self->wdfd, NULL);
+			if (r == BELUGA_WATCHDOG_FEED)
+				feeds++;
+			else if (r == BELUGA_WATCHDOG_HOLD)
+				holds++;
+			else
+				other++;
+		}
+		EXPECT_EQ(0, bt_wait(&self->c, pid))
+			TH_LOG("a DETACH of the held pool did not fail with EBUSY");
+		TH_LOG("QUERY while DETACH was retried for 2 s: %u HOLD, %u FEED, "
+		       "%u errors", holds, feeds, other);
+		EXPECT_EQ(0, feeds) TH_LOG("FEED while the devices still pin the "
+					   "pool of a fenced host");
+		EXPECT_EQ(0, other);
+	}
+
 	/* the devices let go: the pin, then the mapping; the range is open */
 	if (self->ring >= 0) {
 		EXPECT_EQ(0, dl_ring_unpin(self->ring));
