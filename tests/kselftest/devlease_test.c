@@ -18,10 +18,11 @@
  *     declaration, by another file or reaching outside the range still
  *     refuse them (-EFAULT);
  *   - the fence: with a range declared and pinned, a stalled heartbeat
- *     signals the range's eventfd, the watchdog is told HOLD and the host
- *     stays out of the pool until the pin is dropped and the range's file
- *     closed; then FEED, and the host rejoins without the device lease.
- *     Without a range the watchdog is fed through the fence.
+ *     signals the range's eventfd, the watchdog is told HOLD (also while
+ *     DETACH attempts come and go) and the host stays out of the pool
+ *     until the pin is dropped and the range's file closed; then FEED,
+ *     and the host rejoins without the device lease. Without a range the
+ *     watchdog is fed through the fence.
  * The fence tests stall the heartbeat with the module's debugfs fault
  * attribute (beluga/mh_stall_heartbeat), as shared_test's do, where the
  * kernel has fault injection (the debug kernel); elsewhere they stall the
@@ -1337,36 +1338,36 @@ static int dl_wait_lookup(int want, unsigned int ms)
 }
 
 /*
- * (d) The fence with a device range declared and pinned (an io_uring
- * fixed buffer where io_uring takes file-backed memory, else an AF_XDP
- * umem): the eventfd fires within about a lease of the stall; the watchdog
- * is told HOLD, and the host stays out of the pool, while the pin or the
- * range is held; once both are gone, FEED, and the host rejoins with a
- * new incarnation and no device lease.
+ * The fence with a device range declared and pinned (an io_uring fixed
+ * buffer where io_uring takes file-backed memory, else an AF_XDP umem):
+ * the setup of the fence tests, up to the eventfd's signal, with the
+ * heartbeat stalled (DL_BY_FAULT: until dl_unstall()). The block in
+ * *@blk, the record before the stall in *@me0. False when it skipped.
  */
-TEST_F_TIMEOUT(shared, fence_holds_until_devices_let_go, 180)
+static bool __dl_fence_pinned(struct __test_metadata *_metadata,
+			      FIXTURE_DATA(shared) *self, int how,
+			      uint64_t *blk, struct beluga_host *me0)
 {
-	unsigned int lease = self->lease_ms, hold_ms, t;
+	unsigned int lease = self->lease_ms;
 	struct beluga_watchdog wd;
-	struct beluga_host me, me0;
-	double t0, t_sig;
-	uint64_t blk, cnt = 0;
+	uint64_t cnt = 0;
 	const char *kind;
+	double t0, t_sig;
 	char why[160];
 	uint8_t *p;
-	int r, e, fd, how = dl_stall_how();
+	int r, e;
 
 	if (!dl_attach(self, 0))
-		return;
+		return false;
 	self->wdfd = bt_open(O_RDONLY);
 	ASSERT_LE(0, self->wdfd);
 	ASSERT_EQ(0, bt_watchdog(self->wdfd, BELUGA_WATCHDOG_REGISTER, DL_W_MS,
 				 NULL));
 	self->rfd = bt_open(O_RDWR);
 	ASSERT_LE(0, self->rfd);
-	ASSERT_EQ(0, bt_alloc(self->rfd, 1, &blk));
-	ASSERT_EQ(0, bt_device_range(self->rfd, self->efd, blk, DL_BS, NULL));
-	p = dl_map(self, 1, self->rfd, blk, DL_BS);
+	ASSERT_EQ(0, bt_alloc(self->rfd, 1, blk));
+	ASSERT_EQ(0, bt_device_range(self->rfd, self->efd, *blk, DL_BS, NULL));
+	p = dl_map(self, 1, self->rfd, *blk, DL_BS);
 	memset(p, DL_PATTERN, BT_PAGE);
 	/* the devices' pin */
 	r = dl_ring_pin(p, BT_PAGE, &self->ring, &e);
@@ -1377,12 +1378,12 @@ TEST_F_TIMEOUT(shared, fence_holds_until_devices_let_go, 180)
 		r = dl_xdp_pin(p, BT_PAGE, &self->xsk);
 		kind = "an AF_XDP umem";
 		if (r == -EAFNOSUPPORT || r == -ENOPROTOOPT)
-			SKIP(return, "neither an io_uring fixed buffer on this "
-			     "mapping nor AF_XDP (%s)", strerror(-r));
+			SKIP(return false, "neither an io_uring fixed buffer on "
+			     "this mapping nor AF_XDP (%s)", strerror(-r));
 	}
 	ASSERT_EQ(0, r) TH_LOG("%s on the range: %s", kind, strerror(-r));
-	ASSERT_EQ(0, dl_self(self->c.fd, &me0));
-	EXPECT_TRUE(me0.flags & BELUGA_HOST_DEVICE_PINS);
+	ASSERT_EQ(0, dl_self(self->c.fd, me0));
+	EXPECT_TRUE(me0->flags & BELUGA_HOST_DEVICE_PINS);
 	r = dl_query(self->wdfd, &wd);
 	EXPECT_EQ(BELUGA_WATCHDOG_FEED, r) TH_LOG("QUERY before the stall: %s",
 						  dl_answer(r));
@@ -1392,7 +1393,7 @@ TEST_F_TIMEOUT(shared, fence_holds_until_devices_let_go, 180)
 	t0 = bt_now_s();
 	r = dl_stall_begin(how, lease + lease / 2, why, sizeof(why));
 	if (r == -EPERM)
-		SKIP(return, "cannot stall the host: %s", why);
+		SKIP(return false, "cannot stall the host: %s", why);
 	ASSERT_EQ(0, r) TH_LOG("%s", why);
 	r = dl_eventfd_wait(self->efd, 10 * lease, &cnt);
 	t_sig = bt_now_s() - t0;
@@ -1404,6 +1405,68 @@ TEST_F_TIMEOUT(shared, fence_holds_until_devices_let_go, 180)
 	/* the fence comes half a lease on, seen at the next tick */
 	EXPECT_GE((how == DL_BY_STARVE ? 2.5 : 2.0) * lease / 1000.0, t_sig)
 		TH_LOG("signalled later than a lease after the fence was due");
+	return true;
+}
+
+#define dl_fence_pinned(self, how, blk, me0) \
+	__dl_fence_pinned(_metadata, self, how, blk, me0)
+
+/*
+ * The devices let go (the pin, the mapping, then the range's file): FEED
+ * (an AF_XDP umem goes asynchronously), and the host rejoins. 0, or the
+ * LOOKUP's error 30 s on.
+ */
+static int __dl_let_go(struct __test_metadata *_metadata,
+		       FIXTURE_DATA(shared) *self)
+{
+	struct beluga_watchdog wd;
+	unsigned int t;
+	double t0;
+	int r = 0;
+
+	if (self->ring >= 0) {
+		EXPECT_EQ(0, dl_ring_unpin(self->ring));
+		dl_close(&self->ring);
+	}
+	dl_close(&self->xsk);
+	dl_unmap(self, 1);
+	dl_close(&self->rfd);
+	t0 = bt_now_s();
+	for (t = 0; t <= 10000; t += 50) {
+		r = dl_query(self->wdfd, &wd);
+		if (r == BELUGA_WATCHDOG_FEED)
+			break;
+		dl_msleep(50);
+	}
+	EXPECT_EQ(BELUGA_WATCHDOG_FEED, r) TH_LOG("QUERY 10 s after the range's "
+						  "file closed: %s", dl_answer(r));
+	EXPECT_EQ(0, wd.device_ranges);
+	TH_LOG("FEED %.2f s after the range's file closed", bt_now_s() - t0);
+	r = dl_wait_lookup(0, 30000);
+	TH_LOG("rejoined %.2f s after the range's file closed: %s",
+	       bt_now_s() - t0, r ? strerror(-r) : "yes");
+	return r;
+}
+
+#define dl_let_go(self) __dl_let_go(_metadata, self)
+
+/*
+ * (d) The fence with a pinned range: the eventfd fires within about a
+ * lease of the stall; the watchdog is told HOLD, and the host stays out of
+ * the pool, while the pin or the range is held; once both are gone, FEED,
+ * and the host rejoins with a new incarnation and no device lease.
+ */
+TEST_F_TIMEOUT(shared, fence_holds_until_devices_let_go, 180)
+{
+	unsigned int lease = self->lease_ms, hold_ms, t;
+	struct beluga_watchdog wd;
+	struct beluga_host me, me0;
+	uint64_t blk;
+	char why[160];
+	int r, fd, how = dl_stall_how();
+
+	if (!dl_fence_pinned(self, how, &blk, &me0))
+		return;
 	r = dl_query(self->wdfd, &wd);
 	EXPECT_EQ(BELUGA_WATCHDOG_HOLD, r) TH_LOG("QUERY, fenced with the pin "
 						  "held: %s", dl_answer(r));
@@ -1444,48 +1507,6 @@ TEST_F_TIMEOUT(shared, fence_holds_until_devices_let_go, 180)
 	else
 		TH_LOG("HOSTS while held: no own record");
 
-	/*
-	 * DETACH attempts meanwhile (an operator's, refused: the region is
-	 * mapped and pinned) must not turn HOLD into FEED: each FEED lets
-	 * the daemon pet the watchdog for another W, and a retried DETACH
-	 * would keep the host from its reset while its devices write.
-	 */
-	{
-		unsigned int feeds = 0, holds = 0, other = 0;
-		pid_t pid = bt_fork(&self->c);
-		double end;
-
-		if (pid == 0) {
-			double until = bt_now_s() + 2.0;
-			int f = bt_open(O_RDONLY);
-
-			CHILD_CHECK(f >= 0);
-			while (bt_now_s() < until) {
-				r = bt_detach(f, self->a.region_id, 0, NULL);
-				CHILD_CHECK(r == -EBUSY);
-			}
-			_exit(0);
-		}
-		ASSERT_LE(0, pid);
-		end = bt_now_s() + 2.0;
-		while (bt_now_s() < end) {
-			r = dl_query(self->wdfd, NULL);
-			if (r == BELUGA_WATCHDOG_FEED)
-				feeds++;
-			else if (r == BELUGA_WATCHDOG_HOLD)
-				holds++;
-			else
-				other++;
-		}
-		EXPECT_EQ(0, bt_wait(&self->c, pid))
-			TH_LOG("a DETACH of the held pool did not fail with EBUSY");
-		TH_LOG("QUERY while DETACH was retried for 2 s: %u HOLD, %u FEED, "
-		       "%u errors", holds, feeds, other);
-		EXPECT_EQ(0, feeds) TH_LOG("FEED while the devices still pin the "
-					   "pool of a fenced host");
-		EXPECT_EQ(0, other);
-	}
-
 	/* the devices let go: the pin, then the mapping; the range is open */
 	if (self->ring >= 0) {
 		EXPECT_EQ(0, dl_ring_unpin(self->ring));
@@ -1501,23 +1522,10 @@ TEST_F_TIMEOUT(shared, fence_holds_until_devices_let_go, 180)
 	EXPECT_EQ(1, wd.device_ranges);
 	EXPECT_EQ(-ESTALE, dl_wait_lookup(-ESTALE, 0));
 
-	/* the file closes: FEED (the umem goes asynchronously), then rejoin */
-	dl_close(&self->rfd);
-	t0 = bt_now_s();
-	for (t = 0; t <= 10000; t += 50) {
-		r = dl_query(self->wdfd, &wd);
-		if (r == BELUGA_WATCHDOG_FEED)
-			break;
-		dl_msleep(50);
-	}
-	EXPECT_EQ(BELUGA_WATCHDOG_FEED, r) TH_LOG("QUERY 10 s after the range's "
-						  "file closed: %s", dl_answer(r));
-	EXPECT_EQ(0, wd.device_ranges);
-	TH_LOG("FEED %.2f s after the range's file closed", bt_now_s() - t0);
-	r = dl_wait_lookup(0, 30000);
+	/* the file closes: FEED, then the rejoin */
+	r = dl_let_go(self);
 	ASSERT_EQ(0, r) TH_LOG("LOOKUP of a new file 30 s after the devices "
 			       "let go: %s", strerror(-r));
-	TH_LOG("rejoined %.2f s after the range's file closed", bt_now_s() - t0);
 	ASSERT_EQ(0, dl_self(self->c.fd, &me));
 	EXPECT_LT(me0.incarnation, me.incarnation);
 	EXPECT_EQ(0, me.flags & BELUGA_HOST_DEVICE_PINS)
@@ -1533,6 +1541,62 @@ TEST_F_TIMEOUT(shared, fence_holds_until_devices_let_go, 180)
 	r = bt_device_range(fd, -1, self->a.first_offset, DL_BS, NULL);
 	EXPECT_EQ(0, r) TH_LOG("DEVICE_RANGE after the rejoin: %s", strerror(-r));
 	close(fd);
+}
+
+/*
+ * While the devices of a fenced host still pin the pool, DETACH attempts
+ * (an operator's, refused: the region is mapped and pinned) must not turn
+ * HOLD into FEED: each FEED lets the daemon pet the watchdog for another
+ * W, so a retried DETACH would keep the host from its reset while its
+ * devices write into blocks the other hosts reuse.
+ */
+TEST_F_TIMEOUT(shared, hold_not_fed_by_detach_attempts, 180)
+{
+	unsigned int feeds = 0, holds = 0, other = 0;
+	struct beluga_host me0;
+	char why[160];
+	uint64_t blk;
+	double end;
+	pid_t pid;
+	int r, how = dl_stall_how();
+
+	if (!dl_fence_pinned(self, how, &blk, &me0))
+		return;
+	ASSERT_EQ(0, dl_unstall(how, why, sizeof(why))) TH_LOG("%s", why);
+	r = dl_query(self->wdfd, NULL);
+	ASSERT_EQ(BELUGA_WATCHDOG_HOLD, r) TH_LOG("QUERY, fenced with the pin "
+						  "held: %s", dl_answer(r));
+	pid = bt_fork(&self->c);
+	if (pid == 0) {
+		double until = bt_now_s() + 2.0;
+		int f = bt_open(O_RDONLY);
+
+		CHILD_CHECK(f >= 0);
+		while (bt_now_s() < until) {
+			r = bt_detach(f, self->a.region_id, 0, NULL);
+			CHILD_CHECK(r == -EBUSY);
+		}
+		_exit(0);
+	}
+	ASSERT_LE(0, pid);
+	end = bt_now_s() + 2.0;
+	while (bt_now_s() < end) {
+		r = dl_query(self->wdfd, NULL);
+		if (r == BELUGA_WATCHDOG_FEED)
+			feeds++;
+		else if (r == BELUGA_WATCHDOG_HOLD)
+			holds++;
+		else
+			other++;
+	}
+	EXPECT_EQ(0, bt_wait(&self->c, pid))
+		TH_LOG("a DETACH of the held pool did not fail with EBUSY");
+	TH_LOG("QUERY while DETACH was retried for 2 s: %u HOLD, %u FEED, "
+	       "%u errors", holds, feeds, other);
+	EXPECT_EQ(0, feeds) TH_LOG("FEED while the devices still pin the pool "
+				   "of a fenced host");
+	EXPECT_EQ(0, other);
+	EXPECT_EQ(0, dl_let_go(self));
 }
 
 /*
