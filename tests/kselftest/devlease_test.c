@@ -23,20 +23,16 @@
  *     until the pin is dropped and the range's file closed; then FEED,
  *     and the host rejoins without the device lease. Without a range the
  *     watchdog is fed through the fence.
- * The fence tests stall the heartbeat with the module's debugfs fault
- * attribute (beluga/mh_stall_heartbeat), as shared_test's do, where the
- * kernel has fault injection (the debug kernel); elsewhere they stall the
- * whole host for a lease and a half: a SCHED_FIFO spinner on every CPU,
- * with RT throttling (and 6.12's fair server) off meanwhile, so that no
- * kworker runs, the heartbeat's included (a hung host, as the watchdog
- * covers it). Two hosts on one pool, and the hardware watchdog itself,
- * are tests/multihost's.
+ * The fence tests stall the heartbeat with the module's debugfs knob
+ * beluga/mh_stall_heartbeat (a fault attribute where the kernel has fault
+ * injection, else its "probability" file alone), as shared_test's do.
+ * Two hosts on one pool, and the hardware watchdog itself, are
+ * tests/multihost's.
  */
 #include "beluga_test.h"
 
 #include <grp.h>
 #include <poll.h>
-#include <pthread.h>
 #include <sys/eventfd.h>
 #include <sys/mount.h>
 #include <sys/socket.h>
@@ -120,13 +116,16 @@ static int dl_stall(bool on, char *why, size_t len)
 	if (access(DL_DEBUGFS "/beluga", F_OK))
 		mount("debugfs", DL_DEBUGFS, "debugfs", 0, NULL);
 	if (access(DL_STALL, F_OK)) {
-		snprintf(why, len, "no %s (debugfs not mounted, or a kernel "
-			 "without CONFIG_FAULT_INJECTION_DEBUG_FS)", DL_STALL);
+		snprintf(why, len, "no %s (debugfs not mounted, or a module "
+			 "without shared pools)", DL_STALL);
 		return -ENOENT;
 	}
 	/* off: probability 0 alone stops the failures */
 	for (i = on ? 0 : 3; i < ARRAY_SIZE(attr); i++) {
 		snprintf(path, sizeof(path), "%s/%s", DL_STALL, attr[i]);
+		/* without fault injection the knob is "probability" alone */
+		if (i < 3 && access(path, F_OK))
+			continue;
 		r = bt_write_str(path, on ? val[i] : "0");
 		if (r) {
 			snprintf(why, len, "%s/%s: %s", DL_STALL, attr[i],
@@ -135,155 +134,6 @@ static int dl_stall(bool on, char *why, size_t len)
 		}
 	}
 	return 0;
-}
-
-/* ------------------------------------------------------------------ */
-/* Stalling the whole host: real-time spinners on every CPU.            */
-
-#define DL_RT_RUNTIME	"/proc/sys/kernel/sched_rt_runtime_us"
-#define DL_FAIR_SERVER	DL_DEBUGFS "/sched/fair_server"
-
-struct dl_spinner {
-	pthread_t t;
-	int cpu;
-	double until;
-	int created;	/* pthread_create()'s result */
-	int err;	/* the spinner's own */
-};
-
-static void *dl_spin(void *arg)
-{
-	struct dl_spinner *sp = arg;
-	struct sched_param prm = { .sched_priority = 99 };
-	cpu_set_t set;
-
-	CPU_ZERO(&set);
-	CPU_SET(sp->cpu, &set);
-	sp->err = pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
-	if (!sp->err)
-		sp->err = pthread_setschedparam(pthread_self(), SCHED_FIFO, &prm);
-	while (!sp->err && bt_now_s() < sp->until)
-		;
-	return NULL;
-}
-
-static int dl_read_line(const char *path, char *buf, size_t len)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	ssize_t n;
-
-	if (fd < 0)
-		return -errno;
-	n = read(fd, buf, len - 1);
-	close(fd);
-	if (n <= 0)
-		return -EIO;
-	buf[n] = 0;
-	buf[strcspn(buf, "\n")] = 0;
-	return 0;
-}
-
-/*
- * Take every CPU away from every SCHED_OTHER task, kworkers included, for
- * @ms: the host stalls as a whole (its heartbeat does not run), then goes
- * on. Returns when the spinners are done; 0, or -errno with @why.
- */
-static int dl_starve(unsigned int ms, char *why, size_t len)
-{
-	int ncpu = (int)sysconf(_SC_NPROCESSORS_ONLN), i, r = 0, nfair = 0;
-	char rt[32] = "", fair[64][24], path[128];
-	struct dl_spinner *sp;
-
-	if (ncpu < 1 || ncpu > 64) {
-		snprintf(why, len, "%d CPUs: the test stalls 1 to 64", ncpu);
-		return -ERANGE;
-	}
-	sp = calloc(ncpu, sizeof(*sp));
-	if (!sp)
-		return -ENOMEM;
-	if (dl_read_line(DL_RT_RUNTIME, rt, sizeof(rt)) ||
-	    bt_write_str(DL_RT_RUNTIME, "-1")) {
-		snprintf(why, len, "%s cannot be set to -1 (RT throttling "
-			 "would let the kworkers run)", DL_RT_RUNTIME);
-		free(sp);
-		return -EPERM;
-	}
-	/* 6.12: a deadline server runs SCHED_OTHER tasks 5% of the time */
-	if (access(DL_DEBUGFS "/sched", F_OK))
-		mount("debugfs", DL_DEBUGFS, "debugfs", 0, NULL);
-	for (i = 0; i < ncpu; i++) {
-		snprintf(path, sizeof(path), DL_FAIR_SERVER "/cpu%d/runtime", i);
-		if (dl_read_line(path, fair[i], sizeof(fair[i])))
-			break;
-		if (bt_write_str(path, "0")) {
-			snprintf(why, len, "%s cannot be set to 0", path);
-			r = -EPERM;
-			break;
-		}
-		nfair = i + 1;
-	}
-	if (!r) {
-		double until = bt_now_s() + ms / 1000.0;
-
-		for (i = 0; i < ncpu; i++) {
-			sp[i].cpu = i;
-			sp[i].until = until;
-			sp[i].created = pthread_create(&sp[i].t, NULL, dl_spin,
-						       &sp[i]);
-		}
-		for (i = 0; i < ncpu; i++) {
-			int e = sp[i].created;
-
-			if (!e) {
-				pthread_join(sp[i].t, NULL);
-				e = sp[i].err;
-			}
-			if (e && !r) {
-				snprintf(why, len, "a SCHED_FIFO spinner on CPU %d: "
-					 "%s", i, strerror(e));
-				r = e == EPERM ? -EPERM : -e;
-			}
-		}
-	}
-	for (i = 0; i < nfair; i++) {
-		snprintf(path, sizeof(path), DL_FAIR_SERVER "/cpu%d/runtime", i);
-		bt_write_str(path, fair[i]);
-	}
-	bt_write_str(DL_RT_RUNTIME, rt);
-	free(sp);
-	return r;
-}
-
-/*
- * How a fence test stalls the heartbeat: the fault attribute where the
- * kernel has it (stalled until dl_unstall()), else the whole host for
- * @ms (dl_stall_begin() returns after it; dl_unstall() has nothing to do).
- */
-enum { DL_BY_FAULT = 1, DL_BY_STARVE = 2 };
-
-static int dl_stall_how(void)
-{
-	char why[160];
-
-	return dl_stall(false, why, sizeof(why)) ? DL_BY_STARVE : DL_BY_FAULT;
-}
-
-static int dl_stall_begin(int how, unsigned int ms, char *why, size_t len)
-{
-	if (how == DL_BY_FAULT)
-		return dl_stall(true, why, len);
-	return dl_starve(ms, why, len);
-}
-
-static int dl_unstall(int how, char *why, size_t len)
-{
-	return how == DL_BY_FAULT ? dl_stall(false, why, len) : 0;
-}
-
-static const char *dl_how_name(int how)
-{
-	return how == DL_BY_FAULT ? "the fault attribute mh_stall_heartbeat" :
-	       "SCHED_FIFO spinners on every CPU";
 }
 
 /* This host's record (HOSTS, BELUGA_HOST_SELF): 0, -ENOENT, -errno. */
@@ -1341,12 +1191,12 @@ static int dl_wait_lookup(int want, unsigned int ms)
  * The fence with a device range declared and pinned (an io_uring fixed
  * buffer where io_uring takes file-backed memory, else an AF_XDP umem):
  * the setup of the fence tests, up to the eventfd's signal, with the
- * heartbeat stalled (DL_BY_FAULT: until dl_unstall()). The block in
- * *@blk, the record before the stall in *@me0. False when it skipped.
+ * heartbeat stalled (until dl_stall(false)). The block in *@blk, the
+ * record before the stall in *@me0. False when it skipped.
  */
 static bool __dl_fence_pinned(struct __test_metadata *_metadata,
-			      FIXTURE_DATA(shared) *self, int how,
-			      uint64_t *blk, struct beluga_host *me0)
+			      FIXTURE_DATA(shared) *self, uint64_t *blk,
+			      struct beluga_host *me0)
 {
 	unsigned int lease = self->lease_ms;
 	struct beluga_watchdog wd;
@@ -1357,6 +1207,8 @@ static bool __dl_fence_pinned(struct __test_metadata *_metadata,
 	uint8_t *p;
 	int r, e;
 
+	if (dl_stall(false, why, sizeof(why)))
+		SKIP(return false, "%s", why);
 	if (!dl_attach(self, 0))
 		return false;
 	self->wdfd = bt_open(O_RDONLY);
@@ -1389,12 +1241,8 @@ static bool __dl_fence_pinned(struct __test_metadata *_metadata,
 						  dl_answer(r));
 
 	/* the stall: the eventfd fires at the fence, half a lease on */
-	TH_LOG("stalling the heartbeat with %s", dl_how_name(how));
 	t0 = bt_now_s();
-	r = dl_stall_begin(how, lease + lease / 2, why, sizeof(why));
-	if (r == -EPERM)
-		SKIP(return false, "cannot stall the host: %s", why);
-	ASSERT_EQ(0, r) TH_LOG("%s", why);
+	ASSERT_EQ(0, dl_stall(true, why, sizeof(why))) TH_LOG("%s", why);
 	r = dl_eventfd_wait(self->efd, 10 * lease, &cnt);
 	t_sig = bt_now_s() - t0;
 	ASSERT_EQ(1, r) TH_LOG("the range's eventfd, %u ms after the stall: %s",
@@ -1403,13 +1251,13 @@ static bool __dl_fence_pinned(struct __test_metadata *_metadata,
 	TH_LOG("eventfd signalled %.2f s after the stall began (lease %u ms), "
 	       "with %s held", t_sig, lease, kind);
 	/* the fence comes half a lease on, seen at the next tick */
-	EXPECT_GE((how == DL_BY_STARVE ? 2.5 : 2.0) * lease / 1000.0, t_sig)
+	EXPECT_GE(2.0 * lease / 1000.0, t_sig)
 		TH_LOG("signalled later than a lease after the fence was due");
 	return true;
 }
 
-#define dl_fence_pinned(self, how, blk, me0) \
-	__dl_fence_pinned(_metadata, self, how, blk, me0)
+#define dl_fence_pinned(self, blk, me0) \
+	__dl_fence_pinned(_metadata, self, blk, me0)
 
 /*
  * The devices let go (the pin, the mapping, then the range's file): FEED
@@ -1463,9 +1311,9 @@ TEST_F_TIMEOUT(shared, fence_holds_until_devices_let_go, 180)
 	struct beluga_host me, me0;
 	uint64_t blk;
 	char why[160];
-	int r, fd, how = dl_stall_how();
+	int r, fd;
 
-	if (!dl_fence_pinned(self, how, &blk, &me0))
+	if (!dl_fence_pinned(self, &blk, &me0))
 		return;
 	r = dl_query(self->wdfd, &wd);
 	EXPECT_EQ(BELUGA_WATCHDOG_HOLD, r) TH_LOG("QUERY, fenced with the pin "
@@ -1487,7 +1335,7 @@ TEST_F_TIMEOUT(shared, fence_holds_until_devices_let_go, 180)
 	 * longer than a rejoin takes (the old record's device lease, lease +
 	 * W + lease / 2, and a second more), and the watchdog is told HOLD.
 	 */
-	ASSERT_EQ(0, dl_unstall(how, why, sizeof(why))) TH_LOG("%s", why);
+	ASSERT_EQ(0, dl_stall(false, why, sizeof(why))) TH_LOG("%s", why);
 	hold_ms = lease + DL_W_MS + lease / 2 + 1000;
 	for (t = 0; t <= hold_ms; t += 250) {
 		r = dl_query(self->wdfd, NULL);
@@ -1558,11 +1406,11 @@ TEST_F_TIMEOUT(shared, hold_not_fed_by_detach_attempts, 180)
 	uint64_t blk;
 	double end;
 	pid_t pid;
-	int r, how = dl_stall_how();
+	int r;
 
-	if (!dl_fence_pinned(self, how, &blk, &me0))
+	if (!dl_fence_pinned(self, &blk, &me0))
 		return;
-	ASSERT_EQ(0, dl_unstall(how, why, sizeof(why))) TH_LOG("%s", why);
+	ASSERT_EQ(0, dl_stall(false, why, sizeof(why))) TH_LOG("%s", why);
 	r = dl_query(self->wdfd, NULL);
 	ASSERT_EQ(BELUGA_WATCHDOG_HOLD, r) TH_LOG("QUERY, fenced with the pin "
 						  "held: %s", dl_answer(r));
@@ -1611,8 +1459,10 @@ TEST_F_TIMEOUT(shared, fence_without_range_feeds, 120)
 	uint64_t blk;
 	char why[160];
 	uint8_t *p;
-	int r, how = dl_stall_how();
+	int r;
 
+	if (dl_stall(false, why, sizeof(why)))
+		SKIP(return, "%s", why);
 	if (!dl_attach(self, 0))
 		return;
 	self->wdfd = bt_open(O_RDONLY);
@@ -1626,11 +1476,7 @@ TEST_F_TIMEOUT(shared, fence_without_range_feeds, 120)
 	EXPECT_EQ(BELUGA_WATCHDOG_FEED, r);
 	EXPECT_EQ(0, wd.device_ranges);
 
-	TH_LOG("stalling the heartbeat with %s", dl_how_name(how));
-	r = dl_stall_begin(how, lease + lease / 2, why, sizeof(why));
-	if (r == -EPERM)
-		SKIP(return, "cannot stall the host: %s", why);
-	ASSERT_EQ(0, r) TH_LOG("%s", why);
+	ASSERT_EQ(0, dl_stall(true, why, sizeof(why))) TH_LOG("%s", why);
 	for (t = 0; t <= 10 * lease; t += 100) {
 		r = bt_alloc(self->c.fd, 1, &blk);
 		if (r == -ESTALE)
@@ -1662,7 +1508,7 @@ TEST_F_TIMEOUT(shared, fence_without_range_feeds, 120)
 			break;
 		dl_msleep(100);
 	}
-	ASSERT_EQ(0, dl_unstall(how, why, sizeof(why))) TH_LOG("%s", why);
+	ASSERT_EQ(0, dl_stall(false, why, sizeof(why))) TH_LOG("%s", why);
 	r = dl_wait_lookup(0, 30000);
 	EXPECT_EQ(0, r) TH_LOG("no rejoin: %s", strerror(-r));
 	r = dl_query(self->wdfd, &wd);
