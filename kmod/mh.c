@@ -99,6 +99,12 @@ struct beluga_mh_pool {
 	 */
 	struct rw_semaphore fence_rwsem;
 	u32 fence_epoch;
+	/*
+	 * The last answer for the watchdog daemon (true: HOLD), written by
+	 * the tick and by each QUERY that got ops_rwsem; read by a QUERY
+	 * that could not (READ_ONCE/WRITE_ONCE).
+	 */
+	bool watchdog_hold;
 };
 
 /* A file's part in its pool's shared pools (beluga_file.mh). */
@@ -487,6 +493,7 @@ static void beluga_mh_tick_fn(struct work_struct *work)
 					    struct beluga_mh, tick_work);
 	/* The stall test hook stops the tick too: it heartbeats. */
 	bool stalled = beluga_mh_stalled();
+	bool held;
 	int ret;
 
 	if (mh->rejoin_failed)
@@ -514,7 +521,9 @@ static void beluga_mh_tick_fn(struct work_struct *work)
 	 * others concluded about the old one, pins and all. Meanwhile the
 	 * watchdog daemon is told HOLD, and the host resets within W.
 	 */
-	if (mh->fenced && !stalled && beluga_mh_devices_held(mh)) {
+	held = mh->fenced && beluga_mh_devices_held(mh);
+	WRITE_ONCE(mh->dev->mh->watchdog_hold, held);
+	if (held) {
 		if (!mh->devices_logged)
 			pr_warn("host %u: fenced while devices may reach the pool (device ranges declared, or pages pinned): not rejoining until they let go; the watchdog resets the host if they do not\n",
 				mh->host.id);
@@ -904,17 +913,19 @@ bool beluga_mh_watchdog_hold(struct beluga_device *dev)
 
 	/*
 	 * The daemon must never wait long: a rejoin holds ops_rwsem while
-	 * it waits for its old record's silence, longer than W. A writer
-	 * means FEED: an ATTACH (no range can lean on a pool being joined),
-	 * a DETACH (refused while pages are pinned), or a rejoin (which
-	 * starts only once nothing reaches the pool from outside).
+	 * it waits for its old record's silence, longer than W. While a
+	 * writer holds it, the last verdict stands (the tick's or the last
+	 * QUERY's): a rejoin starts only after the tick saw nothing reach
+	 * the pool (FEED), and a DETACH retried in a loop on a fenced host
+	 * with pinned pages must not feed the watchdog either.
 	 */
 	if (!down_read_trylock(&dev->ops_rwsem))
-		return false;
+		return READ_ONCE(dev->mh->watchdog_hold);
 	mh = dev->mh->cur;
 	if (mh && (!mh->joined || READ_ONCE(mh->fenced) ||
 		   bel_mh_fenced_now(&mh->host)))
 		hold = beluga_mh_devices_held(mh);
+	WRITE_ONCE(dev->mh->watchdog_hold, hold);
 	up_read(&dev->ops_rwsem);
 	return hold;
 }

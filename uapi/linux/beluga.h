@@ -963,8 +963,10 @@ struct beluga_hosts {
  *	watchdog (WDIOC_SETTIMEOUT), 1 .. BELUGA_WATCHDOG_MAX_MS.
  *	QUERY, out: the registered W
  * @answer: out: BELUGA_WATCHDOG_FEED or BELUGA_WATCHDOG_HOLD
- * @device_ranges: out: device ranges declared on the pool and not yet
- *	closed (BELUGA_IOC_DEVICE_RANGE)
+ * @device_ranges: out: device ranges declared under the pool's device
+ *	lease and not yet released (BELUGA_IOC_DEVICE_RANGE on a shared
+ *	pool; not those of a local pool or under mh_allow_gup, which need
+ *	no fence)
  * @__reserved: must be 0
  *
  * Devices that pin a shared pool's pages (cudaHostRegister, ibv_reg_mr)
@@ -1273,7 +1275,7 @@ struct beluga_index_map {
  *                  command (the ioctl's step 1);
  *   2. -EOPNOTSUPP @cmd_op is a Beluga command that the ring does not
  *                  take (INFO, STATS, ATTACH, DETACH, EVICT, REGION_INFO,
- *                  HOSTS, INDEX_MAP): use the ioctl;
+ *                  HOSTS, INDEX_MAP, WATCHDOG, DEVICE_RANGE): use the ioctl;
  *   3. -EINVAL     IORING_URING_CMD_FIXED, a nonzero @__reserved, or a
  *                  nonzero byte in the rest of a 128-byte SQE's area.
  * Then the ioctl's common errors from step 2 on, with @arg as the ioctl's
