@@ -38,9 +38,10 @@
 #   - the region detached again (--evict), /dev/beluga back to 0600 root:root,
 #     everything unmounted.
 # One TAP result per step, KERNEL:install:STEP. Under TCG on 2 cores it takes
-# 50-90 s, most of it the attach, which zeroes 256 MiB of emulated CXL memory
-# (20-40 s), make install (10-40 s: it checks the tree is built, and
-# `make test` builds it on the host first) and two Python starts with numpy.
+# about 90 s (up to 3 minutes while other guests share the cores): most of it
+# the attach, which zeroes 256 MiB of emulated CXL memory (about 40 s), make
+# install (10-40 s: it only checks that the tree is built, which `make test`
+# does on the host first) and two Python starts with numpy (about 14 s).
 # Needs /etc/beluga/lib.sh, /etc/beluga/env and /etc/beluga/python.sh loaded
 # (py_mount, PY_ROOT, py_repo).
 
@@ -104,7 +105,7 @@ in_umount() {
 }
 
 # in_quickstart USER OUT ERR: the README's quick start as USER, its stdout in
-# OUT and stderr in ERR (both in the guest's own /tmp); prints the exit status.
+# OUT and stderr in ERR (guest files, outside the overlay); prints the exit status.
 # The wrapper says who ran it and which beluga it imported, on stderr.
 in_quickstart() {
 	in_as "$1" /usr/bin/python3 -I -c '
