@@ -106,6 +106,9 @@ pkgs=(
 	python3 python3-dev python3-numpy python3-pytest python3-hypothesis python3-yaml
 	python3-venv
 	iproute2
+	# systemd-udevd and udevadm (systemd-sysusers comes with systemd), useradd: the
+	# 6.12 guest's install stage runs the host's (scripts/vm/guest-install.sh)
+	udev passwd
 	redis-server
 	"linux-headers-$kver_61"
 	"linux-headers-$kver_612"

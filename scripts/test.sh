@@ -10,11 +10,14 @@
 #      (BELUGA_SHARED=n), W=1 against 6.12 (scripts/check-single-host.sh)
 #   5. static kselftests (make -C tests/kselftest) and static userspace tools
 #      (make -C userspace static)
-#   5a. the Python package (make -C userspace python)
+#   5a. the Python package (make -C userspace python), libbeluga and the tools (make -C
+#       userspace) for the 6.12 guest's install stage
 #   5b. a smoke run of the benchmarks (scripts/bench.sh --smoke --guest; no thresholds)
 #   6. the in-guest suite (tests/vm/guest-tests.sh) on Linux 6.1 and 6.12, two
 #      QEMU TCG guests in parallel; the 6.12 guest also runs tests/python (host/
-#      and guest/) with pytest against the real module, one TAP result per test
+#      and guest/) with pytest against the real module, one TAP result per test,
+#      and the README's server install in a chroot on an overlay of the host's root
+#      (scripts/vm/guest-install.sh)
 #   7. the debug kernel lane (scripts/test-debug.sh; BELUGA_TEST_DEBUG=0 skips it,
 #      and the skip is counted)
 #   8. two, then three 6.12 guests sharing one CXL pool, then the watchdog scenario
@@ -211,9 +214,12 @@ else
 fi
 
 # 5a. the Python package (the C extension statically linked with libbeluga) that the
-#     6.12 guest's Python stage imports from this tree over 9p
+#     6.12 guest's Python stage imports from this tree over 9p; libbeluga and the tools
+#     (make -C userspace), which the 6.12 guest's install stage installs with `make
+#     install` from this tree (built here: under TCG the guest would compile them)
 if [ -f userspace/Makefile ]; then
 	if step build:python "$L/python-build.log" make -C userspace python; then :; fi
+	if step build:userspace "$L/userspace-build.log" make -C userspace; then :; fi
 fi
 
 progress_stage "benchmark smoke run" "$L/bench-smoke.log"

@@ -3,12 +3,13 @@
 # mkinitramfs.sh [options] 6.1|6.12
 # Build a busybox (static) initramfs for one Debian guest kernel:
 #   - the kernel's CXL, nvdimm/pmem and dax modules (+ their dependencies) and
-#     the 9p client (run-guest.sh -P shares the host's root into the guest),
+#     the 9p client (run-guest.sh -P shares the host's root into the guest) and
+#     overlayfs (the install stage's writable copy of that root),
 #     decompressed (busybox modprobe cannot read .ko.xz), depmod'ed;
 #   - beluga.ko built against that kernel's headers (scripts/vm/build-module.sh),
 #     installed as lib/modules/KVER/updates/beluga.ko;
 #   - ndctl, daxctl, cxl with their shared libraries and the dynamic loader;
-#   - /init (guest-init.sh), /etc/beluga/{lib,setup,python}.sh, the run script.
+#   - /init (guest-init.sh), /etc/beluga/{lib,setup,python,install}.sh, the run script.
 # Options:
 #   -o FILE       output (default build/vm/KVER/initramfs.cpio)
 #   -r SCRIPT     guest script to run, installed as /beluga/run (default tests/vm/guest-tests.sh)
@@ -61,13 +62,15 @@ out=${out:-$work/initramfs.cpio}
 # Modules the topologies need. cxl_core/cxl_port are built in (CONFIG_CXL_BUS=y,
 # CXL_PORT=y) on Debian; names that are built in or absent are skipped. brd: a
 # block device for the O_DIRECT kselftest; hwpoison_inject: poison_test's way to
-# poison a shared-pool page, which MADV_HWPOISON cannot pin. i6300esb and
-# softdog: watchdogs for beluga-watchdogd (tests/multihost's watchdog scenario);
-# null_blk: a block device whose completions come late (a late device write).
+# poison a shared-pool page, which MADV_HWPOISON cannot pin. overlay: the install
+# stage (guest-install.sh) writes over the read-only 9p share through it.
+# i6300esb and softdog: watchdogs for beluga-watchdogd (tests/multihost's
+# watchdog scenario); null_blk: a block device whose completions come late (a
+# late device write).
 want=(cxl_core cxl_port cxl_acpi cxl_pci cxl_mem cxl_pmem
 	libnvdimm nd_pmem nd_e820 nd_btt dax_pmem
 	dax device_dax dax_cxl kmem dax_hmem
-	9p 9pnet_virtio
+	9p 9pnet_virtio overlay
 	brd hwpoison_inject
 	i6300esb softdog null_blk)
 
@@ -142,6 +145,7 @@ install -m 0644 "$here/guest-lib.sh" "$root/etc/beluga/lib.sh"
 install -m 0644 "$here/guest-setup.sh" "$root/etc/beluga/setup.sh"
 install -m 0644 "$here/tap-filter.awk" "$root/etc/beluga/tap-filter.awk"
 install -m 0644 "$here/guest-python.sh" "$root/etc/beluga/python.sh"
+install -m 0644 "$here/guest-install.sh" "$root/etc/beluga/install.sh"
 install -m 0755 "$run" "$root/beluga/run"
 # ndctl and friends look these up
 printf 'root:x:0:0:root:/root:/bin/sh\n' >"$root/etc/passwd"

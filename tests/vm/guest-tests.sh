@@ -8,7 +8,11 @@
 #   3. the Python suite (tests/python) with Debian's python3 from the host's root
 #      over 9p, when the host shares it (run-guest.sh -P; make test does on 6.12):
 #      /etc/beluga/python.sh (scripts/vm/guest-python.sh);
-#   4. the dmesg check (warnings, oopses, sanitizers, beluga errors).
+#   4. the server install of the README (make install, the udev rule, the group,
+#      systemctl enable, the Python quick start as an unprivileged member of the
+#      group and as a non-member) in a chroot on an overlay of that shared root
+#      with a tmpfs upper layer: /etc/beluga/install.sh (scripts/vm/guest-install.sh);
+#   5. the dmesg check (warnings, oopses, sanitizers, beluga errors).
 . /etc/beluga/lib.sh
 . /etc/beluga/env
 
@@ -50,8 +54,12 @@ done
 if grep -q 'beluga_hostroot=' /proc/cmdline; then
 	. /etc/beluga/python.sh
 	python_stage
+	# the README's server install on an overlay of the same share (its own region)
+	. /etc/beluga/install.sh
+	install_stage
 else
 	tap_skip python "the host's root is not shared into this guest (run-guest.sh -P REPO); make test runs the Python suite in the 6.12 guest only: the binding and the module are the same on both kernels, and a second run would add its minutes to every make test"
+	tap_skip install "the host's root is not shared into this guest (run-guest.sh -P REPO); make test runs the server-install test in the 6.12 guest only, where the host's root is shared"
 fi
 
 dmesg_check
