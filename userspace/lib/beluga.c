@@ -152,9 +152,10 @@ static int open_fail(const char *path, int accmode, int err)
 	case EACCES:
 	case EPERM:
 	case EROFS:
-		return bel_fail(NULL, err, "no permission to open %s %s: run as root, or give "
-				"your group access with a udev rule (KERNEL==\"beluga\", "
-				"MODE=\"0660\")", path,
+		return bel_fail(NULL, err, "no permission to open %s %s: join the group "
+				"the node belongs to (`usermod -aG beluga $USER`, then log in "
+				"again; `make install` installs the udev rule that gives the "
+				"beluga group read-write), or run as root", path,
 				accmode == O_RDWR ? "read-write" : "read-only");
 	default:
 		return bel_fail(NULL, err, "cannot open %s: %s: check the path", path,
