@@ -266,6 +266,14 @@ if grep -qx 'ExecStart=/usr/bin/belugactl apply /etc/beluga.conf' \
 else
 	not_ok "beluga.service runs belugactl from BINDIR"
 fi
+if grep -qx 'ExecStart=/usr/bin/beluga-watchdogd --foreground $BELUGA_WATCHDOGD_OPTS' \
+	"$root/usr/lib/systemd/system/beluga-watchdogd.service" 2>/dev/null &&
+	grep -qx 'EnvironmentFile=-/etc/default/beluga-watchdogd' \
+		"$root/usr/lib/systemd/system/beluga-watchdogd.service"; then
+	ok "beluga-watchdogd.service runs the daemon from BINDIR, options from SYSCONFDIR/default"
+else
+	not_ok "beluga-watchdogd.service runs the daemon from BINDIR, options from SYSCONFDIR/default"
+fi
 # The modprobe.d example loads nothing by itself, and explains every load-time
 # parameter of the module (every module parameter is one: the test-only heartbeat
 # stall is a debugfs fault attribute).
