@@ -41,6 +41,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
@@ -114,6 +115,55 @@ static inline double bt_now_s(void)
 static inline uint64_t bt_ns(uint64_t salt)
 {
 	return bt_mix64(((uint64_t)getpid() << 20) ^ salt ^ (uint64_t)time(NULL));
+}
+
+/* The address family and socket level of AF_XDP, for libcs that lack them. */
+#ifndef AF_XDP
+#define AF_XDP	44
+#endif
+#ifndef SOL_XDP
+#define SOL_XDP	283
+#endif
+
+/* The shared pool's test knob (kmod/mh.c) under debugfs. */
+#define BT_DEBUGFS	"/sys/kernel/debug"
+#define BT_MH_STALL	BT_DEBUGFS "/beluga/mh_stall_heartbeat"
+
+/*
+ * Stall this host's heartbeat for its shared pools (every heartbeat and
+ * tick skipped, until bt_mh_stall(false)) through BT_MH_STALL: a fault
+ * attribute on kernels with fault injection, its "probability" file alone
+ * on the others. 0, or -errno with the reason in @why.
+ */
+static inline int bt_mh_stall(bool on, char *why, size_t len)
+{
+	static const char *const attr[] = { "verbose", "times", "interval",
+					    "probability" };
+	static const char *const val[] = { "0", "-1", "1", "100" };
+	char path[256];
+	unsigned int i;
+	int r;
+
+	if (access(BT_DEBUGFS "/beluga", F_OK))
+		mount("debugfs", BT_DEBUGFS, "debugfs", 0, NULL);
+	if (access(BT_MH_STALL, F_OK)) {
+		snprintf(why, len, "no %s (debugfs not mounted, or a module "
+			 "without shared pools)", BT_MH_STALL);
+		return -ENOENT;
+	}
+	/* off: probability 0 alone stops the failures */
+	for (i = on ? 0 : 3; i < 4; i++) {
+		snprintf(path, sizeof(path), "%s/%s", BT_MH_STALL, attr[i]);
+		if (i < 3 && access(path, F_OK))
+			continue;
+		r = bt_write_str(path, on ? val[i] : "0");
+		if (r) {
+			snprintf(why, len, "%s/%s: %s", BT_MH_STALL, attr[i],
+				 strerror(-r));
+			return r;
+		}
+	}
+	return 0;
 }
 
 static inline int bt_errno_ret(int r)

@@ -40,19 +40,10 @@
 #include <linux/if_xdp.h>
 #include <linux/io_uring.h>
 
-#ifndef AF_XDP
-#define AF_XDP	44
-#endif
-#ifndef SOL_XDP
-#define SOL_XDP	283
-#endif
-
 #define DL_LEN		(4 * BT_MIB)	/* 2 MiB of metadata, 2 MiB of blocks */
 #define DL_BS		(64 * BT_KIB)
 /* W, the watchdog timeout the test registers as its own daemon. */
 #define DL_W_MS		1000U
-#define DL_DEBUGFS	"/sys/kernel/debug"
-#define DL_STALL	DL_DEBUGFS "/beluga/mh_stall_heartbeat"
 #define DL_PATTERN	0x6c
 
 static int dl_errno(long r)
@@ -100,41 +91,6 @@ static bool dl_allow_gup(void)
 	return v[0] == 'Y' || v[0] == '1';
 }
 
-/*
- * Stall this host's heartbeat (every heartbeat and tick fails the fault
- * attribute) or let it run again: 0, or -errno with the reason in @why.
- */
-static int dl_stall(bool on, char *why, size_t len)
-{
-	static const char *const attr[] = { "verbose", "times", "interval",
-					    "probability" };
-	static const char *const val[] = { "0", "-1", "1", "100" };
-	char path[128];
-	unsigned int i;
-	int r;
-
-	if (access(DL_DEBUGFS "/beluga", F_OK))
-		mount("debugfs", DL_DEBUGFS, "debugfs", 0, NULL);
-	if (access(DL_STALL, F_OK)) {
-		snprintf(why, len, "no %s (debugfs not mounted, or a module "
-			 "without shared pools)", DL_STALL);
-		return -ENOENT;
-	}
-	/* off: probability 0 alone stops the failures */
-	for (i = on ? 0 : 3; i < ARRAY_SIZE(attr); i++) {
-		snprintf(path, sizeof(path), "%s/%s", DL_STALL, attr[i]);
-		/* without fault injection the knob is "probability" alone */
-		if (i < 3 && access(path, F_OK))
-			continue;
-		r = bt_write_str(path, on ? val[i] : "0");
-		if (r) {
-			snprintf(why, len, "%s/%s: %s", DL_STALL, attr[i],
-				 strerror(-r));
-			return r;
-		}
-	}
-	return 0;
-}
 
 /* This host's record (HOSTS, BELUGA_HOST_SELF): 0, -ENOENT, -errno. */
 static int dl_self(int fd, struct beluga_host *self)
@@ -656,8 +612,8 @@ FIXTURE_TEARDOWN(shared)
 	unsigned int i;
 
 	/* a failed fence test must not leave the heartbeat stalled */
-	if (!access(DL_STALL, F_OK))
-		dl_stall(false, why, sizeof(why));
+	if (!access(BT_MH_STALL, F_OK))
+		bt_mh_stall(false, why, sizeof(why));
 	if (self->ring >= 0)
 		dl_ring_unpin(self->ring);
 	dl_close(&self->ring);
@@ -1191,7 +1147,7 @@ static int dl_wait_lookup(int want, unsigned int ms)
  * The fence with a device range declared and pinned (an io_uring fixed
  * buffer where io_uring takes file-backed memory, else an AF_XDP umem):
  * the setup of the fence tests, up to the eventfd's signal, with the
- * heartbeat stalled (until dl_stall(false)). The block in *@blk, the
+ * heartbeat stalled (until bt_mh_stall(false)). The block in *@blk, the
  * record before the stall in *@me0. False when it skipped.
  */
 static bool __dl_fence_pinned(struct __test_metadata *_metadata,
@@ -1207,7 +1163,7 @@ static bool __dl_fence_pinned(struct __test_metadata *_metadata,
 	uint8_t *p;
 	int r, e;
 
-	if (dl_stall(false, why, sizeof(why)))
+	if (bt_mh_stall(false, why, sizeof(why)))
 		SKIP(return false, "%s", why);
 	if (!dl_attach(self, 0))
 		return false;
@@ -1242,7 +1198,7 @@ static bool __dl_fence_pinned(struct __test_metadata *_metadata,
 
 	/* the stall: the eventfd fires at the fence, half a lease on */
 	t0 = bt_now_s();
-	ASSERT_EQ(0, dl_stall(true, why, sizeof(why))) TH_LOG("%s", why);
+	ASSERT_EQ(0, bt_mh_stall(true, why, sizeof(why))) TH_LOG("%s", why);
 	r = dl_eventfd_wait(self->efd, 10 * lease, &cnt);
 	t_sig = bt_now_s() - t0;
 	ASSERT_EQ(1, r) TH_LOG("the range's eventfd, %u ms after the stall: %s",
@@ -1335,7 +1291,7 @@ TEST_F_TIMEOUT(shared, fence_holds_until_devices_let_go, 180)
 	 * longer than a rejoin takes (the old record's device lease, lease +
 	 * W + lease / 2, and a second more), and the watchdog is told HOLD.
 	 */
-	ASSERT_EQ(0, dl_stall(false, why, sizeof(why))) TH_LOG("%s", why);
+	ASSERT_EQ(0, bt_mh_stall(false, why, sizeof(why))) TH_LOG("%s", why);
 	hold_ms = lease + DL_W_MS + lease / 2 + 1000;
 	for (t = 0; t <= hold_ms; t += 250) {
 		r = dl_query(self->wdfd, NULL);
@@ -1410,7 +1366,7 @@ TEST_F_TIMEOUT(shared, hold_not_fed_by_detach_attempts, 180)
 
 	if (!dl_fence_pinned(self, &blk, &me0))
 		return;
-	ASSERT_EQ(0, dl_stall(false, why, sizeof(why))) TH_LOG("%s", why);
+	ASSERT_EQ(0, bt_mh_stall(false, why, sizeof(why))) TH_LOG("%s", why);
 	r = dl_query(self->wdfd, NULL);
 	ASSERT_EQ(BELUGA_WATCHDOG_HOLD, r) TH_LOG("QUERY, fenced with the pin "
 						  "held: %s", dl_answer(r));
@@ -1461,7 +1417,7 @@ TEST_F_TIMEOUT(shared, fence_without_range_feeds, 120)
 	uint8_t *p;
 	int r;
 
-	if (dl_stall(false, why, sizeof(why)))
+	if (bt_mh_stall(false, why, sizeof(why)))
 		SKIP(return, "%s", why);
 	if (!dl_attach(self, 0))
 		return;
@@ -1476,7 +1432,7 @@ TEST_F_TIMEOUT(shared, fence_without_range_feeds, 120)
 	EXPECT_EQ(BELUGA_WATCHDOG_FEED, r);
 	EXPECT_EQ(0, wd.device_ranges);
 
-	ASSERT_EQ(0, dl_stall(true, why, sizeof(why))) TH_LOG("%s", why);
+	ASSERT_EQ(0, bt_mh_stall(true, why, sizeof(why))) TH_LOG("%s", why);
 	for (t = 0; t <= 10 * lease; t += 100) {
 		r = bt_alloc(self->c.fd, 1, &blk);
 		if (r == -ESTALE)
@@ -1508,7 +1464,7 @@ TEST_F_TIMEOUT(shared, fence_without_range_feeds, 120)
 			break;
 		dl_msleep(100);
 	}
-	ASSERT_EQ(0, dl_stall(false, why, sizeof(why))) TH_LOG("%s", why);
+	ASSERT_EQ(0, bt_mh_stall(false, why, sizeof(why))) TH_LOG("%s", why);
 	r = dl_wait_lookup(0, 30000);
 	EXPECT_EQ(0, r) TH_LOG("no rejoin: %s", strerror(-r));
 	r = dl_query(self->wdfd, &wd);

@@ -19,12 +19,6 @@
 #include <linux/if_xdp.h>
 #include <liburing.h>
 
-#ifndef AF_XDP
-#define AF_XDP	44
-#endif
-#ifndef SOL_XDP
-#define SOL_XDP	283
-#endif
 
 FIXTURE(pin) {
 	struct bt_ctx c;

@@ -23,8 +23,6 @@
 #define SH_BS		(64 * BT_KIB)
 #define SH_HOSTS	8		/* the default max_hosts of a format */
 /* The module's fault attribute (kernels with CONFIG_FAULT_INJECTION_DEBUG_FS). */
-#define SH_DEBUGFS	"/sys/kernel/debug"
-#define SH_STALL	SH_DEBUGFS "/beluga/mh_stall_heartbeat"
 /* Processes retrying LOOKUP while the host rejoins. */
 #define SH_RETRIERS	4
 
@@ -78,46 +76,6 @@ static int sh_host(int id, char *state, size_t len, unsigned int *inc)
 	return 0;
 }
 
-/*
- * Stall this host's heartbeats (every one fails the fault attribute) or
- * let them run again. 0, or why not in @why.
- */
-static int sh_stall(bool on, char *why, size_t len)
-{
-	static const char *const files[] = { "verbose", "times", "interval",
-					     "probability" };
-	const char *on_vals[] = { "0", "-1", "1", "100" };
-	char path[256];
-	unsigned int i;
-	int r;
-
-	if (access(SH_DEBUGFS "/beluga", F_OK))
-		mount("debugfs", SH_DEBUGFS, "debugfs", 0, NULL);
-	if (access(SH_DEBUGFS "/beluga", F_OK)) {
-		snprintf(why, len, "debugfs is not mounted at %s and could not be (%s)",
-			 SH_DEBUGFS, strerror(errno));
-		return -ENOENT;
-	}
-	if (access(SH_STALL, F_OK)) {
-		snprintf(why, len, "no %s: a module built without shared pools?",
-			 SH_STALL);
-		return -ENOENT;
-	}
-	for (i = on ? 0 : 3; i < ARRAY_SIZE(files); i++) {
-		snprintf(path, sizeof(path), "%s/%s", SH_STALL, files[i]);
-		/* Without fault injection the module has "probability" only. */
-		if (i < 3 && access(path, F_OK))
-			continue;
-		r = bt_write_str(path, on ? on_vals[i] : "0");
-		if (r) {
-			snprintf(why, len, "%s/%s: %s", SH_STALL, files[i],
-				 strerror(-r));
-			return r;
-		}
-	}
-	return 0;
-}
-
 /* Read one byte of @p in a child: 0 when it could, 128 + signal else. */
 static int sh_child_read(struct bt_ctx *c, volatile uint8_t *p)
 {
@@ -149,8 +107,8 @@ FIXTURE_TEARDOWN(shared)
 	char why[160];
 
 	/* A failed fence test must not leave the heartbeat stalled. */
-	if (!access(SH_STALL, F_OK))
-		sh_stall(false, why, sizeof(why));
+	if (!access(BT_MH_STALL, F_OK))
+		bt_mh_stall(false, why, sizeof(why));
 	bt_teardown(&self->c);
 }
 
@@ -884,7 +842,7 @@ TEST_F_TIMEOUT(shared, fence_zaps_and_rejoins, 240)
 
 	if (!bt_backend_ok(BELUGA_BACKEND_DAX, 0, SH_LEN, why, sizeof(why)))
 		SKIP(return, "%s", why);
-	if (sh_stall(false, why, sizeof(why)))
+	if (bt_mh_stall(false, why, sizeof(why)))
 		SKIP(return, "%s", why);
 	ASSERT_EQ(0, sh_req(&a, BELUGA_ATTACH_SHARED | BELUGA_ATTACH_HOST_ID |
 			    BELUGA_ATTACH_FORMAT, 0));
@@ -902,7 +860,7 @@ TEST_F_TIMEOUT(shared, fence_zaps_and_rejoins, 240)
 	EXPECT_EQ(0, sh_child_read(&self->c, map + got));
 
 	/* stop the heartbeat: the host fences itself after half a lease */
-	ASSERT_EQ(0, sh_stall(true, why, sizeof(why))) TH_LOG("%s", why);
+	ASSERT_EQ(0, bt_mh_stall(true, why, sizeof(why))) TH_LOG("%s", why);
 	for (i = 0; i < 300; i++) {	/* 30 s */
 		r = bt_lookup(self->c.fd, ns, &k, 1, NULL, 0, &hits);
 		if (r)
@@ -915,7 +873,7 @@ TEST_F_TIMEOUT(shared, fence_zaps_and_rejoins, 240)
 		nanosleep(&ts, NULL);
 	EXPECT_EQ(128 + SIGBUS, sh_child_read(&self->c, map + got))
 		TH_LOG("a mapping of a fenced pool must raise SIGBUS");
-	ASSERT_EQ(0, sh_stall(false, why, sizeof(why))) TH_LOG("%s", why);
+	ASSERT_EQ(0, bt_mh_stall(false, why, sizeof(why))) TH_LOG("%s", why);
 
 	/*
 	 * Callers retrying without a pause on new files must not starve the

@@ -16,3 +16,19 @@ tap_done() {
 	echo "1..$n"
 	[ "$failed" -eq 0 ]
 }
+# expect NAME RC PATTERN CMD...: CMD exits RC and its stderr+stdout contains PATTERN
+expect() {
+	local name=$1 want_rc=$2 pattern=$3 out rc
+	shift 3
+	out=$("$@" 2>&1)
+	rc=$?
+	if [ "$rc" -ne "$want_rc" ]; then
+		not_ok "$name (exit $rc, expected $want_rc)"
+		printf '%s\n' "$out" | sed 's/^/#   /' | head -5
+	elif [ -n "$pattern" ] && ! grep -qF -- "$pattern" <<<"$out"; then
+		not_ok "$name (output lacks '$pattern')"
+		printf '%s\n' "$out" | sed 's/^/#   /' | head -5
+	else
+		ok "$name"
+	fi
+}

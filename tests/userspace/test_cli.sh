@@ -30,23 +30,6 @@ mkdir -p "$tmp/nosys"
 have_python=0
 command -v python3 >/dev/null 2>&1 && have_python=1
 
-# expect NAME RC PATTERN CMD...: CMD exits RC and its stderr+stdout contains PATTERN
-expect() {
-	local name=$1 want_rc=$2 pattern=$3 out rc
-	shift 3
-	out=$("$@" 2>&1)
-	rc=$?
-	if [ "$rc" -ne "$want_rc" ]; then
-		not_ok "$name (exit $rc, expected $want_rc)"
-		printf '%s\n' "$out" | sed 's/^/#   /' | head -5
-	elif [ -n "$pattern" ] && ! grep -qF -- "$pattern" <<<"$out"; then
-		not_ok "$name (output lacks '$pattern')"
-		printf '%s\n' "$out" | sed 's/^/#   /' | head -5
-	else
-		ok "$name"
-	fi
-}
-
 # rc_ok NAME RC ERRFILE: a command run beforehand exited 0
 rc_ok() {
 	if [ "$2" -eq 0 ]; then

@@ -35,23 +35,6 @@ HOSTS
 fake=(env BELUGA_FAKE_KERNEL=1 BELUGA_FAKE_REGIONS=dax0.0:4M BELUGA_FAKE_HOSTS="$tmp/hosts"
       BELUGA_FAKE_LEASE="$tmp/lease")
 
-# expect NAME RC PATTERN CMD...: CMD exits RC and its stderr+stdout contains PATTERN
-expect() {
-	local name=$1 want_rc=$2 pattern=$3 out rc
-	shift 3
-	out=$("$@" 2>&1)
-	rc=$?
-	if [ "$rc" -ne "$want_rc" ]; then
-		not_ok "$name (exit $rc, expected $want_rc)"
-		printf '%s\n' "$out" | sed 's/^/#   /' | head -5
-	elif [ -n "$pattern" ] && ! grep -qF -- "$pattern" <<<"$out"; then
-		not_ok "$name (output lacks '$pattern')"
-		printf '%s\n' "$out" | sed 's/^/#   /' | head -5
-	else
-		ok "$name"
-	fi
-}
-
 # the watchdog file's record, one line: "T1 K K V"
 record() { tr '\n' ' ' <"$tmp/wd" | sed 's/ $//'; }
 pets() { grep -c '^K$' "$tmp/wd"; }
