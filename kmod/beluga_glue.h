@@ -358,6 +358,9 @@ unsigned long beluga_get_unmapped_area(struct file *file, unsigned long addr,
 				       unsigned long len, unsigned long pgoff,
 				       unsigned long flags);
 
+/* beluga_mh_device_lease(): the range needs no lease, and is not counted. */
+#define BELUGA_RANGE_LOCAL	1
+
 /*
  * mh.c: shared (multi-host) pools, when built in (BELUGA_SHARED=y). The
  * pool and file hooks set up and tear down what a pool or file needs to
@@ -434,8 +437,6 @@ static inline void beluga_mh_debugfs_init(struct dentry *root)
 
 /* devlease.c: device leases (BELUGA_IOC_WATCHDOG, BELUGA_IOC_DEVICE_RANGE) */
 struct eventfd_ctx;
-/* beluga_mh_device_lease(): the range needs no lease, and is not counted. */
-#define BELUGA_RANGE_LOCAL	1
 void beluga_devlease_init(struct beluga_device *dev);
 int beluga_devlease_watchdog(struct beluga_file *bf,
 			     struct beluga_watchdog *arg);
