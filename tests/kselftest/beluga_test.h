@@ -42,6 +42,7 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
@@ -51,6 +52,7 @@
 #include <unistd.h>
 
 #include <linux/beluga.h>
+#include <linux/if_xdp.h>
 
 #include "../lib/beluga_abi.h"
 
@@ -124,6 +126,31 @@ static inline uint64_t bt_ns(uint64_t salt)
 #ifndef SOL_XDP
 #define SOL_XDP	283
 #endif
+
+/*
+ * Register [@addr, +@len) as an AF_XDP umem, a FOLL_LONGTERM pin as a
+ * device's (*@sock, -1 on failure): 0 or -errno.
+ */
+static inline int bt_xdp_umem_pin(void *addr, size_t len, int *sock)
+{
+	struct xdp_umem_reg mr;
+	int s = socket(AF_XDP, SOCK_RAW | SOCK_CLOEXEC, 0), e;
+
+	*sock = -1;
+	if (s < 0)
+		return -errno;
+	memset(&mr, 0, sizeof(mr));
+	mr.addr = (uintptr_t)addr;
+	mr.len = len;
+	mr.chunk_size = 4096;
+	if (setsockopt(s, SOL_XDP, XDP_UMEM_REG, &mr, sizeof(mr))) {
+		e = errno;
+		close(s);
+		return -e;
+	}
+	*sock = s;
+	return 0;
+}
 
 /* The shared pool's test knob (kmod/mh.c) under debugfs. */
 #define BT_DEBUGFS	"/sys/kernel/debug"

@@ -205,28 +205,6 @@ static int dl_ring_unpin(int ring)
 				IORING_UNREGISTER_BUFFERS, NULL, 0));
 }
 
-/* Register [@addr, +@len) as an AF_XDP umem (*@sock): 0 or -errno. */
-static int dl_xdp_pin(void *addr, size_t len, int *sock)
-{
-	struct xdp_umem_reg mr;
-	int s = socket(AF_XDP, SOCK_RAW | SOCK_CLOEXEC, 0), e;
-
-	*sock = -1;
-	if (s < 0)
-		return -errno;
-	memset(&mr, 0, sizeof(mr));
-	mr.addr = (uintptr_t)addr;
-	mr.len = len;
-	mr.chunk_size = 4096;
-	if (setsockopt(s, SOL_XDP, XDP_UMEM_REG, &mr, sizeof(mr))) {
-		e = errno;
-		close(s);
-		return -e;
-	}
-	*sock = s;
-	return 0;
-}
-
 /* Does this kernel's io_uring take file-backed buffers (6.5 on)? */
 static bool dl_uring_takes_files(void)
 {
@@ -1052,7 +1030,7 @@ TEST_F_TIMEOUT(shared, range_pins_xdp_odirect, 60)
 		struct iovec l = { got, sizeof(got) };
 
 		/* AF_XDP umem */
-		r = dl_xdp_pin(t, BT_PAGE, &s);
+		r = bt_xdp_umem_pin(t, BT_PAGE, &s);
 		if (r == -EAFNOSUPPORT || r == -ENOPROTOOPT) {
 			TH_LOG("AF_XDP unavailable: %s", strerror(-r));
 		} else if (ok) {
@@ -1183,7 +1161,7 @@ static bool __dl_fence_pinned(struct __test_metadata *_metadata,
 	if (r == -EOPNOTSUPP || e) {
 		TH_LOG("io_uring fixed buffer: %s; an AF_XDP umem instead",
 		       strerror(e ? e : -r));
-		r = dl_xdp_pin(p, BT_PAGE, &self->xsk);
+		r = bt_xdp_umem_pin(p, BT_PAGE, &self->xsk);
 		kind = "an AF_XDP umem";
 		if (r == -EAFNOSUPPORT || r == -ENOPROTOOPT)
 			SKIP(return false, "neither an io_uring fixed buffer on "

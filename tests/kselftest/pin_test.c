@@ -151,29 +151,6 @@ TEST_F(pin, io_uring_fixed_buffers)
 	free(buf);
 }
 
-/* Register @len bytes at @addr as an AF_XDP umem: a FOLL_LONGTERM pin. */
-static int xdp_umem_pin(void *addr, size_t len, int *sock)
-{
-	struct xdp_umem_reg mr;
-	int s = socket(AF_XDP, SOCK_RAW | SOCK_CLOEXEC, 0);
-
-	if (s < 0)
-		return -errno;
-	memset(&mr, 0, sizeof(mr));
-	mr.addr = (uintptr_t)addr;
-	mr.len = len;
-	mr.chunk_size = 4096;
-	mr.headroom = 0;
-	if (setsockopt(s, SOL_XDP, XDP_UMEM_REG, &mr, sizeof(mr))) {
-		int e = errno;
-
-		close(s);
-		return -e;
-	}
-	*sock = s;
-	return 0;
-}
-
 TEST_F(pin, af_xdp_umem)
 {
 	uint32_t id = self->c.att[0].region_id;
@@ -181,7 +158,7 @@ TEST_F(pin, af_xdp_umem)
 	int s, r;
 
 	/* the whole pool, every page of it pinned */
-	r = xdp_umem_pin(map, self->c.map_len, &s);
+	r = bt_xdp_umem_pin(map, self->c.map_len, &s);
 	if (r == -EAFNOSUPPORT || r == -ENOPROTOOPT)
 		SKIP(return, "AF_XDP unavailable: %s", strerror(-r));
 	ASSERT_EQ(0, r) TH_LOG("XDP_UMEM_REG over the pool mapping "
@@ -211,7 +188,7 @@ TEST_F(pin, af_xdp_single_block)
 	int s, r;
 
 	ASSERT_EQ(0, bt_alloc(self->c.fd, 1, &o));
-	r = xdp_umem_pin(map + o, BT_BLOCK_SIZE, &s);
+	r = bt_xdp_umem_pin(map + o, BT_BLOCK_SIZE, &s);
 	if (r == -EAFNOSUPPORT || r == -ENOPROTOOPT)
 		SKIP(return, "AF_XDP unavailable: %s", strerror(-r));
 	ASSERT_EQ(0, r) TH_LOG("XDP_UMEM_REG of one block: %s", strerror(-r));
@@ -254,7 +231,7 @@ TEST(attach_refuses_pinned_dax)
 		     "CONFIG_FS_DAX cannot map device-dax)", path);
 	}
 	ASSERT_NE(MAP_FAILED, p) TH_LOG("mmap %s: %s", path, strerror(errno));
-	r = xdp_umem_pin(p, BT_REGION_LEN, &s);
+	r = bt_xdp_umem_pin(p, BT_REGION_LEN, &s);
 	if (r == -EAFNOSUPPORT || r == -ENOPROTOOPT) {
 		munmap(p, BT_REGION_LEN);
 		close(dfd);
