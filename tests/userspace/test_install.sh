@@ -95,7 +95,7 @@ check "make install DESTDIR=... PREFIX=/usr" \
 	"${stubbed[@]}" make -s -C "$top" install DESTDIR="$root" PREFIX=/usr
 installed "$root" usr/lib/libbeluga.so.1 usr/lib/libbeluga.so usr/lib/libbeluga.a usr/include/libbeluga.h \
 	usr/include/linux/beluga.h usr/lib/pkgconfig/beluga.pc usr/bin/belugactl usr/bin/beluga-demo \
-	usr/bin/beluga-watchdogd usr/bin/beluga-setup \
+	usr/bin/beluga-watchdogd usr/bin/beluga-vm-fence usr/bin/beluga-setup \
 	usr/lib/systemd/system/beluga.service etc/beluga.conf etc/modprobe.d/beluga.conf \
 	etc/udev/rules.d/60-beluga.rules usr/lib/sysusers.d/beluga.conf
 # The group the udev rule grants /dev/beluga to is the one sysusers.d creates.
