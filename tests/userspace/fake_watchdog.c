@@ -11,6 +11,8 @@
  * BELUGA_FAKE_WATCHDOG=magic      a driver with magic close (softdog, iTCO_wdt)
  * BELUGA_FAKE_WATCHDOG=nomagic    one that stops when closed
  * BELUGA_FAKE_WATCHDOG_ROUND=N    timeouts are rounded up to a multiple of N s
+ * BELUGA_FAKE_SYSROOT=DIR         where the daemon looks for /proc/cpuinfo and
+ *                                 the rest that tells a VM (any mode)
  * The daemon cannot tell: the file is the whole device. Real watchdogs
  * (softdog, i6300esb) are the guest tests' (tests/multihost).
  */
@@ -25,6 +27,7 @@
 
 /* userspace/watchdogd/beluga-watchdogd.c */
 extern int (*wd_ioctl)(int fd, unsigned long request, void *arg);
+extern const char *sysroot;
 
 static int timeout_s = 60;
 static int round_s = 1;
@@ -82,7 +85,10 @@ __attribute__((constructor)) static void fake_watchdog_from_env(void)
 {
 	const char *mode = getenv("BELUGA_FAKE_WATCHDOG");
 	const char *r = getenv("BELUGA_FAKE_WATCHDOG_ROUND");
+	const char *root = getenv("BELUGA_FAKE_SYSROOT");
 
+	if (root)
+		sysroot = root;
 	if (!mode)
 		return;
 	magic = strcmp(mode, "nomagic") != 0;

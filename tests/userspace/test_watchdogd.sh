@@ -32,8 +32,13 @@ cat >"$tmp/hosts" <<'HOSTS'
 0 active 2 3514 d1 alive 9 self node-a
 1 active 1 3438 2e alive 0 - node-b
 HOSTS
+# The fake daemon looks for a hypervisor under BELUGA_FAKE_SYSROOT: an
+# empty directory is bare metal, whatever this machine is.
+mkdir -p "$tmp/bare" "$tmp/vm/proc" "$tmp/qemu/sys/class/dmi/id"
+printf 'processor\t: 0\nflags\t\t: fpu vme de pse hypervisor lahf_lm\n' >"$tmp/vm/proc/cpuinfo"
+echo QEMU >"$tmp/qemu/sys/class/dmi/id/sys_vendor"
 fake=(env BELUGA_FAKE_KERNEL=1 BELUGA_FAKE_REGIONS=dax0.0:4M BELUGA_FAKE_HOSTS="$tmp/hosts"
-      BELUGA_FAKE_LEASE="$tmp/lease")
+      BELUGA_FAKE_LEASE="$tmp/lease" BELUGA_FAKE_SYSROOT="$tmp/bare")
 
 # the watchdog file's record, one line: "T1 K K V"
 record() { tr '\n' ' ' <"$tmp/wd" | sed 's/ $//'; }
@@ -61,6 +66,9 @@ expect "--timeout above what a pool takes" 2 "1..16777" "$wdd" --timeout 16778
 expect "an unknown option" 2 "unknown option '--bogus'" "$wdd" --bogus
 expect "an option without its argument" 2 "option '--watchdog' needs an argument" "$wdd" --watchdog
 expect "an extra argument" 2 "unexpected argument 'now'" "$wdd" now
+expect "--pause-fence 0 is a usage error" 2 "--pause-fence '0': give seconds, more than 0" \
+	"$wdd" --pause-fence 0
+expect "--pause-fence that is not a number" 2 "--pause-fence '1s': give seconds" "$wdd" --pause-fence 1s
 out=$("$wdd" --timeout 0 2>/dev/null)
 if [ -z "$out" ]; then ok "usage errors go to stderr only"; else not_ok "usage errors go to stderr only ($out)"; fi
 
@@ -84,6 +92,28 @@ expect "a character device that is not a watchdog" 1 "/dev/null is not a watchdo
 expect "a watchdog without magic close is refused" 1 "stops when its device is closed (no magic close)" \
 	"${fake[@]}" BELUGA_FAKE_WATCHDOG=nomagic "$fwdd" --device "$tmp/dev" --watchdog "$tmp/wd" --once
 if [ ! -s "$tmp/wd" ]; then ok "... before setting a timeout"; else not_ok "... before setting a timeout ($(record))"; fi
+
+# ---- a virtual machine: refused unless a pause fence is declared ----
+for vm in "vm:the CPU flag 'hypervisor' in /proc/cpuinfo" \
+	  "qemu:the SMBIOS vendor QEMU in /sys/class/dmi/id/sys_vendor"; do
+	: >"$tmp/wd"
+	rm -f "$tmp/lease"
+	expect "a VM (${vm%%:*}) without --pause-fence is refused, naming ${vm#*:}" 1 \
+		"this host is a virtual machine (${vm#*:}): while it is paused its watchdog stops with it" \
+		"${fake[@]}" BELUGA_FAKE_SYSROOT="$tmp/${vm%%:*}" BELUGA_FAKE_WATCHDOG=magic "$fwdd" \
+		--device "$tmp/dev" --watchdog "$tmp/wd" --timeout 7 --once
+	if [ ! -s "$tmp/wd" ]; then ok "... before arming the watchdog"; else not_ok "... before arming the watchdog ($(record))"; fi
+done
+expect "the refusal names the fix: beluga-vm-fence and --pause-fence" 1 \
+	"Run beluga-vm-fence on the hypervisor host (it stops the VM once paused too long), then give its --max-pause here as --pause-fence SECONDS" \
+	"${fake[@]}" BELUGA_FAKE_SYSROOT="$tmp/vm" BELUGA_FAKE_WATCHDOG=magic "$fwdd" \
+	--device "$tmp/dev" --watchdog "$tmp/wd" --timeout 7 --once
+: >"$tmp/wd"
+expect "a VM with --pause-fence 0.5 runs, and says what covers a pause" 0 \
+	"a virtual machine: a pause is fenced by the hypervisor's beluga-vm-fence within 0.5 s" \
+	"${fake[@]}" BELUGA_FAKE_SYSROOT="$tmp/vm" BELUGA_FAKE_WATCHDOG=magic "$fwdd" \
+	--device "$tmp/dev" --watchdog "$tmp/wd" --timeout 7 --pause-fence 0.5 --once
+if [ "$(record)" = "T7 K V" ]; then ok "... and pets as on bare metal (T7 K V)"; else not_ok "... and pets as on bare metal ($(record))"; fi
 
 # ---- one query (--once) ----
 : >"$tmp/wd"
@@ -129,7 +159,7 @@ expect "a timeout the driver rounds is W as read back" 0 "armed with W = 8 s" \
 	"${fake[@]}" BELUGA_FAKE_WATCHDOG=magic BELUGA_FAKE_WATCHDOG_ROUND=4 "$fwdd" \
 	--device "$tmp/dev" --watchdog "$tmp/wd" --timeout 5 --once
 expect "a pool that is not shared answers FEED" 0 "FEED (device ranges: 0)" \
-	env BELUGA_FAKE_KERNEL=1 BELUGA_FAKE_REGIONS=dax0.0:4M BELUGA_FAKE_WATCHDOG=magic "$fwdd" \
+	env BELUGA_FAKE_KERNEL=1 BELUGA_FAKE_REGIONS=dax0.0:4M BELUGA_FAKE_SYSROOT="$tmp/bare" BELUGA_FAKE_WATCHDOG=magic "$fwdd" \
 	--device "$tmp/dev" --watchdog "$tmp/wd" --timeout 3 --once
 
 # A daemon left while device ranges were declared under W = 5 s: a new one must use that W.

@@ -19,12 +19,18 @@
  * pool has a device range and every pool answered FEED; otherwise it
  * exits leaving it armed, and the host resets within W unless a new
  * daemon takes over. If it dies, the same happens: that is the point.
+ *
+ * In a virtual machine, the watchdog is emulated and stops while the VM is
+ * paused, yet passed-through devices keep writing: the daemon then starts
+ * only with --pause-fence, the operator's word that beluga-vm-fence(8) on
+ * the hypervisor stops the VM once paused that long.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <math.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -61,6 +67,9 @@ static int real_wd_ioctl(int fd, unsigned long request, void *arg)
 }
 
 int (*wd_ioctl)(int fd, unsigned long request, void *arg) = real_wd_ioctl;
+
+/* Prefix of the files that tell a VM; the fake build points it elsewhere. */
+const char *sysroot = "";
 
 struct pool {
 	const char *path;
@@ -104,6 +113,10 @@ static void usage(FILE *f)
 		"                        registered with the pools (default %d)\n"
 		"  -d, --device PATH     a pool's device, repeatable (default $BELUGA_DEVICE\n"
 		"                        or /dev/beluga)\n"
+		"  -p, --pause-fence SECONDS\n"
+		"                        in a VM: beluga-vm-fence on the hypervisor stops this\n"
+		"                        VM once paused this long (less than the pool's lease);\n"
+		"                        required in a VM, where the watchdog stops with it\n"
 		"  -1, --once            one query and pet, then stop as on SIGTERM (tests)\n"
 		"  -f, --foreground      stay in the foreground, log to stderr (else: detach,\n"
 		"                        log to syslog)\n"
@@ -127,6 +140,52 @@ static int usage_error(const char *fmt, ...)
 static void on_signal(int sig)
 {
 	stop_signal = sig;
+}
+
+/* Whether the file under sysroot holds the word (whitespace-delimited). */
+static int file_has_word(const char *path, const char *prefix, const char *word)
+{
+	char name[PATH_MAX], line[4096];
+	size_t len = strlen(word), plen = strlen(prefix);
+	int found = 0;
+	FILE *f;
+
+	snprintf(name, sizeof(name), "%s%s", sysroot, path);
+	f = fopen(name, "re");
+	if (!f)
+		return 0;
+	while (!found && fgets(line, sizeof(line), f)) {
+		char *p = line;
+
+		if (strncmp(line, prefix, plen))
+			continue;
+		while ((p = strstr(p, word))) {
+			if ((p == line || strchr(" \t:", p[-1])) && strchr(" \t\n", p[len])) {
+				found = 1;
+				break;
+			}
+			p += len;
+		}
+	}
+	fclose(f);
+	return found;
+}
+
+/*
+ * Why this host looks like a virtual machine, or NULL: the CPU's hypervisor
+ * flag (x86), a hypervisor in /sys/hypervisor (Xen), or QEMU's SMBIOS
+ * vendor (which stays when the flag is hidden for GPU passthrough).
+ */
+static const char *virtual_machine(void)
+{
+	if (file_has_word("/proc/cpuinfo", "flags", "hypervisor"))
+		return "the CPU flag 'hypervisor' in /proc/cpuinfo";
+	if (file_has_word("/sys/hypervisor/type", "", "xen") ||
+	    file_has_word("/sys/hypervisor/type", "", "kvm"))
+		return "/sys/hypervisor/type";
+	if (file_has_word("/sys/class/dmi/id/sys_vendor", "", "QEMU"))
+		return "the SMBIOS vendor QEMU in /sys/class/dmi/id/sys_vendor";
+	return NULL;
 }
 
 /*
@@ -334,6 +393,7 @@ int main(int argc, char **argv)
 		{ "watchdog", required_argument, NULL, 'w' },
 		{ "timeout", required_argument, NULL, 't' },
 		{ "device", required_argument, NULL, 'd' },
+		{ "pause-fence", required_argument, NULL, 'p' },
 		{ "once", no_argument, NULL, '1' },
 		{ "foreground", no_argument, NULL, 'f' },
 		{ "help", no_argument, NULL, 'h' },
@@ -343,11 +403,13 @@ int main(int argc, char **argv)
 	const char *wd_path = DEFAULT_WATCHDOG;
 	unsigned int want_s = DEFAULT_TIMEOUT_S, w_s = 0, interval_ms, i;
 	int once = 0, foreground = 0, opt, wd, ret;
+	double pause_fence_s = 0;
+	const char *vm;
 	struct sigaction sa;
 	struct timespec next;
 
 	opterr = 0;
-	while ((opt = getopt_long(argc, argv, ":w:t:d:1fhV", opts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, ":w:t:d:p:1fhV", opts, NULL)) != -1) {
 		switch (opt) {
 		case 'w':
 			wd_path = optarg;
@@ -362,6 +424,17 @@ int main(int argc, char **argv)
 				return usage_error("more than %d --device options", MAX_POOLS);
 			pools[nr_pools++].path = optarg;
 			break;
+		case 'p': {
+			char *end;
+
+			errno = 0;
+			pause_fence_s = strtod(optarg, &end);
+			if (errno || end == optarg || *end || !isfinite(pause_fence_s) ||
+			    pause_fence_s <= 0 || pause_fence_s > BELUGA_WATCHDOG_MAX_MS / 1000)
+				return usage_error("--pause-fence '%s': give seconds, more than 0 (a "
+						   "fraction is fine: 0.5)", optarg);
+			break;
+		}
 		case '1':
 			once = 1;
 			break;
@@ -399,7 +472,17 @@ int main(int argc, char **argv)
 			return EXIT_FAIL;
 		}
 	}
-	wd = open_watchdog(wd_path, want_s, &w_s);
+	vm = virtual_machine();
+	if (vm && !pause_fence_s) {
+		logmsg(LOG_ERR, "this host is a virtual machine (%s): while it is paused its "
+		       "watchdog stops with it, but passed-through devices keep writing into the "
+		       "pool after the other hosts reuse its blocks. Run beluga-vm-fence on the "
+		       "hypervisor host (it stops the VM once paused too long), then give its "
+		       "--max-pause here as --pause-fence SECONDS", vm);
+		wd = -1;
+	} else {
+		wd = open_watchdog(wd_path, want_s, &w_s);
+	}
 	if (wd < 0) {
 		for (i = 0; i < nr_pools; i++)
 			beluga_close(pools[i].b);
@@ -426,6 +509,9 @@ int main(int argc, char **argv)
 	interval_ms = w_s * 1000 / 4 < MAX_INTERVAL_MS ? w_s * 1000 / 4 : MAX_INTERVAL_MS;
 	logmsg(LOG_INFO, "%s armed with W = %u s; %u pool%s registered; querying every %u ms",
 	       wd_path, w_s, nr_pools, nr_pools == 1 ? "" : "s", interval_ms);
+	if (vm)
+		logmsg(LOG_INFO, "a virtual machine: a pause is fenced by the hypervisor's "
+		       "beluga-vm-fence within %g s (--pause-fence)", pause_fence_s);
 
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_signal;
