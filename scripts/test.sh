@@ -298,8 +298,9 @@ progress_stage "multi-host guests (tests/multihost/run.sh)" "$L/multihost.log"
 #    guest's QEMU killed with SIGKILL mid-stream while the others count lookup
 #    misses, takeover, pool accounting, the killed guest booted again), then the
 #    watchdog scenario (device pins under a device lease; A's i6300esb resets it
-#    before B takes over, or A's engine lets go and A rejoins; a late null_blk
-#    write never lands)
+#    before B takes over, or A's engine lets go and A rejoins; a late device
+#    write never lands; a paused A is quit by beluga-vm-fence before B takes
+#    over)
 out "# multi-host guests (tests/multihost/run.sh -C -S all)"
 t0=$(date +%s)
 suite multihost "$L/multihost.log" 1800 tests/multihost/run.sh -C -S all

@@ -65,14 +65,13 @@ out=${out:-$work/initramfs.cpio}
 # poison a shared-pool page, which MADV_HWPOISON cannot pin. overlay: the install
 # stage (guest-install.sh) writes over the read-only 9p share through it.
 # i6300esb and softdog: watchdogs for beluga-watchdogd (tests/multihost's
-# watchdog scenario); null_blk: a block device whose completions come late (a
-# late device write).
+# watchdog scenario).
 want=(cxl_core cxl_port cxl_acpi cxl_pci cxl_mem cxl_pmem
 	libnvdimm nd_pmem nd_e820 nd_btt dax_pmem
 	dax device_dax dax_cxl kmem dax_hmem
 	9p 9pnet_virtio overlay
 	brd hwpoison_inject
-	i6300esb softdog null_blk)
+	i6300esb softdog)
 
 # a private staging tree: several guests of one kernel may be prepared at once
 root=$(mktemp -d "$work/initramfs.XXXXXX")

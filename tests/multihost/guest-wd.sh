@@ -15,19 +15,33 @@
 #   letgo  A's device pin lets go when the fence signals its eventfd: the
 #          watchdog is fed throughout, A rejoins with a new incarnation, and
 #          no reset happens.
-#   late   the late device write: A's "device" is null_blk (memory backed,
-#          completions 12 s late), and an AIO O_DIRECT read into a block A
-#          allocated pins it until the completion. A stalls; the watchdog
-#          resets A before B reuses anything; B then writes every free block
-#          (A's included) and checks them after the completion would have
-#          come: the late write never lands.
-# Both: B checks that A's record carries the device lease (devpins=W).
+#   paused the late device write of "late", but instead of a stall the host
+#          (run.sh) pauses A's VM (QMP stop), which stops its emulated
+#          watchdog too: beluga-vm-fence on the host, which A's
+#          beluga-watchdogd --pause-fence declares, must stop A for good
+#          before B's takeover, and B's bytes stay intact. run.sh resumes A
+#          (QMP cont) after lease + W + lease/2 and a margin: had the agent
+#          failed, A would run on and fail here.
+#   paused-nofence  the same without the fence (the agent only logs): A
+#          resumes, its late write lands in a block B reused, and B must see
+#          its bytes overwritten: the danger is real here (not in make test).
+#   late   the late device write: A pins (io_uring fixed buffer) a block it
+#          allocated, and queues a READ_FIXED into it from a pipe that gets
+#          its bytes LATE_S after (mhtool devpin late:SECS): the kernel then
+#          writes them into the pinned page as a device would. A stalls; the
+#          watchdog resets A before B reuses anything; B then writes every
+#          free block (A's included) and checks them after the write would
+#          have come: it never lands.
+# All: B checks that A's record carries the device lease (devpins=W), and
+# A's beluga-watchdogd refuses to start in this VM without --pause-fence.
 . /etc/beluga/env
 . /etc/beluga/lib.sh
 T=/mh/mhtool
 NS=78
 DAX=dax0.0
 W_S=4
+# the late write comes this long after A pinned, past B's takeover and fill
+LATE_S=90
 role=$(cat /mh/role)
 variant=$(cat /mh/variant)
 BELUGA_KPFX="$BELUGA_KPFX:wd-$role"
@@ -69,6 +83,7 @@ if [ "$role" = B ]; then
 	# B owns nothing until its tick claimed its home partition back
 	check publish-ready wait_for 60 $T publish $NS 9100 1 2
 	check wait-a-pinned $T wait $NS 9101 1 300
+	t_pinned=$(up)
 	hosts a-pinned
 	d=$(hfield 0 10)
 	inc=$(hfield 0 3)
@@ -95,10 +110,11 @@ if [ "$role" = B ]; then
 			tap_ok b-adopts-a || { tap_fail b-adopts-a "$($T hosts | awk '$1 == 1')"; rc=1; }
 		check b-publishes-after $T publish $NS 9200 8 2
 		check b-reads-back $T wait $NS 9200 8 10
-		if [ "$variant" = late ]; then
+		if [ "$variant" != reset ]; then
 			# every free block gets a key (A's late-read block too: its
 			# allocation died with A), then the bytes are checked after
-			# the completion would have come
+			# the completion would have come (unpaused A: 12 s after it
+			# was submitted, a few seconds before the pause)
 			f=$($T free)
 			echo "# B fills $f free blocks (uptime $(up))"
 			k=0 ok=1
@@ -109,8 +125,25 @@ if [ "$role" = B ]; then
 				k=$((k + n))
 			done
 			[ $ok = 1 ] && tap_ok "b-fills-pool ($f blocks)" || { tap_fail b-fills-pool; rc=1; }
-			sleep 12
-			check b-bytes-intact-after-late-write env MH_FILL=4096 $T wait $NS 10000 "$f" 0
+			# past the late write's time (A paused: 10 s later)
+			x=5
+			[ "$variant" = paused-nofence ] && x=15
+			x=$(awk -v t="$t_pinned" -v n="$(up)" -v d=$LATE_S -v x=$x \
+				'BEGIN { s = t + d + x - n; print (s > 0 ? int(s + 1) : 0) }')
+			echo "# B waits $x s for the late write's time (uptime $(up))"
+			sleep "$x"
+			if [ "$variant" != paused-nofence ]; then
+				check b-bytes-intact-after-late-write env MH_FILL=4096 $T wait $NS 10000 "$f" 0
+			else
+				x=$(env MH_FILL=4096 $T wait $NS 10000 "$f" 0)
+				echo "$x" | sed 's/^/# /'
+				if echo "$x" | grep -q 'bytes match no writer'; then
+					tap_ok late-write-lands-without-fence
+				else
+					tap_fail late-write-lands-without-fence "B's bytes intact: this run shows no danger"
+					rc=1
+				fi
+			fi
 		fi
 	else
 		# A rejoins with a new incarnation: never held dead for long
@@ -122,37 +155,58 @@ if [ "$role" = B ]; then
 else
 	modprobe i6300esb 2>/dev/null
 	check watchdog-device test -c /dev/watchdog
+	# a VM's watchdog stops while the VM is paused: refused without the
+	# hypervisor's fence (run.sh runs beluga-vm-fence --max-pause 0.5)
 	/mh/beluga-watchdogd --watchdog /dev/watchdog --timeout $W_S --device /dev/beluga \
-		--foreground >/run/wd.log 2>&1 &
+		--once >/run/wd-vm.log 2>&1
+	x=$?
+	if [ $x = 1 ] && grep -q 'this host is a virtual machine (.*Run beluga-vm-fence' /run/wd-vm.log; then
+		tap_ok watchdogd-refuses-vm-without-pause-fence
+	else
+		tap_fail watchdogd-refuses-vm-without-pause-fence "exit $x: $(cat /run/wd-vm.log)"
+		rc=1
+	fi
+	/mh/beluga-watchdogd --watchdog /dev/watchdog --timeout $W_S --device /dev/beluga \
+		--pause-fence 0.5 --foreground >/run/wd.log 2>&1 &
 	wdpid=$!
 	check watchdogd-running wait_for 10 kill -0 $wdpid
 	check wait-b-ready $T wait $NS 9100 1 300
 	mode=$variant
-	if [ "$variant" = late ]; then
-		modprobe null_blk nr_devices=1 memory_backed=1 irqmode=2 \
-			completion_nsec=12000000000 gb=1 bs=4096 2>/dev/null
-		check null-blk test -b /dev/nullb0
-		mode=late:/dev/nullb0
-	fi
+	[ "$variant" != reset ] && [ "$variant" != letgo ] && mode=late:$LATE_S
 	$T devpin 600 $mode >/run/devpin.log 2>&1 &
-	dppid=$!
 	if wait_for 60 grep -q '^# DEVPIN ' /run/devpin.log; then
 		tap_ok "device-pin ($(grep '^# DEVPIN ' /run/devpin.log))"
 	else
 		tap_fail device-pin "$(cat /run/devpin.log)"
 		rc=1
 	fi
+	grep '^# LATE-' /run/devpin.log
 	hosts pinned
 	check publish-pinned $T publish $NS 9101 1 1
 	sleep 2
-	echo "# A-STALL uptime $(up)"
-	check stall-on stall on
-	if [ "$variant" != letgo ]; then
+	if [ "$variant" = paused ]; then
+		# run.sh stops this VM now; it never runs again unless the fence failed
+		echo "# A-PAUSE uptime $(up)"
+		sleep 120
+		tap_fail fenced-while-paused "still running 120 s after the pause"
+		rc=1
+	elif [ "$variant" = paused-nofence ]; then
+		# resumed after 10 s of host time, unaware: the late write lands
+		echo "# A-PAUSE uptime $(up)"
+		sleep $((LATE_S + 10))
+		echo "# A-RESUMED uptime $(up)"
+		hosts resumed
+		sed 's/^/# devpin: /' /run/devpin.log
+	elif [ "$variant" != letgo ]; then
+		echo "# A-STALL uptime $(up)"
+		check stall-on stall on
 		# the watchdog resets this guest within W of the fence
 		sleep 120
 		tap_fail reset "still running 120 s after the stall"
 		rc=1
 	else
+		echo "# A-STALL uptime $(up)"
+		check stall-on stall on
 		if wait_for 60 grep -q '^# LETGO ' /run/devpin.log; then
 			tap_ok "devices-let-go ($(grep '^# LETGO ' /run/devpin.log))"
 		else
@@ -165,7 +219,9 @@ else
 			tap_ok rejoined-without-device-lease ||
 			{ tap_fail rejoined-without-device-lease "$($T hosts | awk '$1 == 0')"; rc=1; }
 		hosts rejoined
-		check publish-done $T publish $NS 9102 1 1
+		# a new incarnation owns nothing until its tick claimed its home
+		# partition back from B, which adopted it (ENOSPC until then)
+		check publish-done wait_for 60 $T publish $NS 9102 1 1
 		check watchdogd-still-running kill -0 $wdpid
 		sed 's/^/# watchdogd: /' /run/wd.log
 	fi

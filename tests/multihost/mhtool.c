@@ -53,12 +53,12 @@
  *                                   fires (the fence), unregister, unmap,
  *                                   close ("# LETGO MS" after the signal);
  *                                   hold: keep the pin. Exits after SECS.
- *                                   late:DEV: the device is DEV (null_blk
- *                                   with a delayed completion): ALLOC a
- *                                   block and submit an AIO O_DIRECT read of
- *                                   its first 4 KiB from DEV; the read pins
- *                                   the page until the completion comes
- *                                   ("# LATE-DONE" if it ever does)
+ *                                   late:SECS: the device writes late:
+ *                                   ALLOC a block, pin its first 4 KiB as
+ *                                   the fixed buffer instead, and queue a
+ *                                   READ_FIXED into it from a pipe whose
+ *                                   4 KiB of 0xee a child writes SECS later
+ *                                   (late_write())
  *
  * A block for key k written by tag t holds fill(k, t, j) at byte j. With
  * MH_FILL=BYTES in the environment only the first BYTES of each block are
@@ -80,7 +80,6 @@
 #include <sys/eventfd.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
-#include <linux/aio_abi.h>
 #include <linux/io_uring.h>
 
 #include <linux/beluga.h>
@@ -816,62 +815,86 @@ static int do_hosts(void)
 	return 0;
 }
 
-static int uring_setup(unsigned int entries)
+static int uring_setup(unsigned int entries, struct io_uring_params *p)
 {
-	struct io_uring_params p;
-
-	memset(&p, 0, sizeof(p));
-	return (int)syscall(__NR_io_uring_setup, entries, &p);
+	memset(p, 0, sizeof(*p));
+	return (int)syscall(__NR_io_uring_setup, entries, p);
 }
 
-static aio_context_t late_ctx;
-
-/* The late device write: an AIO O_DIRECT read from @dev into a new block. */
-static int late_read(const char *dev)
+/*
+ * The late device write: a block this host allocates is registered as an
+ * io_uring fixed buffer (a FOLL_LONGTERM pin, as cudaHostRegister takes),
+ * and a READ_FIXED from a pipe into it is queued. A child writes 4 KiB of
+ * 0xee into the pipe @delay seconds later (of this guest's time: a paused
+ * guest's child waits too); the kernel then copies them into the pinned
+ * page, as a device's DMA would, whatever became of the mapping. A fence
+ * that stops this host before then (a reset, a quit) keeps them out.
+ */
+static int late_write(int ring, struct io_uring_params *p, double delay)
 {
 	struct beluga_alloc al = { .size = sizeof(al), .count = 1 };
-	struct iocb cb, *cbs[1] = { &cb };
+	struct io_uring_sqe *sqe;
+	struct iovec iov;
+	unsigned int *tail;
 	uint64_t off;
-	int bfd;
+	int pfd[2];
+	void *sq, *sqes;
+	pid_t pid;
 
 	al.offsets = (uintptr_t)&off;
 	if (ioctl(fd, BELUGA_IOC_ALLOC, &al))
 		die("ALLOC");
-	bfd = open(dev, O_RDONLY | O_DIRECT);
-	if (bfd < 0)
-		die(dev);
-	if (syscall(__NR_io_setup, 4, &late_ctx))
-		die("io_setup");
-	memset(&cb, 0, sizeof(cb));
-	cb.aio_fildes = bfd;
-	cb.aio_lio_opcode = IOCB_CMD_PREAD;
-	cb.aio_buf = (uintptr_t)(map + off);
-	cb.aio_nbytes = 4096;
-	if (syscall(__NR_io_submit, late_ctx, 1, cbs) != 1) {
-		printf("# DEVPIN-FAILED O_DIRECT read into the block: %s\n",
-		       strerror(errno));
+	iov.iov_base = map + off;
+	iov.iov_len = 4096;
+	if (syscall(__NR_io_uring_register, ring, IORING_REGISTER_BUFFERS, &iov, 1)) {
+		printf("# DEVPIN-FAILED io_uring fixed buffer: %s\n", strerror(errno));
 		return 1;
 	}
-	printf("# LATE-SUBMITTED block at offset %llu\n",
-	       (unsigned long long)off);
+	if (pipe(pfd))
+		die("pipe");
+	pid = fork();
+	if (pid < 0)
+		die("fork");
+	if (!pid) {
+		static char bytes[4096];
+		struct timespec ts = { (time_t)delay,
+				       (long)((delay - (time_t)delay) * 1e9) };
+
+		memset(bytes, 0xee, sizeof(bytes));
+		nanosleep(&ts, NULL);
+		_exit(write(pfd[1], bytes, sizeof(bytes)) != sizeof(bytes));
+	}
+	close(pfd[1]);
+	sq = mmap(NULL, p->sq_off.array + p->sq_entries * sizeof(unsigned int),
+		  PROT_READ | PROT_WRITE, MAP_SHARED, ring, IORING_OFF_SQ_RING);
+	sqes = mmap(NULL, p->sq_entries * sizeof(struct io_uring_sqe),
+		    PROT_READ | PROT_WRITE, MAP_SHARED, ring, IORING_OFF_SQES);
+	if (sq == MAP_FAILED || sqes == MAP_FAILED)
+		die("mmap io_uring");
+	sqe = sqes;
+	memset(sqe, 0, sizeof(*sqe));
+	sqe->opcode = IORING_OP_READ_FIXED;
+	sqe->fd = pfd[0];
+	sqe->addr = (uintptr_t)iov.iov_base;
+	sqe->len = iov.iov_len;
+	sqe->off = (uint64_t)-1;
+	sqe->buf_index = 0;
+	tail = (unsigned int *)((char *)sq + p->sq_off.tail);
+	((unsigned int *)((char *)sq + p->sq_off.array))[*tail & (p->sq_entries - 1)] = 0;
+	__atomic_store_n(tail, *tail + 1, __ATOMIC_RELEASE);
+	if (syscall(__NR_io_uring_enter, ring, 1, 0, 0, NULL, 0) != 1) {
+		printf("# DEVPIN-FAILED io_uring READ_FIXED from a pipe: %s\n", strerror(errno));
+		return 1;
+	}
+	printf("# LATE-QUEUED block at offset %llu, written %.0f s from now\n",
+	       (unsigned long long)off, delay);
 	return 0;
 }
 
-static void late_poll(void)
-{
-	struct io_event ev;
-	struct timespec zero = { 0, 0 };
-
-	if (late_ctx &&
-	    syscall(__NR_io_getevents, late_ctx, 0, 1, &ev, &zero) == 1) {
-		printf("# LATE-DONE res %lld\n", (long long)ev.res);
-		late_ctx = 0;
-	}
-}
-
-static int do_devpin(double secs, int letgo, const char *late)
+static int do_devpin(double secs, int letgo, double late)
 {
 	struct beluga_device_range r = { .size = sizeof(r) };
+	struct io_uring_params up;
 	struct pollfd pfd;
 	struct iovec iov;
 	double t0 = now_s(), t_sig;
@@ -895,13 +918,13 @@ static int do_devpin(double secs, int letgo, const char *late)
 		return 1;
 	}
 	dev_map();
-	ring = uring_setup(4);
+	ring = uring_setup(4, &up);
 	if (ring < 0)
 		die("io_uring_setup");
 	iov.iov_base = map;
 	iov.iov_len = block_size;
 	if (late) {
-		if (late_read(late))
+		if (late_write(ring, &up, late))
 			return 1;
 	} else if (syscall(__NR_io_uring_register, ring,
 			   IORING_REGISTER_BUFFERS, &iov, 1)) {
@@ -913,14 +936,13 @@ static int do_devpin(double secs, int letgo, const char *late)
 	pfd.fd = efd;
 	pfd.events = POLLIN;
 	while (now_s() - t0 < secs) {
-		late_poll();
 		if (poll(&pfd, 1, 100) != 1 || read(efd, &v, sizeof(v)) != 8)
 			continue;
 		t_sig = now_s();
 		printf("# DEVPIN-SIGNALLED\n");
 		if (!letgo)
 			continue;
-		if (!late && syscall(__NR_io_uring_register, ring,
+		if (syscall(__NR_io_uring_register, ring,
 				     IORING_UNREGISTER_BUFFERS, NULL, 0))
 			die("IORING_UNREGISTER_BUFFERS");
 		close(ring);
@@ -1016,8 +1038,7 @@ int main(int argc, char **argv)
 	}
 	if (!strcmp(cmd, "devpin") && argc == 4)
 		return do_devpin(atof(argv[2]), !strcmp(argv[3], "letgo"),
-				 !strncmp(argv[3], "late:", 5) ? argv[3] + 5 :
-								  NULL);
+				 !strncmp(argv[3], "late:", 5) ? atof(argv[3] + 5) : 0);
 	if (!strcmp(cmd, "set-version") && argc == 4)
 		return do_set_version(argv[2], strtoul(argv[3], NULL, 0));
 	fprintf(stderr, "usage: see the comment at the top of mhtool.c\n");

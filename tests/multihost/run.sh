@@ -16,16 +16,23 @@
 #          and B take C's partitions over and account the whole pool; C boots
 #          again on the same pool file and rejoins (new incarnation, home
 #          partition back, publishes, everyone reads its keys).
-#   watchdog  guest-wd.sh in guests A and B, twice (issue 21): A declares a
-#          device range, pins it as a device would (an io_uring fixed
-#          buffer) and runs beluga-watchdogd on an emulated i6300esb; then
-#          its heartbeat stalls. "reset": the pin never lets go, the watchdog
-#          resets A (QMP events, host clock) before B takes A's partitions
-#          over (B's "# B-TAKEOVER", host clock). "letgo": the pin lets go at
-#          the fence's eventfd, no reset, A rejoins. "late": the pin is an
-#          AIO O_DIRECT read from null_blk whose completion comes 12 s late;
-#          the watchdog resets A first, and B's bytes in every block it then
-#          reuses stay intact.
+#   watchdog  guest-wd.sh in guests A and B, once per variant (issue 21):
+#          A declares a device range, pins it as a device would (an io_uring
+#          fixed buffer) and runs beluga-watchdogd on an emulated i6300esb,
+#          with beluga-vm-fence for A on this host; then A's heartbeat
+#          stalls. "letgo": the pin lets go at the fence's eventfd, no reset,
+#          A rejoins. "late": the pinned block gets a write 90 s later (an
+#          io_uring READ_FIXED from a pipe, the kernel writing into the
+#          pinned page as a device would); the watchdog resets A (QMP
+#          events, host clock) before B takes A's partitions over (B's
+#          "# B-TAKEOVER", host clock), and B's bytes in every block it then
+#          reuses stay intact. "paused": the same late write, but no
+#          stall: A's VM is paused (QMP stop); beluga-vm-fence quits it
+#          before B's takeover, and B's bytes stay intact. Not in the
+#          default set (MH_WATCHDOG_VARIANTS): "reset", the io_uring pin
+#          never lets go and the watchdog resets A; "paused-nofence", the
+#          pause without the fence, resumed after 10 s: A's late write
+#          lands in a block B reused (the danger "paused" covers).
 #   all    two, three and watchdog, one after the other.
 # -s CPUS: guest CPUs (default 2 for two, 1 for three: three guests of one
 #     CPU each load 2 host cores less, so heartbeats keep their lease).
@@ -356,7 +363,7 @@ stamp() {
 	return 1
 }
 
-# watchdog_variant DIR reset|letgo: one run of guests A and B (guest-wd.sh)
+# watchdog_variant DIR VARIANT: one run of guests A and B (guest-wd.sh)
 watchdog_variant() {
 	local s=$1 v=$2 bdf k apid bpid qpid cpus=${smp:-1} fail=0 qmp ev x
 	mkdir -p "$s/memA"
@@ -366,13 +373,28 @@ watchdog_variant() {
 	done
 	qmp=$s/A/qmp.sock
 	echo "# watchdog/$v: guests A and B ($(elapsed) s)"
-	BELUGA_GUEST_NO_KMEM=1 BELUGA_QEMU_EXTRA="-device i6300esb,bus=pcie.0 -action watchdog=reset -no-reboot -qmp unix:$qmp,server=on,wait=off" \
+	BELUGA_GUEST_NO_KMEM=1 BELUGA_QEMU_EXTRA="-device i6300esb,bus=pcie.0 -action watchdog=reset -no-reboot -qmp unix:$qmp,server=on,wait=off -qmp unix:$qmp-test,server=on,wait=off" \
 		"$root/scripts/vm/run-guest.sh" -q -s "$cpus" -r "$here/guest-wd.sh" -d "$s/A/mh:/mh" \
 		-m "$s/memA" -o "$s/A/run" -t "$tmo" 6.12 >"$s/A/log" 2>&1 &
 	apid=$!
-	/usr/bin/python3 "$here/qmp-events.py" "$qmp" "$s/A/qmp-events.log" 300 &
+	# A's fence agent as an operator runs it (the guest's beluga-watchdogd
+	# declares --pause-fence 0.5; lease 2 s, W 4 s), logging A's QMP events
+	# (paused-nofence: a pause that long is never fenced, the agent logs)
+	local maxp="--max-pause 0.5 --window 20"
+	[ "$v" = paused-nofence ] && maxp="--max-pause 3600 --window 7200"
+	# shellcheck disable=SC2086
+	/usr/bin/python3 "$root/userspace/vmfence/beluga-vm-fence" --qmp "$qmp" $maxp \
+		--log "$s/A/qmp-events.log" --connect-wait 300 2>"$s/A/vm-fence.log" &
 	qpid=$!
-	stamp "$s/A/run/results.tap" '^# A-STALL' "$s/stall.time" $apid &
+	if [ "$v" = paused ] || [ "$v" = paused-nofence ]; then
+		# pause A when it says so; resume it after lease + W + lease/2 and
+		# a margin (10 s): only a failed fence lets it run again
+		{ stamp "$s/A/run/results.tap" '^# A-PAUSE' "$s/stall.time" $apid &&
+			/usr/bin/python3 "$here/qmp-do.py" "$qmp-test" stop && sleep 10 &&
+			/usr/bin/python3 "$here/qmp-do.py" "$qmp-test" cont; } >"$s/A/qmp-do.log" 2>&1 &
+	else
+		stamp "$s/A/run/results.tap" '^# A-STALL' "$s/stall.time" $apid &
+	fi
 	bdf=$(wait_bdf "$s/A" $apid)
 	if [ -z "$bdf" ]; then
 		wait $apid || true
@@ -392,22 +414,46 @@ watchdog_variant() {
 		show "$s/$r/run/results.tap"
 	done
 	sed 's/^/# qmp A: /' "$s/A/qmp-events.log" 2>/dev/null || echo "# qmp A: no events logged"
-	t_if "watchdog/$v: guest B passes" guest_passed "$s/B/run/results.tap"
+	[ "$v" = paused-nofence ] || t_if "watchdog/$v: guest B passes" guest_passed "$s/B/run/results.tap"
 	t_if "watchdog/$v: A pinned the pool under a device lease" grep -q '^ok .*:device-pin (# DEVPIN 4000)' "$s/A/run/results.tap"
+	sed 's/^/# vm-fence A: /' "$s/A/vm-fence.log" 2>/dev/null || true
+	sed 's/^/# qmp-do A: /' "$s/A/qmp-do.log" 2>/dev/null || true
+	t_if "watchdog/$v: A's beluga-watchdogd refused to start in a VM without --pause-fence" \
+		grep -q '^ok .*:watchdogd-refuses-vm-without-pause-fence' "$s/A/run/results.tap"
 	ev=$(awk '$2 == "WATCHDOG" { print $1; exit }' "$s/A/qmp-events.log" 2>/dev/null || true)
-	if [ "$v" != letgo ]; then
+	if [ "$v" = paused-nofence ]; then
+		t_if "watchdog/$v: A paused (QMP STOP), resumed (RESUME), never fenced" \
+			awk '$2 == "STOP" { s = 1 } s && $2 == "RESUME" { r = 1 } $2 == "FENCE" { f = 1 }
+			     END { exit !(r && !f) }' "$s/A/qmp-events.log"
+		t_if "watchdog/$v: A's late write landed in a block B reused (the danger without a fence)" \
+			grep -q '^ok .*:late-write-lands-without-fence' "$s/B/run/results.tap"
+		if [ -s "$s/takeover.time" ] && [ -s "$s/stall.time" ]; then
+			echo "# watchdog/$v: $(awk -v st="$(cat "$s/stall.time")" -v tk="$(cat "$s/takeover.time")" \
+				'BEGIN { printf "A paused at 0, resumed at 10 s, B took over at %.1f s", tk - st }') (host clock)"
+		fi
+	elif [ "$v" != letgo ]; then
+		local what=stalled fence=reset
+		if [ "$v" = paused ]; then
+			what=paused fence="fenced by beluga-vm-fence"
+			t_if "watchdog/$v: A paused (QMP STOP)" grep -q ' STOP ' "$s/A/qmp-events.log"
+			t_if "watchdog/$v: beluga-vm-fence quit A" grep -q ' FENCE {"action": "quit"' "$s/A/qmp-events.log"
+			t_if "watchdog/$v: A's watchdog did not fire while paused" [ -z "$ev" ]
+			ev=$(awk '$2 == "FENCE" { print $1; exit }' "$s/A/qmp-events.log" 2>/dev/null || true)
+		else
+			t_if "watchdog/$v: A's watchdog fired with action reset (QMP)" \
+				grep -q 'WATCHDOG {"action": "reset"' "$s/A/qmp-events.log"
+		fi
 		x=$(grep '^not ok' "$s/A/run/results.tap" | grep -v '6.12:guest' || true)
-		t_if "watchdog/$v: guest A passes until its reset" [ -z "$x" ]
-		t_if "watchdog/$v: A's watchdog fired with action reset (QMP)" \
-			grep -q 'WATCHDOG {"action": "reset"' "$s/A/qmp-events.log"
+		t_if "watchdog/$v: guest A passes until it is ${fence%% *}" [ -z "$x" ]
 		if [ -n "$ev" ] && [ -s "$s/takeover.time" ] && [ -s "$s/stall.time" ]; then
 			x=$(awk -v st="$(cat "$s/stall.time")" -v r="$ev" -v tk="$(cat "$s/takeover.time")" \
-				'BEGIN { printf "A stalled at 0, reset at %.1f s, B took over at %.1f s", r - st, tk - st }')
+				-v w="$what" -v f="$fence" \
+				'BEGIN { printf "A %s at 0, %s at %.1f s, B took over at %.1f s", w, f, r - st, tk - st }')
 			echo "# watchdog/$v: $x (host clock)"
-			t_if "watchdog/$v: A reset before B's takeover ($x)" \
+			t_if "watchdog/$v: A ${fence%% *} before B's takeover ($x)" \
 				awk -v r="$ev" -v tk="$(cat "$s/takeover.time")" 'BEGIN { exit !(r < tk) }'
 		else
-			t_fail "watchdog/$v: A reset before B's takeover (reset ${ev:-never}, takeover $(cat "$s/takeover.time" 2>/dev/null || echo never))"
+			t_fail "watchdog/$v: A ${fence%% *} before B's takeover (${fence%% *} ${ev:-never}, takeover $(cat "$s/takeover.time" 2>/dev/null || echo never))"
 		fi
 	else
 		t_if "watchdog/letgo: guest A passes" guest_passed "$s/A/run/results.tap"
@@ -422,7 +468,10 @@ scenario_watchdog() {
 		t_fail "watchdog: userspace/build/static/beluga-watchdogd is missing (make -C userspace static)"
 		return
 	fi
-	for v in ${MH_WATCHDOG_VARIANTS:-reset letgo late}; do
+	# "reset" (an io_uring pin, the watchdog resets A) is what "late" does
+	# with an O_DIRECT pin and checks more of; "paused-nofence" shows once
+	# that "paused" can fail: run them with MH_WATCHDOG_VARIANTS
+	for v in ${MH_WATCHDOG_VARIANTS:-letgo late paused}; do
 		watchdog_variant "$out/watchdog/$v" $v
 	done
 	echo "# scenario watchdog done at $(elapsed) s"
