@@ -128,43 +128,33 @@ last_pause() {
 	awk '$2 == "STOP" { s = $1 } $2 == "FENCE" { printf "%.2f", $1 - s; exit }' "$tmp/log"
 }
 
-# Pauses add up within the window: after 0.4 s paused, a second pause is
-# fenced once the sum reaches 1 s, well before 1 s of its own.
-start_qemu
-start_fence --max-pause 1 --window 5
-qmp stop; sleep 0.4; qmp cont; sleep 0.2
-qmp stop
-if gone 3; then
-	x=$(last_pause)
-	if awk -v x="$x" 'BEGIN { exit !(x < 0.75) }'; then
-		ok "pauses add up within the window: the second was fenced after $x s of its own"
+# two_pauses NAME MAX_PAUSE WINDOW FIRST GAP AWK_TEST: a pause of FIRST s,
+# GAP s of running, then a pause until fenced; AWK_TEST judges x, the
+# second pause's own length until the fence
+two_pauses() {
+	start_qemu
+	start_fence --max-pause "$2" --window "$3"
+	qmp stop; sleep "$4"; qmp cont; sleep "$5"
+	qmp stop
+	if gone 3; then
+		x=$(last_pause)
+		if awk -v x="$x" "BEGIN { exit !($6) }"; then
+			ok "$1: the second was fenced after $x s of its own"
+		else
+			not_ok "$1: the second was fenced after $x s of its own"
+			sed 's/^/#   /' "$tmp/log"
+		fi
 	else
-		not_ok "pauses add up within the window: the second was fenced after $x s of its own"
-		sed 's/^/#   /' "$tmp/log"
+		not_ok "$1: not fenced ($(events))"
 	fi
-else
-	not_ok "pauses add up within the window: not fenced ($(events))"
-fi
-stop_all
-
+	stop_all
+}
+# Pauses add up within the window: after 0.8 s paused, a second pause is
+# fenced once the sum reaches 1.5 s, well before 1.5 s of its own ...
+two_pauses "pauses add up within the window" 1.5 6 0.8 0.2 "x < 1.2"
 # ... and drop out of it: 2.5 s after a pause of 0.3 s (--window 2), a new
 # pause gets the whole 0.6 s.
-start_qemu
-start_fence --max-pause 0.6 --window 2
-qmp stop; sleep 0.3; qmp cont; sleep 2.5
-qmp stop
-if gone 3; then
-	x=$(last_pause)
-	if awk -v x="$x" 'BEGIN { exit !(x >= 0.55) }'; then
-		ok "a pause older than the window drops out: the next was fenced after $x s, the whole 0.6 s"
-	else
-		not_ok "a pause older than the window drops out: the next was fenced after $x s, not 0.6 s"
-		sed 's/^/#   /' "$tmp/log"
-	fi
-else
-	not_ok "a pause older than the window drops out: not fenced at all ($(events))"
-fi
-stop_all
+two_pauses "a pause older than the window drops out (0.6 s is the whole budget)" 0.6 2 0.3 2.5 "x >= 0.55"
 
 # --action reset: the VM stays, reset (its devices too), still paused.
 start_qemu
