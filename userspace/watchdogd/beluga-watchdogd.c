@@ -142,11 +142,14 @@ static void on_signal(int sig)
 	stop_signal = sig;
 }
 
-/* Whether the file under sysroot holds the word (whitespace-delimited). */
-static int file_has_word(const char *path, const char *prefix, const char *word)
+/*
+ * Whether a line of the file under sysroot that starts with @prefix holds
+ * one of @words (NULL-terminated), whitespace- or colon-delimited.
+ */
+static int file_has_word(const char *path, const char *prefix, const char *const *words)
 {
 	char name[PATH_MAX], line[4096];
-	size_t len = strlen(word), plen = strlen(prefix);
+	size_t plen = strlen(prefix);
 	int found = 0;
 	FILE *f;
 
@@ -155,16 +158,21 @@ static int file_has_word(const char *path, const char *prefix, const char *word)
 	if (!f)
 		return 0;
 	while (!found && fgets(line, sizeof(line), f)) {
-		char *p = line;
+		const char *const *w;
 
 		if (strncmp(line, prefix, plen))
 			continue;
-		while ((p = strstr(p, word))) {
-			if ((p == line || strchr(" \t:", p[-1])) && strchr(" \t\n", p[len])) {
-				found = 1;
-				break;
+		for (w = words; !found && *w; w++) {
+			size_t len = strlen(*w);
+			char *p = line;
+
+			while ((p = strstr(p, *w))) {
+				if ((p == line || strchr(" \t:", p[-1])) && strchr(" \t\n", p[len])) {
+					found = 1;
+					break;
+				}
+				p += len;
 			}
-			p += len;
 		}
 	}
 	fclose(f);
@@ -173,17 +181,20 @@ static int file_has_word(const char *path, const char *prefix, const char *word)
 
 /*
  * Why this host looks like a virtual machine, or NULL: the CPU's hypervisor
- * flag (x86), a hypervisor in /sys/hypervisor (Xen), or QEMU's SMBIOS
+ * flag (x86), a hypervisor in /sys/hypervisor (Xen, KVM), or QEMU's SMBIOS
  * vendor (which stays when the flag is hidden for GPU passthrough).
  */
 static const char *virtual_machine(void)
 {
-	if (file_has_word("/proc/cpuinfo", "flags", "hypervisor"))
+	static const char *const flag[] = { "hypervisor", NULL };
+	static const char *const hypervisors[] = { "xen", "kvm", NULL };
+	static const char *const vendor[] = { "QEMU", NULL };
+
+	if (file_has_word("/proc/cpuinfo", "flags", flag))
 		return "the CPU flag 'hypervisor' in /proc/cpuinfo";
-	if (file_has_word("/sys/hypervisor/type", "", "xen") ||
-	    file_has_word("/sys/hypervisor/type", "", "kvm"))
+	if (file_has_word("/sys/hypervisor/type", "", hypervisors))
 		return "/sys/hypervisor/type";
-	if (file_has_word("/sys/class/dmi/id/sys_vendor", "", "QEMU"))
+	if (file_has_word("/sys/class/dmi/id/sys_vendor", "", vendor))
 		return "the SMBIOS vendor QEMU in /sys/class/dmi/id/sys_vendor";
 	return NULL;
 }
