@@ -58,7 +58,24 @@ make_venv() {
 	"$python" -c 'import ensurepip, venv' 2>/dev/null ||
 		die "$python has no venv/ensurepip module: run scripts/install-deps.sh (python3-venv)"
 	rm -rf "$1"
-	"$python" -m venv "$1" || die "'$python -m venv $1' failed (see above; Debian's venv needs python3-venv: run scripts/install-deps.sh)"
+	"$python" -m venv "$1" || die "'$python -m venv $1' failed (see above; Debian's venv needs python3-venv: run scripts/install-deps.sh)$(disk_hint)"
+}
+
+# disk_hint: when the disk is nearly full, a sentence saying so and what it takes
+disk_hint() {
+	local free
+	free=$(df -Pm "$BELUGA_BUILD" | awk 'NR == 2 { print $4 }')
+	[ "${free:-0}" -lt 2048 ] || return 0
+	printf '%s' ": only $free MiB free on $BELUGA_BUILD's file system; the four venvs take" \
+		" about 17 GB there (27.9 GB before hardlinking) and their wheels 7.4 GB in $wheels:" \
+		" free some space or point BELUGA_BUILD and BELUGA_CACHE at a larger disk"
+}
+
+# write_stamp FILE TEXT: by rename, never in place (the file may be a hard link
+# shared with another venv's stamp; see hardlink below)
+write_stamp() {
+	echo "$2" >"$1.tmp"
+	mv "$1.tmp" "$1"
 }
 
 t0=$(date +%s)
@@ -138,8 +155,9 @@ fi
 lock=$engines/$env.lock
 [ -f "$lock" ] || die "$lock is missing: write $engines/$env.in and run '$0 --lock $env'"
 venv=$BELUGA_BUILD/venv-$env
-# One builder per venv at a time (two make test lanes would race on it).
-exec 8>"$BELUGA_BUILD/.venv-$env.lock"
+# One builder at a time for all the venvs (two make test lanes would race on one, and
+# hardlinking below rewrites the others).
+exec 8>"$BELUGA_BUILD/.venvs.lock"
 flock 8
 
 lock_sum=$(sha256sum "$lock" | cut -d' ' -f1)
@@ -167,9 +185,9 @@ else
 		flags=(--require-hashes)
 		[ "$part" = "$no_deps" ] && flags+=(--no-deps)
 		"$venv/bin/pip" download -q "${flags[@]}" --only-binary :all: -d "$wheels" -r "$part" ||
-			die "pip could not download $lock (see above): a hash mismatch means the lock or the download is wrong; a missing wheel means the lock was made for another Python"
+			die "pip could not download $lock (see above): a hash mismatch means the lock or the download is wrong; a missing wheel means the lock was made for another Python$(disk_hint)"
 		"$venv/bin/pip" install -q --no-index --find-links "$wheels" "${flags[@]}" -r "$part" ||
-			die "pip could not install $lock into $venv from $wheels (see above)"
+			die "pip could not install $lock into $venv from $wheels (see above)$(disk_hint)"
 	done
 	# pip check, excusing only the missing requirements of the --no-deps packages
 	no_deps_names=$(sed -n 's/^\([A-Za-z0-9._-]*\).*==\([^ ]*\).*/\1 \2/p' "$no_deps")
@@ -185,15 +203,22 @@ else
 		[ $excused -eq 1 ] || [ "$pkg" = No ] || echo "$pkg $ver $rest"
 	done)
 	[ -z "$problems" ] || { echo "$problems" >&2; die "$venv: the locked packages' requirements conflict (pip check above): regenerate the lock with '$0 --lock $env'"; }
+	# The venvs hold the same torch and CUDA libraries at the same versions (model and
+	# lmcache; vllm and sglang): identical files become hard links, which takes the
+	# four from 27.9 GB to 16.5 GB. Contents and modes are compared, not times (pip
+	# writes each file afresh). Safe: pip and Python replace files, never write them
+	# in place.
+	hardlink --ignore-time --quiet "$BELUGA_BUILD"/venv-*/ ||
+		die "hardlink (util-linux) failed on $BELUGA_BUILD/venv-* (see above)"
 	rm -f "$pkg_stamp"
-	echo "$lock_sum" >"$stamp"
+	write_stamp "$stamp" "$lock_sum"
 fi
 if [ "$(cat "$pkg_stamp" 2>/dev/null)" != "$pkg_sum" ]; then
 	# --no-build-isolation: setuptools comes from the lock, with its hash checked,
 	# not from an unpinned download
 	"$venv/bin/pip" install -q --no-deps --no-build-isolation --force-reinstall ./userspace/python ||
 		die "pip install ./userspace/python into $venv failed (see above): python3-dev and gcc are in scripts/install-deps.sh"
-	echo "$pkg_sum" >"$pkg_stamp"
+	write_stamp "$pkg_stamp" "$pkg_sum"
 	[ $state = cached ] && state="cached, package reinstalled"
 fi
 echo "engine-venv: $env: $state in $(($(date +%s) - t0)) s, downloaded $(($(mib "$wheels") - wheels_before)) MiB" \
