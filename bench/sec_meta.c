@@ -243,18 +243,22 @@ static void cell(bool ok, double v, int w, int prec)
 }
 
 /*
- * One table row: absolute ns of the four targets, then the ratios. Where
- * there is no module (the host) the baselines are held against the core
- * plus one ioctl(/dev/null): an estimate of the kernel path.
+ * One table row: absolute ns of the four targets, then the ratios. @calls is
+ * how many system calls the kernel path makes for the row's operation (0 for
+ * the floor row itself). Where there is no module (the host) the baselines
+ * are held against the core plus one ioctl(/dev/null) per call: an estimate
+ * of the kernel path. The kernel's cost above the floor subtracts one ENOTTY
+ * ioctl per call.
  */
 static double null_ns;	/* null ioctl, for the native estimate */
 
 static void row(const char *name, struct mres *m, struct fig *k, struct fig *c,
-		struct fig *r, struct fig *sh, double floor)
+		struct fig *r, struct fig *sh, int calls)
 {
 	bool kd = m[T_KERNEL].done, cd = m[T_CORE].done && c;
 	bool rd = m[T_RPC].done, sd = m[T_SHM].done;
-	double base = kd ? k->ns : cd ? c->ns + null_ns : NAN;
+	double base = kd ? k->ns : cd ? c->ns + calls * null_ns : NAN;
+	double floor = calls * m[T_KERNEL].floor.ns;
 
 	printf("%-22s", name);
 	cell(kd, k->ns, 10, 0);
@@ -285,8 +289,9 @@ static void rec_ratio(const char *name, u64 n, double v, const char *target,
  * A ratio of two targets' figures, taken round by round (the targets of a
  * round ran minutes apart at most): median, min and max over the rounds.
  * @what: 0 count-only LOOKUP, 1 pinned LOOKUP, 2 pinned LOOKUP + RELEASE.
- * @den T_CORE means core + one ioctl(/dev/null), the estimate of the kernel
- * path where there is no module.
+ * @den T_CORE means core + one ioctl(/dev/null) per system call the kernel
+ * path makes (two for the pair), the estimate of the kernel path where there
+ * is no module.
  */
 static double fig_of(struct mres *m, int what, int l)
 {
@@ -298,6 +303,11 @@ static double fig_of(struct mres *m, int what, int l)
 	default:
 		return m->pin[l].ns + m->rel[l].ns;
 	}
+}
+
+static int calls_of(int what)
+{
+	return what == 2 ? 2 : 1;
 }
 
 static void rec_round_ratio(const char *name, struct mres *rounds, int repeat,
@@ -312,7 +322,7 @@ static void rec_round_ratio(const char *name, struct mres *rounds, int repeat,
 		double d = fig_of(&mr[den], what, l);
 
 		if (den == T_CORE)
-			d += null_ns;
+			d += calls_of(what) * null_ns;
 		v[r] = ratio(fig_of(&mr[num], what, l), d);
 	}
 	rec_begin("ratio");
@@ -426,31 +436,32 @@ int sec_meta(int argc, char **argv)
 		snprintf(name, sizeof(name), "LOOKUP %llu count",
 			 (unsigned long long)lens[l]);
 		row(name, m, &m[0].count[l], &m[1].count[l], &m[2].count[l],
-		    &m[3].count[l], m[0].floor.ns);
+		    &m[3].count[l], 1);
 		snprintf(name, sizeof(name), "LOOKUP %llu pinned",
 			 (unsigned long long)lens[l]);
 		row(name, m, &m[0].pin[l], &m[1].pin[l], &m[2].pin[l],
-		    &m[3].pin[l], m[0].floor.ns);
+		    &m[3].pin[l], 1);
 		snprintf(name, sizeof(name), "RELEASE %llu",
 			 (unsigned long long)lens[l]);
 		row(name, m, &m[0].rel[l], &m[1].rel[l], &m[2].rel[l],
-		    &m[3].rel[l], m[0].floor.ns);
+		    &m[3].rel[l], 1);
 		kp = m[0].pin[l]; kp.ns += m[0].rel[l].ns;
 		cp = m[1].pin[l]; cp.ns += m[1].rel[l].ns;
 		rp = m[2].pin[l]; rp.ns += m[2].rel[l].ns;
 		sp = m[3].pin[l]; sp.ns += m[3].rel[l].ns;
 		snprintf(name, sizeof(name), "LOOKUP+RELEASE %llu",
 			 (unsigned long long)lens[l]);
-		row(name, m, &kp, &cp, &rp, &sp, 2 * m[0].floor.ns);
+		row(name, m, &kp, &cp, &rp, &sp, 2);
 	}
 	/* two system calls */
-	row("ALLOC+PUBLISH 64", m, &m[0].ap, &m[1].ap, &m[2].ap, &m[3].ap,
-	    2 * m[0].floor.ns);
+	row("ALLOC+PUBLISH 64", m, &m[0].ap, &m[1].ap, &m[2].ap, &m[3].ap, 2);
 	printf("unix-blk: rpc-unix-blocking (AF_UNIX, blocking); shm-poll: rpc-shm-polled (shared-memory slots,\n"
 	       "          server spin-polling on CPU %d, its own)\n"
 	       "x/kern: the baseline over the module; x/est (no module, the host): over the core plus one\n"
-	       "        ioctl(/dev/null), an estimate of the kernel path, optimistic for the kernel\n"
-	       "(k-floor)/c: the kernel's cost above the syscall floor (ENOTTY ioctl) over the in-process core's\n",
+	       "        ioctl(/dev/null) per system call (two for LOOKUP+RELEASE and ALLOC+PUBLISH), an\n"
+	       "        estimate of the kernel path that leaves out the module's own entry work\n"
+	       "(k-floor)/c: the kernel's cost above the syscall floor (one ENOTTY ioctl per call) over the\n"
+	       "        in-process core's\n",
 	       shm_server_cpu());
 
 	/*
@@ -460,7 +471,7 @@ int sec_meta(int argc, char **argv)
 	 */
 	for (l = 0; l < nlens; l++) {
 		int den = m[0].done ? T_KERNEL : T_CORE;
-		const char *sfx = m[0].done ? "kernel" : "core_plus_syscall";
+		const char *sfx = m[0].done ? "kernel" : "core_plus_syscalls";
 		static const char *wn[3] = { "lookup_count", "lookup_pin",
 					     "lookup_pin_release" };
 		int w;
