@@ -133,6 +133,11 @@ if [ $host -eq 1 ]; then
 	fi
 	has probe && "$out/host/belprobe" --env host --out "$res" "${q[@]}"
 	has scale && hb scale --pool none --targets core --sizes $sizes --threads 1,2
+	# misses per key, counted under a simulated cache (valgrind): 1K and 256K
+	if has scale; then
+		"$BELUGA_ROOT/bench/scale-misses.sh" "$B" "$res/scale-misses-host.jsonl" 1K 256K ||
+			log "bench/scale-misses.sh failed"
+	fi
 	if has replay && [ -n "$trace" ]; then
 		hb replay --trace "$trace" --targets core,rpc --caps $caps
 	fi

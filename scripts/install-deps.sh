@@ -102,6 +102,8 @@ pkgs=(
 	liburing-dev ndctl daxctl
 	liburcu-dev
 	gnuplot-nox graphviz
+	# the bench's counted cache misses (bench/scale-misses.sh)
+	valgrind
 	man-db groff-base
 	python3 python3-dev python3-numpy python3-pytest python3-hypothesis python3-yaml
 	python3-venv

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+# bench/scale-misses.sh BELBENCH OUT_JSONL SIZE...
+# Cache misses per key of the random-chain LOOKUP (scale's lookup64) on the
+# portable core, counted rather than timed: belbench's scale section runs
+# under callgrind's cache simulator with a fixed geometry (the D1 and LL
+# below, whatever this CPU has), collecting inside worker_main only, so
+# that filling the pool and calibrating are left out. The keys looked up
+# are the section's own count: reps x samples x 64 from its record.
+#
+# One JSON record per size to OUT_JSONL (kind "misses"), and, where the
+# sizes are 1K and 256K blocks, the target record: LL misses per key at
+# 256K blocks against the physical floor of one line per key (issue 19
+# part 4: a random key in a table larger than the cache cannot cost less).
+# Needs valgrind; without it, says so and writes a "missing" record.
+set -euo pipefail
+[ $# -ge 3 ] || { echo "usage: $0 BELBENCH OUT_JSONL SIZE..." >&2; exit 2; }
+bb=$1 out=$2
+shift 2
+d1=49152,12,64 ll=2097152,16,64
+cache="D1 48 KiB 12-way, LL 2 MiB 16-way, 64-byte lines: the L1d and L2 of a core of the bench host, simulated by callgrind"
+if ! command -v valgrind >/dev/null; then
+	echo "scale-misses: SKIP: no valgrind (scripts/install-deps.sh installs it)" >&2
+	printf '{"section":"scale","env":"host","kind":"missing","backend":"core-misses","why":"no valgrind"}\n' >"$out"
+	exit 0
+fi
+t=$(mktemp -d)
+trap 'rm -rf "$t"' EXIT
+: >"$out"
+for size in "$@"; do
+	# Samples of 20 ms of the instrumented program (some thousands of
+	# keys): enough that the first, cold lookups do not weigh.
+	valgrind --tool=callgrind --cache-sim=yes --D1=$d1 --LL=$ll \
+		--collect-atstart=no --toggle-collect=worker_main \
+		--callgrind-out-file="$t/cg.$size" \
+		"$bb" --env host --samples 3 --sample-ms 20 --out "$t/res.$size" \
+		scale --pool none --sizes "$size" --threads 1 --targets core \
+		--ops lookup64 --repeat 1 >"$t/log.$size" 2>&1 ||
+		{ tail -n 5 "$t/log.$size" >&2; echo "scale-misses: belbench under callgrind failed ($size blocks)" >&2; exit 1; }
+	/usr/bin/python3 - "$t/cg.$size" "$t/res.$size/scale-host.jsonl" "$cache" >>"$out" <<'PY'
+import json, sys
+cg, res, cache = sys.argv[1:]
+events = totals = None
+for line in open(cg):
+    if line.startswith("events:"):
+        events = line.split()[1:]
+    elif line.startswith("totals:"):
+        totals = [int(v) for v in line.split()[1:]]
+# callgrind leaves out the trailing zero counts
+count = dict(zip(events, totals + [0] * (len(events) - len(totals))))
+rec = next(json.loads(l) for l in open(res) if '"kind":"op"' in l)
+keys = rec["reps"] * 3 * 64
+print(json.dumps({"section": "scale", "env": "host", "kind": "misses", "backend": "core",
+                  "op": "lookup64", "blocks": rec["blocks"], "keys": keys, "cache": cache,
+                  "ir_per_key": count["Ir"] / keys,
+                  "d1_per_key": (count["D1mr"] + count["D1mw"]) / keys,
+                  "ll_per_key": (count["DLmr"] + count["DLmw"]) / keys}, separators=(",", ":")))
+PY
+done
+# the target: LL misses per key at 256K blocks, the floor one line
+/usr/bin/python3 - "$out" >"$t/target" <<'PY'
+import json, sys
+# (every record on one line without blanks, as belbench writes them:
+# bench/report.sh reads them with awk)
+m = {r["blocks"]: r for r in map(json.loads, open(sys.argv[1])) if r.get("kind") == "misses"}
+if 1024 in m and 262144 in m:
+    v = m[262144]["ll_per_key"]
+    print(json.dumps({"section": "scale", "env": "host", "kind": "ratio",
+                      "name": "ll_misses_per_key", "backend": "core", "op": "lookup64",
+                      "n": 262144, "value": v, "small_value": m[1024]["ll_per_key"],
+                      "target": "<=", "goal": 1.0, "met": int(v <= 1.0)}, separators=(",", ":")))
+PY
+cat "$t/target" >>"$out"
