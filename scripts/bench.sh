@@ -31,9 +31,9 @@
 #                    python: bench/python (the binding's overhead against C, the
 #                    mini engine's TTFT on a scaled-down trace replay); in the
 #                    guest it runs the host's /usr/bin/python3 over 9p;
-#                    peers: Mooncake Store and LMCache's CPU backend beside
-#                    Beluga's fake-kernel core, and engine processes replaying
-#                    the trace with LMCache's redis backend too (host only,
+#                    peers: Mooncake Store and LMCache's CPU and redis
+#                    backends beside Beluga's fake-kernel core, and engine
+#                    processes replaying the trace with each (host only,
 #                    bench/peers; the lmcache engine venv, built here by a
 #                    full run; redis-server from install-deps.sh)
 #   --trace FILE     the Mooncake trace (default ../shared/data/mooncake_conversation_trace.jsonl)

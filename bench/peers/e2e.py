@@ -61,7 +61,6 @@ import hashlib
 import json
 import os
 import statistics
-import subprocess
 import sys
 import threading
 import time
@@ -242,37 +241,19 @@ def replay_pass(store, store_name, reqs, keys, views, blocks, rate):
             "check_ns": checking}
 
 
-class LMCacheRemoteEngine(LMCacheEngine):
-    """LMCache's RemoteBackend over the run's redis-server (its RedisConnector,
-    naive serde), as an LMCache engine with `remote_url` and no CPU tier has
-    it: the LocalCPUBackend only allocates the memory objects, the puts are
-    asynchronous on LMCache's event loop thread (flush() waits for them)."""
-
-    name = "lmcache-redis"
+class LMCacheRemoteEngine(LMCacheEngine, peers.LMCacheRemote):
+    """peers.LMCacheRemote as an engine has it: its puts asynchronous, a
+    pass ending when they are readable (flush()); lookups through the
+    remote backend's batched_contains, as LMCache's storage manager makes
+    them."""
 
     def __init__(self, block_size, blocks, url):
-        import asyncio
-        from lmcache.v1.storage_backend.remote_backend import RemoteBackend
-        super().__init__(block_size, blocks, remote_url=url, remote_serde="naive", local_cpu=False)
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
-        self.thread.start()
-        self.backend = RemoteBackend(self.lmc_config, self.lmc_meta, self.loop, self.cpu, dst_device="cpu")
-        if self.backend.connection is None:
-            raise RuntimeError(f"LMCache's RemoteBackend could not connect to {url}")
+        super().__init__(block_size, blocks, url)
         self.pending = []
 
     def store(self, keys, blocks):
-        super().store(keys, blocks)
+        super().store(keys, blocks, wait=False)
         self.pending.append(keys)
-
-    def load(self, keys, outs):
-        objs = self.backend.batched_get_blocking(keys)
-        for k, o, b in zip(keys, objs, outs):
-            if o is None:
-                raise RuntimeError(f"LMCache's remote backend lost {k}")
-            np.copyto(b, self._bytes(o))
-            o.ref_count_down()
 
     def lookup(self, keys):
         return self.backend.batched_contains(keys)
@@ -287,14 +268,6 @@ class LMCacheRemoteEngine(LMCacheEngine):
                                        f"({self.backend.put_failed_count} failed)")
                 time.sleep(0.001)
         self.pending = []
-
-    def close(self):
-        # RemoteBackend.close() waits for LMCache's priority-queue executor to
-        # shut down, which did not return here in 10 s (0.5.6); every put is
-        # readable (flush()), so the process leaves without it
-        self.cpu.close()
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(10)
 
 
 def engine_main(spec):
@@ -357,35 +330,6 @@ def summarize(store, engines, rnd, pass_name, res):
             "duplicates": sum(r["duplicates"] for r in res)}
 
 
-class Redis:
-    """The run's redis-server: its address, version, and a client to empty it."""
-
-    def __init__(self, port, version):
-        import redis
-        self.port, self.version = port, version
-        self.url = f"redis://127.0.0.1:{port}"
-        self.client = redis.Redis(host="127.0.0.1", port=port)
-
-    def flushall(self):
-        self.client.flushall()
-
-
-def start_redis(procs):
-    """Debian's redis-server on 127.0.0.1 (no persistence, no protected-mode
-    changes), started in the run dir; None when there is none."""
-    import shutil
-    exe = shutil.which("redis-server")
-    if exe is None:
-        return None
-    version = subprocess.run([exe, "--version"], capture_output=True, text=True).stdout.split()
-    version = next((w for w in version if w.startswith("v=")), "v=?")
-    port = peers.free_port()
-    procs.start("redis-server", [exe, "--bind", "127.0.0.1", "--port", str(port), "--save", "",
-                                 "--appendonly", "no", "--dir", procs.run_dir])
-    peers.wait_port(port, "redis-server", procs)
-    return Redis(port, f"redis-server {version[2:]}")
-
-
 def write_plot_data(path, rows, engines):
     """bench/plots.sh's e2e.png: per number of engines, for each store in
     STORES order, the warm pass's TTFT p50 (ms) and requests per second,
@@ -431,14 +375,14 @@ def main():
             mooncake = peers.Mooncake(procs, args.block_size, distinct + 64, [], lease_ms=3000)
             extra = {"metadata": mooncake.metadata, "master": mooncake.master}
         if "lmcache-redis" in args.stores:
-            redis = start_redis(procs)
+            redis = peers.RedisServer.start(procs)
             if redis is None:
                 print("peers e2e: lmcache-redis SKIPPED: no redis-server on PATH "
                       "(scripts/install-deps.sh installs Debian's redis-server)", flush=True)
                 args.stores.remove("lmcache-redis")
             else:
                 extra["redis_url"] = redis.url
-                SHARING["lmcache-redis"] += f"; {redis.version}, 127.0.0.1:{redis.port}, no persistence"
+                SHARING["lmcache-redis"] += f"; {redis.version}: {redis.config}"
         add(kind="config", requests=len(reqs), distinct_blocks=distinct, kv_rate=args.kv_rate,
             trace=os.path.basename(args.trace), rounds=args.rounds, cpus=os.cpu_count(),
             stores={s: SHARING[s] + (f"; {mooncake.config}" if s == "mooncake" else "")

@@ -22,20 +22,30 @@ The peers, each started, warmed, measured and stopped by this script:
   RUN_DIR/*.log.
 - LMCache: its LocalCPUBackend (the CPU DRAM tier every LMCache user has),
   in this process, through the calls LMCache's storage manager makes.
+- LMCache's remote backend (lmcache-redis): its RemoteBackend with the
+  RedisConnector (remote_url redis://, naive serde) in this process, over
+  Debian's redis-server on 127.0.0.1 (a free port, no persistence; pid and
+  log in RUN_DIR), through the same storage-manager calls. Skipped, saying
+  so, where there is no redis-server.
 
 Parts (one process may run both, which saves starting LMCache and Mooncake twice):
 - meta: a 64-key prefix lookup, all hits. Beluga: KVStore.lookup (the layer
   engines call) and the raw binding's Pool.lookup; Mooncake:
-  batch_is_exist through its master; LMCache: contains() key by key until
-  the first miss (the synchronous path), and batched_async_contains (the
-  asynchronous one, driven without an event loop). Each operation is timed
+  batch_is_exist through its master; LMCache (both backends): contains()
+  key by key until the first miss (the synchronous path; the remote
+  backend's batched_contains is this loop for redis), and
+  batched_async_contains (the asynchronous one: driven without an event
+  loop for the CPU backend, awaited on LMCache's event loop for the remote
+  one, whose connector runs there). Each operation is timed
   on its own; targets take turns in blocks of --ops operations, in an order
   rotated every round. Per target: p50, p99, min, max of all operations;
   per peer: p50 / Beluga's p50 round by round (median, min, max).
 - data: store and load of 1, 16 and 64 blocks of --block-size bytes
   through each peer's real client, against Beluga's mapping (KVStore.store,
   KVStore.load) and against memcpy of the same bytes between two anonymous
-  buffers. Fresh keys for every store; every loaded block is compared byte
+  buffers (lmcache-redis: a store ends when LMCache's asynchronous puts
+  have completed; a load is batched_get_blocking). Fresh keys for every
+  store; every loaded block is compared byte
   for byte with what was stored (a mismatch aborts the run); a sample's keys
   are removed at the peer's next turn, outside the timing, so that no store
   evicts.
@@ -222,6 +232,8 @@ def bench_layout(block_size):
 
 class Beluga:
     name = "beluga"
+    # the meta part's targets: (row, method)
+    lookups = (("KVStore.lookup", "lookup"), ("Pool.lookup (binding)", "raw_lookup"))
 
     def __init__(self, block_size, blocks):
         # The fake kernel's pool is a shared mapping of its device file: on
@@ -277,6 +289,7 @@ class Beluga:
 
 class Mooncake:
     name = "mooncake"
+    lookups = (("batch_is_exist", "lookup"),)
 
     def __init__(self, procs, block_size, blocks, bufs, batch_blocks=None, lease_ms=None):
         """A store of @blocks blocks, its reads' leases @lease_ms long, or
@@ -404,6 +417,7 @@ def segment_host(spec):
 
 class LMCacheCPU:
     name = "lmcache-cpu"
+    lookups = (("contains x64", "lookup"), ("batched_async_contains", "batched_lookup"))
 
     def __init__(self, block_size, blocks, **config):
         import importlib.metadata as md
@@ -445,15 +459,15 @@ class LMCacheCPU:
         thread pool, which an engine's device copy does not use)."""
         return obj.tensor.view(-1).view(self.torch.uint8).numpy()
 
-    def store(self, keys, blocks):
+    def store(self, keys, blocks, **put):
         # the CPU backend allocates LMCache's memory objects, for itself or
-        # for the remote backend (e2e.py)
+        # for the remote backend (LMCacheRemote)
         objs = self.cpu.batched_allocate(self.shape, self.dtype, len(blocks))
         if objs is None:
             raise RuntimeError("LMCache batched_allocate gave nothing")
         for o, b in zip(objs, blocks):
             np.copyto(self._bytes(o), b)
-        self.backend.batched_submit_put_task(keys, objs)
+        self.backend.batched_submit_put_task(keys, objs, **put)
         for o in objs:
             o.ref_count_down()      # the backend holds its own reference
 
@@ -491,6 +505,112 @@ class LMCacheCPU:
         self.backend.close()
 
 
+class RedisServer:
+    """Debian's redis-server on 127.0.0.1, on a free port, without
+    persistence (no RDB snapshot, no append-only file), started in the run
+    dir (its pid in pids, its log redis-server.log) and stopped with the
+    other processes; a client of its own to read its configuration and to
+    empty it. start() gives None where there is no redis-server."""
+
+    SETTINGS = ("bind", "port", "save", "appendonly", "maxmemory", "maxmemory-policy", "io-threads")
+
+    @classmethod
+    def start(cls, procs):
+        import redis
+        exe = shutil.which("redis-server")
+        if exe is None:
+            return None
+        self = cls()
+        self.port = free_port()
+        procs.start("redis-server", [exe, "--bind", "127.0.0.1", "--port", str(self.port), "--save", "",
+                                     "--appendonly", "no", "--dir", procs.run_dir])
+        wait_port(self.port, "redis-server", procs)
+        self.url = f"redis://127.0.0.1:{self.port}"
+        self.client = redis.Redis(host="127.0.0.1", port=self.port, decode_responses=True)
+        self.version = f"redis-server {self.client.info('server')['redis_version']}"
+        got = {}
+        for name in self.SETTINGS:
+            got.update(self.client.config_get(name))
+        self.config = (f"{exe}, " + ", ".join(f"{k} {got.get(k)!r}" for k in self.SETTINGS)
+                       + ": no persistence")
+        return self
+
+    def flushall(self):
+        self.client.flushall()
+
+
+class LMCacheRemote(LMCacheCPU):
+    """LMCache's RemoteBackend over the run's redis-server (its RedisConnector,
+    naive serde), as an LMCache engine with `remote_url` and no CPU tier has
+    it: the LocalCPUBackend only allocates the memory objects; the puts run
+    on LMCache's event loop thread, which this class starts."""
+
+    name = "lmcache-redis"
+
+    def __init__(self, block_size, blocks, url):
+        import asyncio
+        import threading
+        import redis
+        from lmcache.v1.storage_backend.remote_backend import RemoteBackend
+        super().__init__(block_size, blocks, remote_url=url, remote_serde="naive", local_cpu=False)
+        self.asyncio = asyncio
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+        self.backend = RemoteBackend(self.lmc_config, self.lmc_meta, self.loop, self.cpu, dst_device="cpu")
+        if self.backend.connection is None:
+            raise RuntimeError(f"LMCache's RemoteBackend could not connect to {url}")
+        self.client = redis.Redis.from_url(url)
+        self.config = (f"RemoteBackend, RedisConnector ({url}, naive serde), chunk "
+                       f"{self.shape[2]} tokens, float16; a store ends when LMCache's puts complete "
+                       f"(its per-key completion callbacks)")
+
+    def store(self, keys, blocks, wait=True, timeout=60):
+        """LMCache's put: asynchronous, as its storage manager submits it;
+        with @wait, until every key's write to redis has completed."""
+        if not wait:
+            super().store(keys, blocks)
+            return
+        import threading
+        done = threading.Semaphore(0)
+        super().store(keys, blocks, on_complete_callback=lambda key: done.release())
+        for _ in keys:
+            if not done.acquire(timeout=timeout):
+                raise RuntimeError(f"LMCache's remote puts did not complete in {timeout} s")
+
+    def load(self, keys, outs):
+        objs = self.backend.batched_get_blocking(keys)
+        for k, o, b in zip(keys, objs, outs):
+            if o is None:
+                raise RuntimeError(f"LMCache's remote backend lost {k}")
+            np.copyto(b, self._bytes(o))
+            o.ref_count_down()
+
+    def remove(self, keys):
+        """LMCache's RedisConnector has no remove (RemoteBackend.remove logs
+        its NotImplementedError and answers False): the keys it wrote for
+        each chunk (KEY + "kv_bytes", KEY + "metadata") are deleted here."""
+        names = [k.to_string() + part for k in keys for part in ("kv_bytes", "metadata")]
+        gone = self.client.delete(*names)
+        if gone != len(names):
+            raise RuntimeError(f"redis deleted {gone} of the {len(names)} keys of {len(keys)} chunks")
+
+    def batched_lookup(self, keys):
+        """batched_async_contains: a coroutine of LMCache's event loop (the
+        connector's executor is), awaited from this thread."""
+        return self.asyncio.run_coroutine_threadsafe(
+            self.backend.batched_async_contains("bench", keys), self.loop).result()
+
+    def close(self):
+        # RemoteBackend.close() waits for LMCache's priority-queue executor to
+        # shut down, which did not return here in 10 s (0.5.6); the puts have
+        # completed (store() waited, e2e.py's flush()), so the process leaves
+        # without it
+        self.cpu.close()
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
+
+
 # ---- statistics and records -------------------------------------------------
 
 def pct(xs, q):
@@ -516,21 +636,17 @@ class Records:
                  run_min=min(rounds), run_max=max(rounds), runs=len(rounds), **kw)
 
 
-def meta_part(args, beluga, mooncake, lmc, rec):
-    keys = {"beluga": beluga.keys("meta", KEYS), "mooncake": mooncake.keys("meta", KEYS),
-            "lmcache": lmc.keys("meta", KEYS)}
+def meta_part(args, stores, rec):
+    """The 64-key lookup of every store's targets (its `lookups`); the
+    first store's first target is the reference."""
     blocks = [np.full(args.block_size, i, np.uint8) for i in range(KEYS)]
-    beluga.store(keys["beluga"], blocks)
-    mooncake.store(keys["mooncake"], blocks)
-    lmc.store(keys["lmcache"], blocks)
-    targets = {
-        "beluga KVStore.lookup": (beluga.lookup, keys["beluga"]),
-        "beluga Pool.lookup (binding)": (beluga.raw_lookup, keys["beluga"]),
-        "mooncake batch_is_exist": (mooncake.lookup, keys["mooncake"]),
-        "lmcache-cpu contains x64": (lmc.lookup, keys["lmcache"]),
-        "lmcache-cpu batched_async_contains": (lmc.batched_lookup, keys["lmcache"]),
-    }
-    ref = "beluga KVStore.lookup"
+    targets = {}
+    for st in stores:
+        keys = st.keys("meta", KEYS)
+        st.store(keys, blocks)
+        for row, method in st.lookups:
+            targets[f"{st.name} {row}"] = (getattr(st, method), keys)
+    ref = next(iter(targets))
     names = list(targets)
     clock = time.perf_counter_ns
     for name, (fn, k) in targets.items():        # warm up, and check the answer
@@ -561,13 +677,16 @@ def meta_part(args, beluga, mooncake, lmc, rec):
     return names, times, ref
 
 
-CLIENT_TARGETS = ("beluga KVStore.lookup", "mooncake batch_is_exist", "lmcache-cpu contains x64")
+# the first is the reference; lmcache-redis where the run has a redis-server
+CLIENT_TARGETS = ("beluga KVStore.lookup", "mooncake batch_is_exist", "lmcache-cpu contains x64",
+                  "lmcache-redis contains x64")
 
 
 def lookup_client(spec):
     """--lookup-client: one of several processes doing the 64-key lookup at
     once. Beluga and LMCache's CPU backend are in-process stores (each client
-    stores the 64 blocks in its own); Mooncake's keys are the driver's."""
+    stores the 64 blocks in its own); Mooncake's and redis-server's keys are
+    the driver's (stored by the meta part)."""
     s = json.loads(spec)
     bs, target = s["block_size"], s["target"]
     blocks = [np.full(bs, i, np.uint8) for i in range(KEYS)]
@@ -575,10 +694,12 @@ def lookup_client(spec):
         store = Beluga(bs, 4 * KEYS)
     elif target.startswith("mooncake"):
         store = Mooncake.client(s["metadata"], s["master"], [])
+    elif target.startswith("lmcache-redis"):
+        store = LMCacheRemote(bs, KEYS, s["redis_url"])
     else:
         store = LMCacheCPU(bs, KEYS)
     keys = store.keys("meta", KEYS)
-    if not target.startswith("mooncake"):
+    if not target.startswith(("mooncake", "lmcache-redis")):
         store.store(keys, blocks)
     clock = time.perf_counter_ns
     for _ in range(20):
@@ -600,13 +721,16 @@ def lookup_client(spec):
     os._exit(0)         # LMCache's threads would keep the process alive
 
 
-def meta_clients_part(args, procs, mooncake, rec, clients):
+def meta_clients_part(args, procs, mooncake, redis, rec, clients):
     """The 64-key lookup from @clients processes at once, target by target
-    (rounds in step: each round every client does --ops lookups)."""
+    (rounds in step: each round every client does --ops lookups); @redis
+    None: no lmcache-redis."""
     spec = {"block_size": args.block_size, "ops": args.ops, "metadata": mooncake.metadata,
-            "master": mooncake.master}
+            "master": mooncake.master, "redis_url": redis and redis.url}
     times, p50 = {}, {}
     for target in CLIENT_TARGETS:
+        if target.startswith("lmcache-redis") and redis is None:
+            continue
         argvs = [[sys.executable, os.path.abspath(__file__), "--parts", "meta", "--out", args.out,
                   "--run-dir", args.run_dir, "--lookup-client", json.dumps(dict(spec, target=target))]
                  for _ in range(clients)]
@@ -624,12 +748,15 @@ def meta_clients_part(args, procs, mooncake, rec, clients):
     return times
 
 
-def data_part(args, beluga, mooncake, lmc, src, dst, rec):
+def data_part(args, stores, src, dst, rec):
+    """Store and load through every store (by its `name`; the first is the
+    reference) and memcpy."""
     counts = [int(c) for c in args.counts.split(",")]
     bs = args.block_size
     medium = np.empty_like(src)
     medium[:] = 1                            # faulted in, as the stores' memory is after warm-up
-    peers = {"beluga": beluga, "mooncake": mooncake, "lmcache-cpu": lmc}
+    peers = {st.name: st for st in stores}
+    ref_name = stores[0].name
     clock = time.perf_counter_ns
     results = []
     for n in counts:
@@ -678,9 +805,9 @@ def data_part(args, beluga, mooncake, lmc, src, dst, rec):
                     max_ns=max(xs), gbps_p50=statistics.median(gbps), samples=len(xs), checked=True)
             results.append((name, op, n, xs))
         for op in ("store", "load"):
-            ref = t[("beluga", op)]
-            for name in ("mooncake", "lmcache-cpu", "memcpy"):
-                rec.ratio(f"{op}{n}", name, [a / b for a, b in zip(t[(name, op)], ref)], ref="beluga",
+            ref = t[(ref_name, op)]
+            for name in list(peers)[1:] + ["memcpy"]:
+                rec.ratio(f"{op}{n}", name, [a / b for a, b in zip(t[(name, op)], ref)], ref=ref_name,
                           op=op, n=n)
     return results
 
@@ -704,20 +831,30 @@ def main():
     rec = Records(args)
     beluga = Beluga(args.block_size, 4 * blocks)
     lmc = LMCacheCPU(args.block_size, blocks)
-    mooncake = None
+    mooncake = redis = lmr = None
     try:
         mooncake = Mooncake(procs, args.block_size, blocks, [src, dst])
+        stores = [beluga, mooncake, lmc]
+        redis = RedisServer.start(procs)
+        if redis is None:
+            print("peers: lmcache-redis SKIPPED: no redis-server on PATH "
+                  "(scripts/install-deps.sh installs Debian's redis-server)", flush=True)
+        else:
+            lmr = LMCacheRemote(args.block_size, blocks, redis.url)
+            stores.append(lmr)
         with open(os.path.join(run_dir, "listening.txt"), "w") as f:
             f.write(listening_sockets())
         rec.add(kind="config", peers={
             "beluga": f"{beluga.version}: the portable core behind libbeluga's fake kernel, "
                       f"in-process (no system call), KVStore, the pool a file on {tempfile.gettempdir()}",
             "mooncake": f"mooncake-transfer-engine-non-cuda {mooncake.version}: {mooncake.config}",
-            "lmcache-cpu": f"lmcache {lmc.version}: {lmc.config}"},
+            "lmcache-cpu": f"lmcache {lmc.version}: {lmc.config}",
+            "lmcache-redis": (f"lmcache {lmr.version}: {lmr.config}; {redis.version}: {redis.config}"
+                              if lmr else "SKIPPED: no redis-server on PATH")},
             netns=os.environ.get("BELUGA_PEERS_NETNS", "no"))
         if "meta" in args.parts:
             rec.base["part"] = "meta"
-            names, times, ref = meta_part(args, beluga, mooncake, lmc, rec)
+            names, times, ref = meta_part(args, stores, rec)
             print(f"peers meta ({args.env}): 64-key prefix lookup, ns per operation")
             print(f"  {'target':40s} {'p50':>10s} {'p99':>10s} {'min':>10s} {'max':>10s}")
             for n in names:
@@ -726,22 +863,24 @@ def main():
             for clients in (int(c) for c in args.clients.split(",")):
                 if clients < 2:
                     continue
-                times = meta_clients_part(args, procs, mooncake, rec, clients)
+                times = meta_clients_part(args, procs, mooncake, redis, rec, clients)
                 print(f"  {clients} clients at once:")
                 for n, t in times.items():
                     print(f"  {n:40s} {statistics.median(t):10.0f} {pct(t, .99):10.0f} {min(t):10d} "
                           f"{max(t):10d}")
         if "data" in args.parts:
             rec.base["part"] = "data"
-            res = data_part(args, beluga, mooncake, lmc, src, dst, rec)
+            res = data_part(args, stores, src, dst, rec)
             print(f"peers data ({args.env}): {args.block_size} B blocks, p50 GB/s [min..max ns]")
             for name, op, n, xs in res:
-                print(f"  {name:12s} {op:5s} {n:3d} {n * args.block_size / statistics.median(xs):8.2f} GB/s"
+                print(f"  {name:13s} {op:5s} {n:3d} {n * args.block_size / statistics.median(xs):8.2f} GB/s"
                       f"  [{min(xs)}..{max(xs)} ns]")
         procs.check()
     finally:
         if mooncake is not None:
             mooncake.close()
+        if lmr is not None:
+            lmr.close()
         lmc.close()
         procs.stop()
         rec.f.close()

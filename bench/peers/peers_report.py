@@ -43,13 +43,17 @@ def section(recs):
     w = o.append
     w("## Peers: Beluga beside Mooncake Store and LMCache's backends (host)")
     w("")
+    redis = any(r.get("target", "").startswith("lmcache-redis") for r in pr if r.get("part") != "e2e")
     w("bench/peers/peers.py, one process per block size, on the host: the peers' servers started, "
       "warmed, measured and stopped by the bench on 127.0.0.1. Beluga is the portable core "
       "behind libbeluga's fake kernel in-process (no module, no system call): the host rows of "
       "the rest of this bench, not the kernel path. Ratios are peer / Beluga (above 1: Beluga "
       "is faster); `wins` is Beluga when every run is above 1, the peer when every run is below "
-      "1. Not in this section yet: LMCache's remote backend in the metadata and data parts (it is "
-      "in the end-to-end part).")
+      "1. LMCache's backends are measured through the calls its storage manager makes: the "
+      "CPU backend in-process" + (", the remote backend (`lmcache-redis`) over a redis-server the "
+                                  "bench starts on 127.0.0.1 without persistence." if redis else
+                                  "; its remote backend is not in this run's metadata and data parts "
+                                  "(a run from before they measured it, or without redis-server)."))
     w("")
     cfgs = [r for r in pr if r.get("kind") == "config" and "peers" in r]
     if cfgs:
@@ -68,8 +72,9 @@ def section(recs):
     if lat:
         w("### Metadata: a 64-key prefix lookup, all hits (per operation)")
         w("")
-        w("Clients: processes doing the lookup at once (with 2, each Beluga and LMCache client has "
-          "a store of its own, in-process; Mooncake's clients share its master).")
+        w("Clients: processes doing the lookup at once (with 2, each Beluga and LMCache CPU client "
+          "has a store of its own, in-process; Mooncake's clients share its master"
+          + (", lmcache-redis's the redis-server)." if redis else ")."))
         w("")
         w("| target | clients | p50 | p99 | min | max | ops | p50 / Beluga's p50 | wins |")
         w("|---|---:|---:|---:|---:|---:|---:|---:|---|")

@@ -22,7 +22,7 @@ build=${BELUGA_BUILD:-$repo/build}
 envs=(model lmcache vllm sglang)
 declare -A tests=(
 	[model]="tests/engines/test_package.py tests/engines/test_model_kv.py"
-	[lmcache]="tests/engines/test_lmcache.py"
+	[lmcache]="tests/engines/test_lmcache.py tests/engines/test_peers_redis.py"
 	[vllm]="tests/engines/vllm"
 	[sglang]="tests/engines/test_sglang.py"
 )

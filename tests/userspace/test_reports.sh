@@ -116,24 +116,29 @@ else
 fi
 # bench/gen-results.py: the peers' tables and verdicts come from their records
 # (bench/peers/peers_report.py): a peer slower in every round, one faster in
-# every sample, and the count of each
+# every sample, one (LMCache's redis backend) whose samples disagree, and the
+# count of each
 cat >"$t/peers.json" <<'JSON'
 {"generated":"2026-12-02T00:00:00Z","commit":"abc1234","host":"h","smoke":false,"records":[
-{"section":"peers","env":"host-fake","part":"meta","block_bytes":16384,"kind":"config","peers":{"mooncake":"mooncake-transfer-engine-non-cuda 9.9: TCP"},"netns":"private"},
+{"section":"peers","env":"host-fake","part":"meta","block_bytes":16384,"kind":"config","peers":{"mooncake":"mooncake-transfer-engine-non-cuda 9.9: TCP","lmcache-redis":"lmcache 9.9: RemoteBackend; redis-server 9.9: no persistence"},"netns":"private"},
 {"section":"peers","env":"host-fake","part":"meta","block_bytes":16384,"kind":"lat","op":"lookup64","target":"beluga KVStore.lookup","n":64,"p50_ns":2000,"p99_ns":3000,"min_ns":1500,"max_ns":9000,"ops":1000,"rounds":5},
 {"section":"peers","env":"host-fake","part":"meta","block_bytes":16384,"kind":"lat","op":"lookup64","target":"mooncake batch_is_exist","n":64,"p50_ns":150000,"p99_ns":400000,"min_ns":90000,"max_ns":900000,"ops":1000,"rounds":5},
 {"section":"peers","env":"host-fake","part":"meta","block_bytes":16384,"kind":"ratio","what":"lookup64","peer":"mooncake batch_is_exist","value":75.0,"run_min":61.5,"run_max":80.25,"runs":5,"ref":"beluga KVStore.lookup"},
 {"section":"peers","env":"host-fake","part":"data","block_bytes":4194304,"kind":"xfer","op":"load","target":"beluga","n":64,"p50_ns":40000000,"min_ns":30000000,"max_ns":50000000,"gbps_p50":6.71,"samples":7,"checked":true},
 {"section":"peers","env":"host-fake","part":"data","block_bytes":4194304,"kind":"xfer","op":"load","target":"lmcache-cpu","n":64,"p50_ns":30000000,"min_ns":25000000,"max_ns":35000000,"gbps_p50":8.95,"samples":7,"checked":true},
-{"section":"peers","env":"host-fake","part":"data","block_bytes":4194304,"kind":"ratio","what":"load64","peer":"lmcache-cpu","value":0.75,"run_min":0.6,"run_max":0.9,"runs":7,"ref":"beluga","op":"load","n":64}
+{"section":"peers","env":"host-fake","part":"data","block_bytes":4194304,"kind":"ratio","what":"load64","peer":"lmcache-cpu","value":0.75,"run_min":0.6,"run_max":0.9,"runs":7,"ref":"beluga","op":"load","n":64},
+{"section":"peers","env":"host-fake","part":"data","block_bytes":4194304,"kind":"xfer","op":"store","target":"lmcache-redis","n":64,"p50_ns":48000000,"min_ns":36000000,"max_ns":60000000,"gbps_p50":5.59,"samples":7,"checked":true},
+{"section":"peers","env":"host-fake","part":"data","block_bytes":4194304,"kind":"ratio","what":"store64","peer":"lmcache-redis","value":1.2,"run_min":0.9,"run_max":1.5,"runs":7,"ref":"beluga","op":"store","n":64}
 ]}
 JSON
 if $py "$root/bench/gen-results.py" "$t/peers.json" "$t/PEERS.md" "$t/peers-frag.md" &&
 	grep -qF '| mooncake batch_is_exist | 1 | 150.0 us | 400.0 us | 90.0 us | 900.0 us | 1000 | 75.00 [61.50..80.25] (5) | Beluga |' "$t/PEERS.md" &&
 	grep -qF '| load | 64 | lmcache-cpu | 8.95 | 30.0 ms' "$t/PEERS.md" &&
 	grep -qF '| 0.75 [0.60..0.90] (7) | lmcache-cpu |' "$t/PEERS.md" &&
-	grep -qF 'faster in every run of 1 of 2 figures, slower in every run of 1, and the runs disagree in 0.' "$t/PEERS.md" &&
+	grep -qF '| store | 64 | lmcache-redis | 5.59 | 48.0 ms [36.0 ms..60.0 ms] (7) | 1.20 [0.90..1.50] (7) | neither |' "$t/PEERS.md" &&
+	grep -qF 'faster in every run of 1 of 3 figures, slower in every run of 1, and the runs disagree in 1.' "$t/PEERS.md" &&
 	grep -qF -- '- **mooncake** (16 KiB blocks): mooncake-transfer-engine-non-cuda 9.9: TCP' "$t/PEERS.md" &&
+	grep -qF -- '- **lmcache-redis** (16 KiB blocks): lmcache 9.9: RemoteBackend; redis-server 9.9: no persistence' "$t/PEERS.md" &&
 	grep -qF '| host-fake: load of 64 4 MiB blocks, lmcache-cpu / Beluga KVStore | 0.75 [0.60..0.90] (7) | - | Beluga slower in every run |' "$t/peers-frag.md"; then
 	ok "gen-results.py writes the peers' tables and verdicts from their records"
 else

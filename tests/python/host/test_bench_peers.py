@@ -1,9 +1,10 @@
 # SPDX-License-Identifier: GPL-2.0
-"""bench/peers/peers.py's data part without the peers' packages: stores kept
-in a dict stand in for the clients, so that what the bench itself checks is
-tested here: a block loaded with one wrong byte, or another block's bytes,
-fails the run naming the store; a faithful store gives its records, a ratio
-per peer, operation and count."""
+"""bench/peers/peers.py's meta and data parts without the peers' packages:
+stores kept in a dict stand in for the clients, so that what the bench itself
+checks is tested here: a block loaded with one wrong byte, or another block's
+bytes, fails the run naming the store; a faithful store gives its records, a
+ratio per peer (the first store the reference), operation and count; the
+lookup measures every store's lookups and fails on a miss."""
 
 import argparse
 import json
@@ -20,8 +21,10 @@ BS = 4096
 
 
 class DictStore:
-    def __init__(self, name, damage=None):
-        self.name, self.damage, self.data = name, damage, {}
+    lookups = (("in", "lookup"), ("in (batched)", "batched_lookup"))
+
+    def __init__(self, name, damage=None, forget=0):
+        self.name, self.damage, self.forget, self.data = name, damage, forget, {}
 
     def keys(self, tag, n):
         return [f"{tag}:{i}" for i in range(n)]
@@ -40,6 +43,15 @@ class DictStore:
         for k in keys:
             del self.data[k]
 
+    def lookup(self, keys):
+        n = 0
+        while n < len(keys) and keys[n] in self.data:
+            n += 1
+        return max(0, n - self.forget)
+
+    batched_lookup = lookup
+
+
 
 def flip_last_byte(i, keys, b, data):
     if i == len(keys) - 1:
@@ -51,6 +63,9 @@ def previous_block(i, keys, b, data):
         b[:] = np.frombuffer(data[keys[0]], np.uint8)
 
 
+PEERS = ("mooncake", "lmcache-cpu", "lmcache-redis")
+
+
 def run(tmp_path, mooncake, counts="1,4"):
     args = argparse.Namespace(counts=counts, block_size=BS, samples=2, out=str(tmp_path),
                               parts=["data"], env="test")
@@ -59,7 +74,8 @@ def run(tmp_path, mooncake, counts="1,4"):
     src = np.random.default_rng(7).integers(0, 256, 4 * BS, np.uint8)
     dst = np.zeros_like(src)
     try:
-        peers.data_part(args, DictStore("beluga"), mooncake, DictStore("lmcache-cpu"), src, dst, rec)
+        peers.data_part(args, [DictStore("beluga"), mooncake, DictStore("lmcache-cpu"),
+                               DictStore("lmcache-redis")], src, dst, rec)
     finally:
         rec.f.close()
     return [json.loads(line) for line in open(rec.path)]
@@ -75,16 +91,44 @@ def test_faithful_stores_give_times_and_ratios_against_beluga(tmp_path):
     recs = run(tmp_path, DictStore("mooncake"))
     xfer = [r for r in recs if r["kind"] == "xfer"]
     assert {(r["target"], r["op"], r["n"]) for r in xfer} == {
-        (t, op, n) for t in ("beluga", "mooncake", "lmcache-cpu", "memcpy")
+        (t, op, n) for t in ("beluga",) + PEERS + ("memcpy",)
         for op in ("store", "load") for n in (1, 4)}
     assert all(r["samples"] == 2 and r["checked"] and r["min_ns"] <= r["p50_ns"] <= r["max_ns"]
                for r in xfer)
     ratios = [r for r in recs if r["kind"] == "ratio"]
     assert {(r["peer"], r["op"], r["n"]) for r in ratios} == {
-        (p, op, n) for p in ("mooncake", "lmcache-cpu", "memcpy")
+        (p, op, n) for p in PEERS + ("memcpy",)
         for op in ("store", "load") for n in (1, 4)}
     assert all(r["ref"] == "beluga" and r["run_min"] <= r["value"] <= r["run_max"] and r["runs"] == 2
                for r in ratios)
+
+
+def meta(tmp_path, stores):
+    args = argparse.Namespace(block_size=BS, rounds=3, ops=4, out=str(tmp_path), parts=["meta"],
+                              env="test")
+    rec = peers.Records(args)
+    rec.base["part"] = "meta"
+    try:
+        peers.meta_part(args, stores, rec)
+    finally:
+        rec.f.close()
+    return [json.loads(line) for line in open(rec.path)]
+
+
+def test_the_lookup_measures_every_stores_lookups_against_the_first(tmp_path):
+    recs = meta(tmp_path, [DictStore("beluga")] + [DictStore(p) for p in PEERS])
+    targets = [f"{s} {row}" for s in ("beluga",) + PEERS for row in ("in", "in (batched)")]
+    lat = [r for r in recs if r["kind"] == "lat"]
+    assert [r["target"] for r in lat] == targets
+    assert all(r["ops"] == 12 and r["rounds"] == 3 and r["n"] == peers.KEYS for r in lat)
+    ratios = [r for r in recs if r["kind"] == "ratio"]
+    assert [r["peer"] for r in ratios] == targets[1:]
+    assert all(r["ref"] == "beluga in" and r["runs"] == 3 for r in ratios)
+
+
+def test_a_lookup_that_misses_fails_the_run_naming_the_target(tmp_path):
+    with pytest.raises(RuntimeError, match=r"^lmcache-redis in: a 64-key lookup of 64 present keys found 63"):
+        meta(tmp_path, [DictStore("beluga"), DictStore("lmcache-redis", forget=1)])
 
 
 WORKER = """
