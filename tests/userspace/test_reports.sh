@@ -167,6 +167,26 @@ else
 	grep -A12 '^## 7' "$t/RING.md" | sed 's/^/#   /'
 	sed 's/^/#   /' "$t/ring-frag.md"
 fi
+# report_has NAME RESULTS_JSON FROM TO LINE...: bench/gen-results.py makes of
+# RESULTS_JSON a report holding each LINE (fixed strings); on failure shows
+# the report from the line matching FROM to the one matching TO
+report_has() {
+	local name=$1 json=$2 from=$3 to=$4 line md
+	shift 4
+	md=${json%.json}.md
+	if ! $py "$root/bench/gen-results.py" "$json" "$md"; then
+		not_ok "$name" "(gen-results.py failed on $json)"
+		return
+	fi
+	for line in "$@"; do
+		if ! grep -qF -- "$line" "$md"; then
+			not_ok "$name" "(no line with: $line)"
+			sed -n "/$from/,/$to/p" "$md" | sed 's/^/#   /'
+			return
+		fi
+	done
+	ok "$name"
+}
 # bench/gen-results.py: the host's estimate of the kernel path (issue 19,
 # second audit): the null ioctl shown, and which design wins at this host's
 # system call cost, per chain length
@@ -184,17 +204,13 @@ cat >"$t/meta.json" <<'JSON'
 {"section":"meta","env":"host","kind":"ratio","name":"shm_over_core_plus_syscalls_lookup_pin_release","n":64,"value":1.25,"run_min":1.2,"run_max":1.3,"runs":5}
 ]}
 JSON
-if $py "$root/bench/gen-results.py" "$t/meta.json" "$t/META.md" &&
-	grep -qF '| system call floor: ioctl(/dev/null), ENOTTY | 1,000 [1,000..1,000] (1) | - | - | - |' "$t/META.md" &&
-	grep -qF '| 1 | 200 | 1,100 | 450 | the polled server is faster |' "$t/META.md" &&
-	grep -qF '| 64 | 6,000 | 10,000 | 2,000 | the kernel path is faster |' "$t/META.md" &&
-	grep -qF '| 64 | **pinned LOOKUP + RELEASE** | - | 1.25 [1.20..1.30] (5) |' "$t/META.md" &&
-	grep -qF "This host's ioctl(/dev/null) took 1,000 ns" "$t/META.md"; then
-	ok "gen-results.py: the host's estimate shows the null ioctl and where the polled server wins"
-else
-	not_ok "gen-results.py: the host's estimate shows the null ioctl and where the polled server wins"
-	sed -n '/^### host/,/^## 2/p' "$t/META.md" | sed 's/^/#   /'
-fi
+report_has "gen-results.py: the host's estimate shows the null ioctl and where the polled server wins" \
+	"$t/meta.json" '^### host' '^## 2' \
+	'| system call floor: ioctl(/dev/null), ENOTTY | 1,000 [1,000..1,000] (1) | - | - | - |' \
+	'| 1 | 200 | 1,100 | 450 | the polled server is faster |' \
+	'| 64 | 6,000 | 10,000 | 2,000 | the kernel path is faster |' \
+	'| 64 | **pinned LOOKUP + RELEASE** | - | 1.25 [1.20..1.30] (5) |' \
+	"This host's ioctl(/dev/null) took 1,000 ns"
 # belbench meta on the host charges one null ioctl per system call of the
 # kernel path: two for the pinned LOOKUP + RELEASE pair (the second audit
 # found one charged for both)
@@ -256,15 +272,11 @@ cat >"$t/misses.json" <<'JSON'
 {"section":"scale","env":"host","kind":"ratio","name":"ll_misses_per_key","backend":"core","op":"lookup64","n":262144,"value":2.06,"small_value":0.0001,"target":"<=","goal":1.0,"met":0}
 ]}
 JSON
-if $py "$root/bench/gen-results.py" "$t/misses.json" "$t/MISSES.md" &&
-	grep -qF '| 262,144 | 16,000 | 147.8 | 2.75 | 2.06 |' "$t/MISSES.md" &&
-	grep -qF 'LL misses per key at 262,144 blocks: 2.06 against the floor'"'"'s 1: missed by 106% (2.06 against 1)' "$t/MISSES.md" &&
-	grep -qF '| host | ll_misses_per_key core lookup64 n=262144 | 2.06 | <= 1 | missed by 106%' "$t/MISSES.md"; then
-	ok "gen-results.py shows the counted misses per key and their target"
-else
-	not_ok "gen-results.py shows the counted misses per key and their target"
-	sed -n '/^## 4/,/^## 5/p' "$t/MISSES.md" | sed 's/^/#   /'
-fi
+report_has "gen-results.py shows the counted misses per key and their target" \
+	"$t/misses.json" '^## 4' '^## 5' \
+	'| 262,144 | 16,000 | 147.8 | 2.75 | 2.06 |' \
+	"LL misses per key at 262,144 blocks: 2.06 against the floor's 1: missed by 106% (2.06 against 1)" \
+	'| host | ll_misses_per_key core lookup64 n=262144 | 2.06 | <= 1 | missed by 106%'
 # bench/RESULTS.md and the README's block are what the generator makes of
 # the records kept beside them (bench/results.json, from the same full run)
 cp "$root/README.md" "$t/README-now.md"
