@@ -28,8 +28,9 @@
 #                    the ioctl, io_uring (1/8/64 per submit, SQPOLL), the polled
 #                    server and the core; probe: the core's lock hold times and
 #                    the metadata bytes per block (host only);
-#                    python: bench/python (the binding's overhead against C, the
-#                    mini engine's TTFT on a scaled-down trace replay); in the
+#                    python: bench/python (the binding's and KVStore's overhead
+#                    against C, the mini engine's TTFT on a scaled-down trace
+#                    replay); in the
 #                    guest it runs the host's /usr/bin/python3 over 9p;
 #                    peers: Mooncake Store and LMCache's CPU and redis
 #                    backends beside Beluga's fake-kernel core, and engine

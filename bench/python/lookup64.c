@@ -13,9 +13,16 @@
  *                   prints {"count_ns": [...], "pin_ns": [...]}.
  *
  * l64_open() publishes KEYS blocks under a namespace of its own (from a tag and
- * the pid); l64_run() times ITERS operations of one kind, all hits:
- *   L64_COUNT: beluga_lookup() count-only of the KEYS-key chain
- *   L64_PIN:   beluga_lookup(BELUGA_LOOKUP_PIN) + beluga_release() of the hits
+ * the pid) and maps the pool's index; l64_run() times ITERS operations of one
+ * kind, all hits:
+ *   L64_COUNT:        beluga_lookup() count-only of the KEYS-key chain
+ *   L64_PIN:          beluga_lookup(BELUGA_LOOKUP_PIN) + beluga_release() of
+ *                     the hits
+ *   L64_COUNT_MAPPED: beluga_lookup_count() of the chain, on the mapped index
+ *                     with no system call: what KVStore.lookup() runs
+ *                     (Pool.lookup_count()), so the C side of its figure
+ * l64_index_mapped() says whether the index is mapped (else
+ * beluga_lookup_count() asks the kernel, as L64_COUNT does).
  * The handle's allocations die with it; the published blocks stay in the pool
  * as evictable cache.
  */
@@ -33,7 +40,7 @@
 #define MAX_KEYS 4096
 #define L64_API __attribute__((visibility("default")))
 
-enum { L64_COUNT = 0, L64_PIN = 1 };
+enum { L64_COUNT = 0, L64_PIN = 1, L64_COUNT_MAPPED = 2 };
 
 static uint64_t now_ns(void)
 {
@@ -54,6 +61,13 @@ struct l64 {
 static int op_count(struct l64 *c)
 {
 	ssize_t r = beluga_lookup(c->b, c->ns, c->keys, c->n, NULL, 0);
+
+	return r < 0 ? (int)r : (size_t)r == c->n ? 0 : -ENOENT;
+}
+
+static int op_count_mapped(struct l64 *c)
+{
+	ssize_t r = beluga_lookup_count(c->b, c->ns, c->keys, c->n);
 
 	return r < 0 ? (int)r : (size_t)r == c->n ? 0 : -ENOENT;
 }
@@ -111,6 +125,12 @@ L64_API struct l64 *l64_open(const char *dev, size_t n, uint64_t tag)
 		goto fail;
 	}
 	free(items);
+	/*
+	 * As the binding does at its first lookup_count(); a pool that cannot
+	 * map it (a shared one) is asked through the kernel, which
+	 * l64_index_mapped() tells.
+	 */
+	beluga_index_map(c->b);
 	return c;
 fail:
 	if (c)
@@ -123,7 +143,8 @@ fail:
 /* ns per operation of @iters operations @op, or a negative errno. */
 L64_API double l64_run(struct l64 *c, int op, uint64_t iters)
 {
-	int (*fn)(struct l64 *) = op == L64_PIN ? op_pin : op_count;
+	int (*fn)(struct l64 *) = op == L64_PIN ? op_pin :
+				  op == L64_COUNT_MAPPED ? op_count_mapped : op_count;
 	uint64_t t0, i;
 	int ret = 0;
 
@@ -133,11 +154,18 @@ L64_API double l64_run(struct l64 *c, int op, uint64_t iters)
 	for (i = 0; i < iters; i++)
 		ret |= fn(c);
 	if (ret) {
-		fprintf(stderr, "lookup64: %s: %s (%s)\n", op == L64_PIN ? "pin" : "count",
+		fprintf(stderr, "lookup64: %s: %s (%s)\n",
+			op == L64_PIN ? "pin" : op == L64_COUNT_MAPPED ? "count_mapped" : "count",
 			beluga_strerror(ret), beluga_last_error(c->b));
 		return ret < 0 ? ret : -EIO;
 	}
 	return (double)(now_ns() - t0) / (double)iters;
+}
+
+/* 1 when L64_COUNT_MAPPED reads the mapped index, 0 when it asks the kernel. */
+L64_API int l64_index_mapped(struct l64 *c)
+{
+	return beluga_index_live(c->b);
 }
 
 L64_API void l64_close(struct l64 *c)

@@ -277,6 +277,25 @@ report_has "gen-results.py shows the counted misses per key and their target" \
 	'| 262,144 | 16,000 | 147.8 | 2.75 | 2.06 |' \
 	"LL misses per key at 262,144 blocks: 2.06 against the floor's 1: missed by 106% (2.06 against 1)" \
 	'| host | ll_misses_per_key core lookup64 n=262144 | 2.06 | <= 1 | missed by 106%'
+# bench/gen-results.py: the python section, the raw binding's and KVStore's
+# figures each beside its two sides, and KVStore's goal missed in the targets
+cat >"$t/python.json" <<'JSON'
+{"generated":"2026-12-01T00:00:00Z","commit":"abc1234","host":"h","smoke":false,"records":[
+{"section":"python","env":"guest-6.12","kind":"op","name":"lookup_count","impl":"kvstore","n":64,"ns":3000.0,"min":2900.0,"max":3100.0,"rounds":7,"iters":500},
+{"section":"python","env":"guest-6.12","kind":"op","name":"lookup_count_mapped","impl":"c","n":64,"ns":1000.0,"min":990.0,"max":1010.0,"rounds":7,"iters":1500},
+{"section":"python","env":"guest-6.12","kind":"ratio","name":"kvstore_over_c_lookup_count","n":64,"value":3.0,"min":2.9,"max":3.1,"rounds":7,"samples":31,"c_side":"beluga_lookup_count","target":"<=","goal":1.5,"met":0},
+{"section":"python","env":"guest-6.12","kind":"ratio","name":"python_over_c_lookup_pin","n":64,"value":1.2,"min":1.1,"max":1.3,"rounds":7,"samples":31,"target":"<=","goal":1.5,"met":1}
+]}
+JSON
+if $py "$root/bench/gen-results.py" "$t/python.json" "$t/PYTHON.md" &&
+	grep -qF '| KVStore.lookup | 3,000 [2,900..3,100] | beluga_lookup_count (mapped index) | 1,000 [990..1,010] | 3.00 [2.90..3.10] (7) | <= 1.5: missed by 100% (3.00 against 1.5) |' "$t/PYTHON.md" &&
+	grep -qF '| Pool.lookup(pin=True) + Pool.release | - | beluga_lookup(PIN) + beluga_release | - | 1.20 [1.10..1.30] (7) | <= 1.5: met |' "$t/PYTHON.md" &&
+	grep -qF '| guest-6.12 | kvstore_over_c_lookup_count n=64 | 3.00 | <= 1.5 | missed by 100% (3.00 against 1.5) |' "$t/PYTHON.md"; then
+	ok "gen-results.py: the python section's rows (binding and KVStore) and their targets"
+else
+	not_ok "gen-results.py: the python section's rows (binding and KVStore) and their targets"
+	grep -A10 '^## 8' "$t/PYTHON.md" | sed 's/^/#   /'
+fi
 # bench/RESULTS.md and the README's block are what the generator makes of
 # the records kept beside them (bench/results.json, from the same full run)
 cp "$root/README.md" "$t/README-now.md"

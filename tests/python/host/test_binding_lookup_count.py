@@ -190,3 +190,26 @@ def test_a_pool_that_outlives_the_fake_reset(device, backend):
     finally:
         old.close()
         new.close()
+
+
+def test_tally_counts_each_call_with_keys(pool, unique_ns):
+    """lookup_count(ns, keys, tally): a call with keys adds 1, its hits and
+    its misses (KVStore's statistics, with no lock of its own); a call
+    with no keys, or one that fails, adds nothing."""
+    from array import array
+    keys = publish(pool, unique_ns, chain_keys(4, 7))
+    tally = array("Q", [0, 0, 0])
+    assert pool.lookup_count(unique_ns, keys, tally) == 4
+    assert pool.lookup_count(unique_ns, keys[:32] + b"\xee" * 48, tally) == 2
+    assert pool.lookup_count(unique_ns, b"", tally) == 0
+    with pytest.raises(ValueError, match="multiple of 16"):
+        pool.lookup_count(unique_ns, b"x" * 17, tally)
+    assert pool.lookup_count(unique_ns, keys, None) == 4       # None: no tally
+    assert tally.tolist() == [2, 6, 3]
+    for bad in (array("I", [0, 0, 0]), array("Q", [0, 0]), bytearray(24)):
+        with pytest.raises(TypeError, match=r"tally must be array\('Q'\) of at least 3"):
+            pool.lookup_count(unique_ns, keys, bad)
+    with pytest.raises(TypeError, match="tally is read-only"):
+        pool.lookup_count(unique_ns, keys, bytes(24))
+    assert tally.tolist() == [2, 6, 3]
+    assert pool.evict_ns(unique_ns) == (4, 0)

@@ -3,6 +3,7 @@
 pools and partial loads.  Runs on the fake backend and, unchanged, in the
 guest against the real module (fresh salts per test; sizes from the pool)."""
 
+from array import array
 import sys
 from pathlib import Path
 
@@ -529,6 +530,97 @@ def test_lookup_takes_no_system_call(pool, unique_ns):
     after = store.stats()
     assert (after["lookups"] - counted["lookups"], after["hits"] - counted["hits"]) == (3, 6)
     assert pool.index_error is None
+    store.close()
+    pool.evict_ns(store.ns.value)
+    assert_clean(pool)
+
+
+class _PoolDouble:
+    """A pool without lookup_count whose pinned lookup answers a list (an
+    older binding, or an engine's test double): KVStore must take the
+    general paths with it and answer and count as with the binding."""
+
+    def __init__(self, pool):
+        self._pool, self.block_size = pool, pool.block_size
+
+    def lookup(self, ns, keys, pin=False):
+        hits, offs = self._pool.lookup(ns, keys, pin=pin)
+        return hits, (list(offs) if pin else offs)
+
+    def __getattr__(self, name):
+        if name == "lookup_count":
+            raise AttributeError(name)
+        return getattr(self._pool, name)
+
+
+@pytest.mark.parametrize("double", [False, True])
+def test_lookup_and_pin_answer_and_count_alike_for_every_key_form(pool, unique_ns, double):
+    """KVStore.lookup() and pin() on keys as bytes (the binding's fast path:
+    counted by the binding's tally), as a list and as numpy, through the
+    binding and through a double without lookup_count: the same answers,
+    the same counters, the same errors, and no keys is 0 even on a closed
+    pool."""
+    p = _PoolDouble(pool) if double else pool
+    store = KVStore(p, make_layout(pool), salt=f"forms-{unique_ns}-{double}")
+    assert (store._tally is None) == double
+    k = keys_for(store, 3)
+    store.store(k[:2 * 16], blocks_for(store.layout, 2, seed=31))
+    forms = [k, K.split(k), np.frombuffer(k, np.uint8)]
+    before = store.stats()
+    assert [store.lookup(f) for f in forms] == [2, 2, 2]
+    assert store.lookup(b"") == 0 and store.lookup([]) == 0     # not counted
+    after = store.stats()
+    assert [after[c] - before[c] for c in ("lookups", "hits", "misses")] == [3, 6, 3]
+    for f in forms:
+        p1 = store.pin(f)
+        assert p1.count == 2 and type(p1.offsets) is array and p1.offsets.typecode == "Q"
+        store.release_blocks(p1.detach())
+    pinned = store.stats()
+    assert [pinned[c] - after[c] for c in ("lookups", "hits", "misses")] == [3, 6, 3]
+    for bad in (b"\0" * 20, bytearray(20)):
+        with pytest.raises(ValueError, match="a keys buffer holds whole 16-byte keys; got 20"):
+            store.lookup(bad)
+        with pytest.raises(ValueError, match="a keys buffer holds whole 16-byte keys; got 20"):
+            store.pin(bad)
+    assert store.stats() == pinned
+    closed = beluga.Pool(pool.path)
+    on_closed = KVStore(closed, make_layout(closed), salt=f"forms-{unique_ns}-{double}")
+    closed.close()
+    assert on_closed.lookup(b"") == 0
+    with pytest.raises(ValueError, match="open a new beluga.Pool"):
+        on_closed.lookup(k)
+    assert on_closed.stats()["lookups"] == 0
+    store.close()
+    pool.evict_ns(store.ns.value)
+    assert_clean(pool)
+
+
+def test_lookup_counts_every_call_from_many_threads(pool, unique_ns):
+    """The binding counts lookup()'s fast path for the store: calls from
+    threads at once are all counted, and stats() sees whole calls."""
+    import threading
+    store = KVStore(pool, make_layout(pool), salt=f"tally-{unique_ns}")
+    k = keys_for(store, 2)
+    store.store(k, blocks_for(store.layout, 2, seed=33))
+    before = store.stats()
+    calls = 2000
+
+    def run():
+        for _ in range(calls):
+            assert store.lookup(k + b"\xee" * 16) == 2
+
+    threads = [threading.Thread(target=run) for _ in range(4)]
+    for t in threads:
+        t.start()
+    while any(t.is_alive() for t in threads):
+        s = store.stats()
+        n = s["lookups"] - before["lookups"]
+        assert (s["hits"] - before["hits"], s["misses"] - before["misses"]) == (2 * n, n)
+    for t in threads:
+        t.join()
+    s = store.stats()
+    assert s["lookups"] - before["lookups"] == 4 * calls
+    assert s["hits"] - before["hits"] == 8 * calls
     store.close()
     pool.evict_ns(store.ns.value)
     assert_clean(pool)

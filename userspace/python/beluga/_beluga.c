@@ -1207,31 +1207,89 @@ static ssize_t lookup_count_run(Pool *p, uint64_t ns, const struct keys_arg *k)
 }
 
 /*
- * lookup_count(ns, keys) -> hits: lookup(ns, keys)'s count, with no
- * system call on the mapped index (beluga_lookup_count(3)).
+ * lookup_count()'s tally: a writable, C-contiguous buffer of at least
+ * TALLY_SLOTS native uint64 ('Q', or 'L' where that is 64 bits, as
+ * array('Q') is), which a call with keys adds 1, hits and misses to.
+ */
+enum { TALLY_CALLS, TALLY_HITS, TALLY_MISSES, TALLY_SLOTS };
+
+static int get_tally(PyObject *obj, Py_buffer *view)
+{
+	char code;
+
+	if (get_contiguous(obj, view, 1, "tally"))
+		return -1;
+	code = format_code(view->format);
+	if (view->itemsize != 8 || (code != 'Q' && code != 'L') ||
+	    view->len < TALLY_SLOTS * 8 || (uintptr_t)view->buf % 8) {
+		PyErr_Format(PyExc_TypeError,
+			     "tally must be array('Q') of at least %d items (calls, hits, misses); "
+			     "got buffer format '%s' with itemsize %zd and %zd bytes",
+			     TALLY_SLOTS, view->format ? view->format : "B", view->itemsize,
+			     view->len);
+		PyBuffer_Release(view);
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * lookup_count(ns, keys[, tally]) -> hits: lookup(ns, keys)'s count, with
+ * no system call on the mapped index (beluga_lookup_count(3)). With a
+ * tally, a successful call with keys also counts itself there, so that a
+ * caller keeping statistics (KVStore) needs no lock and no Python code of
+ * its own per call: the adds are made with the GIL held (atomic where
+ * there is none), so a Python reader that copies the tally in one call
+ * (tolist()) sees whole calls only.
  */
 static PyObject *Pool_lookup_count(Pool *p, PyObject *const *args, Py_ssize_t nargs)
 {
+	Py_buffer tally = { 0 };
 	struct keys_arg k;
 	ssize_t hits;
 	uint64_t ns;
 
-	if (nargs != 2) {
-		PyErr_SetString(PyExc_TypeError, "lookup_count(ns, keys) takes 2 arguments");
+	if (nargs != 2 && nargs != 3) {
+		PyErr_SetString(PyExc_TypeError,
+				"lookup_count(ns, keys[, tally]) takes 2 arguments (3 with a tally)");
 		return NULL;
 	}
-	if (get_ns(args[0], &ns) || get_keys(args[1], &k, "keys"))
+	if (get_ns(args[0], &ns))
 		return NULL;
+	if (nargs == 3 && args[2] != Py_None && get_tally(args[2], &tally))
+		return NULL;
+	if (get_keys(args[1], &k, "keys"))
+		goto fail;
 	if (pool_enter(p)) {
 		keys_release(&k);
-		return NULL;
+		goto fail;
 	}
 	POOL_CALL(p, hits = lookup_count_run(p, ns, &k));
 	pool_leave(p);
 	keys_release(&k);
-	if (hits < 0)
+	if (hits < 0) {
+		PyBuffer_Release(&tally);
 		return raise_beluga((int)hits);
+	}
+	if (tally.buf && k.n) {
+		uint64_t *t = tally.buf;
+
+#ifdef Py_GIL_DISABLED
+		__atomic_fetch_add(&t[TALLY_CALLS], 1, __ATOMIC_RELAXED);
+		__atomic_fetch_add(&t[TALLY_HITS], (uint64_t)hits, __ATOMIC_RELAXED);
+		__atomic_fetch_add(&t[TALLY_MISSES], k.n - (uint64_t)hits, __ATOMIC_RELAXED);
+#else
+		/* the GIL orders them: no locked instructions */
+		t[TALLY_CALLS] += 1;
+		t[TALLY_HITS] += (uint64_t)hits;
+		t[TALLY_MISSES] += k.n - (uint64_t)hits;
+#endif
+	}
+	PyBuffer_Release(&tally);
 	return PyLong_FromSsize_t(hits);
+fail:
+	PyBuffer_Release(&tally);
+	return NULL;
 }
 
 static PyObject *Pool_get_index_error(Pool *p, void *Py_UNUSED(c))
@@ -2141,11 +2199,13 @@ static PyMethodDef Pool_methods[] = {
 	  "system call) where the module and kernel have it (ring_error says why not); a failed "
 	  "request raises and releases the others' pins" },
 	{ "lookup_count", (PyCFunction)(void (*)(void))Pool_lookup_count, METH_FASTCALL,
-	  "lookup_count(ns, keys) -> hits: lookup(ns, keys)[0] (count-only: no pins, no "
-	  "LRU refresh), answered in this process from a read-only mapping of the pool's "
+	  "lookup_count(ns, keys[, tally]) -> hits: lookup(ns, keys)[0] (count-only: no pins, "
+	  "no LRU refresh), answered in this process from a read-only mapping of the pool's "
 	  "index, with no system call; what it cannot be sure of it asks the kernel, and "
 	  "where the index cannot be mapped (index_error says why) it always does. The "
-	  "mapping shows every key of the pool to this process (beluga_lookup_count(3))" },
+	  "mapping shows every key of the pool to this process (beluga_lookup_count(3)). "
+	  "tally: an array('Q') of 3 (or more) items to which a call with keys adds 1, its "
+	  "hits and its misses, with the GIL held (a caller's statistics without a lock)" },
 	{ "attach_dax", (PyCFunction)(void (*)(void))Pool_attach_dax, METH_VARARGS | METH_KEYWORDS,
 	  "attach_dax(dax, block_size=0, shared=False, host_id=-1, format=False) -> dict" },
 	{ "attach_node", (PyCFunction)(void (*)(void))Pool_attach_node,

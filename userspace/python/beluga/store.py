@@ -286,12 +286,21 @@ class KVStore:
         self._map = pool.map()
         # Asked for on every block copied: (start, length) of each part.
         self._ranges = tuple(layout.part_ranges())
+        # Asked for on every lookup and pin: pool blocks per engine block.
+        self._parts = layout.parts
         # Pools without lookup_count (an older binding, a test double) are
         # asked through the count-only lookup, which answers the same.
         self._lookup_count = getattr(pool, "lookup_count", None) or \
             (lambda ns, keys: pool.lookup(ns, keys, pin=False)[0])
         self._lock = threading.Lock()
         self._counters = dict.fromkeys(COUNTERS, 0)
+        # lookup()'s calls, hits and misses, counted by the binding's own
+        # lookup_count where it answers them (stats() adds them in). Only
+        # when an engine block is one pool block: the binding counts pool
+        # blocks. None: lookup() counts every call itself.
+        self._tally = array("Q", (0, 0, 0)) if (
+            layout.parts == 1
+            and getattr(type(pool), "lookup_count", None) is beluga.Pool.lookup_count) else None
 
     @staticmethod
     def _pool_is_shared(pool):
@@ -488,7 +497,8 @@ class KVStore:
 
     def release_blocks(self, offsets):
         """RELEASE pins taken by ``pin`` (or a pinned lookup)."""
-        self._release(offsets)
+        if len(offsets):        # _release(), inline: adapters call this per request
+            self.pool.release(offsets)
 
     def evict_block(self, key):
         """EVICT one engine block: every one of its ``parts`` pool keys
@@ -522,12 +532,26 @@ class KVStore:
         ``Pool.lookup_count`` where the binding has it: answered from the
         pool's index mapped into this process, with no system call
         (``Pool.index_error`` says when it cannot be)."""
+        # The hot path of every engine's "exists" (keys as bytes, one pool
+        # block per engine block, the binding's own lookup_count): the
+        # binding counts the call into _tally itself, so that no Python
+        # code runs after it (a lock and three dict adds here cost more
+        # than the lookup), and checks the keys itself: what it refuses
+        # with ValueError (not whole keys, or a closed pool; no keys is
+        # 0 hits and not counted) goes the general way, which answers as
+        # it always has.
+        if type(keys) is bytes and self._tally is not None:
+            try:
+                return self._lookup_count(self.ns.value, keys, self._tally)
+            except ValueError:
+                pass
+        parts = self._parts
         kb = _keybuf(keys)
         n = len(kb) // KEY_BYTES
         if n == 0:
             return 0
-        hits = self._lookup_count(self.ns.value, _keys.part_keys(kb, self.layout.parts))
-        blocks = hits // self.layout.parts
+        hits = self._lookup_count(self.ns.value, _keys.part_keys(kb, parts))
+        blocks = hits // parts
         self._count(lookups=1, hits=blocks, misses=n - blocks)
         return blocks
 
@@ -552,13 +576,19 @@ class KVStore:
 
     def pin(self, keys):
         """Pin the leading run of ``keys`` that is present: a ``Pinned``."""
-        kb = _keybuf(keys)
-        n = len(kb) // KEY_BYTES
+        m = self._parts
+        if type(keys) is bytes and m == 1 and not len(keys) % KEY_BYTES:
+            kb = keys           # what _keybuf and part_keys would return
+        else:
+            kb = _keys.part_keys(_keybuf(keys), m)
+        n = len(kb) // (KEY_BYTES * m)
         if n == 0:
             return Pinned(self, 0, array("Q"))
-        m = self.layout.parts
-        hits, offs = self.pool.lookup(self.ns.value, _keys.part_keys(kb, m), pin=True)
-        offs = array("Q", offs[:hits]) if hits else array("Q")
+        hits, offs = self.pool.lookup(self.ns.value, kb, pin=True)
+        # The binding's answer is array('Q') of the hits already; anything
+        # else (a test double) is made one.
+        if type(offs) is not array or offs.typecode != "Q" or len(offs) != hits:
+            offs = array("Q", offs[:hits]) if hits else array("Q")
         whole = hits // m
         if hits % m:            # a block with only some parts present is a miss
             self._release(offs[whole * m:])
@@ -566,7 +596,11 @@ class KVStore:
         if self.shared:
             for off in offs:
                 beluga.invalidate_range(self._map.block(off))
-        self._count(lookups=1, hits=whole, misses=n - whole)
+        with self._lock:        # not _count(): its keywords cost a third of the call
+            c = self._counters
+            c["lookups"] += 1
+            c["hits"] += whole
+            c["misses"] += n - whole
         return Pinned(self, whole, offs)
 
     def allocate(self, n, partial=True):
@@ -673,7 +707,14 @@ class KVStore:
     def stats(self):
         """This store's counters (blocks, not pool blocks)."""
         with self._lock:
-            return dict(self._counters)
+            out = dict(self._counters)
+        if self._tally is not None:
+            # one copy: the binding adds to it with the GIL held, so whole calls only
+            calls, hits, misses = self._tally.tolist()
+            out["lookups"] += calls
+            out["hits"] += hits
+            out["misses"] += misses
+        return out
 
     def describe(self):
         return (f"KVStore: {self.layout.describe()}\n"
