@@ -578,6 +578,16 @@ def meta_winners(w, m, ns, sfx, kern, null):
     w("")
 
 
+def env_table(w, recs, section, env, *head):
+    """Starts an environment's table of a section: its heading, then the
+    table's head lines. Returns the section's records of that environment."""
+    w(f"### {env}")
+    w("")
+    for line in head:
+        w(line)
+    return [r for r in recs if r.get("section") == section and r.get("env") == env]
+
+
 def ring_section(w, recs):
     """Section 7: the ring section's rows, one table per environment."""
     envs_ = envs(recs, "ring")
@@ -598,12 +608,10 @@ def ring_section(w, recs):
       "above 1 means this path is ahead of the polled server.")
     w("")
     for env in envs_:
-        g = [r for r in recs if r.get("section") == "ring" and r.get("env") == env]
-        w(f"### {env}")
-        w("")
-        w("| path | count-only LOOKUP ns | pinned LOOKUP+RELEASE ns | polled / this (count, pinned) "
-          "| this / core (count, pinned) |")
-        w("|---|---:|---:|---:|---:|")
+        g = env_table(w, recs, "ring", env,
+                      "| path | count-only LOOKUP ns | pinned LOOKUP+RELEASE ns | polled / this "
+                      "(count, pinned) | this / core (count, pinned) |",
+                      "|---|---:|---:|---:|---:|")
         for backend, label in RING_ROWS:
             miss = one(g, kind="missing", backend=backend)
             if miss:
@@ -675,11 +683,8 @@ def python_section(w, recs):
       "in process) is a smoke check of the bench.")
     w("")
     for env in envs_:
-        g = [r for r in recs if r.get("section") == "python" and r.get("env") == env]
-        w(f"### {env}")
-        w("")
-        w("| Python side | ns | C side | ns | Python / C | goal |")
-        w("|---|---:|---|---:|---:|---|")
+        g = env_table(w, recs, "python", env, "| Python side | ns | C side | ns | Python / C | goal |",
+                      "|---|---:|---|---:|---:|---|")
         for name, py_label, (py_impl, py_op), c_label, (c_impl, c_op) in PYTHON_ROWS:
             r = one(g, kind="ratio", name=name)
             if not r:
