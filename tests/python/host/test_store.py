@@ -624,3 +624,64 @@ def test_lookup_counts_every_call_from_many_threads(pool, unique_ns):
     store.close()
     pool.evict_ns(store.ns.value)
     assert_clean(pool)
+
+
+def _store_load_script(store, pool, as_keys):
+    """One run of store()/load() calls (keys passed through as_keys): what
+    each returned or raised, the loaded bytes, and the counters after."""
+    lay = store.layout
+    k = keys_for(store, 4)
+    data = blocks_for(lay, 4, seed=41)
+    out = []
+    r = store.store(as_keys(k[:2 * 16]), blocks=data[:2])
+    out.append(("store", r.requested, r.skipped, r.stored, r.exists, r.failed, r.not_stored))
+    r = store.store(as_keys(k[:3 * 16]), blocks=list(data[:3]))     # skips the first two
+    out.append(("store", r.requested, r.skipped, r.stored, r.exists, r.failed, r.not_stored))
+    r = store.store(as_keys(k[:2 * 16]), blocks=data[:2], skip_present=False)   # both exist
+    out.append(("store", r.requested, r.skipped, r.stored, r.exists, r.failed, r.not_stored))
+    dst = lay.empty(4)
+    dst[:] = 7
+    r = store.load(as_keys(k), out=dst)                 # 3 of 4
+    out.append(("load", r.requested, r.loaded, np.array_equal(dst[:3], data[:3]),
+                bool((dst[3] == 7).all())))
+    r = store.load(as_keys(keys_for(store, 1, first_token=10 ** 6)), out=lay.empty(1))
+    out.append(("load", r.requested, r.loaded))
+    for call in (lambda: store.store(as_keys(k[3 * 16:]), blocks=[np.zeros(3, np.uint8)]),
+                 lambda: store.load(as_keys(k[:16]), out=[np.zeros(3, np.uint8)]),
+                 lambda: store.load(as_keys(k[:16]), out=[]),
+                 lambda: store.store(as_keys(k[:16]), blocks=[])):
+        with pytest.raises(ValueError) as e:
+            call()
+        out.append(("raised", str(e.value)))
+    stats = store.stats()
+    store.close()
+    for call in (lambda: store.load(as_keys(k[:16]), out=lay.empty(1)),
+                 lambda: store.load(as_keys(keys_for(store, 1, first_token=10 ** 6)),
+                                    out=lay.empty(1)),
+                 lambda: store.store(as_keys(k[3 * 16:]), blocks=data[3:])):
+        with pytest.raises(ValueError, match="closed") as e:
+            call()
+        out.append(("raised", str(e.value)))
+    after = store.stats()
+    pool.evict_ns(store.ns.value)
+    assert_clean(pool)
+    return out, stats, after
+
+
+def test_store_and_load_answer_and_count_alike_for_bytes_and_listed_keys(pool, unique_ns):
+    """store() and load() of keys as bytes (their one-pool-block fast
+    path) and as a list of keys (the general path): the same results,
+    bytes, errors, counters, and nothing left allocated or pinned, also
+    when the store is closed (the failed calls free and release)."""
+    runs = []
+    for form, as_keys in (("bytes", lambda k: k), ("list", K.split)):
+        store = KVStore(pool, make_layout(pool), salt=f"alike-{unique_ns}-{form}")
+        runs.append(_store_load_script(store, pool, as_keys))
+    assert runs[0] == runs[1]
+    out, stats, after = runs[0]
+    assert out[:5] == [("store", 2, 0, 2, 0, [], 0), ("store", 3, 2, 1, 0, [], 0),
+                       ("store", 2, 0, 2, 2, [], 0), ("load", 4, 3, True, True),
+                       ("load", 1, 0)]
+    assert (stats["stored"], stats["exists"], stats["loads"], stats["loaded"],
+            stats["load_missing"], stats["load_failures"]) == (5, 2, 2, 3, 2, 2)
+    assert after["lookups"] - stats["lookups"] == 3     # the closed calls looked up first
