@@ -454,18 +454,23 @@ class KVStore:
         res = result if result is not None else StoreResult(count)
         if count == 0:
             return res
+        return self._published(offsets, self._publish(offsets, _keys.part_keys(kb, m)),
+                               count, res)
+
+    def _publish(self, offsets, pool_keys):
+        """PUBLISH (flushed first on a shared pool): its results; on an
+        exception every block is freed."""
         try:
             if self.shared:
                 for off in offsets:
                     beluga.flush_range(self._map.block(int(off)))
-            pres = self.pool.publish(self.ns.value, offsets, _keys.part_keys(kb, m))
+            return self.pool.publish(self.ns.value, offsets, pool_keys).results
         except BaseException:
             try:
                 self._free(offsets)
             except Exception:
                 pass
             raise
-        return self._published(offsets, pres.results, count, res)
 
     def _published(self, offsets, results, count, res):
         """Account PUBLISH's ``results`` for ``count`` engine blocks into
@@ -633,15 +638,14 @@ class KVStore:
         Returns a StoreResult; an exception from the writer frees the
         blocks and propagates.
         """
-        if (type(keys) is bytes and writer is None and blocks is not None
+        # What engines and adapters call: bytes keys and blocks, one pool
+        # block per engine block, the binding's own pool (_store_flat).
+        flat = (type(keys) is bytes and writer is None and blocks is not None
                 and self._tally is not None and not self.shared
-                and not len(keys) % KEY_BYTES and len(keys) == len(blocks) * KEY_BYTES):
-            # What engines and adapters call: bytes keys, one block each, one
-            # pool block per engine block, the binding's own pool.
-            return self._store_flat(keys, blocks, skip_present)
-        kb = _keybuf(keys)
+                and not len(keys) % KEY_BYTES)
+        kb = keys if flat else _keybuf(keys)
         n = len(kb) // KEY_BYTES
-        if (blocks is None) == (writer is None):
+        if not flat and (blocks is None) == (writer is None):
             raise TypeError("store() needs exactly one of blocks= or writer=")
         if blocks is not None and len(blocks) != n:
             raise ValueError(f"store() got {n} keys but {len(blocks)} blocks")
@@ -659,6 +663,8 @@ class KVStore:
             self._count(not_stored=res.not_stored)
         if alloc.count == 0:
             return res
+        if flat:
+            return self._store_flat(alloc, srcs, kb[skip * KEY_BYTES:], res)
         try:
             if srcs is not None:        # straight into the pool blocks, also split ones
                 self._copy(alloc.offsets, srcs[:alloc.count], into_pool=True, aligned=True)
@@ -698,24 +704,10 @@ class KVStore:
             self._pool_bytes(offsets, aligned=True)     # raises the binding's error
         return mv
 
-    def _store_flat(self, kb, blocks, skip_present):
-        n = len(kb) // KEY_BYTES
-        if n == 0:
-            return StoreResult(0)
-        skip = self.lookup(kb) if skip_present else 0
-        res = StoreResult(n, skip)
-        todo = n - skip
-        if todo == 0:
-            return res
-        source = self._source
-        srcs = [source(blocks[i]) for i in range(skip, n)]
-        alloc = self.allocate(todo)
+    def _store_flat(self, alloc, srcs, kb, res):
+        """store()'s copy and PUBLISH of ``alloc`` (``srcs`` and the keys
+        ``kb`` from the first block not skipped on) into ``res``."""
         got = alloc.count
-        if got < todo:
-            res.not_stored = todo - got
-            self._count(not_stored=todo - got)
-            if got == 0:
-                return res
         offsets = alloc.offsets
         try:
             pool = self._flat_pool(offsets)
@@ -726,17 +718,9 @@ class KVStore:
         except BaseException:
             alloc.free()
             raise
-        # publish_blocks() frees the blocks itself if PUBLISH raises
-        offsets = alloc.detach()
-        keys = kb if skip == 0 and got == n else kb[skip * KEY_BYTES:(skip + got) * KEY_BYTES]
-        try:
-            results = self.pool.publish(self.ns.value, offsets, keys).results
-        except BaseException:
-            try:
-                self._free(offsets)
-            except Exception:
-                pass
-            raise
+        offsets = alloc.detach()        # _publish frees them if PUBLISH raises
+        results = self._publish(offsets, kb if len(kb) == got * KEY_BYTES
+                                else kb[:got * KEY_BYTES])
         if min(results) < 0:            # some refused: the general accounting
             return self._published(offsets, results, got, res)
         exists = results.count(beluga.PUBLISH_EXISTS)
