@@ -1204,7 +1204,9 @@ static int beluga_mh_alloc(struct beluga_file *bf, u32 count, u64 *offsets)
 {
 	struct bel_mh_client *c = beluga_mh_client(bf);
 
-	return IS_ERR(c) ? PTR_ERR(c) : bel_mh_alloc(c, count, offsets);
+	if (IS_ERR(c))
+		return PTR_ERR(c);
+	return bel_mh_alloc(c, count, offsets, NULL, NULL);
 }
 
 static int beluga_mh_free(struct beluga_file *bf, u32 count,
