@@ -415,10 +415,14 @@ struct beluga_evicted_key {
  *	keys of the published blocks this ALLOC evicted, least recently used
  *	first; entries from @nr_evicted on are not written. Required with
  *	the flag and must be 0 without it: either mistake is -EINVAL, a rule
- *	on the fields (step 5 of the common errors).
+ *	on the fields (step 5 of the common errors, after the count), as is
+ *	the flag in a struct whose @size stops short of @nr_evicted.
  * @nr_evicted: out (since BELUGA_ALLOC_SIZE_V2): the entries of @evicted
- *	written, at most @count; 0 without BELUGA_ALLOC_EVICTED. Its value in
- *	is ignored.
+ *	written, at most @count (0 when the free blocks sufficed). Written
+ *	only with BELUGA_ALLOC_EVICTED and only when the ALLOC succeeds: on
+ *	an error (-ENOSPC included, which evicts nothing) the struct is not
+ *	written and @nr_evicted keeps what the caller put there. Its value
+ *	in is ignored.
  * @__reserved2: must be 0
  *
  * All or nothing: either @count blocks are allocated to the calling file,
