@@ -287,7 +287,11 @@ static int beluga_cmd_alloc(struct beluga_ucmd *ucmd)
 	if (!offsets)
 		return -ENOMEM;
 	if (want_evicted) {
-		/* Before any lock: the core fills it with the pool's held. */
+		/*
+		 * Before any lock: the core fills it under the pool's
+		 * spinlock (or a shared pool's host mutex), where nothing may
+		 * sleep on an allocation or a user copy.
+		 */
 		ev_bytes = (size_t)arg->count * sizeof(*evicted);
 		evicted = kvmalloc(ev_bytes, GFP_KERNEL);
 		if (!evicted) {
