@@ -209,16 +209,23 @@ class RecordingPublisher:
         pass
 
 
-def test_blocks_the_pool_evicts_reach_vllm_as_removed(engine, pool):
+@pytest.mark.parametrize("parts", [
+    1, pytest.param(4, marks=pytest.mark.fake_pool(block_size=16384))])
+def test_blocks_the_pool_evicts_reach_vllm_as_removed(engine, pool, backend, parts):
     """Four prompts of five chunks each, one after the other, through a pool
-    that has room for sixteen blocks: the later stores evict chunks this
-    engine stored before, and vLLM must hear of each, once: in
-    prepare_store's evicted_keys, and as a BlockRemoved that vLLM's own
-    path (the scheduler draining OffloadingConnector.take_events into its
-    KV event publisher) publishes for a block it had published as stored."""
-    held = squeeze_pool(pool, 16)
+    that has room for sixteen chunks: the later stores evict chunks this
+    engine stored before, and vLLM must hear of each, once (a chunk of four
+    pool blocks too, whose parts go together): in prepare_store's
+    evicted_keys, and as a BlockRemoved that vLLM's own path (the scheduler
+    draining OffloadingConnector.take_events into its KV event publisher)
+    publishes for a block it had published as stored."""
+    if parts > 1 and backend != "fake":
+        pytest.skip("needs a pool of 16 KiB blocks (the fake pool's geometry)")
+    chunk_tokens = 16 if parts == 1 else 32
+    held = squeeze_pool(pool, 16 * parts)
     try:
-        e = engine(kv_events=True)
+        e = engine(kv_events=True, extra={} if parts == 1 else {"blocks_per_chunk": 2})
+        assert all(s.layout.parts == parts for s in e.manager._spec.stores.values())
         e.scheduler.kv_event_publisher = published = RecordingPublisher()
         outputs = []
         prepare_store = e.manager.prepare_store
@@ -231,11 +238,11 @@ def test_blocks_the_pool_evicts_reach_vllm_as_removed(engine, pool):
 
         e.manager.prepare_store = recording_prepare_store
         for i in range(4):
-            assert e.serve({f"p{i}": [i + 200] * 80}) == 0
+            assert e.serve({f"p{i}": [i + 200] * (5 * chunk_tokens)}) == 0
         stored_keys = [k for out in outputs for k in out.keys_to_store]
         evicted_keys = [k for out in outputs for k in out.evicted_keys]
         assert len(stored_keys) == 20
-        assert len(evicted_keys) >= 4, "twenty chunks in sixteen blocks evicted none"
+        assert len(evicted_keys) >= 4, "twenty chunks in room for sixteen evicted none"
         assert len(set(evicted_keys)) == len(evicted_keys), "a chunk reported evicted twice"
         assert set(evicted_keys) <= set(stored_keys[:5 * 3]), \
             "evicted keys that are not the earlier prompts' chunks"
