@@ -306,8 +306,13 @@ struct beluga_pool_ops {
 	/* A memory error hit @len bytes at @region_offset: retire blocks. */
 	void (*retire)(struct beluga_region *region, u64 region_offset,
 		       u64 len);
-	/* Block commands (ops_rwsem held for reading). */
-	int (*alloc)(struct beluga_file *bf, u32 count, u64 *offsets);
+	/*
+	 * Block commands (ops_rwsem held for reading). ALLOC names what it
+	 * evicted in @evicted (room for @count) and *@nr_evicted when both
+	 * are set (BELUGA_ALLOC_EVICTED); NULL, NULL when not asked.
+	 */
+	int (*alloc)(struct beluga_file *bf, u32 count, u64 *offsets,
+		     struct beluga_evicted_key *evicted, u32 *nr_evicted);
 	int (*free)(struct beluga_file *bf, u32 count, const u64 *offsets);
 	int (*release)(struct beluga_file *bf, u32 count, const u64 *offsets);
 	int (*publish)(struct beluga_file *bf, u64 ns, u32 count,

@@ -213,34 +213,97 @@ static int beluga_cmd_stats(struct beluga_ucmd *ucmd)
 	return beluga_ucmd_respond(ucmd, sizeof(*out));
 }
 
-/* The answer is the offsets array; the struct has nothing to answer. */
+/*
+ * An output array is an argument: check that it takes the answer before
+ * the pool is touched, by writing its own bytes back (@buf: scratch of
+ * @bytes). A later failure (another thread unmaps it) is undone by the
+ * caller.
+ */
+static int beluga_check_writable(u64 uptr, void *buf, size_t bytes)
+{
+	if (copy_from_user(buf, u64_to_user_ptr(uptr), bytes) ||
+	    copy_to_user(u64_to_user_ptr(uptr), buf, bytes))
+		return -EFAULT;
+	return 0;
+}
+
+/*
+ * ALLOC's answer, in the uapi's order: the offsets, then with
+ * BELUGA_ALLOC_EVICTED the keys it evicted and the struct (nr_evicted).
+ */
+static int beluga_alloc_answer(struct beluga_ucmd *ucmd, const u64 *offsets,
+			       const struct beluga_evicted_key *evicted,
+			       u32 nr_evicted)
+{
+	struct beluga_alloc *arg = ucmd->cmd;
+
+	if (copy_to_user(u64_to_user_ptr(arg->offsets), offsets,
+			 (size_t)arg->count * sizeof(*offsets)))
+		return -EFAULT;
+	if (!evicted)
+		return 0;
+	if (nr_evicted &&
+	    copy_to_user(u64_to_user_ptr(arg->evicted), evicted,
+			 (size_t)nr_evicted * sizeof(*evicted)))
+		return -EFAULT;
+	arg->nr_evicted = nr_evicted;
+	return beluga_ucmd_respond(ucmd, sizeof(*arg));
+}
+
+/*
+ * The answer is the offsets array, and with BELUGA_ALLOC_EVICTED the
+ * evicted array and nr_evicted; without the flag the struct is only read
+ * (a caller may pass a read-only one).
+ */
 static int beluga_cmd_alloc(struct beluga_ucmd *ucmd)
 {
 	const struct beluga_pool_ops *ops;
 	struct beluga_alloc *arg = ucmd->cmd;
 	struct beluga_file *bf = ucmd->bf;
-	size_t bytes;
+	bool want_evicted = arg->flags & BELUGA_ALLOC_EVICTED;
+	struct beluga_evicted_key *evicted = NULL;
+	size_t bytes, ev_bytes = 0;
+	u32 nr_evicted = 0;
 	u64 *offsets;
 	int ret;
 
-	if (arg->flags || arg->__reserved)
+	if ((arg->flags & ~BELUGA_ALLOC_EVICTED) || arg->__reserved ||
+	    arg->__reserved2)
 		return -EINVAL;
+	/* The count before the rules on other fields (uapi: error order). */
 	ret = beluga_batch_bytes(arg->count, sizeof(*offsets), &bytes);
 	if (ret)
 		return ret;
+	/*
+	 * The evicted array with the flag, and only with it. A caller whose
+	 * struct stops short of nr_evicted could not be told how many keys
+	 * were written: the flag needs BELUGA_ALLOC_SIZE_V2.
+	 */
+	if (want_evicted != !!arg->evicted ||
+	    (want_evicted && ucmd->user_size <
+	     offsetofend(struct beluga_alloc, nr_evicted)))
+		return -EINVAL;
 	offsets = kvmalloc(bytes, GFP_KERNEL);
 	if (!offsets)
 		return -ENOMEM;
-	/*
-	 * The output array is an argument: check that it takes the offsets
-	 * before the pool is, by writing its own bytes back. A late failure
-	 * (another thread unmaps it) is undone below.
-	 */
-	if (copy_from_user(offsets, u64_to_user_ptr(arg->offsets), bytes) ||
-	    copy_to_user(u64_to_user_ptr(arg->offsets), offsets, bytes)) {
-		ret = -EFAULT;
-		goto out;
+	if (want_evicted) {
+		/*
+		 * Before any lock: the core fills it under the pool's
+		 * spinlock (or a shared pool's host mutex), where nothing may
+		 * sleep on an allocation or a user copy.
+		 */
+		ev_bytes = (size_t)arg->count * sizeof(*evicted);
+		evicted = kvmalloc(ev_bytes, GFP_KERNEL);
+		if (!evicted) {
+			ret = -ENOMEM;
+			goto out;
+		}
 	}
+	ret = beluga_check_writable(arg->offsets, offsets, bytes);
+	if (!ret && evicted)
+		ret = beluga_check_writable(arg->evicted, evicted, ev_bytes);
+	if (ret)
+		goto out;
 	ret = beluga_pool_ready(bf);
 	if (ret)
 		goto out;
@@ -249,18 +312,22 @@ static int beluga_cmd_alloc(struct beluga_ucmd *ucmd)
 		ret = PTR_ERR(ops);
 		goto out;
 	}
-	ret = ops->alloc(bf, arg->count, offsets);
+	ret = ops->alloc(bf, arg->count, offsets, evicted,
+			 evicted ? &nr_evicted : NULL);
 	beluga_pool_ops_end(bf->dev);
 	trace_beluga_alloc(beluga_pool_id(bf->dev), arg->count,
 			   ret ? 0 : offsets[0], ret);
 	if (ret)
 		goto out;
-	if (copy_to_user(u64_to_user_ptr(arg->offsets), offsets, bytes)) {
-		/* The caller never learnt the offsets: give them back. */
+	ret = beluga_alloc_answer(ucmd, offsets, evicted, nr_evicted);
+	/*
+	 * The caller never learnt the offsets: give them back. What the
+	 * ALLOC evicted stays evicted (uapi).
+	 */
+	if (ret)
 		beluga_undo(bf, ops, arg->count, offsets, false);
-		ret = -EFAULT;
-	}
 out:
+	kvfree(evicted);
 	kvfree(offsets);
 	return ret;
 }
@@ -738,6 +805,8 @@ static_assert(offsetofend(struct beluga_stats, retired_blocks) ==
 	      BELUGA_STATS_SIZE_V2);
 static_assert(offsetofend(struct beluga_alloc, offsets) ==
 	      BELUGA_ALLOC_SIZE_V1);
+static_assert(offsetofend(struct beluga_alloc, __reserved2) ==
+	      BELUGA_ALLOC_SIZE_V2);
 static_assert(offsetofend(struct beluga_blocks, offsets) ==
 	      BELUGA_BLOCKS_SIZE_V1);
 static_assert(offsetofend(struct beluga_publish, items) ==

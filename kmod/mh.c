@@ -1200,11 +1200,14 @@ static int beluga_mh_detach(struct beluga_device *dev,
  * core.
  */
 
-static int beluga_mh_alloc(struct beluga_file *bf, u32 count, u64 *offsets)
+static int beluga_mh_alloc(struct beluga_file *bf, u32 count, u64 *offsets,
+			   struct beluga_evicted_key *evicted, u32 *nr_evicted)
 {
 	struct bel_mh_client *c = beluga_mh_client(bf);
 
-	return IS_ERR(c) ? PTR_ERR(c) : bel_mh_alloc(c, count, offsets);
+	if (IS_ERR(c))
+		return PTR_ERR(c);
+	return bel_mh_alloc(c, count, offsets, evicted, nr_evicted);
 }
 
 static int beluga_mh_free(struct beluga_file *bf, u32 count,

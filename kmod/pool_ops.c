@@ -79,9 +79,12 @@ static void beluga_local_retire(struct beluga_region *region,
 					     region->first_offset + off);
 }
 
-static int beluga_local_alloc(struct beluga_file *bf, u32 count, u64 *offsets)
+static int beluga_local_alloc(struct beluga_file *bf, u32 count, u64 *offsets,
+			      struct beluga_evicted_key *evicted,
+			      u32 *nr_evicted)
 {
-	return bel_alloc(bf->client, count, offsets);
+	return bel_alloc_evicting(bf->client, count, offsets, evicted,
+				  nr_evicted);
 }
 
 static int beluga_local_free(struct beluga_file *bf, u32 count,

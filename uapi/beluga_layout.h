@@ -8,7 +8,8 @@
  * kernel (tests/userspace/fake_kernel.c), so that a change to a struct
  * that moves a field, or a compiler that lays one out differently, fails
  * the build instead of reaching a caller. Structs only grow at the end: a
- * new field is a new line here, and no existing line ever changes.
+ * new field is a new line here, and no existing offset ever changes (a
+ * struct's size line follows its last field).
  *
  * The includer provides static_assert() and offsetof() (the kernel's
  * <linux/build_bug.h> and <linux/stddef.h>, or C11's <assert.h> and
@@ -91,12 +92,19 @@ BELUGA_LAYOUT(beluga_stats, evictions, 128);
 BELUGA_LAYOUT(beluga_stats, alloc_failures, 136);
 BELUGA_LAYOUT(beluga_stats, retired_blocks, 144);
 
-BELUGA_LAYOUT_SIZE(beluga_alloc, 24);
+BELUGA_LAYOUT_SIZE(beluga_evicted_key, 24);
+BELUGA_LAYOUT(beluga_evicted_key, ns, 0);
+BELUGA_LAYOUT(beluga_evicted_key, key, 8);
+
+BELUGA_LAYOUT_SIZE(beluga_alloc, 40);
 BELUGA_LAYOUT(beluga_alloc, size, 0);
 BELUGA_LAYOUT(beluga_alloc, flags, 4);
 BELUGA_LAYOUT(beluga_alloc, count, 8);
 BELUGA_LAYOUT(beluga_alloc, __reserved, 12);
 BELUGA_LAYOUT(beluga_alloc, offsets, 16);
+BELUGA_LAYOUT(beluga_alloc, evicted, 24);
+BELUGA_LAYOUT(beluga_alloc, nr_evicted, 32);
+BELUGA_LAYOUT(beluga_alloc, __reserved2, 36);
 
 BELUGA_LAYOUT_SIZE(beluga_blocks, 24);
 BELUGA_LAYOUT(beluga_blocks, size, 0);

@@ -398,9 +398,17 @@ void bel_client_release(struct bel_client *client);
  * round-robin across regions, evicting LRU blocks when the free lists run
  * short. Writes their offsets to @offsets. -ENOSPC (counted in
  * alloc_failures) when even eviction cannot supply @count; -ENODEV when
- * the pool has no region.
+ * the pool has no region. With @evicted (room for @count entries) the
+ * (ns, key) of each block it evicted, least recently used first, and their
+ * number in *@nr_evicted (0 on failure: nothing is evicted then).
  */
-int bel_alloc(struct bel_client *client, u32 count, u64 *offsets);
+int bel_alloc_evicting(struct bel_client *client, u32 count, u64 *offsets,
+		       struct beluga_evicted_key *evicted, u32 *nr_evicted);
+
+static inline int bel_alloc(struct bel_client *client, u32 count, u64 *offsets)
+{
+	return bel_alloc_evicting(client, count, offsets, NULL, NULL);
+}
 
 /* All-or-nothing: each offset must be ALLOCATED by @client. -EINVAL. */
 int bel_free(struct bel_client *client, u32 count, const u64 *offsets);

@@ -459,9 +459,12 @@ void bel_mh_client_forget(struct bel_mh_client *c);
  * call turns into a block number of the pool (block_at below); an offset
  * that names no block fails like one the single-host core rejects. Besides
  * the errors of the single-host core: -ESTALE when the host is fenced (it
- * must rejoin), -ENODEV before attach.
+ * must rejoin), -ENODEV before attach. bel_mh_alloc() names what it
+ * evicted as bel_alloc_evicting() does (@evicted and @nr_evicted both
+ * NULL, or both set): victims of this host's partitions, oldest first.
  */
-int bel_mh_alloc(struct bel_mh_client *c, u32 count, u64 *offsets);
+int bel_mh_alloc(struct bel_mh_client *c, u32 count, u64 *offsets,
+		 struct beluga_evicted_key *evicted, u32 *nr_evicted);
 int bel_mh_free(struct bel_mh_client *c, u32 count, const u64 *offsets);
 /* Block @b of the pool, if it has offset @off: 0, else -EINVAL. */
 int bel_mh_block_at(const struct bel_mh_host *h, u64 off, u32 *b);

@@ -311,14 +311,15 @@ static bool bel_count_ok(u32 count)
 /* Looks an ALLOC takes at the LRU after a short first one. */
 #define BEL_CLAIM_PASSES	1
 
-int bel_alloc(struct bel_client *c, u32 count, u64 *offsets)
+int bel_alloc_evicting(struct bel_client *c, u32 count, u64 *offsets,
+		       struct beluga_evicted_key *evicted, u32 *nr_evicted)
 {
 	struct bel_pool *pool = c->pool;
+	u32 i, n = 0;
 	u64 nr_free;
-	u32 i;
 	int ret = 0;
 
-	if (!bel_count_ok(count) || !offsets)
+	if (!bel_count_ok(count) || !offsets || !evicted != !nr_evicted)
 		return -EINVAL;
 	bel_mutex_lock(&c->mutex);
 	bel_spin_lock(&pool->lock);
@@ -369,9 +370,16 @@ int bel_alloc(struct bel_client *c, u32 count, u64 *offsets)
 			bel_lru_wait_transit_locked(pool);
 			bel_lru_merge_locked(pool);
 		}
+		/* Oldest first: bel_lru_claim_locked() links them so. */
 		for (id = victims; id != BEL_NONE; ) {
-			u32 next = bel_block_of(pool, id)->next;
+			struct bel_block *b = bel_block_of(pool, id);
+			u32 next = b->next;
 
+			if (evicted) {
+				evicted[n].ns = b->ns;
+				evicted[n].key = b->key;
+				n++;
+			}
 			bel_evict_block_locked(pool, id);
 			id = next;
 		}
@@ -386,6 +394,8 @@ int bel_alloc(struct bel_client *c, u32 count, u64 *offsets)
 out:
 	bel_spin_unlock(&pool->lock);
 	bel_mutex_unlock(&c->mutex);
+	if (nr_evicted)
+		*nr_evicted = n;
 	return ret;
 }
 

@@ -238,8 +238,12 @@ static void bel_mh_evict_undo(struct bel_mh_host *h, u32 b)
 	bel_mh_lru_add(h, bel_mh_part_of(h, b), b);
 }
 
-/* EVICTING block @b is unlinked (a tombstone) and free. */
-static void bel_mh_evict_finish(struct bel_mh_host *h, u32 b)
+/*
+ * EVICTING block @b is unlinked (a tombstone) and free. Its (ns, key) go to
+ * @out when not NULL: the entry read here is the last that names them.
+ */
+static void bel_mh_evict_finish(struct bel_mh_host *h, u32 b,
+				struct beluga_evicted_key *out)
 {
 	u32 p = bel_mh_part_of(h, b);
 	struct bel_mh_entry e;
@@ -247,6 +251,11 @@ static void bel_mh_evict_finish(struct bel_mh_host *h, u32 b)
 	bel_mh_read(h, bel_mh_ent_off(&h->geo, b), &e, sizeof(e));
 	bel_trace_mh_evict(h, b, le64_to_cpu(e.ns), le64_to_cpu(e.key_lo),
 			   le64_to_cpu(e.key_hi));
+	if (out) {
+		out->ns = le64_to_cpu(e.ns);
+		out->key.lo = le64_to_cpu(e.key_lo);
+		out->key.hi = le64_to_cpu(e.key_hi);
+	}
 	bel_mh_unlink(h, p, b, &e, BEL_MH_F_ENT_UNLINK);
 	h->part[p].nr_published--;
 	bel_mh_free_push(h, p, b);
@@ -277,9 +286,11 @@ static u32 bel_mh_lru_oldest(struct bel_mh_host *h, u32 *part)
  * nothing): claim them all, then free them all, or roll every claim back
  * when remote pins keep too many (BEL_MH_EVICT_TRIES misses) or the host
  * fences itself. @victims holds @need entries of scratch space (ALLOC's
- * offset array, which it fills afterwards).
+ * offset array, which it fills afterwards). With @evicted (room for
+ * @need) the (ns, key) of each victim, in the order claimed: oldest first.
  */
-static int bel_mh_evict_n(struct bel_mh_host *h, u32 need, u64 *victims)
+static int bel_mh_evict_n(struct bel_mh_host *h, u32 need, u64 *victims,
+			  struct beluga_evicted_key *evicted)
 {
 	u32 n = 0, misses = 0, i, p = 0, b;
 	int ret = 0;
@@ -302,7 +313,8 @@ static int bel_mh_evict_n(struct bel_mh_host *h, u32 need, u64 *victims)
 		return ret ? ret : -ENOSPC;
 	}
 	for (i = 0; i < n; i++)
-		bel_mh_evict_finish(h, (u32)victims[i]);
+		bel_mh_evict_finish(h, (u32)victims[i],
+				    evicted ? &evicted[i] : NULL);
 	return 0;
 }
 
@@ -365,13 +377,14 @@ static u32 bel_mh_block_or_none(const struct bel_mh_host *h, u64 off)
 
 /* --- alloc, free ----------------------------------------------------------- */
 
-int bel_mh_alloc(struct bel_mh_client *c, u32 count, u64 *offsets)
+int bel_mh_alloc(struct bel_mh_client *c, u32 count, u64 *offsets,
+		 struct beluga_evicted_key *evicted, u32 *nr_evicted)
 {
 	struct bel_mh_host *h = c->host;
-	u32 i;
+	u32 i, n = 0;
 	int ret;
 
-	if (!count || count > BELUGA_MAX_BATCH)
+	if (!count || count > BELUGA_MAX_BATCH || !evicted != !nr_evicted)
 		return -EINVAL;
 	bel_mutex_lock(&h->lock);
 	ret = bel_mh_usable(h);
@@ -385,10 +398,12 @@ int bel_mh_alloc(struct bel_mh_client *c, u32 count, u64 *offsets)
 				nr_lru += h->part[p].nr_lru;
 			}
 		/* All or nothing: decide before evicting anything. */
-		if (nr_free + nr_lru < count)
+		if (nr_free + nr_lru < count) {
 			ret = -ENOSPC;
-		else if (nr_free < count)
-			ret = bel_mh_evict_n(h, count - (u32)nr_free, offsets);
+		} else if (nr_free < count) {
+			n = count - (u32)nr_free;
+			ret = bel_mh_evict_n(h, n, offsets, evicted);
+		}
 	}
 	for (i = 0; !ret && i < count; i++) {
 		u32 b = bel_mh_take_free(h);
@@ -414,6 +429,9 @@ int bel_mh_alloc(struct bel_mh_client *c, u32 count, u64 *offsets)
 	else if (ret == -ENOSPC)
 		h->opstats.alloc_failures++;
 	bel_mutex_unlock(&h->lock);
+	/* Evictions are all or nothing; a failed ALLOC names none. */
+	if (nr_evicted)
+		*nr_evicted = ret ? 0 : n;
 	return ret;
 }
 

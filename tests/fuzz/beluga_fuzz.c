@@ -1199,7 +1199,7 @@ static void op_garbage(struct worker *w)
 	unsigned long cmd;
 	bool enc_ok = true, arg_ok = true;
 	uint32_t size;
-	int kind = P_GOOD, r;
+	int kind = P_GOOD, ev_kind = P_GOOD, r;
 	const struct cmdinfo *ci = nr < NR_CMDS ? &cmds[nr] : NULL;
 
 	w->opname = ci ? ci->name : "bad-nr";
@@ -1261,7 +1261,39 @@ static void op_garbage(struct worker *w)
 			if (rel_below(&w->rng, 3))
 				u[1] = 0;	/* flags */
 			switch (nr) {
-			case BELUGA_CMD_ALLOC: case BELUGA_CMD_FREE: case BELUGA_CMD_RELEASE: {
+			case BELUGA_CMD_ALLOC: {
+				struct beluga_alloc *a = (void *)arg;
+
+				a->count = rel_one_in(&w->rng, 5) ? (uint32_t)rel_next(&w->rng) :
+					   (uint32_t)rel_below(&w->rng, 10);
+				if (rel_below(&w->rng, 3))
+					a->__reserved = 0;
+				need = (size_t)a->count * 8;
+				a->offsets = rel_below(&w->rng, 2) ?
+					     hostile_ptr(w, &kind, need) :
+					     (uintptr_t)(w->rw + BT_PAGE);
+				/* V2: no evicted array, a good one, or a hostile one */
+				if (rel_below(&w->rng, 4))
+					a->__reserved2 = 0;
+				switch (rel_below(&w->rng, 4)) {
+				case 0:
+					break;		/* junk: -EINVAL, mostly */
+				case 1:
+					a->evicted = 0;
+					a->flags &= ~(uint32_t)BELUGA_ALLOC_EVICTED;
+					break;
+				case 2:
+					a->flags |= BELUGA_ALLOC_EVICTED;
+					a->evicted = (uintptr_t)(w->rw + BT_PAGE + 1024);
+					break;
+				default:
+					a->flags |= BELUGA_ALLOC_EVICTED;
+					a->evicted = hostile_ptr(w, &ev_kind,
+						(size_t)a->count * sizeof(struct beluga_evicted_key));
+				}
+				break;
+			}
+			case BELUGA_CMD_FREE: case BELUGA_CMD_RELEASE: {
 				struct beluga_blocks *b = (void *)arg;
 
 				b->count = rel_one_in(&w->rng, 5) ? (uint32_t)rel_next(&w->rng) :
@@ -1438,6 +1470,16 @@ static void op_garbage(struct worker *w)
 	if (r == 0 && nr == BELUGA_CMD_ALLOC) {
 		struct beluga_alloc *a = (void *)arg;
 		int f = bt_free(w->fd, a->count, (uint64_t *)(uintptr_t)a->offsets);
+
+		/* the flag is read from a V2 struct only; its answer is bounded */
+		if (size >= BELUGA_ALLOC_SIZE_V2 && (a->flags & BELUGA_ALLOC_EVICTED)) {
+			CHECK(w, ev_kind != P_NULL && ev_kind != P_UNMAPPED &&
+			      ev_kind != P_KERNEL,
+			      "ALLOC EVICTED succeeded with an inaccessible evicted array");
+			CHECK(w, a->nr_evicted <= a->count,
+			      "ALLOC EVICTED named %u keys for %u blocks",
+			      a->nr_evicted, a->count);
+		}
 
 		CHECK(w, f == 0, "FREE of the %u blocks a garbage ALLOC returned: %s",
 		      a->count, ename(f));

@@ -36,9 +36,10 @@ static const struct {
 	[C_STATS]	= { "STATS", BELUGA_IOC_STATS, BELUGA_CMD_STATS,
 			    BELUGA_STATS_SIZE_V1,
 			    sizeof(struct beluga_stats), 1U << 0 },
+	/* bit 0 is BELUGA_ALLOC_EVICTED */
 	[C_ALLOC]	= { "ALLOC", BELUGA_IOC_ALLOC, BELUGA_CMD_ALLOC,
 			    BELUGA_ALLOC_SIZE_V1,
-			    sizeof(struct beluga_alloc), 1U << 0 },
+			    sizeof(struct beluga_alloc), 1U << 1 },
 	[C_FREE]	= { "FREE", BELUGA_IOC_FREE, BELUGA_CMD_FREE,
 			    BELUGA_BLOCKS_SIZE_V1,
 			    sizeof(struct beluga_blocks), 1U << 0 },
@@ -85,7 +86,9 @@ TEST(struct_sizes)
 	/* Also checked at compile time; reported here for the record. */
 	EXPECT_EQ(BELUGA_INFO_SIZE_V1, sizeof(struct beluga_info));
 	EXPECT_EQ(BELUGA_STATS_SIZE_V2, sizeof(struct beluga_stats));
-	EXPECT_EQ(BELUGA_ALLOC_SIZE_V1, sizeof(struct beluga_alloc));
+	EXPECT_EQ(BELUGA_ALLOC_SIZE_V2, sizeof(struct beluga_alloc));
+	EXPECT_EQ(24, BELUGA_ALLOC_SIZE_V1);
+	EXPECT_EQ(24, sizeof(struct beluga_evicted_key));
 	EXPECT_EQ(BELUGA_BLOCKS_SIZE_V1, sizeof(struct beluga_blocks));
 	EXPECT_EQ(BELUGA_PUBLISH_SIZE_V1, sizeof(struct beluga_publish));
 	EXPECT_EQ(32, sizeof(struct beluga_publish_item));
@@ -787,6 +790,84 @@ TEST_F(abi, reserved_nonzero_einval)
 	ASSERT_UNCHANGED(self);
 }
 
+/*
+ * ALLOC's V2 fields (BELUGA_ALLOC_EVICTED): the flag and the evicted array
+ * go together, __reserved2 is zero, the flag needs the V2 struct; a V1
+ * caller still allocates. With the flag the struct is answered
+ * (nr_evicted), without it the struct is never written.
+ */
+TEST_F(abi, alloc_evicted_fields)
+{
+	struct beluga_evicted_key ev[2];
+	struct beluga_alloc a;
+	uint64_t offs[2];
+	uint32_t nr;
+	int r;
+
+#define ALLOC_ARG(_flags, _ev) ((struct beluga_alloc){			\
+		.size = sizeof(a), .flags = (_flags), .count = 1,	\
+		.offsets = (uintptr_t)offs, .evicted = (uintptr_t)(_ev),	\
+		.nr_evicted = 77 })
+
+	a = ALLOC_ARG(BELUGA_ALLOC_EVICTED, ev);
+	a.__reserved2 = 1;
+	r = bt_ioctl(self->c.fd, BELUGA_IOC_ALLOC, &a);
+	EXPECT_EQ(-EINVAL, r) TH_LOG("__reserved2 = 1: %s", strerror(-r));
+	a = ALLOC_ARG(0, ev);
+	r = bt_ioctl(self->c.fd, BELUGA_IOC_ALLOC, &a);
+	EXPECT_EQ(-EINVAL, r) TH_LOG("evicted without the flag: %s",
+				     strerror(-r));
+	a = ALLOC_ARG(BELUGA_ALLOC_EVICTED, NULL);
+	r = bt_ioctl(self->c.fd, BELUGA_IOC_ALLOC, &a);
+	EXPECT_EQ(-EINVAL, r) TH_LOG("the flag without evicted: %s",
+				     strerror(-r));
+	a = ALLOC_ARG(BELUGA_ALLOC_EVICTED | (1U << 1), ev);
+	r = bt_ioctl(self->c.fd, BELUGA_IOC_ALLOC, &a);
+	EXPECT_EQ(-EINVAL, r) TH_LOG("flag bit 1: %s", strerror(-r));
+	/* the flag without the array and count 0: step 5 either way */
+	a = ALLOC_ARG(BELUGA_ALLOC_EVICTED, NULL);
+	a.count = 0;
+	r = bt_ioctl(self->c.fd, BELUGA_IOC_ALLOC, &a);
+	EXPECT_EQ(-EINVAL, r) TH_LOG("flag, no array, count 0: %s",
+				     strerror(-r));
+	/* V1 with the flag: the array is past the struct, so it reads as 0 */
+	a = ALLOC_ARG(BELUGA_ALLOC_EVICTED, ev);
+	a.size = BELUGA_ALLOC_SIZE_V1;
+	r = bt_ioctl(self->c.fd, BELUGA_IOC_ALLOC, &a);
+	EXPECT_EQ(-EINVAL, r) TH_LOG("V1 size with the flag: %s",
+				     strerror(-r));
+	/* the flag in a struct that stops short of nr_evicted */
+	a = ALLOC_ARG(BELUGA_ALLOC_EVICTED, ev);
+	a.size = offsetof(struct beluga_alloc, nr_evicted);
+	r = bt_ioctl(self->c.fd, BELUGA_IOC_ALLOC, &a);
+	EXPECT_EQ(-EINVAL, r) TH_LOG("size 32 with the flag: %s",
+				     strerror(-r));
+	EXPECT_EQ(77, a.nr_evicted);
+
+	/* an older caller: V1 size, no flag, allocates */
+	a = ALLOC_ARG(0, NULL);
+	a.size = BELUGA_ALLOC_SIZE_V1;
+	r = bt_ioctl(self->c.fd, BELUGA_IOC_ALLOC, &a);
+	ASSERT_EQ(0, r) TH_LOG("V1 ALLOC: %s", strerror(-r));
+	EXPECT_TRUE(bt_is_block(&self->c, offs[0]));
+	EXPECT_EQ(77, a.nr_evicted);
+	ASSERT_EQ(0, bt_free(self->c.fd, 1, offs));
+	/* V2 without the flag: the struct is not written */
+	a = ALLOC_ARG(0, NULL);
+	r = bt_ioctl(self->c.fd, BELUGA_IOC_ALLOC, &a);
+	ASSERT_EQ(0, r) TH_LOG("V2 ALLOC: %s", strerror(-r));
+	EXPECT_EQ(77, a.nr_evicted);
+	ASSERT_EQ(0, bt_free(self->c.fd, 1, offs));
+	/* with the flag, free blocks: nothing evicted, and the struct says so */
+	nr = 77;
+	r = bt_alloc_evicted(self->c.fd, 2, offs, ev, &nr);
+	ASSERT_EQ(0, r) TH_LOG("ALLOC EVICTED: %s", strerror(-r));
+	EXPECT_EQ(0, nr);
+	ASSERT_EQ(0, bt_free(self->c.fd, 2, offs));
+#undef ALLOC_ARG
+	ASSERT_UNCHANGED(self);
+}
+
 TEST_F(abi, batch_counts)
 {
 	const uint32_t big = BELUGA_MAX_BATCH + 1;
@@ -1096,6 +1177,13 @@ enum {
 	V_OUT		= 1 << 16,	/* LOOKUP: the offsets array unmapped */
 	V_EVENTFD	= 1 << 17,	/* DEVICE_RANGE: @eventfd not an eventfd */
 	V_RANGE		= 1 << 18,	/* DEVICE_RANGE: @offset far past map_size */
+	/* ALLOC: BELUGA_ALLOC_EVICTED with a valid evicted array */
+	V_EV		= 1 << 19,
+	V_EV_NULL	= 1 << 20,	/* ALLOC: the flag, evicted 0 */
+	V_EV_STRAY	= 1 << 21,	/* ALLOC: an evicted array, no flag */
+	V_EV_HOLE	= 1 << 22,	/* ALLOC: the flag, evicted unmapped */
+	V_RESERVED2	= 1 << 23,	/* ALLOC: __reserved2 nonzero */
+	V_SIZE_V1	= 1 << 24,	/* size V1 exactly */
 };
 
 #define CMD(c)		(1U << (c))
@@ -1204,6 +1292,29 @@ static const struct order_row {
 	  "a range past map_size, after the pool" },
 	{ CMD(C_DEVICE_RANGE), V_RANGE | V_ARG_RO, -ENXIO, -ENODEV,
 	  "a range past map_size before the answer" },
+	/* ALLOC's evicted array: a rule on the fields, after the count */
+	ROW(CMD(C_ALLOC), V_RESERVED2 | V_COUNT_BIG, -EINVAL,
+	    "__reserved2 before the count"),
+	ROW(CMD(C_ALLOC), V_FLAGS | V_EV, -EINVAL,
+	    "an unknown flag next to EVICTED"),
+	ROW(CMD(C_ALLOC), V_EV_NULL | V_COUNT_BIG, -E2BIG,
+	    "the count before EVICTED without an array"),
+	ROW(CMD(C_ALLOC), V_EV_NULL | V_COUNT0, -EINVAL,
+	    "EVICTED without an array, count 0"),
+	ROW(CMD(C_ALLOC), V_EV_STRAY | V_COUNT_BIG, -E2BIG,
+	    "the count before an evicted array without EVICTED"),
+	ROW(CMD(C_ALLOC), V_EV_NULL | V_ARRAY, -EINVAL,
+	    "EVICTED without an array before the offsets"),
+	ROW(CMD(C_ALLOC), V_EV_STRAY | V_ARRAY, -EINVAL,
+	    "an evicted array without EVICTED before the offsets"),
+	ROW(CMD(C_ALLOC), V_EV_NULL, -EINVAL,
+	    "EVICTED without an array before the pool"),
+	ROW(CMD(C_ALLOC), V_EV_STRAY, -EINVAL,
+	    "an evicted array without EVICTED before the pool"),
+	ROW(CMD(C_ALLOC), V_EV | V_SIZE_V1, -EINVAL,
+	    "EVICTED in a V1 struct (its array reads as 0)"),
+	ROW(CMD(C_ALLOC), V_EV | V_TAIL, -E2BIG,
+	    "trailing bytes before EVICTED"),
 	/* 6. arrays, once the count is valid; then what they hold */
 	ROW(BATCH_CMDS, V_COUNT_BIG | V_ARRAY, -E2BIG, "count above max before the array"),
 	ROW(BATCH_CMDS, V_COUNT0 | V_ARRAY, -EINVAL, "count 0 before the array"),
@@ -1214,12 +1325,22 @@ static const struct order_row {
 	ROW(BATCH_CMDS, V_ARRAY, -EFAULT, "the array before the pool"),
 	ROW(CMD(C_ALLOC), V_ARRAY_RO, -EFAULT,
 	    "ALLOC's read-only offsets before the pool"),
+	ROW(CMD(C_ALLOC), V_EV_HOLE, -EFAULT,
+	    "ALLOC's unmapped evicted array before the pool"),
+	ROW(CMD(C_ALLOC), V_EV_HOLE | V_COUNT_BIG, -E2BIG,
+	    "the count before ALLOC's evicted array"),
+	ROW(CMD(C_ALLOC), V_EV | V_ARRAY, -EFAULT,
+	    "ALLOC's offsets array with EVICTED, before the pool"),
 	ROW(CMD(C_LOOKUP), V_FIELD, -EINVAL, "PIN without offsets before the pool"),
 	ROW(CMD(C_PUBLISH), V_ITEM | V_COUNT_BIG, -E2BIG, "the count before the items"),
 	ROW(CMD(C_PUBLISH), V_ITEM, -EINVAL, "an item's reserved before the pool"),
 	/* 8. arrays the kernel only writes are checked when written */
 	{ CMD(C_LOOKUP), V_OUT, -EFAULT, -ENODEV,
 	  "LOOKUP's offsets only when there are hits, after the pool" },
+	/* ALLOC answers in its struct with EVICTED only: blocks given back */
+	{ CMD(C_ALLOC), V_EV | V_ARG_RO, -EFAULT, -ENODEV,
+	  "ALLOC with EVICTED: the answer to a read-only struct, after the pool" },
+
 #undef ROW
 };
 
@@ -1302,6 +1423,23 @@ static unsigned long order_break(FIXTURE_DATA(abi) *a, int c, unsigned int rules
 		buf->device_range.eventfd = env->rofd;
 	if ((rules & V_RANGE) && c == C_DEVICE_RANGE)
 		buf->device_range.offset = 1ULL << 46;
+	if (c == C_ALLOC) {
+		/* out[4..7]: room for one evicted key, apart from out[0] */
+		if (rules & (V_EV | V_EV_NULL | V_EV_HOLE))
+			buf->alloc.flags |= BELUGA_ALLOC_EVICTED;
+		if (rules & (V_EV | V_EV_STRAY))
+			buf->alloc.evicted = (uintptr_t)&a->out[4];
+		if (rules & V_EV_HOLE)
+			buf->alloc.evicted = (uintptr_t)env->hole;
+		/* the fields past V1 are read from a V2 struct only */
+		if (rules & (V_EV | V_EV_NULL | V_EV_STRAY | V_EV_HOLE |
+			     V_RESERVED2))
+			buf->w[0] = cmds[c].size_now;
+		if (rules & V_RESERVED2)
+			buf->alloc.__reserved2 = 1;
+		if (rules & V_SIZE_V1)
+			buf->w[0] = v1;
+	}
 	if ((rules & V_ARRAY) && array)
 		*array = (uintptr_t)env->hole;
 	if ((rules & V_ARRAY_RO) && array)

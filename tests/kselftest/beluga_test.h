@@ -72,7 +72,7 @@
 _Static_assert(sizeof(struct beluga_key) == 16, "beluga_key");
 _Static_assert(sizeof(struct beluga_info) == BELUGA_INFO_SIZE_V1, "info");
 _Static_assert(sizeof(struct beluga_stats) == BELUGA_STATS_SIZE_V2, "stats");
-_Static_assert(sizeof(struct beluga_alloc) == BELUGA_ALLOC_SIZE_V1, "alloc");
+_Static_assert(sizeof(struct beluga_alloc) == BELUGA_ALLOC_SIZE_V2, "alloc");
 _Static_assert(sizeof(struct beluga_blocks) == BELUGA_BLOCKS_SIZE_V1, "blocks");
 _Static_assert(sizeof(struct beluga_publish) == BELUGA_PUBLISH_SIZE_V1, "publish");
 _Static_assert(sizeof(struct beluga_publish_item) == 32, "publish_item");

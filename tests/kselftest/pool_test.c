@@ -611,6 +611,83 @@ TEST_F(pool, eviction_lru_spares_pinned)
 	ASSERT_EQ(0, bt_free(self->c.fd, nnew, fresh));
 }
 
+static bool same_key(const struct beluga_key *a, const struct beluga_key *b)
+{
+	return a->lo == b->lo && a->hi == b->hi;
+}
+
+/*
+ * BELUGA_ALLOC_EVICTED: an ALLOC that evicts names what it evicted, (ns,
+ * key) least recently used first, across namespaces, never a pinned
+ * block; one that finds free blocks names nothing; one that fails
+ * (-ENOSPC) evicts nothing and leaves the struct as it was.
+ */
+TEST_F(pool, eviction_reports_keys)
+{
+	const uint32_t nnew = 3;
+	uint64_t n = self->total, i, ns[NBLK_MAX];
+	uint64_t o[NBLK_MAX], pin, fresh[NBLK_MAX];
+	struct beluga_evicted_key ev[NBLK_MAX];
+	struct beluga_key k[NBLK_MAX];
+	struct beluga_stats s0, s1;
+	uint32_t hits, nr, j;
+	int32_t res;
+	int r;
+
+	ASSERT_LE(nnew + 2, n);
+	/* free blocks: nothing evicted, nr_evicted 0 */
+	nr = 77;
+	ASSERT_EQ(0, bt_alloc_evicted(self->c.fd, 2, o, ev, &nr));
+	EXPECT_EQ(0, nr);
+	ASSERT_EQ(0, bt_free(self->c.fd, 2, o));
+
+	/* the pool full of published keys, two namespaces in turn */
+	ASSERT_EQ(0, bt_alloc(self->c.fd, n, o));
+	for (i = 0; i < n; i++) {
+		ns[i] = i % 2 ? bt_ns(0x9002) : self->ns;
+		k[i] = bt_key(ns[i], i);
+		ASSERT_EQ(0, bt_publish1(self->c.fd, ns[i], o[i], k[i], &res));
+		ASSERT_EQ(BELUGA_PUBLISH_OK, res);
+	}
+	/* the oldest pinned: passed over */
+	ASSERT_EQ(0, bt_lookup(self->c.fd, ns[0], &k[0], 1, &pin,
+			       BELUGA_LOOKUP_PIN, &hits));
+	ASSERT_EQ(1, hits);
+	ASSERT_EQ(0, bt_stats(self->c.fd, &s0));
+	ASSERT_EQ(0, s0.free_blocks);
+
+	nr = 77;
+	r = bt_alloc_evicted(self->c.fd, nnew, fresh, ev, &nr);
+	ASSERT_EQ(0, r) TH_LOG("ALLOC EVICTED on a full pool: %s",
+			       strerror(-r));
+	ASSERT_EQ(nnew, nr);
+	for (j = 0; j < nr; j++) {
+		EXPECT_EQ(ns[j + 1], ev[j].ns) TH_LOG("entry %u: ns", j);
+		EXPECT_TRUE(same_key(&k[j + 1], &ev[j].key))
+			TH_LOG("entry %u: not key %u, the LRU's next", j, j + 1);
+		EXPECT_EQ(0, bt_present(self->c.fd, ns[j + 1], k[j + 1]));
+	}
+	EXPECT_EQ(1, bt_present(self->c.fd, ns[0], k[0]));
+	EXPECT_EQ(1, bt_present(self->c.fd, ns[nnew + 1], k[nnew + 1]));
+	ASSERT_EQ(0, bt_stats(self->c.fd, &s1));
+	EXPECT_EQ(s0.evictions + nnew, s1.evictions);
+
+	/* more than free plus evictable: -ENOSPC, nothing evicted or said */
+	nr = 77;
+	r = bt_alloc_evicted(self->c.fd, n, o, ev, &nr);
+	ASSERT_EQ(-ENOSPC, r) TH_LOG("ALLOC EVICTED of the whole pool: %s",
+				     strerror(-r));
+	EXPECT_EQ(77, nr) TH_LOG("the struct was written on -ENOSPC");
+	ASSERT_EQ(0, bt_stats(self->c.fd, &s0));
+	EXPECT_EQ(s1.evictions, s0.evictions);
+	ASSERT_OCCUPANCY_EQ(s1, s0);
+	for (i = nnew + 1; i < n; i++)
+		EXPECT_EQ(1, bt_present(self->c.fd, ns[i], k[i]));
+
+	ASSERT_EQ(0, bt_release(self->c.fd, 1, &pin));
+	ASSERT_EQ(0, bt_free(self->c.fd, nnew, fresh));
+}
+
 /* With everything pinned or allocated, ALLOC fails and changes nothing. */
 TEST_F(pool, eviction_enospc_when_all_pinned)
 {

@@ -756,6 +756,64 @@ TEST_F_TIMEOUT(shared, uring_buffer_of_shared_block_refused, 120)
  * host's alive and marked SELF, the others unused; -EMSGSIZE with the
  * number when the array is short, -EFAULT when it cannot be written.
  */
+/*
+ * BELUGA_ALLOC_EVICTED on a shared pool: the ALLOC that evicts names its
+ * victims (this host's partitions), oldest first, in two namespaces; the
+ * pinned oldest is passed over.
+ */
+TEST_F_TIMEOUT(shared, alloc_names_evicted, 120)
+{
+	const uint64_t ns[2] = { bt_ns(0x5e1), bt_ns(0x5e2) };
+	struct beluga_evicted_key ev[2];
+	static uint64_t o[256];
+	struct beluga_attach a;
+	struct beluga_key k0;
+	uint64_t fresh[2], pin;
+	uint32_t n = 0, i, nr, hits;
+	char why[160];
+	int32_t res;
+	int r;
+
+	if (!bt_backend_ok(BELUGA_BACKEND_DAX, 0, SH_LEN, why, sizeof(why)))
+		SKIP(return, "%s", why);
+	ASSERT_EQ(0, sh_req(&a, BELUGA_ATTACH_SHARED | BELUGA_ATTACH_HOST_ID |
+			    BELUGA_ATTACH_FORMAT, 2));
+	r = bt_attach(self->c.fd, &a);
+	ASSERT_EQ(0, r) TH_LOG("shared attach: %s", strerror(-r));
+
+	/* every block this host can take, published in order */
+	while (n < 256 && bt_alloc(self->c.fd, 1, &o[n]) == 0)
+		n++;
+	ASSERT_LT(n, 256);
+	ASSERT_LE(4, n);
+	for (i = 0; i < n; i++) {
+		ASSERT_EQ(0, bt_publish1(self->c.fd, ns[i % 2], o[i],
+					 bt_key(ns[i % 2], i), &res));
+		ASSERT_EQ(BELUGA_PUBLISH_OK, res);
+	}
+	k0 = bt_key(ns[0], 0);
+	ASSERT_EQ(0, bt_lookup(self->c.fd, ns[0], &k0, 1, &pin,
+			       BELUGA_LOOKUP_PIN, &hits));
+	ASSERT_EQ(1, hits);
+
+	nr = 77;
+	r = bt_alloc_evicted(self->c.fd, 2, fresh, ev, &nr);
+	ASSERT_EQ(0, r) TH_LOG("ALLOC EVICTED: %s", strerror(-r));
+	ASSERT_EQ(2, nr);
+	for (i = 0; i < 2; i++) {
+		struct beluga_key k = bt_key(ns[(i + 1) % 2], i + 1);
+
+		EXPECT_EQ(ns[(i + 1) % 2], ev[i].ns) TH_LOG("entry %u", i);
+		EXPECT_EQ(k.lo, ev[i].key.lo) TH_LOG("entry %u", i);
+		EXPECT_EQ(k.hi, ev[i].key.hi) TH_LOG("entry %u", i);
+		EXPECT_EQ(0, bt_present(self->c.fd, ev[i].ns, k));
+	}
+	EXPECT_EQ(1, bt_present(self->c.fd, ns[0], k0));
+	EXPECT_EQ(1, bt_present(self->c.fd, ns[1], bt_key(ns[1], 3)));
+	ASSERT_EQ(0, bt_release(self->c.fd, 1, &pin));
+	ASSERT_EQ(0, bt_free(self->c.fd, 2, fresh));
+}
+
 TEST_F_TIMEOUT(shared, hosts_ioctl, 120)
 {
 	struct beluga_host h[BELUGA_MAX_HOSTS + 1];

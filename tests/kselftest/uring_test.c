@@ -521,6 +521,77 @@ TEST_F(ring, process_dies_with_sqpoll_ring_leaks_nothing)
 	EXPECT_STATS_BACK_TO(self->c.fd, st0, "the exit");
 }
 
+#define EV_MAX	256
+
+/*
+ * BELUGA_ALLOC_EVICTED through the ring: the free blocks taken and
+ * published in order (through the ioctls), an ALLOC with the flag through
+ * @ring names the two oldest keys, as the ioctl does (pool_test). The
+ * ring also answers the flag's argument errors as the ioctl does: no
+ * array (-EINVAL), an unmapped one (-EFAULT, nothing allocated).
+ */
+static void evicted_via_ring(struct __test_metadata *_metadata,
+			     FIXTURE_DATA(ring) *self, struct io_uring *ring)
+{
+	static uint64_t o[EV_MAX];
+	struct beluga_evicted_key ev[2];
+	const uint64_t ns = bt_ns(3);
+	struct beluga_stats s0, s1;
+	uint64_t fresh[2];
+	uint32_t n = 0, nr, i;
+	int32_t res;
+	void *hole;
+	int r;
+
+	bt_ring_via.off = true;
+	while (n < EV_MAX && bt_alloc(self->c.fd, 1, &o[n]) == 0)
+		n++;
+	ASSERT_LT(n, EV_MAX);
+	ASSERT_LE(3, n);
+	for (i = 0; i < n; i++) {
+		ASSERT_EQ(0, bt_publish1(self->c.fd, ns, o[i], bt_key(ns, i),
+					 &res));
+		ASSERT_EQ(BELUGA_PUBLISH_OK, res);
+	}
+	bt_ring_via = (struct bt_ring_via){ .ring = ring };
+
+	nr = 77;
+	r = bt_alloc_evicted(self->c.fd, 2, fresh, NULL, &nr);
+	EXPECT_EQ(-EINVAL, r) TH_LOG("ring: the flag without an array: %s",
+				     strerror(-r));
+	hole = bt_unmapped_page();
+	ASSERT_NE(NULL, hole);
+	bt_stats(self->c.fd, &s0);
+	r = bt_alloc_evicted(self->c.fd, 2, fresh, hole, &nr);
+	EXPECT_EQ(-EFAULT, r) TH_LOG("ring: an unmapped evicted array: %s",
+				     strerror(-r));
+	munmap(hole, BT_PAGE);
+	bt_stats(self->c.fd, &s1);
+	EXPECT_EQ(s0.allocated_blocks, s1.allocated_blocks);
+	EXPECT_EQ(s0.evictions, s1.evictions);
+	EXPECT_EQ(77, nr);
+
+	r = bt_alloc_evicted(self->c.fd, 2, fresh, ev, &nr);
+	ASSERT_EQ(0, r) TH_LOG("ring: ALLOC EVICTED: %s", strerror(-r));
+	ASSERT_EQ(2, nr);
+	for (i = 0; i < 2; i++) {
+		EXPECT_EQ(ns, ev[i].ns);
+		EXPECT_EQ(bt_key(ns, i).lo, ev[i].key.lo);
+		EXPECT_EQ(bt_key(ns, i).hi, ev[i].key.hi);
+	}
+	bt_ring_via.off = true;
+	EXPECT_EQ(0, bt_present(self->c.fd, ns, bt_key(ns, 0)));
+	EXPECT_EQ(0, bt_present(self->c.fd, ns, bt_key(ns, 1)));
+	EXPECT_EQ(1, bt_present(self->c.fd, ns, bt_key(ns, 2)));
+	ASSERT_EQ(0, bt_free(self->c.fd, 2, fresh));
+	bt_ring_via = (struct bt_ring_via){ 0 };
+}
+
+TEST_F(ring, alloc_evicted)
+{
+	evicted_via_ring(_metadata, self, &self->ring);
+}
+
 /*
  * A shared pool: its block commands wait for other hosts, so a ring
  * command issued IO_URING_F_NONBLOCK returns -EAGAIN before it changed
@@ -567,6 +638,12 @@ FIXTURE_TEARDOWN(shared)
 TEST_F_TIMEOUT(shared, twin_plain, 120)
 {
 	twin(_metadata, &self->r, &self->r.ring, 0, "shared pool, plain ring");
+}
+
+/* The evictions a shared pool's ALLOC names, through a worker. */
+TEST_F_TIMEOUT(shared, alloc_evicted, 120)
+{
+	evicted_via_ring(_metadata, &self->r, &self->r.ring);
 }
 
 TEST_F_TIMEOUT(shared, twin_sqpoll, 120)

@@ -130,6 +130,29 @@ static inline int bt_alloc(int fd, uint32_t count, uint64_t *offsets)
 	return bt_ioctl(fd, BELUGA_IOC_ALLOC, &a);
 }
 
+/*
+ * ALLOC with BELUGA_ALLOC_EVICTED: the keys it evicted in @ev (room for
+ * @count), their number in *@nr. *@nr goes in as the struct's nr_evicted
+ * (which the kernel ignores) and comes back as the struct holds it after
+ * the call: unchanged when the call failed (the struct is not written).
+ */
+static inline int bt_alloc_evicted(int fd, uint32_t count, uint64_t *offsets,
+				   struct beluga_evicted_key *ev, uint32_t *nr)
+{
+	struct beluga_alloc a = {
+		.size = sizeof(a),
+		.flags = BELUGA_ALLOC_EVICTED,
+		.count = count,
+		.offsets = (uintptr_t)offsets,
+		.evicted = (uintptr_t)ev,
+		.nr_evicted = *nr,
+	};
+	int r = bt_ioctl(fd, BELUGA_IOC_ALLOC, &a);
+
+	*nr = a.nr_evicted;
+	return r;
+}
+
 static inline int bt_blocks(int fd, unsigned long cmd, uint32_t count,
 			    const uint64_t *offsets)
 {

@@ -294,6 +294,54 @@ static void foreign_blocks(void)
 	teardown(p, a, b);
 }
 
+/*
+ * An ALLOC that evicts names what it evicted: (ns, key) of each victim,
+ * least recently used first, whoever published it; pinned blocks are
+ * passed over; an ALLOC that fails, or one that finds free blocks, names
+ * nothing (issue 18: vLLM's removal events).
+ */
+static void alloc_reports_evicted(void)
+{
+	static const u32 sizes[] = { 4 };
+	struct bel_pool *p = pool_with(1, sizes);
+	struct bel_client *a = bel_client_new(p);
+	struct bel_client *b = bel_client_new(p);
+	struct beluga_evicted_key ev[4];
+	struct beluga_key k1 = K(1), k2 = K(2);
+	u64 tmp[4], got, off1;
+	u32 n = 99, hits;
+
+	CHECK_EQ(bel_alloc_evicting(a, 1, tmp, ev, NULL), -EINVAL);
+	CHECK_EQ(bel_alloc_evicting(a, 1, tmp, NULL, &n), -EINVAL);
+	/* Free blocks: nothing evicted, and n says so. */
+	CHECK_EQ(bel_alloc_evicting(a, 2, tmp, ev, &n), 0);
+	CHECK_EQ(n, 0);
+	CHECK_EQ(bel_free(a, 2, tmp), 0);
+	off1 = put_key(a, 7, k1);	/* oldest */
+	put_key(b, 9, k2);		/* another ns, another file */
+	put_key(a, 7, K(3));
+	put_key(a, 7, K(4));		/* newest: the pool is full */
+	/* k1 pinned: passed over; k2 and K(3) go, oldest first. */
+	CHECK_EQ(bel_lookup(b, 7, 1, &k1, true, &got, &hits), 0);
+	CHECK_EQ(hits, 1);
+	CHECK_EQ(bel_alloc_evicting(a, 2, tmp, ev, &n), 0);
+	CHECK_EQ(n, 2);
+	CHECK_EQ(ev[0].ns, 9);
+	CHECK(ev[0].key.lo == k2.lo && ev[0].key.hi == k2.hi);
+	CHECK_EQ(ev[1].ns, 7);
+	CHECK_EQ(ev[1].key.lo, 3);
+	CHECK_EQ(has_key(b, 9, k2), 0);
+	CHECK_EQ(has_key(a, 7, K(3)), 0);
+	CHECK_EQ(has_key(a, 7, k1), 1);
+	/* Too few evictable blocks: -ENOSPC, nothing evicted or named. */
+	n = 99;
+	CHECK_EQ(bel_alloc_evicting(a, 2, tmp + 2, ev, &n), -ENOSPC);
+	CHECK_EQ(n, 0);
+	CHECK_EQ(has_key(a, 7, K(4)), 1);
+	CHECK_EQ(bel_release(b, 1, &off1), 0);
+	teardown(p, a, b);
+}
+
 int main(void)
 {
 	TAP_RUN(release_on_close);
@@ -302,5 +350,6 @@ int main(void)
 	TAP_RUN(pin_table_growth);
 	TAP_RUN(pin_overflow);
 	TAP_RUN(foreign_blocks);
+	TAP_RUN(alloc_reports_evicted);
 	return tap_done();
 }

@@ -243,18 +243,28 @@ static int cmd_stats(int fd, void *arg)
 static int cmd_alloc(int fd, void *arg)
 {
 	struct beluga_alloc *a = arg;
+	bool report = a->flags & BELUGA_ALLOC_EVICTED;
+	u32 nr_evicted = 0;
 	int ret;
 
 	(void)fd;
-	if (a->flags || a->__reserved)
+	/* Step 5: the evicted array comes with the flag, and only with it. */
+	if ((a->flags & ~BELUGA_ALLOC_EVICTED) || a->__reserved || a->__reserved2 ||
+	    report != !!a->evicted)
 		return -EINVAL;
 	ret = batch_ok(a->count);
 	if (!ret)
 		ret = array_ok(a->offsets);
+	if (!ret && report)
+		ret = array_ok(a->evicted);
 	if (!ret)
 		ret = pool_ready();
-	if (!ret)
-		ret = bel_alloc(client, a->count, (u64 *)(uintptr_t)a->offsets);
+	if (ret)
+		return ret;
+	ret = bel_alloc_evicting(client, a->count, (u64 *)(uintptr_t)a->offsets,
+				 report ? (struct beluga_evicted_key *)(uintptr_t)a->evicted : NULL,
+				 report ? &nr_evicted : NULL);
+	a->nr_evicted = nr_evicted;
 	return ret;
 }
 
@@ -1098,6 +1108,24 @@ static uint32_t arg_count(unsigned int cmd, const void *arg)
 	}
 }
 
+/*
+ * Step 8: whether the command answers in its struct. FREE, RELEASE and
+ * ALLOC without BELUGA_ALLOC_EVICTED only read theirs, which may be
+ * read-only memory.
+ */
+static bool answers_in_struct(unsigned int cmd, const union fake_arg *arg)
+{
+	switch (cmd) {
+	case BELUGA_CMD_ALLOC:
+		return arg->alloc.flags & BELUGA_ALLOC_EVICTED;
+	case BELUGA_CMD_FREE:
+	case BELUGA_CMD_RELEASE:
+		return false;
+	default:
+		return true;
+	}
+}
+
 static void log_call(unsigned int cmd, uint32_t count)
 {
 	if (cmd < 16)
@@ -1114,7 +1142,7 @@ static int fake_dispatch(int fd, unsigned long request, void *uarg)
 	unsigned int nr = (unsigned int)(request & 0xff);
 	const struct fake_op *op;
 	uint32_t usize;
-	size_t i, out_len;
+	size_t i, out_len, known_size;
 	int ret;
 
 	if (nr >= sizeof(fake_ops) / sizeof(fake_ops[0]) ||
@@ -1131,10 +1159,13 @@ static int fake_dispatch(int fd, unsigned long request, void *uarg)
 		return -EINVAL;
 	if (usize > 4096)
 		return -E2BIG;
-	for (i = op->size; i < usize; i++)
+	known_size = op->size;
+	if (nr == BELUGA_CMD_ALLOC && fake.alloc_v1)
+		known_size = BELUGA_ALLOC_SIZE_V1;
+	for (i = known_size; i < usize; i++)
 		if (((const unsigned char *)uarg)[i])
 			return -E2BIG;
-	out_len = usize < op->size ? usize : op->size;
+	out_len = usize < known_size ? usize : known_size;
 	memset(&buf, 0, sizeof(buf));
 	memcpy(&buf, uarg, out_len);
 
@@ -1150,7 +1181,7 @@ static int fake_dispatch(int fd, unsigned long request, void *uarg)
 		bel_pool_stats(&pool, &st);
 		fake.nr_pins = st.pins;
 	}
-	if (!ret || (op->flags & OP_EFFECTIVE))
+	if ((!ret || (op->flags & OP_EFFECTIVE)) && answers_in_struct(nr, &buf))
 		memcpy(uarg, &buf, out_len);
 	return ret;
 }

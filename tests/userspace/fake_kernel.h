@@ -85,6 +85,11 @@ struct fake_kernel {
 	void *last_map;
 	uint64_t last_map_length;
 	int last_map_pinnable;
+	/*
+	 * ALLOC as a module that predates BELUGA_ALLOC_SIZE_V2 answers it:
+	 * its struct ends at @offsets, so a caller's nonzero @evicted is -E2BIG.
+	 */
+	int alloc_v1;
 };
 
 extern struct fake_kernel fake;

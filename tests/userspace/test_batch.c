@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -154,6 +155,60 @@ static void test_alloc(void)
 		   strstr(beluga_last_error(b), "no region attached: attach a memory region") &&
 		   !strstr(beluga_last_error(b), "belugactl"),
 		   "alloc: no region attached says so and the fix, naming no front end");
+	beluga_close(b);
+}
+
+/* beluga_alloc_evicting(): the keys the allocation evicted, oldest first. */
+static void test_alloc_evicting(void)
+{
+	struct beluga_evicted_key evicted[10];
+	uint64_t offs[10];
+	size_t nr = 99, i;
+	unsigned int calls;
+	struct beluga *b;
+	int ret, in_order = 1;
+
+	b = setup(4, 8);
+	ret = beluga_alloc_evicting(b, offs, 3, evicted, &nr);
+	tap_result(!ret && nr == 0, "alloc_evicting: free blocks evict nothing (nr_evicted 0)");
+	beluga_free(b, offs, 3);
+	publish_keys(b, 5, 8);
+	calls = fake_kernel_calls(BELUGA_CMD_ALLOC);
+	ret = beluga_alloc_evicting(b, offs, 6, evicted, &nr);
+	for (i = 0; i < nr; i++)
+		in_order &= evicted[i].ns == 5 && evicted[i].key.lo == key_of(i).lo &&
+			    evicted[i].key.hi == key_of(i).hi;
+	tap_result(!ret && nr == 6 && in_order && fake_kernel_calls(BELUGA_CMD_ALLOC) == calls + 2 &&
+		   fake_kernel_count(2) == 2,
+		   "alloc_evicting: 6 blocks in batches of 4 name the 6 keys they evicted, "
+		   "least recently published first (got %zu)", nr);
+	beluga_free(b, offs, 6);
+	beluga_close(b);
+
+	/* The second chunk finds too few: the first's evictions stay reported. */
+	b = setup(4, 6);
+	publish_keys(b, 5, 6);
+	ret = beluga_alloc_evicting(b, offs, 8, evicted, &nr);
+	tap_result(ret == -ENOSPC && nr == 4 && fake_kernel_count(1) == 0 &&
+		   fake_kernel_count(2) == 2,
+		   "alloc_evicting: a failing later chunk frees the earlier ones and still counts "
+		   "what they evicted (got %zu)", nr);
+	beluga_close(b);
+
+	b = setup(4, 8);
+	fake.alloc_v1 = 1;
+	ret = beluga_alloc_evicting(b, offs, 2, evicted, &nr);
+	tap_result(ret == -EOPNOTSUPP && nr == 0 &&
+		   strstr(beluga_last_error(b), "module predates ALLOC's evicted report") &&
+		   strstr(beluga_last_error(b), "upgrade the module"),
+		   "alloc_evicting: a module without the report is -EOPNOTSUPP naming cause and fix "
+		   "(%s)", beluga_last_error(b));
+	tap_result(!beluga_alloc(b, offs, 2) && fake_kernel_count(1) == 2,
+		   "alloc: still works on a module without the report");
+	beluga_free(b, offs, 2);
+	tap_result(beluga_alloc_evicting(b, offs, 2, NULL, &nr) == -EINVAL &&
+		   strstr(beluga_last_error(b), "call beluga_alloc()"),
+		   "alloc_evicting: no room for the keys is -EINVAL, pointing at beluga_alloc()");
 	beluga_close(b);
 }
 
@@ -482,6 +537,85 @@ static int raw(int fd, unsigned long request, void *arg)
 	return bel_ioctl(fd, request, arg) ? -errno : 0;
 }
 
+/* ALLOC with BELUGA_ALLOC_EVICTED: the uapi's steps 5, 6 and 8 (kselftest abi_test's rows). */
+static void test_fake_alloc_evicted(int fd)
+{
+	struct beluga_evicted_key keys[2];
+	uint64_t offs[2] = { 0, 0 };
+	struct beluga_alloc a, *ro;
+	const struct beluga_alloc v2 = { .size = sizeof(a), .flags = BELUGA_ALLOC_EVICTED,
+					 .count = 1, .offsets = (uintptr_t)offs,
+					 .evicted = (uintptr_t)keys };
+
+	/* One field of the valid V2 struct changed, and the error it meets first. */
+	static const struct {
+		size_t field, width;
+		uint64_t value;
+		int expect;
+		const char *name;
+	} rows[] = {
+		{ 0, 0, 0, -ENODEV, "the flag and its array pass steps 5 and 6 (-ENODEV)" },
+		{ offsetof(struct beluga_alloc, evicted), 8, 0, -EINVAL,
+		  "BELUGA_ALLOC_EVICTED without an evicted array is -EINVAL" },
+		{ offsetof(struct beluga_alloc, flags), 4, 0, -EINVAL,
+		  "an evicted array without BELUGA_ALLOC_EVICTED is -EINVAL" },
+		{ offsetof(struct beluga_alloc, flags), 4, BELUGA_ALLOC_EVICTED << 1 | BELUGA_ALLOC_EVICTED,
+		  -EINVAL, "an unknown ALLOC flag is -EINVAL" },
+		{ offsetof(struct beluga_alloc, __reserved2), 4, 1, -EINVAL,
+		  "nonzero __reserved2 is -EINVAL" },
+		{ offsetof(struct beluga_alloc, size), 4, BELUGA_ALLOC_SIZE_V1, -EINVAL,
+		  "the flag in a V1 struct (no room for the array) is -EINVAL" },
+		{ offsetof(struct beluga_alloc, count), 4, BELUGA_MAX_BATCH + 1, -E2BIG,
+		  "with the flag, a count above the batch is still -E2BIG (step 5 passed)" },
+		{ offsetof(struct beluga_alloc, offsets), 8, 0, -EFAULT,
+		  "the offsets array is checked before -ENODEV (step 6)" },
+	};
+	size_t i;
+
+	fake_kernel_reset(BS, BELUGA_MAX_BATCH);	/* no region */
+	for (i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		uint32_t v32 = (uint32_t)rows[i].value;
+
+		a = v2;
+		memcpy((char *)&a + rows[i].field, rows[i].width == 8 ? (const void *)&rows[i].value :
+		       (const void *)&v32, rows[i].width);
+		tap_result(raw(fd, BELUGA_IOC_ALLOC, &a) == rows[i].expect, "fake: ALLOC: %s",
+			   rows[i].name);
+	}
+	a = v2;
+	a.evicted = 0;
+	a.count = BELUGA_MAX_BATCH + 1;
+	tap_result(raw(fd, BELUGA_IOC_ALLOC, &a) == -EINVAL,
+		   "fake: the flag without its array comes before the count (step 5)");
+	fake.alloc_v1 = 1;
+	a = v2;
+	tap_result(raw(fd, BELUGA_IOC_ALLOC, &a) == -E2BIG,
+		   "fake: a module that predates V2 refuses the flag's struct with -E2BIG");
+
+	fake_kernel_reset(BS, BELUGA_MAX_BATCH);
+	fake_kernel_add_region("dax0.0", BELUGA_BACKEND_DAX, -1, 0x390000000ULL, 4 * BS);
+	a = v2;
+	a.nr_evicted = 77;
+	tap_result(!raw(fd, BELUGA_IOC_ALLOC, &a) && a.nr_evicted == 0,
+		   "fake: with the flag, nr_evicted is answered in the struct (0: nothing evicted)");
+	a = v2;
+	a.flags = 0;
+	a.evicted = 0;
+	a.nr_evicted = 77;
+	tap_result(!raw(fd, BELUGA_IOC_ALLOC, &a) && a.nr_evicted == 77,
+		   "fake: without the flag the struct is not written (nr_evicted as passed)");
+	ro = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (ro == MAP_FAILED) {
+		tap_skip("mmap failed", "fake: ALLOC without the flag takes a read-only struct");
+		return;
+	}
+	*ro = a;
+	mprotect(ro, 4096, PROT_READ);
+	tap_result(!raw(fd, BELUGA_IOC_ALLOC, ro),
+		   "fake: ALLOC without the flag takes a read-only struct (step 8)");
+	munmap(ro, 4096);
+}
+
 static void test_fake_abi_order(void)
 {
 	uint64_t offs[2] = { 0, 0 };
@@ -518,6 +652,7 @@ static void test_fake_abi_order(void)
 		   "fake: zero trailing bytes are accepted");
 	tap_result(raw(fd, _IOW(BELUGA_TYPE, BELUGA_CMD_ALLOC, struct beluga_alloc), &a) == -ENOTTY,
 		   "fake: a command encoded with a size is -ENOTTY");
+	test_fake_alloc_evicted(fd);
 	close(fd);
 }
 
@@ -561,6 +696,7 @@ int main(void)
 
 	test_open();
 	test_alloc();
+	test_alloc_evicting();
 	test_big_batches();
 	test_lookup();
 	test_publish();

@@ -106,8 +106,9 @@
  *   6. The arrays the struct points to (only once the count that sizes
  *      them is valid): -EFAULT when an input array (the offsets of FREE
  *      and RELEASE, the items of PUBLISH, the keys of LOOKUP) cannot be
- *      read whole, or ALLOC's offsets array cannot be written whole
- *      (checked by writing its own bytes back); then what they hold
+ *      read whole, or ALLOC's offsets array (then its evicted array) cannot
+ *      be written whole (checked by writing their own bytes back); then
+ *      what they hold
  *      (-EINVAL for a nonzero __reserved in a PUBLISH item).
  *   7. -ENODEV  ALLOC, FREE, PUBLISH, LOOKUP or RELEASE while no region is
  *               attached (INFO, STATS, REGION_INFO and HOSTS work on an
@@ -116,8 +117,9 @@
  *      answer: results written to arrays the kernel only writes, and only
  *      when there is a result (LOOKUP's offsets array, PUBLISH's item
  *      results, HOSTS' records), and the struct itself for a command that
- *      answers in it (all but ALLOC, FREE and RELEASE, whose struct is only
- *      read and may be read-only): -EFAULT when it cannot be written.
+ *      answers in it (all but FREE, RELEASE and ALLOC without
+ *      BELUGA_ALLOC_EVICTED, whose struct is only read and may be
+ *      read-only): -EFAULT when it cannot be written.
  * Why this order: each step needs the one before it, as in iommufd, whose
  * conventions this ABI follows. The struct is copied in whole with
  * copy_struct_from_user() before any field is looked at, so nonzero
@@ -138,9 +140,11 @@
  * array read-only or unmapped, also by another thread during the call)
  * is found then, and what the command did by then is, command by command:
  *   INFO, STATS, REGION_INFO  nothing (they change no state).
- *   ALLOC    the blocks, answered in @offsets: freed again before the
- *            -EFAULT (each one the file still holds). The array is also
- *            checked before anything is allocated (step 6).
+ *   ALLOC    the blocks, answered in @offsets (then @evicted and the
+ *            struct, with BELUGA_ALLOC_EVICTED): freed again before the
+ *            -EFAULT (each one the file still holds); the blocks it
+ *            evicted stay evicted. The arrays are also checked before
+ *            anything is allocated (step 6).
  *   FREE, RELEASE  no answer: they never fail for it.
  *   PUBLISH  takes effect, and cannot be undone: the keys are visible. The
  *            struct's counters are written first, then the item results.
@@ -386,13 +390,40 @@ struct beluga_stats {
 	BELUGA_STATS_COUNTER_FIELDS(F)
 #define BELUGA_IOC_STATS	_IO(BELUGA_TYPE, BELUGA_CMD_STATS)
 
+/* ALLOC flags */
+#define BELUGA_ALLOC_EVICTED	_BITUL(0)
+
+/**
+ * struct beluga_evicted_key - a key an ALLOC evicted (BELUGA_ALLOC_EVICTED)
+ * @ns: the namespace the block was published under
+ * @key: the key it was published under
+ */
+struct beluga_evicted_key {
+	__aligned_u64 ns;
+	struct beluga_key key;
+};
+
 /**
  * struct beluga_alloc - BELUGA_IOC_ALLOC: take blocks for writing
  * @size: sizeof(struct beluga_alloc)
- * @flags: must be 0
+ * @flags: 0 or BELUGA_ALLOC_EVICTED (since BELUGA_ALLOC_SIZE_V2)
  * @count: in: blocks wanted, 1..BELUGA_MAX_BATCH
  * @__reserved: must be 0
  * @offsets: in: user pointer to __u64[@count]; out there: block offsets
+ * @evicted: in (since BELUGA_ALLOC_SIZE_V2): with BELUGA_ALLOC_EVICTED, a
+ *	user pointer to struct beluga_evicted_key[@count]; out there: the
+ *	keys of the published blocks this ALLOC evicted, least recently used
+ *	first; entries from @nr_evicted on are not written. Required with
+ *	the flag and must be 0 without it: either mistake is -EINVAL, a rule
+ *	on the fields (step 5 of the common errors, after the count), as is
+ *	the flag in a struct whose @size stops short of @nr_evicted.
+ * @nr_evicted: out (since BELUGA_ALLOC_SIZE_V2): the entries of @evicted
+ *	written, at most @count (0 when the free blocks sufficed). Written
+ *	only with BELUGA_ALLOC_EVICTED and only when the ALLOC succeeds: on
+ *	an error (-ENOSPC included, which evicts nothing) the struct is not
+ *	written and @nr_evicted keeps what the caller put there. Its value
+ *	in is ignored.
+ * @__reserved2: must be 0
  *
  * All or nothing: either @count blocks are allocated to the calling file,
  * or none is. Free blocks are taken round-robin across regions; when there
@@ -412,14 +443,24 @@ struct beluga_stats {
  * meets is not looked at again until its last pin goes, so ALLOCs that
  * fail on a pool whose blocks are all pinned cost almost nothing each.
  *
- * The answer is @offsets; the struct is only read (it may be read-only).
+ * Evictions reported: an engine that keeps its own account of what the
+ * pool holds (vLLM's offloading events, a prefix tree of stored blocks)
+ * learns from BELUGA_ALLOC_EVICTED which keys its ALLOC made room by
+ * removing, whoever published them. Keys removed otherwise (EVICT, DETACH,
+ * other files' ALLOCs, other hosts of a shared pool) are not reported
+ * here: LOOKUP stays the authority.
+ *
+ * The answer is @offsets, then with BELUGA_ALLOC_EVICTED @evicted and
+ * @nr_evicted in this struct; without the flag the struct is only read
+ * (it may be read-only).
  *
  * Errors: -ENOSPC when free plus evictable blocks are fewer than @count;
- * -EBADF on a read-only file; -EFAULT when @offsets cannot be written,
- * checked before anything is allocated (step 6 above; if it becomes
- * unwritable during the call, the blocks are freed again before
- * returning, each one that the file still holds: another thread of the
- * file may have freed some meanwhile).
+ * -EBADF on a read-only file; -EFAULT when @offsets or @evicted cannot be
+ * written, checked before anything is allocated (step 6 above), or when
+ * the answer cannot be written during the call (another thread unmaps it):
+ * the blocks are then freed again before returning, each one that the
+ * file still holds (another thread of the file may have freed some
+ * meanwhile); the blocks evicted stay evicted.
  */
 struct beluga_alloc {
 	__u32 size;
@@ -427,9 +468,13 @@ struct beluga_alloc {
 	__u32 count;
 	__u32 __reserved;
 	__aligned_u64 offsets;
+	__aligned_u64 evicted;
+	__u32 nr_evicted;
+	__u32 __reserved2;
 };
 
 #define BELUGA_ALLOC_SIZE_V1	24
+#define BELUGA_ALLOC_SIZE_V2	40
 #define BELUGA_IOC_ALLOC	_IO(BELUGA_TYPE, BELUGA_CMD_ALLOC)
 
 /**

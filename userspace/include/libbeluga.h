@@ -146,6 +146,21 @@ int beluga_hosts(struct beluga *b, struct beluga_host *hosts, unsigned int max);
 int beluga_alloc(struct beluga *b, uint64_t *offsets, size_t count);
 
 /*
+ * beluga_alloc_evicting - beluga_alloc(), and the (ns, key) of each
+ * published block the allocation evicted to make room, least recently
+ * used first, go to @evicted (room for @count entries); their number to
+ * *@nr_evicted. Whoever published them: an engine that keeps its own
+ * account of what the pool holds drops these keys from it. Keys removed
+ * otherwise (EVICT, DETACH, other handles' allocations) are not reported.
+ * On failure *@nr_evicted still counts the keys earlier chunks evicted
+ * (an eviction is not undone when their blocks are freed again).
+ * -EOPNOTSUPP: the loaded module predates the report
+ * (BELUGA_ALLOC_EVICTED); beluga_alloc() works there. Since libbeluga 1.2.
+ */
+int beluga_alloc_evicting(struct beluga *b, uint64_t *offsets, size_t count,
+			  struct beluga_evicted_key *evicted, size_t *nr_evicted);
+
+/*
  * beluga_free - return ALLOCATED blocks of this handle to the pool.
  * Each chunk is all or nothing. When a chunk fails, the chunks before it
  * stay freed (a free cannot be undone) and the rest are untouched; the

@@ -79,10 +79,15 @@ BEL_EXPORT int beluga_release(struct beluga *b, const uint64_t *offsets, size_t 
 	return blocks_batch(b, BELUGA_IOC_RELEASE, "RELEASE", offsets, count);
 }
 
-BEL_EXPORT int beluga_alloc(struct beluga *b, uint64_t *offsets, size_t count)
+/*
+ * ALLOC of any length; with @evicted, each chunk asks for the keys it
+ * evicted (BELUGA_ALLOC_EVICTED) and they follow the earlier chunks' ones.
+ */
+static int alloc_batch(struct beluga *b, uint64_t *offsets, size_t count,
+		       struct beluga_evicted_key *evicted, size_t *nr_evicted)
 {
 	struct beluga_alloc req;
-	size_t done = 0;
+	size_t done = 0, keys = 0;
 	int ret;
 
 	while (done < count) {
@@ -92,14 +97,24 @@ BEL_EXPORT int beluga_alloc(struct beluga *b, uint64_t *offsets, size_t count)
 		req.size = sizeof(req);
 		req.count = (uint32_t)n;
 		req.offsets = (uintptr_t)(offsets + done);
+		if (evicted) {
+			req.flags = BELUGA_ALLOC_EVICTED;
+			req.evicted = (uintptr_t)(evicted + keys);
+		}
 		ret = bel_ioctl_call(b, BELUGA_IOC_ALLOC, &req);
 		if (ret)
 			goto undo;
 		done += n;
+		keys += req.nr_evicted;
 	}
+	if (nr_evicted)
+		*nr_evicted = keys;
 	return 0;
 
 undo:
+	/* Evictions cannot be undone: the earlier chunks' keys stay reported. */
+	if (nr_evicted)
+		*nr_evicted = keys;
 	/*
 	 * All or nothing, like one ALLOC: give back what the earlier chunks
 	 * took. These blocks are ours and unpublished, so FREE cannot fail
@@ -111,7 +126,29 @@ undo:
 		return bel_fail(b, ret,
 				"ALLOC of %zu blocks: the pool has fewer free plus evictable "
 				"blocks: release pins, free blocks, or attach more memory", count);
+	/* Chunks fit the module's batch, so only the longer struct is too big. */
+	if (ret == -E2BIG && evicted)
+		return bel_fail(b, -EOPNOTSUPP,
+				"ALLOC with the evicted keys: the loaded beluga module predates "
+				"ALLOC's evicted report (BELUGA_ALLOC_EVICTED): upgrade the module "
+				"to this libbeluga's version, or call beluga_alloc()");
 	return bel_fail_common(b, ret, "ALLOC");
+}
+
+BEL_EXPORT int beluga_alloc(struct beluga *b, uint64_t *offsets, size_t count)
+{
+	return alloc_batch(b, offsets, count, NULL, NULL);
+}
+
+BEL_EXPORT int beluga_alloc_evicting(struct beluga *b, uint64_t *offsets, size_t count,
+				     struct beluga_evicted_key *evicted, size_t *nr_evicted)
+{
+	if (!evicted || !nr_evicted)
+		return bel_fail(b, -EINVAL,
+				"beluga_alloc_evicting: evicted and nr_evicted must not be NULL: "
+				"pass room for @count keys, or call beluga_alloc()");
+	*nr_evicted = 0;
+	return alloc_batch(b, offsets, count, evicted, nr_evicted);
 }
 
 BEL_EXPORT int beluga_publish(struct beluga *b, uint64_t ns,

@@ -33,8 +33,8 @@ import os
 
 import torch
 
-from vllm.config import (CacheConfig, DeviceConfig, KVTransferConfig, ModelConfig,
-                         ParallelConfig, SchedulerConfig, VllmConfig)
+from vllm.config import (CacheConfig, DeviceConfig, KVEventsConfig, KVTransferConfig,
+                         ModelConfig, ParallelConfig, SchedulerConfig, VllmConfig)
 from vllm.distributed.kv_transfer.kv_connector.utils import KVOutputAggregator
 from vllm.distributed.kv_transfer.kv_connector.v1 import KVConnectorRole
 from vllm.distributed.kv_transfer.kv_connector.v1.offloading_connector import (
@@ -87,8 +87,10 @@ def write_model(directory, **overrides):
 
 
 def vllm_config(model_dir, kv_transfer_config, *, dtype="bfloat16", tp_size=1, pp_size=1,
-                rank=0, layout="LBNHC", block_size=16, max_model_len=512):
-    """The VllmConfig of one process of an engine (rank 0 also schedules)."""
+                rank=0, layout="LBNHC", block_size=16, max_model_len=512, kv_events=False):
+    """The VllmConfig of one process of an engine (rank 0 also schedules);
+    ``kv_events``: --kv-events-config with KV cache events on (the
+    scheduler's publisher is vLLM's null one: a test may replace it)."""
     model = ModelConfig(model=model_dir, skip_tokenizer_init=True, dtype=dtype,
                         max_model_len=max_model_len, seed=0)
     parallel = ParallelConfig(tensor_parallel_size=tp_size, pipeline_parallel_size=pp_size,
@@ -101,7 +103,9 @@ def vllm_config(model_dir, kv_transfer_config, *, dtype="bfloat16", tp_size=1, p
                                                       max_num_seqs=16,
                                                       max_model_len=max_model_len,
                                                       is_encoder_decoder=False),
-                     device_config=DeviceConfig(device="cpu"))
+                     device_config=DeviceConfig(device="cpu"),
+                     kv_events_config=KVEventsConfig(enable_kv_cache_events=True,
+                                                     publisher="null") if kv_events else None)
     # The engine core resolves the layout from the attention backends; with
     # no backend here the test names it, which vLLM allows tests to do.
     cfg.cache_config.kv_cache_layout = layout

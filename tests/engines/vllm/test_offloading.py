@@ -9,6 +9,7 @@ tests add only vLLM's own keys (blocks_per_chunk) or the refusals' subjects.
 import errno
 import logging
 import pathlib
+import sys
 
 import pytest
 import torch
@@ -17,7 +18,11 @@ import beluga
 import beluga._cuda as cuda
 import rig
 from beluga.adapters.vllm import kvcopy_arguments
+from vllm.distributed.kv_events import BlockRemoved, BlockStored
 from vllm.v1.kv_offload.base import OffloadingManager, OffloadingSpec, OffloadingWorker
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "python"))
+from harness.workload import squeeze_pool      # noqa: E402
 
 # Prompts of the second engine share prefixes of several blocks with those
 # of the first (not with each other, so that what vLLM loads is exactly the
@@ -188,6 +193,69 @@ def test_a_full_pool_costs_hits_never_bytes_or_blocks(engine, device, backend):
     if backend == "fake":
         assert loaded < everything, "sixteen pool blocks held sixty chunks"
     assert pool_in_use(device) == (0, 0)
+
+
+class RecordingPublisher:
+    """Stands in for the scheduler's KV event publisher: keeps the events
+    vLLM publishes (what a router subscribed to them would receive)."""
+
+    def __init__(self):
+        self.events = []
+
+    def publish(self, batch):
+        self.events.extend(batch.events)
+
+    def shutdown(self):
+        pass
+
+
+@pytest.mark.parametrize("parts", [
+    1, pytest.param(4, marks=pytest.mark.fake_pool(block_size=16384))])
+def test_blocks_the_pool_evicts_reach_vllm_as_removed(engine, pool, backend, parts):
+    """Four prompts of five chunks each, one after the other, through a pool
+    that has room for sixteen chunks: the later stores evict chunks this
+    engine stored before, and vLLM must hear of each, once (a chunk of four
+    pool blocks too, whose parts go together): in prepare_store's
+    evicted_keys, and as a BlockRemoved that vLLM's own path (the scheduler
+    draining OffloadingConnector.take_events into its KV event publisher)
+    publishes for a block it had published as stored."""
+    if parts > 1 and backend != "fake":
+        pytest.skip("needs a pool of 16 KiB blocks (the fake pool's geometry)")
+    chunk_tokens = 16 if parts == 1 else 32
+    held = squeeze_pool(pool, 16 * parts)
+    try:
+        e = engine(kv_events=True, extra={} if parts == 1 else {"blocks_per_chunk": 2})
+        assert all(s.layout.parts == parts for s in e.manager._spec.stores.values())
+        e.scheduler.kv_event_publisher = published = RecordingPublisher()
+        outputs = []
+        prepare_store = e.manager.prepare_store
+
+        def recording_prepare_store(keys, req_context):
+            out = prepare_store(keys, req_context)
+            if out is not None:
+                outputs.append(out)
+            return out
+
+        e.manager.prepare_store = recording_prepare_store
+        for i in range(4):
+            assert e.serve({f"p{i}": [i + 200] * (5 * chunk_tokens)}) == 0
+        stored_keys = [k for out in outputs for k in out.keys_to_store]
+        evicted_keys = [k for out in outputs for k in out.evicted_keys]
+        assert len(stored_keys) == 20
+        assert len(evicted_keys) >= 4, "twenty chunks in room for sixteen evicted none"
+        assert len(set(evicted_keys)) == len(evicted_keys), "a chunk reported evicted twice"
+        assert set(evicted_keys) <= set(stored_keys[:5 * 3]), \
+            "evicted keys that are not the earlier prompts' chunks"
+        stored = {h for ev in published.events if isinstance(ev, BlockStored)
+                  for h in ev.block_hashes}
+        removed = [h for ev in published.events if isinstance(ev, BlockRemoved)
+                   for h in ev.block_hashes]
+        assert all(ev.medium == "CPU" for ev in published.events
+                   if isinstance(ev, BlockRemoved))
+        assert len(removed) == len(evicted_keys) and set(removed) <= stored, \
+            "vLLM published no removal, or one of a block it never saw stored"
+    finally:
+        pool.free(held)
 
 
 def test_a_hybrid_model_offloads_every_kv_cache_group(engine, device):

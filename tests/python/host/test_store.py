@@ -203,6 +203,37 @@ def test_allocate_without_partial_raises_nospace(pool, store):
     assert_clean(pool)
 
 
+def test_allocate_names_the_keys_it_evicted(pool, store):
+    held = hold_all(pool)                           # evicts every unpinned block
+    try:
+        pool.free(held[:3])
+        held = held[3:]
+        k = keys_for(store, 3)
+        assert store.store(k, blocks_for(store.layout, 3, seed=11)).stored == 3
+        a = store.allocate(2, partial=False)        # only our 3 blocks can go
+        assert a.evicted == [(store.ns.value, key) for key in K.split(k)[:2]]
+        a.free()
+        b = store.allocate(1)                       # a freed block: nothing evicted
+        assert b.evicted == []
+        b.free()
+    finally:
+        pool.free(held)
+    assert_clean(pool)
+
+
+@pytest.mark.skipif(not beluga.FAKE_KERNEL, reason="an older module is the fake's")
+@pytest.mark.fake_pool(alloc_evicted=False)
+def test_allocate_on_a_module_without_the_report_falls_back_once(pool, store):
+    a = store.allocate(2)
+    assert a.count == 2 and a.evicted == []
+    assert store._evictions_reported is False       # not asked again
+    a.free()
+    b = store.allocate(1)
+    assert b.count == 1 and b.evicted == []
+    b.free()
+    assert_clean(pool)
+
+
 @pytest.mark.parametrize("parts", [2, 3])
 def test_split_blocks_round_trip(pool, unique_ns, parts):
     store = KVStore(pool, make_layout(pool, parts=parts), salt=f"parts-{unique_ns}")

@@ -146,7 +146,7 @@ static void s_measure(struct sim_host *sh, void *p)
 	}
 	case OP_ALLOC:
 		for (i = 0; i < CHAIN; i++) {
-			bel_mh_alloc(&sh->cl[2], 1, &offs[0]);
+			bel_mh_alloc(&sh->cl[2], 1, &offs[0], NULL, NULL);
 			bel_mh_free(&sh->cl[2], 1, &offs[0]);
 		}
 		break;
@@ -168,7 +168,7 @@ static void s_measure(struct sim_host *sh, void *p)
 		}
 		take(sh, &s0);
 		for (i = 0; i < CHAIN; i++)
-			if (bel_mh_alloc(&sh->cl[2], 1, &got[have]) == 0)
+			if (bel_mh_alloc(&sh->cl[2], 1, &got[have], NULL, NULL) == 0)
 				have++;
 		diff(sh, &s0, have ? have : 1, &a->cost);
 		bel_mh_free(&sh->cl[2], have, got);

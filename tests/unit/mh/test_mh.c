@@ -330,7 +330,7 @@ static void s_map_base(struct sim_host *sh, void *arg)
 
 	(void)arg;
 	bel_mh_set_map_base(h, base);
-	REQUIRE_EQ(bel_mh_alloc(c, 2, offs), 0);
+	REQUIRE_EQ(bel_mh_alloc(c, 2, offs, NULL, NULL), 0);
 	CHECK(offs[0] >= base && offs[1] >= base);
 	CHECK_EQ((offs[0] - base) % W_BS, 0);
 	CHECK_EQ(bel_mh_block_at(h, offs[0], &b), 0);
@@ -576,6 +576,57 @@ static u32 owned_blocks(struct sim_host *sh)
 	return n;
 }
 
+/*
+ * Issue 18: an ALLOC that evicts on a shared pool names its victims, (ns,
+ * key) oldest first, never the block it pins; one that finds free blocks
+ * names none; one that fails names none and evicts nothing.
+ */
+static void s_alloc_evicted(struct sim_host *sh, void *arg)
+{
+	struct world *w = arg;
+	struct beluga_evicted_key ev[8];
+	u32 i, n = owned_blocks(sh), b[8], pinned, nr = 99, k;
+
+	REQUIRE_EQ(w_alloc_evicting(w, sh, 0, 2, b, ev, &nr), 0);
+	CHECK_EQ(nr, 0);
+	w_free_block(w, sh, 0, b[0]);
+	w_free_block(w, sh, 0, b[1]);
+	for (i = 0; i < n; i++)
+		REQUIRE_EQ(w_put(w, sh, 0, 700 + i, NULL), BELUGA_PUBLISH_OK);
+	REQUIRE(w_pin(w, sh, 0, 700, &pinned));
+	REQUIRE_EQ(w_alloc_evicting(w, sh, 0, 2, b, ev, &nr), 0);
+	REQUIRE_EQ(nr, 2);
+	for (i = 0; i < 2; i++) {
+		k = 701 + i;
+		CHECK_EQ(ev[i].ns, W_NS);
+		CHECK(ev[i].key.lo == w_key(k).lo && ev[i].key.hi == w_key(k).hi);
+		CHECK_EQ(w_dev_published(w, k, NULL, NULL), 0);
+	}
+	CHECK_EQ(w_dev_published(w, 700, NULL, NULL), 1);
+	w_free_block(w, sh, 0, b[0]);
+	w_free_block(w, sh, 0, b[1]);
+	/* More than free plus evictable: -ENOSPC, nothing named or gone. */
+	nr = 99;
+	CHECK_EQ(w_alloc_evicting(w, sh, 0, n < 8 ? n : 8, b, ev, &nr),
+		 n < 8 ? -ENOSPC : 0);
+	if (n < 8) {
+		CHECK_EQ(nr, 0);
+		CHECK_EQ(w_dev_published(w, 703, NULL, NULL), 1);
+	}
+	w_release(w, sh, 0, pinned);
+}
+
+static void test_alloc_evicted(void)
+{
+	struct world *w = w_up(1, ids3, seed_of(97, 0));
+
+	w_run1(w, 0, s_alloc_evicted, w);
+	w_settle(w, 3 * W_MS);
+	w_final_check(w);
+	W_CHECK_CLEAN(w);
+	w_free(w);
+}
+
 static void s_pinev_a(struct sim_host *sh, void *arg)
 {
 	struct pinev *a = arg;
@@ -785,10 +836,10 @@ static void s_aon_alloc(struct sim_host *sh, void *arg)
 	u32 i, b;
 
 	/* Remote pins only: the LRU looks long enough, eviction finds out. */
-	a->r_remote = bel_mh_alloc(&sh->cl[1], a->cap, offs);
+	a->r_remote = bel_mh_alloc(&sh->cl[1], a->cap, offs, NULL, NULL);
 	/* A local pin: refused before evicting. */
 	CHECK_SEED(a->w, w_pin(a->w, sh, 0, 30000 + 7, &a->b0));
-	a->r_local = bel_mh_alloc(&sh->cl[1], a->cap, offs);
+	a->r_local = bel_mh_alloc(&sh->cl[1], a->cap, offs, NULL, NULL);
 	w_release(a->w, sh, 0, a->b0);
 	a->found = 0;
 	for (i = 0; i < a->cap; i++) {
@@ -798,7 +849,7 @@ static void s_aon_alloc(struct sim_host *sh, void *arg)
 			a->found++;
 	}
 	/* What can be had still can: all but the two pinned remotely. */
-	CHECK_SEED(a->w, bel_mh_alloc(&sh->cl[1], a->cap - 2, offs) == 0);
+	CHECK_SEED(a->w, bel_mh_alloc(&sh->cl[1], a->cap - 2, offs, NULL, NULL) == 0);
 	for (i = 0; i < a->cap - 2; i++)
 		w_free_block(a->w, sh, 1, w_blk(sh, offs[i]));
 	(void)b;
@@ -1941,7 +1992,7 @@ static void s_long_close(struct sim_host *sh, void *arg)
 	int i;
 
 	for (i = 0; i < 8; i++)
-		CHECK_EQ(bel_mh_alloc(&sh->cl[2], 1, &off), 0);
+		CHECK_EQ(bel_mh_alloc(&sh->cl[2], 1, &off, NULL, NULL), 0);
 	*rescheds = sh->rescheds;
 	bel_mh_client_release(&sh->cl[2]);
 	*rescheds = sh->rescheds - *rescheds;
@@ -2605,6 +2656,7 @@ static const struct test tests[] = {
 	T(test_cross_host_rw),
 	T(test_publish_race),
 	T(test_pin_blocks_eviction),
+	T(test_alloc_evicted),
 	T(test_pin_evict_race),
 	T(test_pin_flood),
 	T(test_alloc_all_or_nothing),

@@ -370,11 +370,28 @@ static void w_oracle_alloc(struct world *w, struct sim_host *sh, u32 b)
 int w_alloc1(struct world *w, struct sim_host *sh, int ci, u32 *b)
 {
 	u64 off;
-	int ret = bel_mh_alloc(&sh->cl[ci], 1, &off);
+	int ret = bel_mh_alloc(&sh->cl[ci], 1, &off, NULL, NULL);
 
 	if (!ret) {
 		*b = w_blk(sh, off);
 		w_oracle_alloc(w, sh, *b);
+	}
+	return ret;
+}
+
+int w_alloc_evicting(struct world *w, struct sim_host *sh, int ci, u32 n,
+		     u32 *b, struct beluga_evicted_key *ev, u32 *nr_ev)
+{
+	u64 off[8];
+	u32 i;
+	int ret;
+
+	if (n > 8)
+		return -EINVAL;
+	ret = bel_mh_alloc(&sh->cl[ci], n, off, ev, nr_ev);
+	for (i = 0; !ret && i < n; i++) {
+		b[i] = w_blk(sh, off[i]);
+		w_oracle_alloc(w, sh, b[i]);
 	}
 	return ret;
 }

@@ -84,6 +84,9 @@ static inline u32 w_blk(struct sim_host *sh, u64 off)
 struct beluga_key w_key(u32 k);
 void w_pattern(u32 k, u32 writer, u8 *buf);
 int w_alloc1(struct world *w, struct sim_host *sh, int ci, u32 *b);
+/* @n (at most 8) blocks into @b, naming what it evicted in @ev, *@nr_ev. */
+int w_alloc_evicting(struct world *w, struct sim_host *sh, int ci, u32 n,
+		     u32 *b, struct beluga_evicted_key *ev, u32 *nr_ev);
 void w_write(struct world *w, struct sim_host *sh, u32 b, u32 k);
 s32 w_publish(struct world *w, struct sim_host *sh, int ci, u32 k, u32 b);
 /* Alloc + write + publish; BELUGA_PUBLISH_* or -errno. */

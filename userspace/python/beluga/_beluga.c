@@ -882,19 +882,29 @@ static PyObject *Pool_region_info(Pool *p, PyObject *arg)
 	return d;
 }
 
-static PyObject *Pool_alloc(Pool *p, PyObject *arg)
+/* The block count @arg of alloc(n) or alloc_evicting(n); -1 with an exception. */
+static Py_ssize_t alloc_count(PyObject *arg, const char *what)
 {
 	Py_ssize_t n = PyNumber_AsSsize_t(arg, PyExc_OverflowError);
+
+	if (n == -1 && PyErr_Occurred())
+		return -1;
+	if (n < 0) {
+		PyErr_Format(PyExc_ValueError, "%s(n): n must be >= 0, got %zd", what, n);
+		return -1;
+	}
+	return n;
+}
+
+static PyObject *Pool_alloc(Pool *p, PyObject *arg)
+{
+	Py_ssize_t n = alloc_count(arg, "alloc");
 	PyObject *arr;
 	void *data;
 	int ret;
 
-	if (n == -1 && PyErr_Occurred())
+	if (n < 0)
 		return NULL;
-	if (n < 0) {
-		PyErr_Format(PyExc_ValueError, "alloc(n): n must be >= 0, got %zd", n);
-		return NULL;
-	}
 	if (pool_enter(p))
 		return NULL;
 	arr = new_array(zero_q, n, &data);
@@ -909,6 +919,78 @@ static PyObject *Pool_alloc(Pool *p, PyObject *arg)
 		return raise_beluga(ret);
 	}
 	return arr;
+}
+
+static void key_to_bytes(const struct beluga_key *k, unsigned char *out);
+
+/* [(ns, key bytes), ...] of @nr evicted keys, in their order. */
+static PyObject *evicted_list(const struct beluga_evicted_key *evicted, size_t nr)
+{
+	PyObject *list = PyList_New((Py_ssize_t)nr);
+	unsigned char key[16];
+	size_t i;
+
+	for (i = 0; list && i < nr; i++) {
+		PyObject *item;
+
+		key_to_bytes(&evicted[i].key, key);
+		item = Py_BuildValue("(Ky#)", (unsigned long long)evicted[i].ns, key,
+				     (Py_ssize_t)sizeof(key));
+		if (!item) {
+			Py_CLEAR(list);
+			break;
+		}
+		PyList_SET_ITEM(list, (Py_ssize_t)i, item);
+	}
+	return list;
+}
+
+static PyObject *Pool_alloc_evicting(Pool *p, PyObject *arg)
+{
+	Py_ssize_t n = alloc_count(arg, "alloc_evicting");
+	struct beluga_evicted_key *evicted;
+	PyObject *arr, *keys;
+	size_t nr_evicted = 0;
+	void *data;
+	int ret;
+
+	if (n < 0)
+		return NULL;
+	/* Room for one key per block: an ALLOC evicts at most what it takes. */
+	evicted = PyMem_Calloc(n ? (size_t)n : 1, sizeof(*evicted));
+	if (!evicted)
+		return PyErr_NoMemory();
+	if (pool_enter(p)) {
+		PyMem_Free(evicted);
+		return NULL;
+	}
+	arr = new_array(zero_q, n, &data);
+	if (!arr) {
+		pool_leave(p);
+		PyMem_Free(evicted);
+		return NULL;
+	}
+	POOL_CALL(p, ret = beluga_alloc_evicting(p->b, data, (size_t)n, evicted, &nr_evicted));
+	keys = ret ? NULL : evicted_list(evicted, nr_evicted);
+	/* Python ran out of memory: the blocks go back, not to a caller. */
+	if (!ret && !keys)
+		POOL_CALL(p, beluga_free(p->b, data, (size_t)n));
+	pool_leave(p);
+	PyMem_Free(evicted);
+	if (ret) {
+		Py_DECREF(arr);
+		if (ret == -EOPNOTSUPP)
+			return raise_errno_msg(ret,
+				"alloc_evicting: the loaded beluga module predates ALLOC's evicted "
+				"report (BELUGA_ALLOC_EVICTED): upgrade the module to this "
+				"binding's version, or call Pool.alloc(), which reports no evictions");
+		return raise_beluga(ret);
+	}
+	if (!keys) {
+		Py_DECREF(arr);
+		return NULL;
+	}
+	return Py_BuildValue("(NN)", arr, keys);
 }
 
 static PyObject *blocks_op(Pool *p, PyObject *arg,
@@ -2182,6 +2264,10 @@ static PyMethodDef Pool_methods[] = {
 	  "region_info(region_id) -> dict of struct beluga_region_info" },
 	{ "alloc", (PyCFunction)Pool_alloc, METH_O,
 	  "alloc(n) -> array('Q') of n block offsets; all or nothing (beluga.NoSpace)" },
+	{ "alloc_evicting", (PyCFunction)Pool_alloc_evicting, METH_O,
+	  "alloc_evicting(n) -> (offsets, evicted): alloc(n), and the [(ns, key: bytes of 16)] "
+	  "of the published blocks it evicted to make room, least recently used first. "
+	  "beluga.Error (errno EOPNOTSUPP) from a module that predates the report" },
 	{ "free", (PyCFunction)Pool_free, METH_O,
 	  "free(offsets): return allocated, unpublished blocks" },
 	{ "release", (PyCFunction)Pool_release, METH_O,
@@ -2550,15 +2636,16 @@ static int fake_add_regions(const char *spec)
 
 static PyObject *mod_fake_reset(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kwds)
 {
-	static char *kwlist[] = { "block_size", "regions", "max_batch", "abi_version", NULL };
+	static char *kwlist[] = { "block_size", "regions", "max_batch", "abi_version",
+				  "alloc_evicted", NULL };
 	uint64_t block_size = 65536;
 	uint32_t max_batch = BELUGA_MAX_BATCH, abi = BELUGA_ABI_VERSION;
 	const char *regions = "dax0.0:16M";
-	int ret;
+	int alloc_evicted = 1, ret;
 
-	if (!PyArg_ParseTupleAndKeywords(args, kwds, "|O&sO&O&:_fake_reset", kwlist,
+	if (!PyArg_ParseTupleAndKeywords(args, kwds, "|O&sO&O&p:_fake_reset", kwlist,
 					 conv_u64, &block_size, &regions, conv_u32, &max_batch,
-					 conv_u32, &abi))
+					 conv_u32, &abi, &alloc_evicted))
 		return NULL;
 	pthread_mutex_lock(&fake_lock);
 	fake_delay_us = 0;
@@ -2567,6 +2654,7 @@ static PyObject *mod_fake_reset(PyObject *Py_UNUSED(m), PyObject *args, PyObject
 	fake_watchdog_fd = -1;
 	fake_kernel_reset(block_size, max_batch);
 	fake.abi_version = abi;
+	fake.alloc_v1 = !alloc_evicted;
 	fake_wrap();
 	ret = fake_add_regions(regions);
 	pthread_mutex_unlock(&fake_lock);
@@ -2757,8 +2845,9 @@ static PyMethodDef module_methods[] = {
 	  "strerror(errno) -> what the error means in Beluga" },
 #ifdef BELUGA_PY_FAKE
 	{ "_fake_reset", (PyCFunction)(void (*)(void))mod_fake_reset, METH_VARARGS | METH_KEYWORDS,
-	  "_fake_reset(block_size=65536, regions='dax0.0:16M', max_batch=4096, abi_version=ABI_VERSION): "
-	  "a fresh fake pool: test only" },
+	  "_fake_reset(block_size=65536, regions='dax0.0:16M', max_batch=4096, abi_version=ABI_VERSION, "
+	  "alloc_evicted=True): a fresh fake pool (alloc_evicted=False: a module that predates "
+	  "ALLOC's evicted report): test only" },
 	{ "_fake_calls", mod_fake_calls, METH_NOARGS,
 	  "_fake_calls() -> {command: ioctls since reset}: test only" },
 	{ "_fake_delay", mod_fake_delay, METH_O,

@@ -19,6 +19,7 @@ PUBLISH, readers invalidate it after the pinned LOOKUP.
 """
 
 from array import array
+import errno
 import threading
 
 import numpy as np
@@ -180,10 +181,16 @@ class Allocation:
     Write each block through ``block(i)`` (a writable flat uint8 array of
     ``layout.block_bytes``; for split blocks a staging buffer that
     ``publish`` scatters into the parts), then ``publish(keys)``, or
-    ``free()``.  Publishing or freeing twice is harmless."""
+    ``free()``.  Publishing or freeing twice is harmless.
 
-    def __init__(self, store, count, offsets):
+    ``evicted`` lists the ``(ns, key)`` of each published block the pool
+    evicted to make room, least recently used first: pool keys (part keys
+    of split blocks), of any namespace; empty when nothing was evicted or
+    the module predates the report."""
+
+    def __init__(self, store, count, offsets, evicted=()):
         self._store, self.count, self.offsets = store, count, offsets
+        self.evicted = list(evicted)
         self._staging = {}
         self._done = count == 0
 
@@ -613,14 +620,29 @@ class KVStore:
             c["misses"] += n - whole
         return Pinned(self, whole, offs)
 
+    # False once the module answered that it predates ALLOC's evicted report.
+    _evictions_reported = True
+
+    def _alloc_blocks(self, count):
+        """``count`` pool blocks: (offsets, the (ns, key) they evicted)."""
+        if self._evictions_reported:
+            try:
+                return self.pool.alloc_evicting(count)
+            except beluga.Error as e:
+                if e.errno != errno.EOPNOTSUPP:
+                    raise
+                self._evictions_reported = False    # an older module: ask once
+        return self.pool.alloc(count), []
+
     def allocate(self, n, partial=True):
-        """Allocate pool blocks for ``n`` engine blocks: an ``Allocation``.
+        """Allocate pool blocks for ``n`` engine blocks: an ``Allocation``,
+        whose ``evicted`` names the keys the pool evicted to make room.
         With ``partial`` a full pool gives fewer (halving down to none)
         rather than raising ``beluga.NoSpace``."""
         m, want = self.layout.parts, n
         while want > 0:
             try:
-                return Allocation(self, want, self.pool.alloc(want * m))
+                return Allocation(self, want, *self._alloc_blocks(want * m))
             except beluga.NoSpace:
                 if not partial:
                     raise

@@ -34,8 +34,14 @@ for can always be served; a block that cannot be pinned is a MISS, before
 any job exists.  ``prepare_store`` allocates, ``complete_store`` publishes.
 ``reset_cache`` moves this instance to a fresh namespace (and evicts the old
 one where the handle may), and frees what jobs in flight still hold once
-vLLM reports them flushed (``on_reset_flushed``).  Evicted keys are not
-reported: the pool's ALLOC does not say which blocks it evicted.
+vLLM reports them flushed (``on_reset_flushed``).  Evictions are reported:
+the pool's ALLOC names the (namespace, key) of each block it evicted
+(``KVStore.allocate``'s ``evicted``), and the manager maps those of the
+chunks it published back to their OffloadKeys (a chunk once, whichever of
+its parts went), which ``prepare_store`` returns as ``evicted_keys`` and
+``take_events`` as a ``removed=True`` event.  Blocks evicted otherwise
+(another engine's allocation, EVICT, DETACH) are not reported; a lookup
+stays the authority.
 
 Worker side (``BelugaOffloadingWorker``): the same copy plan runs on the
 GPU through beluga._cuda (libbeluga-kvcopy, one kernel launch per run of the
@@ -53,6 +59,7 @@ after that fail, naming the fence.
 """
 
 from array import array
+from collections import OrderedDict
 from dataclasses import dataclass
 import logging
 import time
@@ -156,6 +163,46 @@ class _RequestState:
         self.finished = False
 
 
+class _PublishedChunks:
+    """The chunks this manager published, by the (namespace, pool key) of
+    each of their pool blocks, so that the keys an ALLOC evicted map back
+    to vLLM's OffloadKeys.  Bounded by the pool's blocks (one entry each):
+    past that, the oldest entries go, as their blocks are the likeliest to
+    have left the pool unreported already."""
+
+    def __init__(self, capacity):
+        self._capacity = max(1, int(capacity))
+        self._by_block = OrderedDict()   # (ns, pool key) -> (OffloadKey, its blocks)
+
+    def add(self, ns, store_key, parts, offload_key):
+        blocks = tuple((ns, k) for k in K.split(K.part_keys(store_key, parts)))
+        for block in blocks:
+            self._by_block[block] = (offload_key, blocks)
+            self._by_block.move_to_end(block)
+        while len(self._by_block) > self._capacity:
+            self._by_block.popitem(last=False)
+
+    def take_evicted(self, evicted):
+        """The OffloadKeys of the chunks ``evicted`` (``(ns, key)`` pairs,
+        any namespace's) took a block of, each once; they are forgotten."""
+        gone = []
+        for block in evicted:
+            entry = self._by_block.get(block)
+            if entry is None:
+                continue
+            offload_key, blocks = entry
+            for b in blocks:
+                self._by_block.pop(b, None)
+            gone.append(offload_key)
+        return gone
+
+    def clear(self):
+        self._by_block.clear()
+
+    def __len__(self):
+        return len(self._by_block)
+
+
 class BelugaOffloadingManagerImpl:
     """vLLM calls it with its ``manager.lock`` held (no internal lock)."""
 
@@ -165,6 +212,7 @@ class BelugaOffloadingManagerImpl:
         self._requests = {}
         self._events = [] if spec.kv_events_config.enable_kv_cache_events else None
         self._draining = []      # (store, offsets, free?) held by jobs a reset dropped
+        self._published = _PublishedChunks(spec.pool.stats()["total_blocks"])
 
     def _state(self, ctx):
         st = self._requests.get(ctx.req_id)
@@ -232,7 +280,7 @@ class BelugaOffloadingManagerImpl:
         for key in keys:
             by_group.setdefault(split_offload_key(key)[1], []).append(key)
         spec = _cls("BelugaLoadStoreSpec")()
-        stored, wanted = [], 0
+        stored, evicted, wanted = [], [], 0
         for group, group_keys in by_group.items():
             store = self._spec.stores.get(group)
             if store is None:
@@ -242,15 +290,19 @@ class BelugaOffloadingManagerImpl:
             todo = [key for key, hits in zip(fresh, present) if hits == 0]
             wanted += len(todo)
             alloc = store.allocate(len(todo))
+            evicted += self._published.take_evicted(alloc.evicted)
             offsets = alloc.detach()           # the request state owns them now
             m = store.layout.parts
             for i, key in enumerate(todo[:alloc.count]):
                 st.storing[key] = (store, offsets[i * m:(i + 1) * m])
                 stored.append(key)
             spec.add(group, offsets)
+        if evicted and self._events is not None:
+            self._events.append(self._base.OffloadingEvent(
+                keys=evicted, medium=self._base.Medium.CPU, removed=True))
         if wanted and not stored:
             return None                        # the pool has no room
-        return self._base.PrepareStoreOutput(stored, spec, [])
+        return self._base.PrepareStoreOutput(stored, spec, evicted)
 
     def complete_store(self, keys, req_context, success=True):
         st = self._state(req_context)
@@ -269,11 +321,14 @@ class BelugaOffloadingManagerImpl:
                 store.free_blocks(offsets)
                 continue
             res = store.publish_blocks(offsets, K.join(store_keys))
+            failed = set(res.failed)
+            published = [k for i, k in enumerate(offload_keys) if i not in failed]
+            for i, key in enumerate(offload_keys):
+                if i not in failed:
+                    self._published.add(store.ns.value, store_keys[i], store.layout.parts, key)
             if self._events is not None:
-                failed = set(res.failed)
                 self._events.append(self._base.OffloadingEvent(
-                    keys=[k for i, k in enumerate(offload_keys) if i not in failed],
-                    medium=self._base.Medium.CPU, removed=False))
+                    keys=published, medium=self._base.Medium.CPU, removed=False))
         self._maybe_drop(req_context)
 
     def on_request_finished(self, req_context):
@@ -303,6 +358,7 @@ class BelugaOffloadingManagerImpl:
             self._draining += [(s, o, True) for s, o in st.storing.values()]
             st.pins.clear(), st.loading.clear(), st.storing.clear()
         self._requests = {rid: st for rid, st in self._requests.items() if not st.finished}
+        self._published.clear()                # vLLM forgets them too; new namespaces
         self._spec.next_generation()
 
     def on_reset_flushed(self):
