@@ -240,6 +240,9 @@ static int cmd_stats(int fd, void *arg)
 	return 0;
 }
 
+/* Size of the caller's struct in the call being served (ALLOC's, HOSTS' V1 callers). */
+static uint32_t call_usize;
+
 static int cmd_alloc(int fd, void *arg)
 {
 	struct beluga_alloc *a = arg;
@@ -248,11 +251,18 @@ static int cmd_alloc(int fd, void *arg)
 	int ret;
 
 	(void)fd;
-	/* Step 5: the evicted array comes with the flag, and only with it. */
-	if ((a->flags & ~BELUGA_ALLOC_EVICTED) || a->__reserved || a->__reserved2 ||
-	    report != !!a->evicted)
+	/*
+	 * Step 5, as the module: flags and reserved fields, the count, then
+	 * the evicted array with the flag and only with it, in a struct
+	 * that has room for nr_evicted.
+	 */
+	if ((a->flags & ~BELUGA_ALLOC_EVICTED) || a->__reserved || a->__reserved2)
 		return -EINVAL;
 	ret = batch_ok(a->count);
+	if (!ret && (report != !!a->evicted ||
+		     (report && call_usize < offsetof(struct beluga_alloc, nr_evicted) +
+				sizeof(a->nr_evicted))))
+		ret = -EINVAL;
 	if (!ret)
 		ret = array_ok(a->offsets);
 	if (!ret && report)
@@ -596,8 +606,6 @@ static struct fake_range ranges[FAKE_MAX_RANGES];
 static struct fake_mark watchdog_link;
 static uint32_t ranges_fence_ms;	/* the W the declared ranges were given */
 static off_t next_mark = FAKE_MARK_FIRST;
-/* Size of the caller's struct in the call being served (HOSTS' V1 callers). */
-static uint32_t call_usize;
 /* BELUGA_FAKE_LEASE (fake_kernel.h). */
 static const char *lease_file;
 

@@ -585,8 +585,12 @@ static void test_fake_alloc_evicted(int fd)
 	a = v2;
 	a.evicted = 0;
 	a.count = BELUGA_MAX_BATCH + 1;
+	tap_result(raw(fd, BELUGA_IOC_ALLOC, &a) == -E2BIG,
+		   "fake: the count comes before the flag's rule on its array (step 5, as the module)");
+	a = v2;
+	a.size = offsetof(struct beluga_alloc, nr_evicted);
 	tap_result(raw(fd, BELUGA_IOC_ALLOC, &a) == -EINVAL,
-		   "fake: the flag without its array comes before the count (step 5)");
+		   "fake: the flag in a struct without room for nr_evicted is -EINVAL");
 	fake.alloc_v1 = 1;
 	a = v2;
 	tap_result(raw(fd, BELUGA_IOC_ALLOC, &a) == -E2BIG,
