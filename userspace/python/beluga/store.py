@@ -27,6 +27,10 @@ import numpy as np
 import beluga
 from . import keys as _keys
 
+# The binding's own method, taken once: tests and wrappers may replace
+# beluga.Pool with a class of their own, whose pools this tells apart.
+_BINDING_LOOKUP_COUNT = beluga.Pool.lookup_count
+
 KEY_BYTES = _keys.KEY_BYTES
 _U8 = np.dtype(np.uint8)
 
@@ -307,7 +311,7 @@ class KVStore:
         # blocks. None: lookup() counts every call itself.
         self._tally = array("Q", (0, 0, 0)) if (
             layout.parts == 1
-            and getattr(type(pool), "lookup_count", None) is beluga.Pool.lookup_count) else None
+            and getattr(type(pool), "lookup_count", None) is _BINDING_LOOKUP_COUNT) else None
 
     @staticmethod
     def _pool_is_shared(pool):
