@@ -16,9 +16,10 @@ def split_keys(chain):
 
 
 def fill_with_published(pool, ns):
-    """Publish every free block under ns; returns their keys, oldest first."""
-    s = pool.stats()
-    n = s["total_blocks"] - s["allocated_blocks"] - s["published_blocks"]
+    """Publish every free block under ns; returns their keys, oldest first.
+    (Free blocks as the pool counts them: on the real module earlier tests
+    leave retired blocks, which are neither free nor evictable.)"""
+    n = pool.stats()["free_blocks"]
     offs = pool.alloc(n)
     keys = split_keys(beluga.hash_chain(array.array("I", range(4 * n)), 4))
     assert pool.publish(ns, offs, b"".join(keys)).published == n
@@ -45,7 +46,8 @@ def test_names_the_evicted_keys_oldest_first(pool, unique_ns):
     assert ours == keys[:len(ours)]
     if beluga.FAKE_KERNEL:
         assert evicted == [(unique_ns, k) for k in keys[:3]]
-    assert pool.lookup(unique_ns, keys[0]) == (0, None)
+    for ns, key in evicted:
+        assert pool.lookup(ns, key)[0] == 0
     pool.free(offs)
 
 
