@@ -11,7 +11,9 @@ Every figure in the box comes from a file that a run wrote and that is
 committed here:
   - bench/RESULTS.md (bench/gen-results.py, from a full `make bench`): the
     run's date and commit, "N of M target figures met", and the modelled TTFT
-    ratio (Beluga / RDMA-style) of its section 6;
+    ratio (Beluga / RDMA-style) of its section 6; from its Peers section,
+    the end-to-end figures against Mooncake Store beside the paper's and the
+    count of peer figures Beluga wins and loses;
   - the "fuzz-report" block of Documentation/testing.md (tests/fuzz/report.py
     render --readme, from the legs of `make fuzz`);
   - tests/engines/run-tests.sh (the environments the engine lane runs) and
@@ -73,6 +75,39 @@ def bench_status(root):
     else:
         parts.append(f"modelled time to first token: {NOT_MEASURED}")
     return "; ".join(parts)
+
+
+def peers_status(root):
+    """The peers row, from the Peers section of bench/RESULTS.md
+    (bench/peers/peers_report.py): the end-to-end comparison with Mooncake
+    Store beside the paper's figures, and how many figures Beluga wins."""
+    text = read(root, "bench/RESULTS.md")
+    if text is None or "SMOKE run" in text:
+        return f"{NOT_MEASURED} (no full run in bench/RESULTS.md: `make bench`, section `peers`)"
+    i = text.find("\n## Peers:")
+    if i < 0:
+        return f"{NOT_MEASURED} (bench/RESULTS.md has no Peers section: its run did not reach the peers)"
+    j = text.find("\n## ", i + 1)
+    sec = text[i:j if j > 0 else len(text)]
+    versions = sorted(set(re.findall(r"^- \*\*(?:mooncake|lmcache-\w+)\*\* \([^)]*\): (\S+ \S+?):", sec, re.M)))
+    parts = []
+    head = re.search(r"^\| against Mooncake Store \| here \(warm, (\d+) engines\) \| the paper \|$", sec, re.M)
+    if head:
+        rows = {r.get("against Mooncake Store"): r for r in table_rows(sec, "against Mooncake Store")}
+        here = f"here (warm, {head.group(1)} engines)"
+        got = [f"{k} {rows[k][here]} (the paper: {rows[k]['the paper']})"
+               for k in ("TTFT", "throughput") if k in rows and here in rows[k]]
+        if got:
+            parts.append("end to end against Mooncake Store over TCP on loopback, CPU engines with "
+                         "compute paced to a GPU's KV rate: " + "; ".join(got))
+    tally = re.search(r"^Against the peers [^:]*: (Beluga is faster in every run of .*)$", sec, re.M)
+    if tally:
+        parts.append(tally.group(1).rstrip("."))
+    if not parts:
+        return f"{NOT_MEASURED} (the Peers section of bench/RESULTS.md has no end-to-end table)"
+    where = ("on the host, Beluga's portable core behind the fake kernel (no module, no CXL memory)"
+             + (", peers " + ", ".join(versions) if versions else ""))
+    return f"{where}: " + "; ".join(parts) + " ([bench/RESULTS.md](bench/RESULTS.md), section Peers)"
 
 
 def table_rows(text, header):
@@ -200,11 +235,12 @@ def block(root):
         ("GPU", gpu_status(root)),
         ("engines", engine_status(root)),
         ("this project's benchmarks", bench_status(root)),
+        ("beside the stores users run instead", peers_status(root)),
         ("long fuzz run", fuzz_status(root)),
         ("**the paper's claims**, not this project's",
          "the paper (arXiv 2511.20172) reports 89.6% lower time to first token and 7.35x "
-         "throughput than Mooncake over RDMA, on vLLM with CXL hardware. Nothing in this tree "
-         "measures or reproduces them"),
+         "throughput than Mooncake over RDMA, on vLLM with CXL hardware. Not reproduced here: "
+         "nothing in this tree has run on CXL memory, RDMA or a GPU"),
     ]
     out = ["**Status.** What has run, and where (generated from the results committed in this "
            "tree by `scripts/gen-status.py`):", "",

@@ -50,11 +50,11 @@ fi
 # 3. a tree with no results: no figures, "not measured in this tree"
 mktree "$t/none"
 blk=$($py "$gen" --root "$t/none" --print)
-rows=$(grep -cE '^\| (GPU|this project.s benchmarks|long fuzz run) \| .*not measured in this tree' <<<"$blk")
-if [ "$rows" = 3 ] && ! grep -E '^\| (this project.s benchmarks|long fuzz run) ' <<<"$blk" | grep -q '[0-9]'; then
-	ok "without results, the GPU, benchmark and fuzz rows say 'not measured in this tree' and hold no number"
+rows=$(grep -cE '^\| (GPU|this project.s benchmarks|beside the stores users run instead|long fuzz run) \| .*not measured in this tree' <<<"$blk")
+if [ "$rows" = 4 ] && ! grep -E '^\| (this project.s benchmarks|beside the stores users run instead|long fuzz run) ' <<<"$blk" | grep -q '[0-9]'; then
+	ok "without results, the GPU, benchmark, peers and fuzz rows say 'not measured in this tree' and hold no number"
 else
-	not_ok "without results, the GPU, benchmark and fuzz rows say 'not measured in this tree' ($rows of 3):"
+	not_ok "without results, the GPU, benchmark, peers and fuzz rows say 'not measured in this tree' ($rows of 4):"
 	sed 's/^/#   /' <<<"$blk"
 fi
 grep -q "^| \*\*the paper's claims\*\*, not this project's | the paper (arXiv 2511.20172) reports" <<<"$blk" &&
@@ -94,6 +94,46 @@ else
 		ok "a smoke run's RESULTS.md gives no benchmark figures" ||
 		not_ok "a smoke run's RESULTS.md gives no benchmark figures"
 fi
+
+# 4b. the peers row from RESULTS.md's Peers section (bench/peers/peers_report.py's
+#     lines): the end-to-end figures against Mooncake Store beside the
+#     paper's, the versions, the tally; none without the section
+mktree "$t/peers"
+cat >"$t/peers/bench/RESULTS.md" <<'EOF'
+# Benchmark results
+
+- run: 2026-11-30T10:00:00Z on `h`, commit abc1234
+
+## Peers: Beluga beside Mooncake Store and LMCache's backends (host)
+
+- **mooncake** (4 MiB blocks): mooncake-transfer-engine-non-cuda 9.8.7: TCP transport
+- **lmcache-cpu** (4 MiB blocks): lmcache 1.2.3: LocalCPUBackend
+
+| against Mooncake Store | here (warm, 4 engines) | the paper |
+|---|---:|---:|
+| TTFT | 12.5% lower (1.14 [1.10..1.20] (2)) | 89.6% lower (9.6x) |
+| throughput | 0.93 [0.90..0.97] (2)x | 7.35x |
+
+Against the peers (memcpy, recompute and Beluga's own rows left out): Beluga is faster in every run of 5 of 9 figures, slower in every run of 3, and the runs disagree in 1.
+
+## What the figures say
+EOF
+row=$($py "$gen" --root "$t/peers" --print | grep "^| beside the stores users run instead |")
+want=("TTFT 12.5% lower (1.14 [1.10..1.20] (2)) (the paper: 89.6% lower (9.6x))"
+	"throughput 0.93 [0.90..0.97] (2)x (the paper: 7.35x)" "lmcache 1.2.3, mooncake-transfer-engine-non-cuda 9.8.7"
+	"Beluga is faster in every run of 5 of 9 figures, slower in every run of 3, and the runs disagree in 1")
+miss=()
+for w in "${want[@]}"; do grep -qF -- "$w" <<<"$row" || miss+=("'$w'"); done
+if [ ${#miss[@]} -eq 0 ]; then
+	ok "the peers row reads RESULTS.md's Peers section: against Mooncake Store beside the paper, the versions, the tally"
+else
+	not_ok "the peers row reads RESULTS.md's Peers section (lacks ${miss[*]}):"
+	echo "#   $row"
+fi
+sed -i '/^## Peers:/,/^## What/{/^## What/!d}' "$t/peers/bench/RESULTS.md"
+$py "$gen" --root "$t/peers" --print | grep -q "^| beside the stores users run instead | not measured in this tree (bench/RESULTS.md has no Peers section" &&
+	ok "a RESULTS.md without a Peers section gives no peer figures, and says why" ||
+	not_ok "a RESULTS.md without a Peers section gives no peer figures, and says why"
 
 # 5. the fuzz row from what tests/fuzz/report.py writes: a passed and a failed leg
 mktree "$t/fuzz"
