@@ -29,6 +29,14 @@ else
 	sed 's/^/#   /' <<<"$out" | head -20
 fi
 
+# missing_from ROW WANT...: the WANTs (quoted) that ROW does not hold
+missing_from() {
+	local row=$1 w miss=()
+	shift
+	for w; do grep -qF -- "$w" <<<"$row" || miss+=("'$w'"); done
+	echo "${miss[*]}"
+}
+
 # a tree ROOT with a README holding an empty status block, and nothing else
 mktree() {
 	mkdir -p "$1/userspace/python/beluga/adapters" "$1/tests/engines" "$1/bench" "$1/Documentation"
@@ -78,14 +86,12 @@ if ! $py "$root/bench/gen-results.py" "$t/results.json" "$t/bench/bench/RESULTS.
 	sed 's/^/#   /' "$t/err"
 else
 	row=$($py "$gen" --root "$t/bench" --print | grep "^| this project's benchmarks |")
-	want=("1 of 3 benchmark targets met" "run of 2026-11-30T10:00:00Z at commit abc1234"
+	miss=$(missing_from "$row" "1 of 3 benchmark targets met" "run of 2026-11-30T10:00:00Z at commit abc1234" \
 		'missed: `beluga_over_staged` 1 of 1;' "Beluga / RDMA-style: 0.800-0.900")
-	miss=()
-	for w in "${want[@]}"; do grep -qF -- "$w" <<<"$row" || miss+=("'$w'"); done
-	if [ ${#miss[@]} -eq 0 ] && ! grep -q beluga_over_limit <<<"$row"; then
+	if [ -z "$miss" ] && ! grep -q beluga_over_limit <<<"$row"; then
 		ok "the benchmark row reads gen-results.py's RESULTS.md: targets met, the misses by figure, the TTFT ratios"
 	else
-		not_ok "the benchmark row reads gen-results.py's RESULTS.md (lacks ${miss[*]:-nothing; lists the invalid figure as missed}):"
+		not_ok "the benchmark row reads gen-results.py's RESULTS.md (lacks ${miss:-nothing; lists the invalid figure as missed}):"
 		echo "#   $row"
 	fi
 	# the same run as a smoke run (gen-results.py's own line for one)
@@ -119,17 +125,12 @@ Against the peers (memcpy, recompute and Beluga's own rows left out): Beluga is 
 ## What the figures say
 EOF
 row=$($py "$gen" --root "$t/peers" --print | grep "^| beside the stores users run instead |")
-want=("TTFT 12.5% lower (1.14 [1.10..1.20] (2)) (the paper: 89.6% lower (9.6x))"
-	"throughput 0.93 [0.90..0.97] (2)x (the paper: 7.35x)" "lmcache 1.2.3, mooncake-transfer-engine-non-cuda 9.8.7"
+miss=$(missing_from "$row" "TTFT 12.5% lower (1.14 [1.10..1.20] (2)) (the paper: 89.6% lower (9.6x))" \
+	"throughput 0.93 [0.90..0.97] (2)x (the paper: 7.35x)" "lmcache 1.2.3, mooncake-transfer-engine-non-cuda 9.8.7" \
 	"Beluga is faster in every run of 5 of 9 figures, slower in every run of 3, and the runs disagree in 1")
-miss=()
-for w in "${want[@]}"; do grep -qF -- "$w" <<<"$row" || miss+=("'$w'"); done
-if [ ${#miss[@]} -eq 0 ]; then
-	ok "the peers row reads RESULTS.md's Peers section: against Mooncake Store beside the paper, the versions, the tally"
-else
-	not_ok "the peers row reads RESULTS.md's Peers section (lacks ${miss[*]}):"
-	echo "#   $row"
-fi
+[ -z "$miss" ] &&
+	ok "the peers row reads RESULTS.md's Peers section: against Mooncake Store beside the paper, the versions, the tally" ||
+	{ not_ok "the peers row reads RESULTS.md's Peers section (lacks $miss):"; echo "#   $row"; }
 sed -i '/^## Peers:/,/^## What/{/^## What/!d}' "$t/peers/bench/RESULTS.md"
 $py "$gen" --root "$t/peers" --print | grep -q "^| beside the stores users run instead | not measured in this tree (bench/RESULTS.md has no Peers section" &&
 	ok "a RESULTS.md without a Peers section gives no peer figures, and says why" ||
