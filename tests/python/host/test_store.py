@@ -566,6 +566,51 @@ def test_lookup_takes_no_system_call(pool, unique_ns):
     assert_clean(pool)
 
 
+def test_lookup_of_bytes_keys_runs_no_python_frame(pool, unique_ns):
+    """On the binding's pool, KVStore.lookup() of keys as bytes is the
+    binding's lookup_count behind functools.partial: no Python function
+    runs (a frame and its attribute loads cost a third of a 64-key lookup),
+    while other keys take the general path, a subclass's own lookup() is
+    kept, and the namespace it was made with cannot be changed under it."""
+    store = KVStore(pool, make_layout(pool), salt=f"frame-{unique_ns}")
+    k = keys_for(store, 3)
+    store.store(k, blocks_for(store.layout, 3, seed=41))
+    store.lookup(k)                             # maps the index
+    as_list = K.split(k)
+    calls = []
+
+    def profile(frame, event, arg):
+        if event == "call":
+            calls.append(frame.f_code.co_qualname)
+
+    sys.setprofile(profile)
+    try:
+        hits = store.lookup(k)
+        listed = store.lookup(as_list)
+    finally:
+        sys.setprofile(None)
+    assert hits == 3 and listed == 3
+    assert "KVStore._lookup_general" in calls, calls   # the list went the general way
+    assert calls[:calls.index("KVStore._lookup_general")] == [], \
+        f"KVStore.lookup(bytes) ran Python code: {calls}"
+    with pytest.raises(AttributeError):
+        store.ns = K.namespace(store.layout, "other")
+
+    class Counting(KVStore):
+        seen = 0
+
+        def lookup(self, keys):
+            Counting.seen += 1
+            return super().lookup(keys)
+
+    sub = Counting(pool, make_layout(pool), salt=f"frame-{unique_ns}")
+    assert sub.lookup(k) == 3 and Counting.seen == 1
+    sub.close()
+    store.close()
+    pool.evict_ns(store.ns.value)
+    assert_clean(pool)
+
+
 class _PoolDouble:
     """A pool without lookup_count whose pinned lookup answers a list (an
     older binding, or an engine's test double): KVStore must take the

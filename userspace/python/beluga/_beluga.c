@@ -1399,6 +1399,35 @@ fail:
 	return NULL;
 }
 
+/*
+ * lookup_count_or(ns, tally, general, keys) -> lookup_count(ns, keys,
+ * tally) for keys as bytes that it answers, else general(keys): what it
+ * refuses with ValueError (not whole keys, a closed pool) and every other
+ * kind of keys go to @general, which answers as the caller always has.
+ * Made for functools.partial(pool.lookup_count_or, ns, tally, general):
+ * a callable of the keys alone with no Python frame of its own, which
+ * KVStore.lookup() is on its hot path (engines call it per request).
+ */
+static PyObject *Pool_lookup_count_or(Pool *p, PyObject *const *args, Py_ssize_t nargs)
+{
+	PyObject *hits;
+
+	if (nargs != 4) {
+		PyErr_SetString(PyExc_TypeError,
+				"lookup_count_or(ns, tally, general, keys) takes 4 arguments");
+		return NULL;
+	}
+	if (PyBytes_CheckExact(args[3])) {
+		PyObject *const count_args[3] = { args[0], args[3], args[1] };
+
+		hits = Pool_lookup_count(p, count_args, 3);
+		if (hits || !PyErr_ExceptionMatches(PyExc_ValueError))
+			return hits;
+		PyErr_Clear();
+	}
+	return PyObject_CallOneArg(args[2], args[3]);
+}
+
 static PyObject *Pool_get_index_error(Pool *p, void *Py_UNUSED(c))
 {
 	char msg[sizeof(p->index_msg)];
@@ -2317,6 +2346,11 @@ static PyMethodDef Pool_methods[] = {
 	  "mapping shows every key of the pool to this process (beluga_lookup_count(3)). "
 	  "tally: an array('Q') of 3 (or more) items to which a call with keys adds 1, its "
 	  "hits and its misses, with the GIL held (a caller's statistics without a lock)" },
+	{ "lookup_count_or", (PyCFunction)(void (*)(void))Pool_lookup_count_or, METH_FASTCALL,
+	  "lookup_count_or(ns, tally, general, keys) -> lookup_count(ns, keys, tally) for keys "
+	  "as bytes that it answers, else general(keys) (other keys, or what lookup_count "
+	  "refuses with ValueError): for functools.partial(pool.lookup_count_or, ns, tally, "
+	  "general), a callable of the keys with no Python frame (KVStore.lookup)" },
 	{ "attach_dax", (PyCFunction)(void (*)(void))Pool_attach_dax, METH_VARARGS | METH_KEYWORDS,
 	  "attach_dax(dax, block_size=0, shared=False, host_id=-1, format=False) -> dict" },
 	{ "attach_node", (PyCFunction)(void (*)(void))Pool_attach_node,

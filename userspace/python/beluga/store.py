@@ -20,6 +20,7 @@ PUBLISH, readers invalidate it after the pinned LOOKUP.
 
 from array import array
 import errno
+import functools
 import threading
 
 import numpy as np
@@ -289,7 +290,7 @@ class KVStore:
             raise ValueError(f"unknown key scheme {key_scheme!r}; use one of "
                              f"{sorted(_keys.SCHEMES)}")
         self.pool, self.layout, self.key_scheme = pool, layout, key_scheme
-        self.ns = namespace if namespace is not None else _keys.namespace(layout, salt, **ns_extra)
+        self._ns = namespace if namespace is not None else _keys.namespace(layout, salt, **ns_extra)
         self.shared = self._pool_is_shared(pool) if shared is None else bool(shared)
         if self.shared and not hasattr(beluga, "flush_range"):
             raise RuntimeError("this pool is shared between hosts but the beluga binding has "
@@ -312,6 +313,20 @@ class KVStore:
         self._tally = array("Q", (0, 0, 0)) if (
             layout.parts == 1
             and getattr(type(pool), "lookup_count", None) is _BINDING_LOOKUP_COUNT) else None
+        # lookup()'s hot path as a callable of the keys that runs no Python
+        # code (a frame and its attribute loads cost a third of a 64-key
+        # lookup): the binding answers keys as bytes, general() the rest.
+        # Not where a subclass has its own lookup, nor past the ns it was
+        # made with (ns is read-only).
+        if (self._tally is not None and type(self).lookup is KVStore.lookup
+                and hasattr(pool, "lookup_count_or")):
+            self.lookup = functools.partial(pool.lookup_count_or, self.ns.value, self._tally,
+                                            self._lookup_general)
+
+    @property
+    def ns(self):
+        """The store's namespace (``beluga.keys.Namespace``), fixed at construction."""
+        return self._ns
 
     @staticmethod
     def _pool_is_shared(pool):
@@ -561,11 +576,17 @@ class KVStore:
         # with ValueError (not whole keys, or a closed pool; no keys is
         # 0 hits and not counted) goes the general way, which answers as
         # it always has.
+        # (With the binding's lookup_count_or, __init__ makes the instance's
+        # lookup this very branch as a functools.partial, with no frame.)
         if type(keys) is bytes and self._tally is not None:
             try:
                 return self._lookup_count(self.ns.value, keys, self._tally)
             except ValueError:
                 pass
+        return self._lookup_general(keys)
+
+    def _lookup_general(self, keys):
+        """lookup() for any keys, counted here."""
         parts = self._parts
         kb = _keybuf(keys)
         n = len(kb) // KEY_BYTES
