@@ -1339,6 +1339,25 @@ static int get_tally(PyObject *obj, Py_buffer *view)
 	return 0;
 }
 
+/* A call with @n keys, @hits of them hits, into @tally (if any). GIL held. */
+static void tally_add(Py_buffer *tally, size_t n, size_t hits)
+{
+	uint64_t *t = tally->buf;
+
+	if (!t || !n)
+		return;
+#ifdef Py_GIL_DISABLED
+	__atomic_fetch_add(&t[TALLY_CALLS], 1, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&t[TALLY_HITS], hits, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&t[TALLY_MISSES], n - hits, __ATOMIC_RELAXED);
+#else
+	/* the GIL orders them: no locked instructions */
+	t[TALLY_CALLS] += 1;
+	t[TALLY_HITS] += hits;
+	t[TALLY_MISSES] += n - hits;
+#endif
+}
+
 /*
  * lookup_count(ns, keys[, tally]) -> hits: lookup(ns, keys)'s count, with
  * no system call on the mapped index (beluga_lookup_count(3)). With a
@@ -1378,25 +1397,43 @@ static PyObject *Pool_lookup_count(Pool *p, PyObject *const *args, Py_ssize_t na
 		PyBuffer_Release(&tally);
 		return raise_beluga((int)hits);
 	}
-	if (tally.buf && k.n) {
-		uint64_t *t = tally.buf;
-
-#ifdef Py_GIL_DISABLED
-		__atomic_fetch_add(&t[TALLY_CALLS], 1, __ATOMIC_RELAXED);
-		__atomic_fetch_add(&t[TALLY_HITS], (uint64_t)hits, __ATOMIC_RELAXED);
-		__atomic_fetch_add(&t[TALLY_MISSES], k.n - (uint64_t)hits, __ATOMIC_RELAXED);
-#else
-		/* the GIL orders them: no locked instructions */
-		t[TALLY_CALLS] += 1;
-		t[TALLY_HITS] += (uint64_t)hits;
-		t[TALLY_MISSES] += k.n - (uint64_t)hits;
-#endif
-	}
+	tally_add(&tally, k.n, (size_t)hits);
 	PyBuffer_Release(&tally);
 	return PyLong_FromSsize_t(hits);
 fail:
 	PyBuffer_Release(&tally);
 	return NULL;
+}
+
+/*
+ * lookup_pinned(ns, keys, tally) -> (hits, offsets): lookup(ns, keys,
+ * pin=True), counted into @tally as lookup_count() counts: a caller's
+ * statistics of its pinned lookups with no lock and no Python code of its
+ * own (KVStore.pin(), which the adapters call per request).
+ */
+static PyObject *Pool_lookup_pinned(Pool *p, PyObject *const *args, Py_ssize_t nargs)
+{
+	Py_buffer tally = { 0 };
+	PyObject *res;
+
+	if (nargs != 3 || !PyBytes_CheckExact(args[1])) {
+		PyErr_SetString(PyExc_TypeError,
+				"lookup_pinned(ns, keys, tally) takes 3 arguments, keys as bytes");
+		return NULL;
+	}
+	if (get_tally(args[2], &tally))
+		return NULL;
+	{
+		PyObject *const lookup_args[3] = { args[0], args[1], Py_True };
+
+		res = Pool_lookup(p, lookup_args, 3, NULL);
+	}
+	/* lookup() took only whole keys */
+	if (res)
+		tally_add(&tally, (size_t)PyBytes_GET_SIZE(args[1]) / sizeof(struct beluga_key),
+			  (size_t)PyLong_AsSsize_t(PyTuple_GET_ITEM(res, 0)));
+	PyBuffer_Release(&tally);
+	return res;
 }
 
 /*
@@ -2346,6 +2383,10 @@ static PyMethodDef Pool_methods[] = {
 	  "mapping shows every key of the pool to this process (beluga_lookup_count(3)). "
 	  "tally: an array('Q') of 3 (or more) items to which a call with keys adds 1, its "
 	  "hits and its misses, with the GIL held (a caller's statistics without a lock)" },
+	{ "lookup_pinned", (PyCFunction)(void (*)(void))Pool_lookup_pinned, METH_FASTCALL,
+	  "lookup_pinned(ns, keys, tally) -> (hits, offsets): lookup(ns, keys, pin=True) for "
+	  "keys as bytes, counted into tally (an array('Q') of 3 or more) as lookup_count "
+	  "counts: calls, hits, misses" },
 	{ "lookup_count_or", (PyCFunction)(void (*)(void))Pool_lookup_count_or, METH_FASTCALL,
 	  "lookup_count_or(ns, tally, general, keys) -> lookup_count(ns, keys, tally) for keys "
 	  "as bytes that it answers, else general(keys) (other keys, or what lookup_count "

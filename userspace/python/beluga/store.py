@@ -31,6 +31,7 @@ from . import keys as _keys
 # The binding's own method, taken once: tests and wrappers may replace
 # beluga.Pool with a class of their own, whose pools this tells apart.
 _BINDING_LOOKUP_COUNT = beluga.Pool.lookup_count
+_BINDING_LOOKUP = beluga.Pool.lookup
 
 KEY_BYTES = _keys.KEY_BYTES
 _U8 = np.dtype(np.uint8)
@@ -120,6 +121,10 @@ class Pinned:
     pool blocks (``parts`` each).  Use as a context manager, or call
     ``release()``; releasing twice is harmless."""
 
+    # Slots: made on every pinned lookup, where an instance dict costs as
+    # much as the rest of the Python side.
+    __slots__ = ("_store", "count", "offsets", "_released")
+
     def __init__(self, store, count, offsets):
         self._store, self.count = store, count
         self.offsets = offsets
@@ -174,10 +179,11 @@ class Pinned:
         self.release()
 
     def __del__(self):
-        try:
-            self.release()
-        except Exception:
-            pass
+        if not self._released:
+            try:
+                self.release()
+            except Exception:
+                pass
 
 
 class Allocation:
@@ -318,6 +324,12 @@ class KVStore:
         # lookup): the binding answers keys as bytes, general() the rest.
         # Not where a subclass has its own lookup, nor past the ns it was
         # made with (ns is read-only).
+        # pin()'s counterpart: the binding's pinned lookup counts into the
+        # same tally (a shared pool's pins are followed by invalidates here).
+        self._lookup_pinned = getattr(pool, "lookup_pinned", None)
+        self._pin_tally = (self._tally is not None and self._lookup_pinned is not None
+                           and getattr(type(pool), "lookup", None) is _BINDING_LOOKUP
+                           and not self.shared)
         if (self._tally is not None and type(self).lookup is KVStore.lookup
                 and hasattr(pool, "lookup_count_or")):
             self.lookup = functools.partial(pool.lookup_count_or, self.ns.value, self._tally,
@@ -620,6 +632,11 @@ class KVStore:
         """Pin the leading run of ``keys`` that is present: a ``Pinned``."""
         m = self._parts
         if type(keys) is bytes and m == 1 and not len(keys) % KEY_BYTES:
+            if self._pin_tally:
+                # The adapters' hot path: the binding pins and counts into
+                # the tally lookup() shares (no lock, no counters here).
+                hits, offs = self._lookup_pinned(self.ns.value, keys, self._tally)
+                return Pinned(self, hits, offs)
             kb = keys           # what _keybuf and part_keys would return
         else:
             kb = _keys.part_keys(_keybuf(keys), m)
