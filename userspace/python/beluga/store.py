@@ -332,7 +332,7 @@ class KVStore:
                            and not self.shared)
         if (self._tally is not None and type(self).lookup is KVStore.lookup
                 and hasattr(pool, "lookup_count_or")):
-            self.lookup = functools.partial(pool.lookup_count_or, self.ns.value, self._tally,
+            self.lookup = functools.partial(pool.lookup_count_or, self._ns.value, self._tally,
                                             self._lookup_general)
 
     @property
@@ -502,7 +502,7 @@ class KVStore:
             if self.shared:
                 for off in offsets:
                     beluga.flush_range(self._map.block(int(off)))
-            return self.pool.publish(self.ns.value, offsets, pool_keys).results
+            return self.pool.publish(self._ns.value, offsets, pool_keys).results
         except BaseException:
             try:
                 self._free(offsets)
@@ -562,7 +562,7 @@ class KVStore:
         pk = _keys.part_keys(kb, self.layout.parts)
         for i in range(0, len(pk), KEY_BYTES):
             try:
-                self.pool.evict_key(self.ns.value, pk[i:i + KEY_BYTES])
+                self.pool.evict_key(self._ns.value, pk[i:i + KEY_BYTES])
                 evicted = True
             except beluga.NotFound:
                 pass
@@ -592,7 +592,7 @@ class KVStore:
         # lookup this very branch as a functools.partial, with no frame.)
         if type(keys) is bytes and self._tally is not None:
             try:
-                return self._lookup_count(self.ns.value, keys, self._tally)
+                return self._lookup_count(self._ns.value, keys, self._tally)
             except ValueError:
                 pass
         return self._lookup_general(keys)
@@ -604,7 +604,7 @@ class KVStore:
         n = len(kb) // KEY_BYTES
         if n == 0:
             return 0
-        hits = self._lookup_count(self.ns.value, _keys.part_keys(kb, parts))
+        hits = self._lookup_count(self._ns.value, _keys.part_keys(kb, parts))
         blocks = hits // parts
         self._count(lookups=1, hits=blocks, misses=n - blocks)
         return blocks
@@ -618,7 +618,7 @@ class KVStore:
         ``Pool.ring_error`` says why not)."""
         bufs = [_keybuf(keys) for keys in requests]
         m = self.layout.parts
-        answers = self.pool.lookup_many(self.ns.value, [_keys.part_keys(kb, m) for kb in bufs])
+        answers = self.pool.lookup_many(self._ns.value, [_keys.part_keys(kb, m) for kb in bufs])
         out, asked = [], 0
         for kb, (hits, _) in zip(bufs, answers):
             out.append(hits // m)
@@ -635,7 +635,7 @@ class KVStore:
             if self._pin_tally:
                 # The adapters' hot path: the binding pins and counts into
                 # the tally lookup() shares (no lock, no counters here).
-                hits, offs = self._lookup_pinned(self.ns.value, keys, self._tally)
+                hits, offs = self._lookup_pinned(self._ns.value, keys, self._tally)
                 return Pinned(self, hits, offs)
             kb = keys           # what _keybuf and part_keys would return
         else:
@@ -643,7 +643,7 @@ class KVStore:
         n = len(kb) // (KEY_BYTES * m)
         if n == 0:
             return Pinned(self, 0, array("Q"))
-        hits, offs = self.pool.lookup(self.ns.value, kb, pin=True)
+        hits, offs = self.pool.lookup(self._ns.value, kb, pin=True)
         # The binding's answer is array('Q') of the hits already; anything
         # else (a test double) is made one.
         if type(offs) is not array or offs.typecode != "Q" or len(offs) != hits:
@@ -802,7 +802,7 @@ class KVStore:
         dests = [dest(out[i]) for i in range(n)]
         if n == 0:
             return LoadResult(0, 0)
-        hits, offs = self.pool.lookup(self.ns.value, kb, pin=True)
+        hits, offs = self.pool.lookup(self._ns.value, kb, pin=True)
         try:
             # also with no hits: a closed store raises here, as _copy does
             pool = self._flat_pool(offs)
@@ -892,7 +892,7 @@ class KVStore:
     def describe(self):
         return (f"KVStore: {self.layout.describe()}\n"
                 f"  key scheme {self.key_scheme}, {'shared (flush/invalidate)' if self.shared else 'coherent'} pool\n"
-                + self.ns.describe())
+                + self._ns.describe())
 
     def close(self):
         """Drop this store's reference to the pool's mapping."""
