@@ -42,8 +42,9 @@ Parts (one process may run both, which saves starting LMCache and Mooncake twice
   per peer: p50 / Beluga's p50 round by round (median, min, max).
 - data: store and load of 1, 16 and 64 blocks of --block-size bytes
   through each peer's real client, against Beluga's mapping (KVStore.store,
-  KVStore.load) and against memcpy of the same bytes between two anonymous
-  buffers (lmcache-redis: a store ends when LMCache's asynchronous puts
+  KVStore.load) and against memcpy of the same bytes into and out of a
+  shared mapping of a file beside the fake kernel's pool file, the same
+  medium (lmcache-redis: a store ends when LMCache's asynchronous puts
   have completed; a load is batched_get_blocking). Fresh keys for every
   store; every loaded block is compared byte
   for byte with what was stored (a mismatch aborts the run); a sample's keys
@@ -54,6 +55,7 @@ Parts (one process may run both, which saves starting LMCache and Mooncake twice
 import argparse
 import hashlib
 import json
+import mmap
 import os
 import select
 import shutil
@@ -748,13 +750,37 @@ def meta_clients_part(args, procs, mooncake, redis, rec, clients):
     return times
 
 
+def shmem_huge_pages():
+    """This host's setting for huge pages in tmpfs and shared memory (the
+    word in brackets), or "unknown"."""
+    try:
+        with open("/sys/kernel/mm/transparent_hugepage/shmem_enabled") as f:
+            words = f.read().split()
+    except OSError:
+        return "unknown"
+    return next((w.strip("[]") for w in words if w.startswith("[")), "unknown")
+
+
+def medium_buffer(nbytes):
+    """A buffer on the medium Beluga's pool is on here, faulted in: a shared
+    mapping of a file in the directory of the fake kernel's device file
+    (/dev/shm where there is one), so that memcpy and Beluga write pages
+    of the same kind (anonymous memory would get transparent huge pages
+    that a tmpfs file does not, and the row would measure page sizes)."""
+    with tempfile.TemporaryFile(dir=tempfile.gettempdir()) as f:
+        f.truncate(nbytes)
+        m = mmap.mmap(f.fileno(), nbytes)       # MAP_SHARED; outlives the file's fd
+    buf = np.frombuffer(m, np.uint8)
+    buf[:] = 1                                  # faulted in, as the stores' memory is after warm-up
+    return buf
+
+
 def data_part(args, stores, src, dst, rec):
     """Store and load through every store (by its `name`; the first is the
     reference) and memcpy."""
     counts = [int(c) for c in args.counts.split(",")]
     bs = args.block_size
-    medium = np.empty_like(src)
-    medium[:] = 1                            # faulted in, as the stores' memory is after warm-up
+    medium = medium_buffer(src.nbytes)
     peers = {st.name: st for st in stores}
     ref_name = stores[0].name
     clock = time.perf_counter_ns
@@ -850,7 +876,10 @@ def main():
             "mooncake": f"mooncake-transfer-engine-non-cuda {mooncake.version}: {mooncake.config}",
             "lmcache-cpu": f"lmcache {lmc.version}: {lmc.config}",
             "lmcache-redis": (f"lmcache {lmr.version}: {lmr.config}; {redis.version}: {redis.config}"
-                              if lmr else "SKIPPED: no redis-server on PATH")},
+                              if lmr else "SKIPPED: no redis-server on PATH"),
+            "memcpy": (f"numpy copyto into and out of a shared mapping of a file on "
+                       f"{tempfile.gettempdir()}, the medium of Beluga's pool here (shmem huge "
+                       f"pages: {shmem_huge_pages()})")},
             netns=os.environ.get("BELUGA_PEERS_NETNS", "no"))
         if "meta" in args.parts:
             rec.base["part"] = "meta"

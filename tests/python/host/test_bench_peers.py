@@ -154,3 +154,19 @@ def test_drive_workers_names_a_worker_that_died_and_its_log(tmp_path):
     argvs = [[sys.executable, "-c", WORKER, "a", "9"], [sys.executable, "-c", WORKER, "b", "1"]]
     with pytest.raises(RuntimeError, match=rf"^w \(pid \d+\) exited with status 5: see {tmp_path}/w-\*\.log"):
         peers.drive_workers(procs, "w", argvs, 2)
+
+
+def test_memcpy_runs_on_the_medium_of_belugas_pool(tmp_path, monkeypatch):
+    """memcpy's middle buffer is a shared mapping of a file in the directory
+    of the fake kernel's pool file (tempfile's), faulted in: anonymous memory
+    would get transparent huge pages that a tmpfs pool does not."""
+    import tempfile
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    buf = peers.medium_buffer(1 << 20)
+    assert buf.nbytes == 1 << 20 and (buf == 1).all()
+    addr = buf.ctypes.data
+    with open("/proc/self/maps") as f:
+        line = next(ln for ln in f if int(ln.split("-")[0], 16) <= addr < int(ln.split()[0].split("-")[1], 16))
+    assert line.split()[1][3] == "s" and str(tmp_path) in line, line
+    assert peers.shmem_huge_pages() in ("always", "within_size", "advise", "never", "deny", "force",
+                                        "unknown")
