@@ -213,3 +213,40 @@ def test_tally_counts_each_call_with_keys(pool, unique_ns):
         pool.lookup_count(unique_ns, keys, bytes(24))
     assert tally.tolist() == [2, 6, 3]
     assert pool.evict_ns(unique_ns) == (4, 0)
+
+
+def test_lookup_count_or_and_lookup_pinned(pool, unique_ns):
+    """KVStore's hot paths in the binding: lookup_count_or answers keys as
+    bytes as lookup_count does (counted in the tally) and hands any other
+    keys, and bytes that lookup_count refuses with ValueError, to the
+    general callable; lookup_pinned pins as lookup(pin=True) does and
+    counts into the same tally; both name their forms when misused."""
+    from array import array
+    keys = publish(pool, unique_ns, chain_keys(CHAIN, 9))
+    tally = array("Q", (0, 0, 0))
+    handed = []
+
+    def general(k):
+        handed.append(k)
+        return -1
+
+    assert pool.lookup_count_or(unique_ns, tally, general, keys[:16 * 5] + b"\x11" * 16) == 5
+    assert tally.tolist() == [1, 5, 1] and handed == []
+    as_list = [keys[:16]]
+    assert pool.lookup_count_or(unique_ns, tally, general, as_list) == -1
+    assert pool.lookup_count_or(unique_ns, tally, general, b"\0" * 20) == -1
+    assert handed == [as_list, b"\0" * 20] and tally.tolist() == [1, 5, 1]
+    hits, offs = pool.lookup_pinned(unique_ns, keys[:16 * 3] + b"\x22" * 16, tally)
+    assert hits == 3 and tally.tolist() == [2, 8, 2]
+    again = pool.lookup(unique_ns, keys[:16 * 3], pin=True)[1]
+    assert list(offs) == list(again)
+    pool.release(again)
+    pool.release(offs)
+    assert pool.lookup_pinned(unique_ns, b"", tally)[0] == 0 and tally.tolist() == [2, 8, 2]
+    with pytest.raises(TypeError, match=r"lookup_pinned\(ns, keys, tally\) takes 3 arguments, keys as bytes"):
+        pool.lookup_pinned(unique_ns, as_list, tally)
+    with pytest.raises(TypeError, match=r"lookup_count_or\(ns, tally, general, keys\) takes 4 arguments"):
+        pool.lookup_count_or(unique_ns, tally, keys)
+    with pytest.raises(ValueError, match="keys is 20 bytes, not a multiple of 16"):
+        pool.lookup_pinned(unique_ns, b"\0" * 20, tally)
+    assert pool.evict_ns(unique_ns) == (CHAIN, 0)
