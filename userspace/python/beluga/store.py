@@ -319,17 +319,17 @@ class KVStore:
         self._tally = array("Q", (0, 0, 0)) if (
             layout.parts == 1
             and getattr(type(pool), "lookup_count", None) is _BINDING_LOOKUP_COUNT) else None
+        # pin()'s hot path where the binding's own lookup would answer: its
+        # pinned lookup counting into the same tally (None: pin() counts;
+        # a shared pool's pins are followed by invalidates, done there).
+        self._lookup_pinned = pool.lookup_pinned if (
+            self._tally is not None and not self.shared and hasattr(pool, "lookup_pinned")
+            and getattr(type(pool), "lookup", None) is _BINDING_LOOKUP) else None
         # lookup()'s hot path as a callable of the keys that runs no Python
         # code (a frame and its attribute loads cost a third of a 64-key
         # lookup): the binding answers keys as bytes, general() the rest.
         # Not where a subclass has its own lookup, nor past the ns it was
         # made with (ns is read-only).
-        # pin()'s counterpart: the binding's pinned lookup counts into the
-        # same tally (a shared pool's pins are followed by invalidates here).
-        self._lookup_pinned = getattr(pool, "lookup_pinned", None)
-        self._pin_tally = (self._tally is not None and self._lookup_pinned is not None
-                           and getattr(type(pool), "lookup", None) is _BINDING_LOOKUP
-                           and not self.shared)
         if (self._tally is not None and type(self).lookup is KVStore.lookup
                 and hasattr(pool, "lookup_count_or")):
             self.lookup = functools.partial(pool.lookup_count_or, self._ns.value, self._tally,
@@ -632,7 +632,7 @@ class KVStore:
         """Pin the leading run of ``keys`` that is present: a ``Pinned``."""
         m = self._parts
         if type(keys) is bytes and m == 1 and not len(keys) % KEY_BYTES:
-            if self._pin_tally:
+            if self._lookup_pinned is not None:
                 # The adapters' hot path: the binding pins and counts into
                 # the tally lookup() shares (no lock, no counters here).
                 hits, offs = self._lookup_pinned(self._ns.value, keys, self._tally)
