@@ -1043,17 +1043,87 @@ static PyStructSequence_Desc publish_result_desc = {
 /* Items of a publish this small live on the stack: no allocation per call. */
 #define PUBLISH_STACK_ITEMS 64
 
-static PyObject *Pool_publish(Pool *p, PyObject *const *args, Py_ssize_t nargs)
+/* publish_run()'s answer when a Python exception is set instead. */
+#define PUBLISH_PYERR 1
+
+/*
+ * PUBLISH of @n blocks at @offs under @keys in @ns, between pool_enter()
+ * and pool_leave(), the GIL released for the call: each item's result
+ * into @out[i] and the totals into @sum. 0, libbeluga's -errno (chunks
+ * before the failing one stay applied), or PUBLISH_PYERR.
+ */
+static int publish_run(Pool *p, uint64_t ns, const uint64_t *offs,
+		       const struct beluga_key *keys, size_t n, int32_t *out,
+		       struct beluga_publish_summary *sum)
 {
 	struct beluga_publish_item stack_items[PUBLISH_STACK_ITEMS];
+	struct beluga_publish_item *items = stack_items;
+	size_t i;
+	int ret;
+
+	if (n > PUBLISH_STACK_ITEMS) {
+		items = PyMem_Malloc(n * sizeof(*items));
+		if (!items) {
+			PyErr_NoMemory();
+			return PUBLISH_PYERR;
+		}
+	}
+	for (i = 0; i < n; i++) {
+		memset(&items[i], 0, sizeof(items[i]));
+		items[i].offset = offs[i];
+		memcpy(&items[i].key, &keys[i], sizeof(items[i].key));
+	}
+	POOL_CALL(p, ret = beluga_publish(p->b, ns, items, n, sum));
+	for (i = 0; i < n; i++)
+		out[i] = items[i].result;
+	if (items != stack_items)
+		PyMem_Free(items);
+	return ret;
+}
+
+/*
+ * publish()'s answer, a PublishResult of @results (stolen) and @sum; or,
+ * when PUBLISH failed with @ret, its exception with that PublishResult as
+ * its `result`, since chunks before the failing one stay applied.
+ */
+static PyObject *publish_answer(PyObject *results, const struct beluga_publish_summary *sum,
+				int ret)
+{
+	PyObject *res = PyStructSequence_New(&PublishResultType);
+	PyObject *t, *v, *tb;
+
+	if (!res) {
+		Py_DECREF(results);
+		return NULL;
+	}
+	PyStructSequence_SET_ITEM(res, 0, results);
+	PyStructSequence_SET_ITEM(res, 1, PyLong_FromSize_t(sum->published));
+	PyStructSequence_SET_ITEM(res, 2, PyLong_FromSize_t(sum->exists));
+	PyStructSequence_SET_ITEM(res, 3, PyLong_FromSize_t(sum->failed));
+	if (PyErr_Occurred()) {
+		Py_DECREF(res);
+		return NULL;
+	}
+	if (!ret)
+		return res;
+	raise_beluga(ret);
+	PyErr_Fetch(&t, &v, &tb);
+	PyErr_NormalizeException(&t, &v, &tb);
+	if (v && PyObject_SetAttrString(v, "result", res))
+		PyErr_Clear();
+	PyErr_Restore(t, v, tb);
+	Py_DECREF(res);
+	return NULL;
+}
+
+static PyObject *Pool_publish(Pool *p, PyObject *const *args, Py_ssize_t nargs)
+{
 	struct beluga_publish_summary sum = { 0, 0, 0 };
-	struct beluga_publish_item *items = NULL;
-	PyObject *results = NULL, *res = NULL;
+	PyObject *results, *res = NULL;
 	struct keys_arg k;
 	struct uint_arg a;
 	int32_t *out;
 	uint64_t ns;
-	size_t i;
 	int ret;
 
 	if (nargs != 3) {
@@ -1075,57 +1145,20 @@ static PyObject *Pool_publish(Pool *p, PyObject *const *args, Py_ssize_t nargs)
 			     a.n, k.n);
 		goto out;
 	}
-	if (a.n <= PUBLISH_STACK_ITEMS) {
-		items = stack_items;
-	} else {
-		items = PyMem_Malloc(a.n * sizeof(*items));
-		if (!items) {
-			PyErr_NoMemory();
-			goto out;
-		}
-	}
-	for (i = 0; i < a.n; i++) {
-		memset(&items[i], 0, sizeof(items[i]));
-		items[i].offset = ((const uint64_t *)a.data)[i];
-		memcpy(&items[i].key, &k.keys[i], sizeof(items[i].key));
-	}
 	results = new_array(zero_i, (Py_ssize_t)a.n, (void **)&out);
 	if (!results)
 		goto out;
-	if (pool_enter(p))
+	if (pool_enter(p)) {
+		Py_DECREF(results);
 		goto out;
-	POOL_CALL(p, ret = beluga_publish(p->b, ns, items, a.n, &sum));
+	}
+	ret = publish_run(p, ns, a.data, k.keys, a.n, out, &sum);
 	pool_leave(p);
-	for (i = 0; i < a.n; i++)
-		out[i] = items[i].result;
-	res = PyStructSequence_New(&PublishResultType);
-	if (!res)
-		goto out;
-	PyStructSequence_SET_ITEM(res, 0, results);
-	results = NULL;
-	PyStructSequence_SET_ITEM(res, 1, PyLong_FromSize_t(sum.published));
-	PyStructSequence_SET_ITEM(res, 2, PyLong_FromSize_t(sum.exists));
-	PyStructSequence_SET_ITEM(res, 3, PyLong_FromSize_t(sum.failed));
-	if (PyErr_Occurred()) {
-		Py_CLEAR(res);
-		goto out;
-	}
-	if (ret) {
-		/* Earlier chunks stay applied: hand their results over with the error. */
-		PyObject *t, *v, *tb;
-
-		raise_beluga(ret);
-		PyErr_Fetch(&t, &v, &tb);
-		PyErr_NormalizeException(&t, &v, &tb);
-		if (v && PyObject_SetAttrString(v, "result", res))
-			PyErr_Clear();
-		PyErr_Restore(t, v, tb);
-		Py_CLEAR(res);
-	}
+	if (ret == PUBLISH_PYERR)
+		Py_DECREF(results);
+	else
+		res = publish_answer(results, &sum, ret);
 out:
-	Py_XDECREF(results);
-	if (items != stack_items)
-		PyMem_Free(items);
 	keys_release(&k);
 	uint_arg_release(&a);
 	return res;
@@ -2045,6 +2078,343 @@ static PyObject *PoolMap_block(PoolMap *m, PyObject *arg)
 }
 
 /*
+ * The bytes of block @obj for store_blocks() and load_blocks() (@writable):
+ * @obj's own buffer where it is contiguous and @bb bytes long, else that
+ * of convert(obj) (KVStore's _source or _dest), which converts it or
+ * raises as KVStore always has. On success, PyBuffer_Release() undoes it.
+ */
+static int block_buffer(PyObject *obj, PyObject *convert, Py_ssize_t bb, int writable,
+			Py_buffer *view)
+{
+	int flags = PyBUF_SIMPLE | (writable ? PyBUF_WRITABLE : 0);
+	PyObject *conv;
+	int ret;
+
+	if (PyObject_CheckBuffer(obj)) {
+		if (!PyObject_GetBuffer(obj, view, flags)) {
+			if (view->len == bb)
+				return 0;
+			PyBuffer_Release(view);
+		} else {
+			PyErr_Clear();	/* not contiguous, read-only: convert() says */
+		}
+	}
+	conv = PyObject_CallOneArg(convert, obj);
+	if (!conv)
+		return -1;
+	ret = PyObject_GetBuffer(conv, view, flags);
+	Py_DECREF(conv);
+	if (!ret && view->len != bb) {
+		PyErr_Format(PyExc_ValueError,
+			     "%s gave %zd bytes for a block of %zd",
+			     writable ? "dest()" : "source()", view->len, bb);
+		PyBuffer_Release(view);
+		return -1;
+	}
+	return ret;
+}
+
+/* @obj as store_blocks()'s or load_blocks()'s block_bytes: 0, or -1 raised. */
+static int get_block_bytes(PoolMap *m, PyObject *obj, Py_ssize_t *bb)
+{
+	*bb = PyLong_AsSsize_t(obj);
+	if (*bb == -1 && PyErr_Occurred())
+		return -1;
+	if (*bb <= 0 || (uint64_t)*bb > m->block_size) {
+		PyErr_Format(PyExc_ValueError,
+			     "block_bytes %zd is not in [1, %llu] (the pool's block size)",
+			     *bb, (unsigned long long)m->block_size);
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * Are the @n blocks at @offs inside the mapping? Else block()'s error is
+ * raised for the first that is not: the GIL was let go since the pool
+ * gave them, and the mapping may have been closed meanwhile, or predate
+ * a region attached since (Pool.map() grows it).
+ */
+static int blocks_mapped(PoolMap *m, const uint64_t *offs, size_t n)
+{
+	PyObject *off, *view;
+	size_t i;
+
+	if (poolmap_check(m))
+		return 0;
+	for (i = 0; i < n; i++)
+		if (offs[i] >= m->length || m->length - offs[i] < m->block_size)
+			break;
+	if (i == n)
+		return 1;
+	off = PyLong_FromUnsignedLongLong(offs[i]);
+	view = off ? PoolMap_block(m, off) : NULL;
+	Py_XDECREF(off);
+	Py_XDECREF(view);
+	if (!PyErr_Occurred())
+		PyErr_SetString(PyExc_ValueError, "a pool block outside the mapping");
+	return 0;
+}
+
+/*
+ * store_blocks(ns, keys, blocks, block_bytes, tally, source) -> (skipped,
+ * allocated, exists, refused): KVStore.store()'s steps for keys as bytes
+ * and blocks of one pool block each on the binding's own coherent pool,
+ * in one call and in the same order: the count-only lookup of the
+ * leading run present (counted into @tally as lookup_count() counts),
+ * each block after it as a buffer (source(block) for those that are not
+ * contiguous @block_bytes already; its errors propagate before anything
+ * is allocated), ALLOC (halving on NoSpace, down to none), the copies
+ * into this mapping, and PUBLISH. @refused is None where every block was
+ * published (@exists of them lost a race to the same key), else
+ * (offsets, results) for the caller's accounting, which frees the
+ * refused blocks. A failing PUBLISH frees every block and raises as
+ * publish() does. The Python steps this replaces cost ten times a 16 KiB
+ * copy, and more with cold caches (bench/peers, RESULTS.md).
+ */
+static PyObject *PoolMap_store_blocks(PoolMap *m, PyObject *const *args, Py_ssize_t nargs)
+{
+	struct beluga_publish_summary sum = { 0, 0, 0 };
+	PyObject *results = NULL, *ret_obj = NULL;
+	Py_buffer tally = { 0 }, *srcs = NULL;
+	size_t skip, todo, want = 0, nsrc = 0, i, exists = 0, refused = 0;
+	Pool *p = m->pool;
+	uint64_t *offs = NULL, ns;
+	struct keys_arg k;
+	Py_ssize_t bb;
+	int32_t *out;
+	ssize_t hits;
+	int ret = 0;
+
+	if (nargs != 6 || !PyBytes_CheckExact(args[1])) {
+		PyErr_SetString(PyExc_TypeError,
+				"store_blocks(ns, keys, blocks, block_bytes, tally, source) takes 6 "
+				"arguments, keys as bytes");
+		return NULL;
+	}
+	if (get_ns(args[0], &ns) || get_block_bytes(m, args[3], &bb))
+		return NULL;
+	if (get_tally(args[4], &tally))
+		return NULL;
+	if (get_keys(args[1], &k, "keys"))
+		goto out_tally;
+	if (PySequence_Size(args[2]) != (Py_ssize_t)k.n) {
+		if (!PyErr_Occurred())
+			PyErr_Format(PyExc_ValueError, "store() got %zu keys but %zd blocks", k.n,
+				     PySequence_Size(args[2]));
+		goto out_keys;
+	}
+	if (poolmap_check(m) || pool_enter(p))
+		goto out_keys;
+	if (!lookup_count_quick(p, ns, &k, &hits))
+		POOL_CALL(p, hits = lookup_count_run(p, ns, &k));
+	pool_leave(p);
+	if (hits < 0) {
+		raise_beluga((int)hits);
+		goto out_keys;
+	}
+	tally_add(&tally, k.n, (size_t)hits);
+	skip = (size_t)hits;
+	todo = k.n - skip;
+	if (!todo)
+		goto answer;
+	srcs = PyMem_Calloc(todo, sizeof(*srcs));
+	offs = PyMem_Malloc(todo * sizeof(*offs));
+	if (!srcs || !offs) {
+		PyErr_NoMemory();
+		goto out;
+	}
+	for (nsrc = 0; nsrc < todo; nsrc++) {
+		PyObject *obj = PySequence_GetItem(args[2], (Py_ssize_t)(skip + nsrc));
+
+		if (!obj)
+			goto out;
+		ret = block_buffer(obj, args[5], bb, 0, &srcs[nsrc]);
+		Py_DECREF(obj);
+		if (ret)
+			goto out;
+	}
+	/* In flight from ALLOC to PUBLISH: close() waits, the mapping stays. */
+	if (pool_enter(p))
+		goto out;
+	for (want = todo; want; want /= 2) {
+		POOL_CALL(p, ret = beluga_alloc(p->b, offs, want));
+		if (ret != -ENOSPC)
+			break;
+	}
+	if (want && ret) {
+		pool_leave(p);
+		raise_beluga(ret);
+		goto out;
+	}
+	if (!want) {
+		pool_leave(p);
+		goto answer;
+	}
+	if (!blocks_mapped(m, offs, want))
+		goto free_blocks;
+	/* With the GIL held, as the Python path's copies were: nothing remaps meanwhile. */
+	for (i = 0; i < want; i++)
+		memcpy(m->base + offs[i], srcs[i].buf, (size_t)bb);
+	results = new_array(zero_i, (Py_ssize_t)want, (void **)&out);
+	if (!results)
+		goto free_blocks;
+	ret = publish_run(p, ns, offs, k.keys + skip, want, out, &sum);
+	if (ret) {
+		if (ret != PUBLISH_PYERR) {
+			publish_answer(results, &sum, ret);	/* raises */
+			results = NULL;
+		}
+		goto free_blocks;
+	}
+	pool_leave(p);
+	for (i = 0; i < want; i++) {
+		exists += out[i] == BELUGA_PUBLISH_EXISTS;
+		refused += out[i] < 0;
+	}
+answer:
+	if (refused) {
+		void *data;
+		PyObject *offsets = new_array(zero_q, (Py_ssize_t)want, &data);
+
+		if (!offsets)
+			goto out;	/* published or refused: the pool's now, or the file's */
+		memcpy(data, offs, want * sizeof(*offs));
+		ret_obj = Py_BuildValue("(nnn(NO))", (Py_ssize_t)skip, (Py_ssize_t)want,
+					(Py_ssize_t)exists, offsets, results);
+	} else {
+		ret_obj = Py_BuildValue("(nnnO)", (Py_ssize_t)skip, (Py_ssize_t)want,
+					(Py_ssize_t)exists, Py_None);
+	}
+	goto out;
+free_blocks:
+	/* In flight still. As KVStore's path: the blocks go back, the error stands. */
+	{
+		PyObject *t, *v, *tb;
+
+		PyErr_Fetch(&t, &v, &tb);
+		POOL_CALL(p, beluga_free(p->b, offs, want));
+		pool_leave(p);
+		PyErr_Restore(t, v, tb);
+	}
+out:
+	Py_XDECREF(results);
+	for (i = 0; srcs && i < nsrc; i++)
+		PyBuffer_Release(&srcs[i]);
+	PyMem_Free(srcs);
+	PyMem_Free(offs);
+out_keys:
+	keys_release(&k);
+out_tally:
+	PyBuffer_Release(&tally);
+	return ret_obj;
+}
+
+/*
+ * load_blocks(ns, keys, outs, block_bytes, dest) -> hits: KVStore.load()'s
+ * steps for keys as bytes into one-pool-block destinations on the
+ * binding's own coherent pool, in one call and in the same order: every
+ * destination as a writable buffer (dest(out) for those that are not
+ * contiguous @block_bytes already; its errors propagate before the
+ * lookup), the pinned lookup of the leading run present, the copies out
+ * of this mapping, and the RELEASE of the pins. Should the copies fail
+ * after the lookup (a mapping older than a region attached since), the
+ * pins are released and the exception carries the lookup's hits as
+ * `lookup_hits`, so that the caller counts the lookup as it happened.
+ */
+static PyObject *PoolMap_load_blocks(PoolMap *m, PyObject *const *args, Py_ssize_t nargs)
+{
+	Py_buffer *dsts = NULL;
+	PyObject *res = NULL;
+	size_t ndst = 0, i;
+	Pool *p = m->pool;
+	uint64_t *offs = NULL, ns;
+	struct keys_arg k;
+	Py_ssize_t bb;
+	ssize_t hits;
+
+	if (nargs != 5 || !PyBytes_CheckExact(args[1])) {
+		PyErr_SetString(PyExc_TypeError,
+				"load_blocks(ns, keys, outs, block_bytes, dest) takes 5 arguments, "
+				"keys as bytes");
+		return NULL;
+	}
+	if (get_ns(args[0], &ns) || get_block_bytes(m, args[3], &bb))
+		return NULL;
+	if (get_keys(args[1], &k, "keys"))
+		return NULL;
+	if (PySequence_Size(args[2]) != (Py_ssize_t)k.n) {
+		if (!PyErr_Occurred())
+			PyErr_Format(PyExc_ValueError,
+				     "load() got %zu keys but %zd destination buffers", k.n,
+				     PySequence_Size(args[2]));
+		goto out;
+	}
+	if (!k.n) {
+		res = PyLong_FromLong(0);
+		goto out;
+	}
+	dsts = PyMem_Calloc(k.n, sizeof(*dsts));
+	offs = PyMem_Malloc(k.n * sizeof(*offs));
+	if (!dsts || !offs) {
+		PyErr_NoMemory();
+		goto out;
+	}
+	for (ndst = 0; ndst < k.n; ndst++) {
+		PyObject *obj = PySequence_GetItem(args[2], (Py_ssize_t)ndst);
+		int ret;
+
+		if (!obj)
+			goto out;
+		ret = block_buffer(obj, args[4], bb, 1, &dsts[ndst]);
+		Py_DECREF(obj);
+		if (ret)
+			goto out;
+	}
+	if (poolmap_check(m) || pool_enter(p))
+		goto out;
+	POOL_CALL(p, hits = beluga_lookup(p->b, ns, k.keys, k.n, offs, BELUGA_LOOKUP_PIN));
+	if (hits < 0) {
+		pool_leave(p);
+		raise_beluga((int)hits);
+		goto out;
+	}
+	if (blocks_mapped(m, offs, (size_t)hits)) {
+		/* With the GIL held, as the Python path's copies were. */
+		for (i = 0; i < (size_t)hits; i++)
+			memcpy(dsts[i].buf, m->base + offs[i], (size_t)bb);
+		res = PyLong_FromSsize_t(hits);
+	} else {
+		PyObject *t, *v, *tb, *n;
+
+		PyErr_Fetch(&t, &v, &tb);
+		PyErr_NormalizeException(&t, &v, &tb);
+		n = PyLong_FromSsize_t(hits);
+		if (!v || !n || PyObject_SetAttrString(v, "lookup_hits", n))
+			PyErr_Clear();
+		Py_XDECREF(n);
+		PyErr_Restore(t, v, tb);
+	}
+	if (hits) {
+		int ret;
+
+		POOL_CALL(p, ret = beluga_release(p->b, offs, (size_t)hits));
+		if (ret && res) {
+			Py_CLEAR(res);
+			raise_beluga(ret);
+		}
+	}
+	pool_leave(p);
+out:
+	for (i = 0; dsts && i < ndst; i++)
+		PyBuffer_Release(&dsts[i]);
+	PyMem_Free(dsts);
+	PyMem_Free(offs);
+	keys_release(&k);
+	return res;
+}
+
+/*
  * CUDA (un)registration can take long: it runs without the GIL, counted as
  * an export (so close() and a remap refuse meanwhile) and one at a time.
  */
@@ -2156,6 +2526,13 @@ static PyMethodDef PoolMap_methods[] = {
 	  "close(): unmap. BufferError while views are exported." },
 	{ "block", (PyCFunction)PoolMap_block, METH_O,
 	  "block(offset) -> memoryview of the one block at pool offset @offset." },
+	{ "store_blocks", (PyCFunction)(void (*)(void))PoolMap_store_blocks, METH_FASTCALL,
+	  "store_blocks(ns, keys, blocks, block_bytes, tally, source) -> (skipped, allocated, "
+	  "exists, refused): KVStore.store()'s lookup, ALLOC, copies and PUBLISH in one call "
+	  "(refused: None, or (offsets, results) when PUBLISH refused some)." },
+	{ "load_blocks", (PyCFunction)(void (*)(void))PoolMap_load_blocks, METH_FASTCALL,
+	  "load_blocks(ns, keys, outs, block_bytes, dest) -> hits: KVStore.load()'s pinned "
+	  "lookup, copies and RELEASE in one call." },
 	{ "cuda_register", (PyCFunction)(void (*)(void))PoolMap_cuda_register,
 	  METH_VARARGS | METH_KEYWORDS,
 	  "cuda_register(flags=0): cudaHostRegister the mapping (beluga.NoCuda without CUDA)." },
