@@ -611,6 +611,80 @@ def test_lookup_of_bytes_keys_runs_no_python_frame(pool, unique_ns):
     assert_clean(pool)
 
 
+def test_store_and_load_of_bytes_keys_are_one_binding_call(pool, unique_ns):
+    """On the binding's own pool, store() and load() of keys as bytes run
+    no Python function but their own, a helper and a counter each and
+    their results' constructors: the binding's
+    PoolMap.store_blocks and load_blocks make the lookup, ALLOC, copies,
+    PUBLISH, the pinned lookup and RELEASE (their Python layers cost ten
+    times a 16 KiB block's copy, more with cold caches). A block that is
+    not a contiguous buffer of the block's size still goes through
+    _source or _dest, with their conversions and errors; a subclass's own
+    step keeps the general path."""
+    store = KVStore(pool, make_layout(pool), salt=f"one-call-{unique_ns}")
+    k = keys_for(store, 4)
+    data = blocks_for(store.layout, 4, seed=45)
+    assert store.store(k[:16], data[:1]).stored == 1      # the first is present
+    store.lookup(k)                                         # maps the index
+    calls = []
+
+    def profile(frame, event, arg):
+        if event == "call":
+            calls.append(frame.f_code.co_qualname)
+
+    out = store.layout.empty(4)
+    before = store.stats()
+    sys.setprofile(profile)
+    try:
+        res = store.store(k, data)
+        lr = store.load(k, out)
+    finally:
+        sys.setprofile(None)
+    assert calls == ["KVStore.store", "KVStore._store_one_call", "StoreResult.__init__",
+                     "KVStore._count_stored", "KVStore.load", "KVStore._load_one_call",
+                     "KVStore._count_load", "LoadResult.__init__"], calls
+    assert (res.requested, res.skipped, res.stored, res.exists, res.not_stored) == (4, 1, 3, 0, 0)
+    assert lr.loaded == 4 and out.tobytes() == data.tobytes()
+    after = store.stats()
+    assert {c: after[c] - before[c] for c in ("lookups", "hits", "misses", "stored", "loads",
+                                             "loaded")} == \
+        {"lookups": 2, "hits": 5, "misses": 3, "stored": 3, "loads": 1, "loaded": 4}
+
+    # Not contiguous, other buffers, the wrong size: as _source and _dest say.
+    k2 = keys_for(store, 2, first_token=1000)
+    wide = np.repeat(data[:2].reshape(2, -1, 1), 2, axis=2)[:, :, 0]   # strided views
+    assert not wide[0].flags.c_contiguous
+    assert store.store(k2, wide).stored == 2
+    back = [bytearray(store.layout.block_bytes) for _ in range(2)]
+    assert store.load(k2, back).loaded == 2
+    assert b"".join(back) == data[:2].tobytes()
+    with pytest.raises(ValueError, match="writable C-contiguous"):
+        store.load(k2, np.zeros((2, store.layout.block_bytes * 2), np.uint8)[:, ::2])
+    with pytest.raises(ValueError, match="block buffer must be"):
+        store.store(keys_for(store, 1, first_token=2000), [bytes(10)])
+    with pytest.raises(ValueError, match="must be writable"):
+        store.load(k2, [bytes(store.layout.block_bytes)] * 2)
+    assert_clean(pool)
+
+    class OwnAllocate(KVStore):
+        allocated = 0
+
+        def allocate(self, n, partial=True):
+            OwnAllocate.allocated += n
+            return super().allocate(n, partial)
+
+    sub = OwnAllocate(pool, make_layout(pool), salt=f"one-call-{unique_ns}-sub")
+    assert sub._store_blocks is None and sub._load_blocks is None
+    assert sub.store(k, data).stored == 4 and OwnAllocate.allocated == 4
+    sub.close()
+
+    store.close()
+    assert store._store_blocks is None and store._load_blocks is None   # nothing holds the map
+    pool.evict_ns(store.ns.value)
+    pool.evict_ns(sub.ns.value)
+    assert_clean(pool)
+
+
 class _PoolDouble:
     """A pool without lookup_count whose pinned lookup answers a list (an
     older binding, or an engine's test double): KVStore must take the

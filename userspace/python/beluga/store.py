@@ -32,6 +32,11 @@ from . import keys as _keys
 # beluga.Pool with a class of their own, whose pools this tells apart.
 _BINDING_LOOKUP_COUNT = beluga.Pool.lookup_count
 _BINDING_LOOKUP = beluga.Pool.lookup
+# store() and load() take the binding's one-call paths (PoolMap.store_blocks,
+# load_blocks), which take these steps themselves, only where a subclass has
+# none of its own
+_ONE_CALL_STEPS = ("lookup", "allocate", "_alloc_blocks", "_source", "_dest", "_publish",
+                   "_free", "_release", "_store_flat", "_load_flat")
 
 KEY_BYTES = _keys.KEY_BYTES
 _U8 = np.dtype(np.uint8)
@@ -334,6 +339,16 @@ class KVStore:
                 and hasattr(pool, "lookup_count_or")):
             self.lookup = functools.partial(pool.lookup_count_or, self._ns.value, self._tally,
                                             self._lookup_general)
+        # store()'s hot path: the binding's mapping doing its lookup, ALLOC,
+        # copies and PUBLISH in one call, with the steps in the same order
+        # and the same errors (None: store() makes the calls itself).
+        # (A tally means the binding's own pool: beluga.Pool has no subclasses.)
+        one_call = (self._tally is not None and not self.shared
+                    and all(getattr(type(self), name) is getattr(KVStore, name)
+                            for name in _ONE_CALL_STEPS))
+        self._store_blocks = getattr(self._map, "store_blocks", None) if one_call else None
+        # load()'s: the pinned lookup, copies and RELEASE in one call
+        self._load_blocks = getattr(self._map, "load_blocks", None) if one_call else None
 
     @property
     def ns(self):
@@ -715,6 +730,8 @@ class KVStore:
             raise ValueError(f"store() got {n} keys but {len(blocks)} blocks")
         if n == 0:
             return StoreResult(0)
+        if flat and skip_present and self._store_blocks is not None:
+            return self._store_one_call(kb, blocks, n)
         skip = self.lookup(kb) if skip_present else 0
         res = StoreResult(n, skip)
         todo = n - skip
@@ -768,6 +785,21 @@ class KVStore:
             self._pool_bytes(offsets, aligned=True)     # raises the binding's error
         return mv
 
+    def _store_one_call(self, kb, blocks, n):
+        """store() through the binding's PoolMap.store_blocks: what
+        _store_flat's caller and _store_flat do, the accounting kept here."""
+        skip, got, exists, refused = self._store_blocks(
+            self._ns.value, kb, blocks, self.layout.block_bytes, self._tally, self._source)
+        res = StoreResult(n, skip)
+        res.not_stored = n - skip - got
+        if res.not_stored:
+            self._count(not_stored=res.not_stored)
+        if got == 0:
+            return res
+        if refused is not None:         # some refused: the general accounting
+            return self._published(refused[0], refused[1], got, res)
+        return self._count_stored(res, got, exists)
+
     def _store_flat(self, alloc, srcs, kb, res):
         """store()'s copy and PUBLISH of ``alloc`` (``srcs`` and the keys
         ``kb`` from the first block not skipped on) into ``res``."""
@@ -787,7 +819,11 @@ class KVStore:
                                 else kb[:got * KEY_BYTES])
         if min(results) < 0:            # some refused: the general accounting
             return self._published(offsets, results, got, res)
-        exists = results.count(beluga.PUBLISH_EXISTS)
+        return self._count_stored(res, got, results.count(beluga.PUBLISH_EXISTS))
+
+    def _count_stored(self, res, got, exists):
+        """``got`` blocks published, ``exists`` of them by someone else
+        first, into ``res`` and the counters."""
         res.stored += got
         res.exists += exists
         with self._lock:                # not _count(): its keywords cost more than a copy
@@ -795,6 +831,36 @@ class KVStore:
             c["stored"] += got
             c["exists"] += exists
         return res
+
+    def _count_load(self, n, hits, loaded=True):
+        """A load of ``n`` keys whose pinned lookup hit ``hits``: the lookup,
+        and (``loaded``: the copies were made) the load."""
+        with self._lock:
+            c = self._counters
+            c["lookups"] += 1
+            c["hits"] += hits
+            c["misses"] += n - hits
+            if loaded:
+                c["loads"] += 1
+                c["loaded"] += hits
+                c["load_missing"] += n - hits
+                c["load_failures"] += int(hits < n)
+        return LoadResult(n, hits)
+
+    def _load_one_call(self, kb, out):
+        """load() through the binding's PoolMap.load_blocks: what
+        _load_flat does, the accounting kept here."""
+        n = len(kb) // KEY_BYTES
+        try:
+            hits = self._load_blocks(self._ns.value, kb, out, self.layout.block_bytes, self._dest)
+        except BaseException as e:
+            hits = getattr(e, "lookup_hits", None)
+            if hits is not None:        # as _load_flat: the lookup counted, the load not
+                self._count_load(n, hits, loaded=False)
+            raise
+        if n == 0:
+            return LoadResult(0, 0)
+        return self._count_load(n, hits)
 
     def _load_flat(self, kb, out):
         n = len(kb) // KEY_BYTES
@@ -813,24 +879,11 @@ class KVStore:
         except BaseException:
             # as pin() then Pinned's release: the lookup counted, the load not
             self._release(offs)
-            with self._lock:
-                c = self._counters
-                c["lookups"] += 1
-                c["hits"] += hits
-                c["misses"] += n - hits
+            self._count_load(n, hits, loaded=False)
             raise
         if hits:
             self.pool.release(offs)
-        with self._lock:
-            c = self._counters
-            c["lookups"] += 1
-            c["hits"] += hits
-            c["misses"] += n - hits
-            c["loads"] += 1
-            c["loaded"] += hits
-            c["load_missing"] += n - hits
-            c["load_failures"] += int(hits < n)
-        return LoadResult(n, hits)
+        return self._count_load(n, hits)
 
     def load(self, keys, out=None, reader=None):
         """Load the leading run of ``keys`` that is present.
@@ -845,6 +898,8 @@ class KVStore:
         if (type(keys) is bytes and reader is None and out is not None
                 and self._tally is not None and not self.shared
                 and not len(keys) % KEY_BYTES and len(keys) == len(out) * KEY_BYTES):
+            if self._load_blocks is not None:
+                return self._load_one_call(keys, out)
             return self._load_flat(keys, out)     # as store()'s _store_flat
         kb = _keybuf(keys)
         n = len(kb) // KEY_BYTES
@@ -897,6 +952,7 @@ class KVStore:
     def close(self):
         """Drop this store's reference to the pool's mapping."""
         self._map = None
+        self._store_blocks = self._load_blocks = None   # bound methods of the mapping
 
     def __enter__(self):
         return self
