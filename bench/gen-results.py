@@ -306,8 +306,12 @@ def main():
               f"{r['bucket_bytes_per_block']:.2f} | {r['bytes_per_block']:.2f} | "
               f"{100 * r['of_4k_block']:.2f}% |")
         w("")
+        mem = sel(pr, kind="memory")
+        bucket = mem[0].get("bucket_struct_bytes") if mem else None
+        per_bucket = (f"one struct bel_bucket of {bucket} bytes (the chain's head and a copy of "
+                      "its key) per index bucket" if bucket else "one u32 bucket head per index bucket")
         w("Derivation: one struct bel_block per block (the size the module compiles on x86-64) plus "
-          "one u32 bucket head per index bucket, the bucket count being the power of two at least "
+          f"{per_bucket}, the bucket count being the power of two at least "
           "the number of blocks. Per-client pin tables (8 bytes a slot) are per client, not per block.")
         w("")
 
@@ -433,14 +437,24 @@ def main():
     counted = (f"counted in section 4: {num(mt[0]['value'], 2)} LL misses per key at "
                f"{mt[0]['n'] // 1024}K blocks, {num(mt[0]['small_value'], 2)} at 1K" if mt else
                "callgrind, command in bench/README.md; this run did not count them")
+    cached = any(r.get("bucket_struct_bytes") for r in sel(recs, section="probe", kind="memory"))
+    if cached:      # a run of the index whose buckets cache their chains' first keys
+        probe = ("A count-only probe touches its bucket's line, which caches the ids and keys "
+                 "of its chain's first two blocks (about 90% of keys when the pool has one "
+                 "block per bucket), and for a key further down also the blocks from the "
+                 "chain's third on; the buckets and those blocks are prefetched ahead of the "
+                 "walk, so the misses overlap, but at 256K blocks the lines of each key are "
+                 "outside a core's own caches. The floor is one line per key.")
+    else:
+        probe = ("A probe touches one bucket line and one 64-byte block line (the chain walk "
+                 "adds a fraction of a block per key), and the chain's buckets and heads are "
+                 "prefetched ahead of the walk, so the misses overlap; but at 256K blocks both "
+                 "lines of each key are outside a core's own caches. The floor is one line per "
+                 "key: the bucket's entry would have to hold the key and its block together (an "
+                 "open-addressing table of entries instead of chains of block records), which the "
+                 "index does not do yet.")
     w("- **Scale.** The random-chain LOOKUP does the same instructions at every pool size "
-      f"({counted}); what grows is cache misses. A probe touches one bucket "
-      "line and one 64-byte block line (the chain walk adds a fraction of a block per key), and "
-      "the chain's buckets and heads are prefetched ahead of the walk, so the misses overlap; "
-      "but at 256K blocks both lines of each key are outside a core's own caches. The floor "
-      "is one line per key: the bucket's entry would have to hold the key and its block "
-      "together (an open-addressing table of entries instead of chains of block records), "
-      "which the index does not do yet.")
+      f"({counted}); what grows is cache misses. {probe}")
     w("- **Noise.** The machine is shared (see the load average above): figures whose min..max "
       "spans a factor of several are noise-dominated; compare medians, and re-run on a quiet "
       "machine before drawing conclusions from them.")

@@ -21,7 +21,7 @@
  *    merged and blocks looked at are printed beside it.
  * 3. The kernel's metadata bytes per block: sizeof(struct bel_block) plus
  *    the index's bucket array (a power of two at least the number of
- *    blocks, 4 bytes a bucket) per block, for pools of 1K to 256K blocks,
+ *    blocks, a struct bel_bucket each) per block, for pools of 1K to 256K blocks,
  *    printed with the derivation. The module compiles the same header, so
  *    these are its sizes on this architecture.
  *
@@ -348,12 +348,13 @@ static void bytes_per_block(void)
 	       sizeof(((struct bel_block *)0)->pins), sizeof(((struct bel_block *)0)->state),
 	       sizeof(((struct bel_block *)0)->used), sizeof(((struct bel_block *)0)->owner),
 	       sizeof(((struct bel_block *)0)->prev));
-	printf("index: one u32 bucket head per bucket, buckets = the power of two >= blocks (pool.c)\n");
+	printf("index: one struct bel_bucket (%zu bytes: the chain's head and a copy of its key) per bucket,\n"
+	       "       buckets = the power of two >= blocks (pool.c)\n", sizeof(struct bel_bucket));
 	printf("%10s %10s %12s %14s %16s\n", "blocks", "buckets", "block B", "bucket B/block",
 	       "total B/block");
 	for (i = 0; i < ARRAY_SIZE(sizes); i++) {
 		struct bel_pool *p = core_pool_new(sizes[i], 4096);
-		double per = (double)p->nr_buckets * sizeof(u32) / sizes[i];
+		double per = (double)p->nr_buckets * sizeof(struct bel_bucket) / sizes[i];
 
 		printf("%10llu %10u %12zu %14.2f %16.2f\n",
 		       (unsigned long long)sizes[i], p->nr_buckets,
@@ -363,6 +364,7 @@ static void bytes_per_block(void)
 		rec_int("blocks", (long long)sizes[i]);
 		rec_int("buckets", p->nr_buckets);
 		rec_int("block_struct_bytes", (long long)sizeof(struct bel_block));
+		rec_int("bucket_struct_bytes", (long long)sizeof(struct bel_bucket));
 		rec_num("bucket_bytes_per_block", per);
 		rec_num("bytes_per_block", sizeof(struct bel_block) + per);
 		rec_num("of_4k_block", (sizeof(struct bel_block) + per) / 4096);

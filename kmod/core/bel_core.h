@@ -185,6 +185,28 @@ struct bel_lru_shard {
 	u32 tail;			/* newest */
 };
 
+/* The key a bucket caches for one of its chain's first blocks. */
+struct bel_bucket_key {
+	u64 ns;
+	struct beluga_key key;
+};
+
+/*
+ * A hash bucket of the index (index.c): its chain's head and, beside it,
+ * a cache of the chain's first two blocks (their ids and keys) and the
+ * third's id, so that a count-only probe whose key is among the first two
+ * reads this one line, and one further down starts at the third block.
+ * One line. Written under the pool lock: @seq odd while anything in it
+ * changes; lock-free readers read @seq before and after the rest.
+ */
+struct bel_bucket {
+	u32 seq;
+	u32 head;			/* the chain: block id, or BEL_NONE */
+	u32 second;			/* cache: head's hash_next */
+	u32 third;			/* cache: second's hash_next */
+	struct bel_bucket_key keys[2];	/* cache: head's, second's */
+};
+
 struct bel_pool {
 	/*
 	 * Serialises the writers (see the top of this file). Protects
@@ -202,7 +224,7 @@ struct bel_pool {
 	struct bel_region regions[BELUGA_MAX_REGIONS];
 
 	/* index.c */
-	u32 *buckets;			/* heads of hash chains, BEL_NONE */
+	struct bel_bucket *buckets;	/* heads of hash chains */
 	u32 nr_buckets;			/* power of two, or 0; only grows */
 	/* Odd while a rehash moves the chains to a new bucket array. */
 	u32 index_seq;

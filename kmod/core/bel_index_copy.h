@@ -176,7 +176,7 @@ static inline int bel_index_copy_get(const struct beluga_index_header *hdr,
 			if (!e)
 				return BEL_COPY_UNSURE;
 			step = bel_walk_step(&e->seq, &e->ns, &e->key, &e->next,
-					     v, ns, key, hash, &seq, &id);
+					     v->mask, ns, key, hash, &seq, &id);
 			if (step == BEL_WALK_HIT)
 				return 1;
 			if (step == BEL_WALK_RESTART)

@@ -25,13 +25,11 @@
 #define BEL_INDEX_RETRIES	16
 
 /*
- * What one LOOKUP reads of the index once, not per key: the bucket array,
- * its mask and the rehash sequence they belong to. Under the RCU read
- * section an older array stays valid memory; a hit found through it is
- * validated by the block's seq as before, and a miss is only believed
- * while pool->index_seq still equals @iseq (else the view is read again).
- * A reader of the copy reads the same from the copy's header, whose seq
- * turns odd when the copy is sealed.
+ * What one count-only LOOKUP on the index's mapped copy reads of it once,
+ * not per key: the copy's bucket array, its mask and the copy's sequence
+ * (its header's, odd once the copy is sealed). A miss is only believed
+ * while that sequence still equals @iseq. The module's own reader has the
+ * same for the index itself (struct bel_live_view, bel_index_read.h).
  */
 struct bel_index_view {
 	u32 *buckets;		/* NULL: no buckets when read */
@@ -70,11 +68,10 @@ struct bel_index_view {
  * of a new array's chain share one bucket under the old mask too, and a
  * miss across a rehash is retried anyway.
  */
-static inline bool bel_walk_ended_elsewhere(const struct bel_index_view *v,
-					    u64 hash, u64 bns, u64 blo,
-					    u64 bhi)
+static inline bool bel_walk_ended_elsewhere(u32 mask, u64 hash, u64 bns,
+					    u64 blo, u64 bhi)
 {
-	return ((u32)bel_key_hash(bns, blo, bhi) ^ (u32)hash) & v->mask;
+	return ((u32)bel_key_hash(bns, blo, bhi) ^ (u32)hash) & mask;
 }
 
 enum bel_walk_step {
@@ -85,7 +82,7 @@ enum bel_walk_step {
 
 /*
  * One step of a lock-free walk for (@ns, @key), whose bel_key_hash() is
- * @hash, on the index words of one block: the block itself
+ * @hash, in a bucket array of mask @mask, on the index words of one block: the block itself
  * (bel_index_get()) or its entry in a mapped copy of the index
  * (bel_index_copy_get(), bel_index_copy.h); one function for both, so
  * that the kernel and a userspace reader validate alike. The sequence is
@@ -96,7 +93,7 @@ enum bel_walk_step {
  */
 static inline enum bel_walk_step
 bel_walk_step(const u32 *seqp, const u64 *nsp, const struct beluga_key *keyp,
-	      const u32 *nextp, const struct bel_index_view *v, u64 ns,
+	      const u32 *nextp, u32 mask, u64 ns,
 	      const struct beluga_key *key, u64 hash, u32 *seq, u32 *next)
 {
 	u64 bns, blo, bhi;
@@ -117,7 +114,7 @@ bel_walk_step(const u32 *seqp, const u64 *nsp, const struct beluga_key *keyp,
 		return BEL_WALK_HIT;
 	}
 	if (link == BELUGA_INDEX_NONE &&
-	    bel_walk_ended_elsewhere(v, hash, bns, blo, bhi))
+	    bel_walk_ended_elsewhere(mask, hash, bns, blo, bhi))
 		return BEL_WALK_RESTART;	/* reused elsewhere */
 	*next = link;
 	return BEL_WALK_NEXT;

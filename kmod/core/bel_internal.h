@@ -83,12 +83,16 @@ u32 bel_index_find_locked(struct bel_pool *pool, u64 ns,
 /* The block's ns and key are set; the key must not be present yet. */
 void bel_index_insert_locked(struct bel_pool *pool, u32 id);
 void bel_index_remove_locked(struct bel_pool *pool, u32 id);
+/* @nr empty buckets, line-aligned; freed with bel_kvfree(). */
+struct bel_bucket *bel_buckets_new(u32 nr);
 /*
- * Move every entry into @buckets (@nr_buckets, a power of two, filled with
- * BEL_NONE) and return the old array, which the caller frees unlocked.
+ * Move every entry into @buckets (@nr_buckets, a power of two, from
+ * bel_buckets_new()) and return the old array, which the caller frees
+ * unlocked.
  */
-u32 *bel_index_rehash_locked(struct bel_pool *pool, u32 *buckets,
-			     u32 nr_buckets);
+struct bel_bucket *bel_index_rehash_locked(struct bel_pool *pool,
+					   struct bel_bucket *buckets,
+					   u32 nr_buckets);
 
 /* --- lru.c ------------------------------------------------------------ */
 

@@ -548,7 +548,7 @@ int bel_lookup(struct bel_client *c, u64 ns, u32 count,
 {
 	struct bel_pool *pool = c->pool;
 	u64 hash[BEL_PREFETCH_AHEAD];
-	struct bel_index_view view;
+	struct bel_live_view view;
 	int err = 0;
 	u32 i, n;
 	int ret;
@@ -590,7 +590,8 @@ int bel_lookup(struct bel_client *c, u64 ns, u32 count,
 		ahead = n + BEL_PREFETCH_AHEAD / 2;
 		if (ahead < count)
 			bel_index_prefetch_head(pool, &view,
-						hash[ahead % BEL_PREFETCH_AHEAD]);
+						hash[ahead % BEL_PREFETCH_AHEAD],
+						ns, &keys[ahead], pin);
 		do {
 			first = false;
 			err = 0;

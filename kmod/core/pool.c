@@ -171,7 +171,7 @@ int bel_pool_reserve_region(struct bel_pool *pool, u64 length,
 {
 	struct bel_block *blocks;
 	struct bel_region *r;
-	u32 *buckets, *old;
+	struct bel_bucket *buckets, *old;
 	u32 nr_buckets, want, slot;
 	u64 bs, n, total;
 
@@ -211,12 +211,11 @@ retry:
 	want = bel_buckets_for(total + n);
 	buckets = NULL;
 	if (want > nr_buckets) {
-		buckets = bel_calloc(want, sizeof(*buckets));
+		buckets = bel_buckets_new(want);
 		if (!buckets) {
 			bel_kvfree(blocks);
 			return -ENOMEM;
 		}
-		memset(buckets, 0xff, (size_t)want * sizeof(*buckets));
 		nr_buckets = want;
 	}
 

@@ -39,7 +39,7 @@ static inline struct beluga_key key_elsewhere(struct bel_pool *p, u64 from,
 
 	for (i = from;; i++) {
 		b = bucket_of(p, K(i));
-		if (b != bucket && (p->buckets[b] == BEL_NONE) == empty)
+		if (b != bucket && (p->buckets[b].head == BEL_NONE) == empty)
 			return K(i);
 	}
 }

@@ -285,10 +285,26 @@ static inline int check_pool(struct bel_pool *p)
 	lru_n += steps;
 	CHECK_EQ(lru_idle, pub_n - pinned);
 	CHECK_EQ(lru_n, pub_n - unindexed);
-	for (i = 0; i < p->nr_buckets; i++)
-		for (id = p->buckets[i]; id != BEL_NONE && chained <= total;
+	for (i = 0; i < p->nr_buckets; i++) {
+		const struct bel_bucket *bk = &p->buckets[i];
+		u32 at = 0, cached[3] = { bk->head, bk->second, bk->third };
+
+		/* Stable, and its cache the chain's first blocks. */
+		CHECK_EQ(bk->seq & 1, 0);
+		for (id = bk->head; at < 3; at++) {
+			CHECK_EQ(cached[at], id);
+			if (id == BEL_NONE)
+				break;
+			if (at < 2)
+				CHECK(bk->keys[at].ns == bel_block_of(p, id)->ns &&
+				      bk->keys[at].key.lo == bel_block_of(p, id)->key.lo &&
+				      bk->keys[at].key.hi == bel_block_of(p, id)->key.hi);
+			id = bel_block_of(p, id)->hash_next;
+		}
+		for (id = bk->head; id != BEL_NONE && chained <= total;
 		     id = bel_block_of(p, id)->hash_next)
 			chained++;
+	}
 	CHECK_EQ(chained, pub_n - unindexed);
 	if (p->nr_regions)
 		CHECK(p->nr_buckets >= (total < (1U << 28) ? total : 1U << 28));

@@ -6,12 +6,14 @@
  * another bucket's chain. Built with BEL_TEST_WALK_HOOK (Makefile), so
  * bel_index_get() calls bel_test_at_walk() below as its walk reaches each
  * block, before it reads the block.
- *   1. pinned_key_is_always_found: K is pinned by a holder, X was
- *      published after it in the same bucket (the chain is X, K), and
- *      when the reader's walk reaches X the hook evicts X, ALLOCs its
- *      block again and publishes Y of another bucket into it; a
- *      count-only LOOKUP of K must hit. The same with LOOKUP+PIN, and
- *      with Y alone in its bucket (the reused block ends the walk).
+ *   1. pinned_key_is_always_found: K is pinned by a holder, X and then
+ *      two more keys of its bucket were published after it (the chain is
+ *      F1, F0, X, K: a count-only walk starts at the third block, the
+ *      bucket caches the first two), and when the reader's walk reaches
+ *      X the hook evicts X, ALLOCs its block again and publishes Y of
+ *      another bucket into it; a count-only LOOKUP of K must hit. The
+ *      same with LOOKUP+PIN, and with Y alone in its bucket (the reused
+ *      block ends the walk).
  *   2. pinned_key_found_under_reuse: uninstrumented, readers probe K
  *      (pinned throughout) for a few seconds while a writer evicts keys
  *      ahead of K in its chain and reuses their blocks for keys of other
@@ -66,16 +68,16 @@ static void lookup_across_reuse(bool pin, bool empty)
 	struct bel_client *w = bel_client_new(p);
 	struct bel_client *holder = bel_client_new(p);
 	struct bel_client *r = bel_client_new(p);
-	struct beluga_key k = K(PINNED);
+	struct beluga_key k = K(PINNED), front[2];
 	u64 k_off, held, got = ~0ULL;
 	u32 hits, i, bk;
 
 	/*
-	 * Fillers first, so that the pool is full once K and X are in: the
-	 * block X gives back is then the only free one, and the hook's
-	 * ALLOC must return it. Fillers of K's bucket end up behind K.
+	 * Fillers first, so that the pool is full once K, X, F0 and F1 are
+	 * in: the block X gives back is then the only free one, and the
+	 * hook's ALLOC must return it. Fillers of K's bucket end up behind K.
 	 */
-	for (i = 0; i < SMALL - 2; i++)
+	for (i = 0; i < SMALL - 4; i++)
 		put_key(w, 0, K(FIRST_FILLER + i));
 	k_off = put_key(w, 0, k);
 	CHECK_EQ(bel_lookup(holder, 0, 1, &k, true, &held, &hits), 0);
@@ -85,8 +87,12 @@ static void lookup_across_reuse(bool pin, bool empty)
 	reuse.y = key_elsewhere(p, FIRST_Y, bk, empty);
 	reuse.victim_off = put_key(w, 0, reuse.x);
 	reuse.victim = id_of(p, reuse.victim_off);
-	/* Insertion is at the head: the chain is X, then K. */
-	REQUIRE_EQ(p->buckets[bk], reuse.victim);
+	front[0] = key_in(p, reuse.x.lo + 1, bk, true);
+	front[1] = key_in(p, front[0].lo + 1, bk, true);
+	put_key(w, 0, front[0]);
+	put_key(w, 0, front[1]);
+	/* Insertion is at the head: the chain is F1, F0, X, then K. */
+	REQUIRE_EQ(p->buckets[bk].third, reuse.victim);
 	REQUIRE_EQ(stats_of(p).free_blocks, 0);
 
 	reuse.writer = w;
@@ -95,7 +101,7 @@ static void lookup_across_reuse(bool pin, bool empty)
 	hits = 99;
 	CHECK_EQ(bel_lookup(r, 0, 1, &k, pin, pin ? &got : NULL, &hits), 0);
 	reuse.pool = NULL;
-	printf("# LOOKUP%s of the pinned key across one reuse of its chain's head into %s bucket %u (K's: %u): %u hit(s)\n",
+	printf("# LOOKUP%s of the pinned key across one reuse of the block ahead of it into %s bucket %u (K's: %u): %u hit(s)\n",
 	       pin ? "+PIN" : "", empty ? "empty" : "occupied",
 	       bucket_of(p, reuse.y), bk, hits);
 	CHECK(reuse.fired);

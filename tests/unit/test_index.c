@@ -229,7 +229,7 @@ static void hash_spread(void)
 	for (i = 0; i < p->nr_buckets; i++) {
 		u32 len = 0, id;
 
-		for (id = p->buckets[i]; id != BEL_NONE;
+		for (id = p->buckets[i].head; id != BEL_NONE;
 		     id = bel_block_of(p, id)->hash_next)
 			len++;
 		used += !!len;

@@ -77,7 +77,7 @@ static void check_copy(struct bel_pool *p, struct test_copy *tc)
 	CHECK_EQ(h->seq, 0);
 	CHECK_EQ(h->nr_buckets, p->nr_buckets);
 	for (i = 0; i < p->nr_buckets; i++)
-		bad += tc->copy.buckets[i] != p->buckets[i];
+		bad += tc->copy.buckets[i] != p->buckets[i].head;
 	for (slot = 0; slot < BELUGA_MAX_REGIONS; slot++) {
 		const struct bel_region *r = &p->regions[slot];
 
@@ -209,7 +209,7 @@ static void lookup_across(enum hook_act act, bool empty)
 	hk.y = key_elsewhere(p, FIRST_Y, bk, empty);
 	hk.victim_off = put_key(w, 0, hk.x);
 	hk.victim = id_of(p, hk.victim_off);
-	REQUIRE_EQ(p->buckets[bk], hk.victim);
+	REQUIRE_EQ(p->buckets[bk].head, hk.victim);
 	REQUIRE_EQ(stats_of(p).free_blocks, 0);
 	copy_start(p, &tc);
 	REQUIRE_EQ(tc.copy.buckets[bk], hk.victim);
