@@ -28,12 +28,14 @@ t=$(mktemp -d)
 trap 'rm -rf "$t"' EXIT
 : >"$out"
 for size in "$@"; do
-	# Samples of 20 ms of the instrumented program (some thousands of
-	# keys): enough that the first, cold lookups do not weigh.
+	# Samples of 100 ms of the instrumented program (some thousands of
+	# keys, also when other work slows the calibration: with 20 ms a busy
+	# host once left 768 keys): enough that the first, cold lookups do
+	# not weigh.
 	valgrind --tool=callgrind --cache-sim=yes --D1=$d1 --LL=$ll \
 		--collect-atstart=no --toggle-collect=worker_main \
 		--callgrind-out-file="$t/cg.$size" \
-		"$bb" --env host --samples 3 --sample-ms 20 --out "$t/res.$size" \
+		"$bb" --env host --samples 3 --sample-ms 100 --out "$t/res.$size" \
 		scale --pool none --sizes "$size" --threads 1 --targets core \
 		--ops lookup64 --repeat 1 >"$t/log.$size" 2>&1 ||
 		{ tail -n 5 "$t/log.$size" >&2; echo "scale-misses: belbench under callgrind failed ($size blocks)" >&2; exit 1; }
