@@ -2114,6 +2114,42 @@ static int block_buffer(PyObject *obj, PyObject *convert, Py_ssize_t bb, int wri
 	return ret;
 }
 
+/* Release the first @n of block_buffers()' views, and the array. */
+static void block_buffers_release(Py_buffer *views, size_t n)
+{
+	size_t i;
+
+	for (i = 0; views && i < n; i++)
+		PyBuffer_Release(&views[i]);
+	PyMem_Free(views);
+}
+
+/*
+ * block_buffer() of items @from .. @from + @n - 1 of sequence @seq, in
+ * order: an array of @n views for block_buffers_release(), or NULL with
+ * the first item's exception raised and nothing held.
+ */
+static Py_buffer *block_buffers(PyObject *seq, size_t from, size_t n, PyObject *convert,
+				Py_ssize_t bb, int writable)
+{
+	Py_buffer *views = PyMem_Calloc(n ? n : 1, sizeof(*views));
+	size_t i;
+
+	if (!views)
+		return (Py_buffer *)PyErr_NoMemory();
+	for (i = 0; i < n; i++) {
+		PyObject *obj = PySequence_GetItem(seq, (Py_ssize_t)(from + i));
+		int ret = obj ? block_buffer(obj, convert, bb, writable, &views[i]) : -1;
+
+		Py_XDECREF(obj);
+		if (ret) {
+			block_buffers_release(views, i);
+			return NULL;
+		}
+	}
+	return views;
+}
+
 /* @obj as store_blocks()'s or load_blocks()'s block_bytes: 0, or -1 raised. */
 static int get_block_bytes(PoolMap *m, PyObject *obj, Py_ssize_t *bb)
 {
@@ -2177,7 +2213,7 @@ static PyObject *PoolMap_store_blocks(PoolMap *m, PyObject *const *args, Py_ssiz
 	struct beluga_publish_summary sum = { 0, 0, 0 };
 	PyObject *results = NULL, *ret_obj = NULL;
 	Py_buffer tally = { 0 }, *srcs = NULL;
-	size_t skip, todo, want = 0, nsrc = 0, i, exists = 0, refused = 0;
+	size_t skip, todo = 0, want = 0, i, exists = 0, refused = 0;
 	Pool *p = m->pool;
 	uint64_t *offs = NULL, ns;
 	struct keys_arg k;
@@ -2218,21 +2254,13 @@ static PyObject *PoolMap_store_blocks(PoolMap *m, PyObject *const *args, Py_ssiz
 	todo = k.n - skip;
 	if (!todo)
 		goto answer;
-	srcs = PyMem_Calloc(todo, sizeof(*srcs));
+	srcs = block_buffers(args[2], skip, todo, args[5], bb, 0);
+	if (!srcs)
+		goto out;
 	offs = PyMem_Malloc(todo * sizeof(*offs));
-	if (!srcs || !offs) {
+	if (!offs) {
 		PyErr_NoMemory();
 		goto out;
-	}
-	for (nsrc = 0; nsrc < todo; nsrc++) {
-		PyObject *obj = PySequence_GetItem(args[2], (Py_ssize_t)(skip + nsrc));
-
-		if (!obj)
-			goto out;
-		ret = block_buffer(obj, args[5], bb, 0, &srcs[nsrc]);
-		Py_DECREF(obj);
-		if (ret)
-			goto out;
 	}
 	/* In flight from ALLOC to PUBLISH: close() waits, the mapping stays. */
 	if (pool_enter(p))
@@ -2299,9 +2327,7 @@ free_blocks:
 	}
 out:
 	Py_XDECREF(results);
-	for (i = 0; srcs && i < nsrc; i++)
-		PyBuffer_Release(&srcs[i]);
-	PyMem_Free(srcs);
+	block_buffers_release(srcs, todo);
 	PyMem_Free(offs);
 out_keys:
 	keys_release(&k);
@@ -2326,8 +2352,8 @@ static PyObject *PoolMap_load_blocks(PoolMap *m, PyObject *const *args, Py_ssize
 {
 	Py_buffer *dsts = NULL;
 	PyObject *res = NULL;
-	size_t ndst = 0, i;
 	Pool *p = m->pool;
+	size_t i;
 	uint64_t *offs = NULL, ns;
 	struct keys_arg k;
 	Py_ssize_t bb;
@@ -2354,22 +2380,13 @@ static PyObject *PoolMap_load_blocks(PoolMap *m, PyObject *const *args, Py_ssize
 		res = PyLong_FromLong(0);
 		goto out;
 	}
-	dsts = PyMem_Calloc(k.n, sizeof(*dsts));
+	dsts = block_buffers(args[2], 0, k.n, args[4], bb, 1);
+	if (!dsts)
+		goto out;
 	offs = PyMem_Malloc(k.n * sizeof(*offs));
-	if (!dsts || !offs) {
+	if (!offs) {
 		PyErr_NoMemory();
 		goto out;
-	}
-	for (ndst = 0; ndst < k.n; ndst++) {
-		PyObject *obj = PySequence_GetItem(args[2], (Py_ssize_t)ndst);
-		int ret;
-
-		if (!obj)
-			goto out;
-		ret = block_buffer(obj, args[4], bb, 1, &dsts[ndst]);
-		Py_DECREF(obj);
-		if (ret)
-			goto out;
 	}
 	if (poolmap_check(m) || pool_enter(p))
 		goto out;
@@ -2406,9 +2423,7 @@ static PyObject *PoolMap_load_blocks(PoolMap *m, PyObject *const *args, Py_ssize
 	}
 	pool_leave(p);
 out:
-	for (i = 0; dsts && i < ndst; i++)
-		PyBuffer_Release(&dsts[i]);
-	PyMem_Free(dsts);
+	block_buffers_release(dsts, k.n);
 	PyMem_Free(offs);
 	keys_release(&k);
 	return res;
