@@ -243,8 +243,11 @@ else
 	tail -n 5 "$t/bb.log" | sed 's/^/#   /'
 fi
 # bench/scale-misses.sh counts the random-chain LOOKUP's misses per key under
-# its fixed cache: none beyond the LL at 1K blocks (128 KiB of metadata), most
-# keys one at 64K (8 MiB against a 2 MiB LL), the same instructions
+# its fixed cache: none beyond the LL at 1K blocks (128 KiB of metadata), some
+# at 64K (8 MiB against a 2 MiB LL, a quarter of it the buckets' lines: about
+# half of the keys miss), the same instructions; counted inside the LOOKUP,
+# not in the benchmark's copy of each chain's keys out of its table of them
+# (at 64K blocks that copy costs 0.15 misses a key more: 0.64 in all)
 if ! command -v valgrind >/dev/null; then
 	skip "scale-misses.sh counts LL misses per key by pool size" "no valgrind (scripts/install-deps.sh installs it)"
 elif [ ! -x "$t/b/host/belbench" ]; then
@@ -256,7 +259,8 @@ m = {r["blocks"]: r for r in map(json.loads, open(sys.argv[1])) if r.get("kind")
 small, big = m[1024], m[65536]
 assert small["keys"] >= 1000 and big["keys"] >= 1000, (small["keys"], big["keys"])
 assert small["ll_per_key"] < 0.05, small
-assert big["ll_per_key"] > 0.5, big
+assert 0.3 < big["ll_per_key"] < 0.6, big
+assert small["counted_in"] == big["counted_in"] == "c_lookup", (small, big)
 assert 0.9 < big["ir_per_key"] / small["ir_per_key"] < 1.1, (small, big)
 PY
 then
