@@ -324,12 +324,20 @@ struct bel_mh_client {
  */
 static inline bool bel_mh_fenced_now(struct bel_mh_host *h)
 {
+	u64 last_hb;
+
 	if (!h->leased)
 		return false;
 	if (BEL_READ(h->fenced))
 		return true;
-	if (h->ops->now_ns(h->priv) - BEL_READ(h->last_hb) >
-	    h->fence_ns) {
+	/*
+	 * The heartbeat first, the clock after: the heartbeat runs beside
+	 * this (it takes only rec_lock), and a heartbeat stored between a
+	 * clock read and a later read of last_hb would make the difference
+	 * negative, a huge u64: a fence of a host that just heartbeat.
+	 */
+	last_hb = BEL_READ(h->last_hb);
+	if (h->ops->now_ns(h->priv) - last_hb > h->fence_ns) {
 		BEL_WRITE(h->fenced, true);
 		return true;
 	}

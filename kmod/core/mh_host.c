@@ -551,7 +551,7 @@ static void bel_mh_host_info_flags(struct bel_mh_host_info *i, u32 flags)
 int bel_mh_hosts(struct bel_mh_host *h, struct bel_mh_host_info *out,
 		 u32 max)
 {
-	u64 now;
+	u64 now, last_hb;
 	u32 x, n = 0;
 
 	bel_mutex_lock(&h->lock);
@@ -573,7 +573,9 @@ int bel_mh_hosts(struct bel_mh_host *h, struct bel_mh_host_info *out,
 			i->incarnation = le32_to_cpu(h->rec.incarnation);
 			i->heartbeat = le64_to_cpu(h->rec.heartbeat);
 			i->owned = le32_to_cpu(h->rec.owned);
-			i->silent_ns = now - BEL_READ(h->last_hb);
+			/* The heartbeat runs beside this: it may be newer than now. */
+			last_hb = BEL_READ(h->last_hb);
+			i->silent_ns = now > last_hb ? now - last_hb : 0;
 			bel_mh_copy_name(i->name, h->rec.name,
 					 sizeof(i->name));
 		} else {

@@ -1589,6 +1589,38 @@ static void s_drop_rejoin(struct sim_host *sh, void *arg)
 	*ret = sim_attach(sh);
 }
 
+/*
+ * The heartbeat runs beside every operation (it takes only rec_lock): one
+ * that lands between the self-fence check's read of the clock and its
+ * read of last_hb must not fence the host (an age below zero, as a u64).
+ * Seen in the fake kernel's shared pool, whose heartbeat and tick threads
+ * wake together, as kmod/mh.c's two works do.
+ */
+static struct bel_mh_host *race_host;
+
+static u64 race_now_ns(void *priv)
+{
+	(void)priv;
+	/* The heartbeat thread stores a time read just after ours. */
+	BEL_WRITE(race_host->last_hb, 1600);
+	return 1500;
+}
+
+static void test_heartbeat_beside_fence_check(void)
+{
+	static const struct bel_mh_mem_ops ops = { .now_ns = race_now_ns };
+	static struct bel_mh_host h;
+
+	memset(&h, 0, sizeof(h));
+	h.ops = &ops;
+	h.leased = true;
+	h.fence_ns = 1000000000ULL;
+	h.last_hb = 1000;
+	race_host = &h;
+	CHECK(!bel_mh_fenced_now(&h));
+	CHECK(!h.fenced);
+}
+
 static void test_stall_fence(void)
 {
 	struct world *w = w_up(2, ids3, seed_of(19, 0));
@@ -2669,6 +2701,7 @@ static const struct test tests[] = {
 	T(test_kill_at_sites),
 	T(test_rejoin),
 	T(test_stall_fence),
+	T(test_heartbeat_beside_fence_check),
 	T(test_device_lease),
 	T(test_device_lease_compat),
 	T(test_stall_in_store),
