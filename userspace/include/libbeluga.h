@@ -448,8 +448,9 @@ void *beluga_ptr(const struct beluga *b, uint64_t offset);
  * CPU cache maintenance for the non-coherent multi-host case (CXL shared
  * memory is not coherent between hosts): a writer flushes a block before
  * PUBLISH, a reader invalidates it before reading. Both write back and
- * invalidate the lines (CLFLUSH on x86-64, DC CIVAC on arm64) and end with
- * a fence. -EOPNOTSUPP on other architectures.
+ * invalidate the lines (CLFLUSHOPT on x86-64 where the CPU has it, else
+ * CLFLUSH; DC CIVAC on arm64) and end with a fence. -EOPNOTSUPP on other
+ * architectures.
  */
 int beluga_flush_range(const void *addr, size_t len);
 int beluga_invalidate_range(const void *addr, size_t len);

@@ -108,6 +108,15 @@ int bel_map_again(struct beluga *b);
 /* beluga_hosts() with records of @rec_size bytes (V1 or V2); beluga.c. */
 int bel_hosts(struct beluga *b, void *hosts, unsigned int max, size_t rec_size);
 
+/* The instruction beluga_flush_range() and beluga_invalidate_range() use here (map.c). */
+enum {
+	BEL_FLUSH_NONE,		/* no cache maintenance on this architecture */
+	BEL_FLUSH_CLFLUSH,
+	BEL_FLUSH_CLFLUSHOPT,
+	BEL_FLUSH_DC_CIVAC,
+};
+int bel_cache_flush_insn(void);
+
 /* Root of sysfs: $BELUGA_SYSFS_ROOT or "/sys". */
 const char *bel_sysfs_root(void);
 

@@ -144,6 +144,44 @@ BEL_EXPORT void *beluga_ptr(const struct beluga *b, uint64_t offset)
  */
 #define BEL_CACHELINE	64UL
 
+#if defined(__x86_64__)
+#include <cpuid.h>
+
+/*
+ * CLFLUSHOPT where the CPU has it (CPUID.(EAX=7,ECX=0):EBX[23]), as the
+ * kernel's clflush_cache_range() does: the same write-back and invalidate
+ * as CLFLUSH, but not ordered against the other lines' flushes, so they
+ * overlap. CLFLUSH one line at a time cost 160 ns a line on the bench host
+ * (0.4 GB/s, below a GPU's KV production), CLFLUSHOPT 5 ns. Ordered with
+ * older stores to the same line; the MFENCE after the loop waits for all.
+ * -1: not asked yet (a race asks twice and gets the same answer).
+ */
+static int clflushopt_present = -1;
+
+int bel_cache_flush_insn(void)
+{
+	int have = __atomic_load_n(&clflushopt_present, __ATOMIC_RELAXED);
+
+	if (have < 0) {
+		unsigned int a, b, c, d;
+
+		have = __get_cpuid_count(7, 0, &a, &b, &c, &d) && (b & bit_CLFLUSHOPT);
+		__atomic_store_n(&clflushopt_present, have, __ATOMIC_RELAXED);
+	}
+	return have ? BEL_FLUSH_CLFLUSHOPT : BEL_FLUSH_CLFLUSH;
+}
+#elif defined(__aarch64__)
+int bel_cache_flush_insn(void)
+{
+	return BEL_FLUSH_DC_CIVAC;
+}
+#else
+int bel_cache_flush_insn(void)
+{
+	return BEL_FLUSH_NONE;
+}
+#endif
+
 static int flush_lines(const void *addr, size_t len)
 {
 	uintptr_t p = (uintptr_t)addr & ~(BEL_CACHELINE - 1);
@@ -152,9 +190,12 @@ static int flush_lines(const void *addr, size_t len)
 	if (!len)
 		return 0;
 #if defined(__x86_64__)
-	/* CLFLUSH writes back and invalidates; it needs no CPUID check. */
-	for (; p < end; p += BEL_CACHELINE)
-		__asm__ volatile("clflush %0" : "+m"(*(volatile char *)p));
+	if (bel_cache_flush_insn() == BEL_FLUSH_CLFLUSHOPT)
+		for (; p < end; p += BEL_CACHELINE)
+			__asm__ volatile("clflushopt %0" : "+m"(*(volatile char *)p));
+	else
+		for (; p < end; p += BEL_CACHELINE)
+			__asm__ volatile("clflush %0" : "+m"(*(volatile char *)p));
 	__asm__ volatile("mfence" ::: "memory");
 	return 0;
 #elif defined(__aarch64__)
