@@ -13,7 +13,13 @@
  * plain memory that the library's mmap hook is handed instead of a
  * mapping.
  *
- * A shared pool is faked as far as userspace can tell one: HOSTS answers
+ * With BELUGA_FAKE_CXL, the pool is a real shared one instead: this
+ * process joins the multi-host pool in that file as a host of its own
+ * (fake_mh.c), as the module joins one in a CXL range, and the block
+ * commands run the multi-host protocol; processes that name the same file
+ * share the pool as hosts do.
+ *
+ * Otherwise a shared pool is faked as far as userspace can tell one: HOSTS answers
  * the records a test gave (fake.hosts), and with records, DEVICE_RANGE and
  * WATCHDOG follow a shared pool's rules (no watchdog link: -ENOLINK; a
  * live host that ignores device leases: -EPROTO; fenced: -ESTALE, and
@@ -42,6 +48,7 @@
 #include "bel_index_copy.h"
 #include "beluga_layout.h"	/* uapi/, not installed */
 #include "fake_kernel.h"
+#include "fake_mh.h"
 #include "internal.h"
 
 /* What ATTACH was given for a region: the core knows only its blocks. */
@@ -119,6 +126,7 @@ static void fake_files_forget(void);
 
 void fake_kernel_reset(uint64_t block_size, uint32_t max_batch)
 {
+	fake_mh_leave();
 	fake_pool_down();
 	fake_files_forget();
 	memset(&fake, 0, sizeof(fake));
@@ -138,6 +146,7 @@ void fake_kernel_reset(uint64_t block_size, uint32_t max_batch)
 
 __attribute__((destructor)) static void fake_kernel_exit(void)
 {
+	fake_mh_leave();
 	fake_pool_down();
 }
 
@@ -203,7 +212,35 @@ static int array_ok(u64 uptr)
 /* Step 7. */
 static int pool_ready(void)
 {
-	return pool.nr_regions ? 0 : -ENODEV;
+	return pool.nr_regions || fake_mh_joined() ? 0 : -ENODEV;
+}
+
+/* The size of the pool's mapping, local or shared. */
+static uint64_t pool_map_size(void)
+{
+	const struct bel_mh_geo *g = fake_mh_geo();
+
+	return fake_mh_joined() ? (uint64_t)g->nr_blocks * g->block_size :
+				  bel_pool_map_size(&pool);
+}
+
+/* kmod/mh.c's beluga_mh_stats(): this host's view of a shared pool. */
+static void pool_stats(struct bel_stats *s)
+{
+	struct bel_mh_stats ms;
+
+	bel_pool_stats(&pool, s);
+	if (!fake_mh_joined())
+		return;
+	fake_mh_stats(&ms);
+	s->total_blocks = ms.total_blocks;
+	s->free_blocks = ms.free_blocks;
+	s->allocated_blocks = ms.allocated_blocks;
+	s->published_blocks = ms.published_blocks;
+	s->retired_blocks = ms.retired_blocks;
+	s->pinned_blocks = ms.pinned_blocks;
+	s->pins = ms.pins;
+	bel_counters_add(&s->counters, &ms.ops);
 }
 
 static int cmd_info(int fd, void *arg)
@@ -213,12 +250,12 @@ static int cmd_info(int fd, void *arg)
 
 	if (info->flags)
 		return -EINVAL;
-	bel_pool_stats(&pool, &s);
+	pool_stats(&s);
 	info->abi_version = fake.abi_version;
-	info->nr_regions = pool.nr_regions;
-	info->block_size = pool.block_size;
+	info->nr_regions = fake_mh_joined() ? 1 : pool.nr_regions;
+	info->block_size = fake_mh_joined() ? fake_mh_geo()->block_size : pool.block_size;
 	info->nr_blocks = s.total_blocks;
-	info->map_size = bel_pool_map_size(&pool);
+	info->map_size = pool_map_size();
 	info->max_batch = fake.max_batch;
 	info->max_regions = BELUGA_MAX_REGIONS;
 	/* Keep the test's device file as large as the mapping. */
@@ -235,7 +272,7 @@ static int cmd_stats(int fd, void *arg)
 	(void)fd;
 	if (out->flags)
 		return -EINVAL;
-	bel_pool_stats(&pool, &s);
+	pool_stats(&s);
 	bel_stats_to_uapi(&s, out);
 	return 0;
 }
@@ -271,9 +308,15 @@ static int cmd_alloc(int fd, void *arg)
 		ret = pool_ready();
 	if (ret)
 		return ret;
-	ret = bel_alloc_evicting(client, a->count, (u64 *)(uintptr_t)a->offsets,
-				 report ? (struct beluga_evicted_key *)(uintptr_t)a->evicted : NULL,
-				 report ? &nr_evicted : NULL);
+	if (fake_mh_joined())
+		ret = fake_mh_alloc(a->count, (u64 *)(uintptr_t)a->offsets,
+				    report ? (struct beluga_evicted_key *)(uintptr_t)a->evicted : NULL,
+				    report ? &nr_evicted : NULL);
+	else
+		ret = bel_alloc_evicting(client, a->count, (u64 *)(uintptr_t)a->offsets,
+					 report ? (struct beluga_evicted_key *)(uintptr_t)a->evicted :
+						  NULL,
+					 report ? &nr_evicted : NULL);
 	a->nr_evicted = nr_evicted;
 	return ret;
 }
@@ -293,6 +336,9 @@ static int cmd_block_list(void *arg, bool release)
 		ret = pool_ready();
 	if (ret)
 		return ret;
+	if (fake_mh_joined())
+		return release ? fake_mh_release(a->count, offsets) :
+				 fake_mh_free(a->count, offsets);
 	return release ? bel_release(client, a->count, offsets) :
 			 bel_free(client, a->count, offsets);
 }
@@ -332,6 +378,9 @@ static int cmd_publish(int fd, void *arg)
 	if (ret)
 		return ret;
 	/* The core takes the uapi's items, as in the module. */
+	if (fake_mh_joined())
+		return fake_mh_publish(p->ns, p->count, items, &p->published, &p->exists,
+				       &p->failed);
 	return bel_publish(client, p->ns, p->count, items, &p->published,
 			   &p->exists, &p->failed);
 }
@@ -369,7 +418,11 @@ static int cmd_lookup(int fd, void *arg)
 	ret = array_ok(l->keys);
 	if (!ret)
 		ret = pool_ready();
-	if (!ret)
+	if (!ret && fake_mh_joined())
+		ret = fake_mh_lookup(l->ns, l->count,
+				     (const struct beluga_key *)(uintptr_t)l->keys, pin,
+				     offsets, &hits);
+	else if (!ret)
 		ret = bel_lookup(client, l->ns, l->count,
 				 (const struct beluga_key *)(uintptr_t)l->keys, pin,
 				 offsets, &hits);
@@ -480,9 +533,15 @@ static int cmd_attach(int fd, void *arg)
 	    (a->block_size < BELUGA_BLOCK_SIZE_MIN || a->block_size > BELUGA_BLOCK_SIZE_MAX ||
 	     a->block_size % 4096))
 		return -EINVAL;
-	/* This fake has no shared pools: the module would need a CXL range. */
+	/*
+	 * ATTACH makes no shared pools here (the module would need a CXL
+	 * range: BELUGA_FAKE_CXL joins one at start), nor adds a region to
+	 * one, as the module refuses.
+	 */
 	if (a->flags & BELUGA_ATTACH_SHARED)
 		return -EINVAL;
+	if (fake_mh_joined())
+		return -EBUSY;
 	if (a->block_size && !pool.nr_regions)
 		fake.block_size = a->block_size;
 	else if (a->block_size && a->block_size != pool.block_size)
@@ -533,6 +592,9 @@ static int cmd_evict(int fd, void *arg)
 		return -EINVAL;
 	if ((e->flags & BELUGA_EVICT_NAMESPACE) && (e->key.lo || e->key.hi))
 		return -EINVAL;
+	/* A shared pool has no EVICT (uapi). */
+	if (fake_mh_joined())
+		return -EOPNOTSUPP;
 	if (e->flags & BELUGA_EVICT_NAMESPACE) {
 		e->evicted = bel_evict_ns(&pool, e->ns, &busy);
 		e->busy = busy;
@@ -736,7 +798,7 @@ void fake_kernel_unfence(void)
 
 static bool pool_shared(void)
 {
-	return fake.nr_hosts > 0;
+	return fake.nr_hosts > 0 || fake_mh_joined();
 }
 
 /*
@@ -840,7 +902,7 @@ static int cmd_device_range(int fd, void *arg)
 	ret = pool_ready();
 	if (ret)
 		return ret;
-	map_size = bel_pool_map_size(&pool);
+	map_size = pool_map_size();
 	if (d->offset >= map_size || d->length > map_size - d->offset)
 		return -ENXIO;
 	if (range_of(fd))
@@ -901,6 +963,19 @@ static int cmd_hosts(int fd, void *arg)
 		rec = BELUGA_HOST_SIZE_V2;
 	else if (rec != BELUGA_HOST_SIZE_V1 && rec != BELUGA_HOST_SIZE_V2)
 		return -EINVAL;
+	if (fake_mh_joined()) {
+		struct beluga_host recs[BELUGA_MAX_HOSTS];
+		uint32_t nr = (uint32_t)fake_mh_hosts(recs, BELUGA_MAX_HOSTS);
+
+		nr_out = nr < h->count ? nr : h->count;
+		if (nr_out && !h->hosts)
+			return -EFAULT;
+		for (i = 0; i < nr_out; i++)
+			memcpy((char *)(uintptr_t)h->hosts + (size_t)i * rec, &recs[i], rec);
+		nr_out = h->count;
+		h->count = nr;
+		return nr > nr_out ? -EMSGSIZE : 0;
+	}
 	nr_out = fake.nr_hosts < h->count ? fake.nr_hosts : h->count;
 	if (nr_out && !h->hosts)
 		return -EFAULT;
@@ -929,6 +1004,9 @@ static int cmd_index_map(int fd, void *arg)
 	(void)fd;
 	if (m->flags)
 		return -EINVAL;
+	/* A shared pool has no such mapping (uapi). */
+	if (fake_mh_joined())
+		return -EOPNOTSUPP;
 	if (!c || !bel_index_copy_live(&pool, &c->copy)) {
 		c = calloc(1, sizeof(*c));
 		if (!c)
@@ -983,7 +1061,8 @@ static void *fake_map_pool(void *addr, size_t len, int prot, int flags, int fd,
 {
 	const struct fake_range *r;
 	struct statfs fs;
-	void *p = mmap(addr, len, prot, flags, fd, off);
+	void *p = fake_mh_joined() ? fake_mh_map(addr, len, prot, flags, (uint64_t)off) :
+				     mmap(addr, len, prot, flags, fd, off);
 
 	if (p == MAP_FAILED)
 		return p;
@@ -1186,7 +1265,7 @@ static int fake_dispatch(int fd, unsigned long request, void *uarg)
 		/* Pins are counted per client now (kmod/core/bel_core.h). */
 		struct bel_stats st;
 
-		bel_pool_stats(&pool, &st);
+		pool_stats(&st);
 		fake.nr_pins = st.pins;
 	}
 	if ((!ret || (op->flags & OP_EFFECTIVE)) && answers_in_struct(nr, &buf))
@@ -1256,6 +1335,51 @@ static void fake_hosts_from_file(const char *path)
 	fclose(f);
 }
 
+/* "64M", "1G", "4096": bytes. */
+static uint64_t parse_length(const char *text)
+{
+	char *end;
+	uint64_t len = strtoull(text, &end, 10);
+
+	switch (*end) {
+	case 'K': return len << 10;
+	case 'M': return len << 20;
+	case 'G': return len << 30;
+	}
+	return len;
+}
+
+/*
+ * BELUGA_FAKE_CXL=FILE:LENGTH: join the shared pool in FILE as host
+ * BELUGA_FAKE_HOST_ID, as the module does at a shared ATTACH; a host that
+ * formats it makes room for BELUGA_FAKE_CXL_HOSTS hosts with a lease of
+ * BELUGA_FAKE_CXL_LEASE_MS (0 or unset: the module's defaults).
+ */
+static void fake_mh_from_env(const char *spec)
+{
+	const char *id = getenv("BELUGA_FAKE_HOST_ID");
+	const char *hosts = getenv("BELUGA_FAKE_CXL_HOSTS");
+	const char *lease = getenv("BELUGA_FAKE_CXL_LEASE_MS");
+	char path[512], *colon;
+	const char *why;
+	int ret;
+
+	snprintf(path, sizeof(path), "%s", spec);
+	colon = strrchr(path, ':');
+	if (!colon || !id) {
+		fprintf(stderr, "fake_kernel: BELUGA_FAKE_CXL is FILE:LENGTH, with BELUGA_FAKE_HOST_ID set: no shared pool\n");
+		return;
+	}
+	*colon = '\0';
+	ret = fake_mh_join(path, parse_length(colon + 1), fake.block_size,
+			   (uint32_t)strtoul(id, NULL, 0),
+			   hosts ? (uint32_t)strtoul(hosts, NULL, 0) : 0,
+			   lease ? (uint32_t)strtoul(lease, NULL, 0) : 0, &why);
+	if (ret)
+		fprintf(stderr, "fake_kernel: joining the shared pool in %s as host %s failed (%s): %s\n",
+			path, id, strerror(-ret), why ? why : "?");
+}
+
 /*
  * Tools linked with this file (the check build's belugactl-fake and
  * beluga-demo-fake) switch to the fake when BELUGA_FAKE_KERNEL is set.
@@ -1281,23 +1405,21 @@ __attribute__((constructor)) static void fake_kernel_from_env(void)
 		fake.allow_gup_fence_ms = (uint32_t)strtoul(getenv("BELUGA_FAKE_ALLOW_GUP"),
 							    NULL, 0);
 	lease_file = getenv("BELUGA_FAKE_LEASE");
+	if (getenv("BELUGA_FAKE_CXL")) {
+		fake_mh_from_env(getenv("BELUGA_FAKE_CXL"));
+		return;
+	}
 	if (!regions_env)
 		return;
 	snprintf(list, sizeof(list), "%s", regions_env);
 	for (tok = strtok_r(list, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
 		char *colon = strchr(tok, ':');
 		uint64_t len;
-		char *end;
 
 		if (!colon)
 			continue;
 		*colon = '\0';
-		len = strtoull(colon + 1, &end, 10);
-		switch (*end) {
-		case 'K': len <<= 10; break;
-		case 'M': len <<= 20; break;
-		case 'G': len <<= 30; break;
-		}
+		len = parse_length(colon + 1);
 		if (!strncmp(tok, "node", 4)) {
 			fake_kernel_add_region(tok, BELUGA_BACKEND_NODE, atoi(tok + 4), 0, len);
 		} else {

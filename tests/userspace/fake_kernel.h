@@ -31,6 +31,12 @@
  *   BELUGA_FAKE_ATTACHING=FILE                 ATTACH takes BELUGA_FAKE_ATTACH_MS
  *   BELUGA_FAKE_ATTACH_MS=2000                 and shows its progress in FILE as
  *                                              the pool's sysfs "attaching" does
+ *   BELUGA_FAKE_CXL=FILE:LENGTH                instead of regions: join the
+ *   BELUGA_FAKE_HOST_ID=N                      multi-host pool in FILE as host
+ *                                              N (fake_mh.c); other processes
+ *                                              that join it are other hosts
+ *   BELUGA_FAKE_CXL_HOSTS=N                    a host that formats it: room
+ *   BELUGA_FAKE_CXL_LEASE_MS=MS                for N hosts, that lease
  */
 #ifndef BELUGA_FAKE_KERNEL_H
 #define BELUGA_FAKE_KERNEL_H

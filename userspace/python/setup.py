@@ -47,7 +47,7 @@ def makefile_facts():
 
 
 LIB_SOURCES, LIB_FLAGS = makefile_facts()
-FAKE_CORE = ["pool", "client", "index", "lru", "pins"]
+FAKE_CORE = ["pool", "client", "index", "lru", "pins", "mh_format", "mh_host", "mh_ops"]
 WARNINGS = ["-Wall", "-Wextra", "-Werror"]
 # Python's headers are not held to -Wextra -Werror (the Makefile's -isystem).
 PY_SYSTEM = ["-isystem", sysconfig.get_paths()["include"]]
@@ -119,7 +119,8 @@ def extensions():
     if FAKE:
         bel_cflags = bel_cflags + ["-DBELUGA_PY_FAKE"]
         bel_includes = bel_includes + [str(REPO / "tests" / "userspace"), str(REPO / "kmod" / "core")]
-        groups.append(ObjectGroup([str(REPO / "tests" / "userspace" / "fake_kernel.c")],
+        groups.append(ObjectGroup([str(REPO / "tests" / "userspace" / n)
+                                   for n in ("fake_kernel.c", "fake_mh.c")],
                                   bel_includes, bel_cflags))
         groups.append(ObjectGroup(
             paths(REPO / "kmod" / "core", [f"{n}.c" for n in FAKE_CORE]),

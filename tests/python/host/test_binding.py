@@ -23,7 +23,7 @@ def keys_for(n, salt=0):
 def test_info_has_every_field(pool):
     info = pool.info()
     assert set(info) == {"abi_version", "nr_regions", "block_size", "nr_blocks",
-                         "map_size", "max_batch", "max_regions"}
+                         "map_size", "max_batch", "max_regions", "shared"}
     assert info["abi_version"] == beluga.ABI_VERSION
     assert info["max_batch"] == beluga.MAX_BATCH
     assert info["nr_regions"] >= 1 and info["nr_blocks"] >= 64

@@ -819,13 +819,34 @@ static PyObject *info_dict(const struct beluga_info *i)
 	return d;
 }
 
+/*
+ * info() also says whether the pool is shared between hosts ("shared": it
+ * has host records), which KVStore asks to know whether it must write
+ * back and invalidate what it copies (a module without HOSTS has no
+ * shared pools).
+ */
 static PyObject *Pool_info(Pool *p, PyObject *Py_UNUSED(ignored))
 {
 	struct beluga_info info;
+	PyObject *d;
+	int nr_hosts;
 
 	if (pool_info(p, &info))
 		return NULL;
-	return info_dict(&info);
+	if (pool_enter(p))
+		return NULL;
+	POOL_CALL(p, nr_hosts = beluga_hosts(p->b, NULL, 0));
+	pool_leave(p);
+	if (nr_hosts == -ENOTTY)
+		nr_hosts = 0;
+	if (nr_hosts < 0)
+		return raise_beluga(nr_hosts);
+	d = info_dict(&info);
+	if (d && PyDict_SetItemString(d, "shared", nr_hosts > 0 ? Py_True : Py_False)) {
+		Py_DECREF(d);
+		return NULL;
+	}
+	return d;
 }
 
 static PyObject *Pool_stats(Pool *p, PyObject *Py_UNUSED(ignored))
@@ -2740,7 +2761,9 @@ static PyMethodDef Pool_methods[] = {
 	{ "close", (PyCFunction)Pool_close, METH_NOARGS,
 	  "close(): unmap and close; waits for calls in flight. BufferError while views of "
 	  "the mapping are exported. Allocations and pins of this pool are returned." },
-	{ "info", (PyCFunction)Pool_info, METH_NOARGS, "info() -> dict of struct beluga_info" },
+	{ "info", (PyCFunction)Pool_info, METH_NOARGS,
+	  "info() -> dict of struct beluga_info, and 'shared': whether the pool is shared "
+	  "between hosts" },
 	{ "stats", (PyCFunction)Pool_stats, METH_NOARGS,
 	  "stats() -> dict of struct beluga_stats" },
 	{ "region_info", (PyCFunction)Pool_region_info, METH_O,
