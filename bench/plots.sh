@@ -311,21 +311,32 @@ fi
 
 # 5. end to end (bench/peers/e2e.py): the warm pass's TTFT p50 and requests per
 # second against the number of engine processes, one line per store. Columns:
-# engines, then per store (beluga mooncake lmcache-cpu lmcache-redis recompute)
-# TTFT p50 (ms), req/s.
+# engines, then per store (in the order of the header: STORE_ttft_p50_ms
+# STORE_rps) TTFT p50 (ms), req/s.
 if f=$(pick "$res/peers-e2e-host-fake.dat"); then
-	C_PEER1='#e07b00' C_PEER2='#8e44ad' C_PEER3='#17a2b8'
-	names=("Beluga (fake kernel, per-process pool)" "Mooncake Store (TCP, shared)" "LMCache CPU (per process)"
-		"LMCache remote: redis-server (shared)" "recompute (no store)")
-	colors=("$C_BELUGA" "$C_PEER1" "$C_PEER2" "$C_PEER3" "$C_FLOOR")
-	# the series of each panel and of the legend, one per store
-	series=("" "" "") sep=""
-	for s in 0 1 2 3 4; do
-		style="with linespoints lw 2 pt 7 ps 1.2 lc rgb \"${colors[$s]}\""
+	C_PEER1='#e07b00' C_PEER2='#8e44ad' C_PEER3='#17a2b8' C_LOCAL='#7fb3e6'
+	# the series of each panel and of the legend, one per store of the header
+	series=("" "" "") sep="" s=0
+	for col in $(head -n 1 "$f" | tr ' ' '\n' | sed -n 's/_rps$//p'); do
+		case $col in
+		beluga)
+			if grep -q '^# .*beluga-local_rps' "$f"; then
+				name="Beluga (fake kernel, one multi-host pool shared)"
+			else
+				name="Beluga (fake kernel, per-process pool)"
+			fi
+			color=$C_BELUGA ;;
+		beluga-local) name="Beluga (fake kernel, per-process pool)" color=$C_LOCAL ;;
+		mooncake) name="Mooncake Store (TCP, shared)" color=$C_PEER1 ;;
+		lmcache-cpu) name="LMCache CPU (per process)" color=$C_PEER2 ;;
+		lmcache-redis) name="LMCache remote: redis-server (shared)" color=$C_PEER3 ;;
+		*) name="$col (no store)" color=$C_FLOOR ;;
+		esac
+		style="with linespoints lw 2 pt 7 ps 1.2 lc rgb \"$color\""
 		series[0]+="$sep \"$f\" using 1:$((2 + s * 2)) $style"
 		series[1]+="$sep \"$f\" using 1:$((3 + s * 2)) $style"
-		series[2]+="$sep NaN $style title \"${names[$s]}\""
-		sep=,
+		series[2]+="$sep NaN $style title \"$name\""
+		sep=, s=$((s + 1))
 	done
 	{
 		echo "set terminal pngcairo size 1300,560 font \"sans,10\" noenhanced"

@@ -3,7 +3,8 @@
 """End to end: engine processes replaying the Mooncake trace with their KV in a store.
 
     e2e.py --out DIR --run-dir DIR --trace FILE [--requests 60] [--block-size 256K]
-           [--engines 1,2,4] [--stores beluga,mooncake,lmcache-cpu,lmcache-redis,recompute]
+           [--engines 1,2,4]
+           [--stores beluga,beluga-local,mooncake,lmcache-cpu,lmcache-redis,recompute]
            [--rounds 2]
 
 Run by scripts/bench.sh (section `peers`) with the `lmcache` engine venv's
@@ -41,10 +42,22 @@ requests per second are all requests over the longest engine's time
 (its start to its end, less its byte checks; the engines start together).
 
 The stores, for 1, 2 and 4 engines:
-- beluga: the portable core behind libbeluga's fake kernel. The fake
-  kernel keeps its pool (index included) in the process that opened it;
-  it cannot be shared between processes, so each engine has a pool of its
-  own (rows say `per-process pool`).
+- beluga: one pool shared by all engines, as the paper's hosts share one
+  CXL pool: each engine process is a host of a multi-host pool in one file
+  on tmpfs, which libbeluga's fake kernel joins and serves with the
+  module's own multi-host protocol (kmod/core/mh_*.c, through
+  tests/userspace/fake_mh.c), formatted for as many hosts as engines (a
+  partition each, large enough for the engine's blocks: nothing is
+  evicted). The pool is not coherent in the protocol's eyes: KVStore
+  writes back each block before PUBLISH and invalidates each block it
+  loads, and the protocol's metadata lines are written back and
+  invalidated, all with real cache-line instructions, although one
+  machine's memory would not need them. Beluga's figure of record.
+- beluga-local: each engine a pool of its own, the fake kernel's
+  single-host core in its process (which one process keeps): what the
+  module's one-host pool costs a call, less its system calls, without
+  the shared pool's write-backs and invalidates; but no engine sees
+  another's blocks. Beside `beluga`, it shows what sharing costs.
 - mooncake: one Mooncake Store (master and metadata server on 127.0.0.1,
   the memory in a separate segment process, TCP transport) shared by all
   engines, each a client that mounts no memory.
@@ -71,14 +84,22 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import peers  # noqa: E402  (bench/peers/peers.py: the peers' processes and clients)
 
-STORES = ("beluga", "mooncake", "lmcache-cpu", "lmcache-redis", "recompute")
-SHARING = {"beluga": "per-process pool (the fake kernel's pool cannot be shared between processes), "
-                     "its file on tmpfs",
+STORES = ("beluga", "beluga-local", "mooncake", "lmcache-cpu", "lmcache-redis", "recompute")
+SHARING = {"beluga": "one multi-host pool shared by every engine (each engine a host of it, the "
+                     "module's multi-host protocol in the fake kernel, lines written back and "
+                     "invalidated as on CXL), its file on tmpfs",
+           "beluga-local": "per-process pool: each engine a pool of its own (the fake kernel's "
+                           "single-host core, which one process keeps; no write-backs), its file "
+                           "on tmpfs",
            "mooncake": "one store shared by every engine",
            "lmcache-cpu": "in-process: each engine its own cache",
            "lmcache-redis": "one redis-server shared by every engine",
            "recompute": "no store"}
 STAMP = 8
+# The shared pool's lease: generous, so that a loaded 2-CPU host does not
+# starve a host's heartbeat thread for half of it (a host that does fences
+# itself, and its engine fails).
+CXL_LEASE_MS = 10000
 
 
 def parse(argv=None):
@@ -167,6 +188,19 @@ class Recompute:
 
 
 class BelugaEngine(peers.Beluga):
+    duplicates = 0
+
+    def wait_for_partition(self, blocks, timeout=30):
+        """A host allocates from the partitions it owns: its own once the
+        host that formatted the pool let it go (a few heartbeats). It must
+        hold `blocks` blocks, so that nothing is evicted."""
+        deadline = time.monotonic() + timeout
+        while (free := self.pool.stats()["free_blocks"]) < blocks:
+            if free or time.monotonic() > deadline:
+                raise RuntimeError(f"beluga: this engine's host owns {free} free blocks of the "
+                                   f"shared pool, needs {blocks}")
+            time.sleep(0.02)
+
     def keys(self, tag, hids):
         return [hashlib.blake2b(f"{tag}:{h}".encode(), digest_size=16).digest() for h in hids]
 
@@ -178,6 +212,7 @@ class BelugaEngine(peers.Beluga):
 
     def store(self, keys, blocks):
         r = self.kv.store(b"".join(keys), blocks=blocks, skip_present=False)
+        self.duplicates += r.exists         # another engine stored it first
         if r.stored != len(blocks):
             raise RuntimeError(f"beluga stored {r.stored} of {len(blocks)} blocks (pool full?)")
 
@@ -280,6 +315,11 @@ def engine_main(spec):
     bufs = np.zeros(widest * bs, np.uint8)
     views = [bufs[i * bs:(i + 1) * bs] for i in range(widest)]
     if store_name == "beluga":
+        store = BelugaEngine(bs, distinct + 16, shared=dict(
+            path=s["cxl"], length=s["cxl_length"], host_id=s["index"], hosts=s["engines"],
+            lease_ms=CXL_LEASE_MS))
+        store.wait_for_partition(distinct)
+    elif store_name == "beluga-local":
         store = BelugaEngine(bs, distinct + 16)
     elif store_name == "mooncake":
         store = MooncakeEngine.client(s["metadata"], s["master"], [bufs])
@@ -308,13 +348,33 @@ def engine_main(spec):
 
 # ---- the driver --------------------------------------------------------------
 
+def shared_pool(args, reqs, engines, tag):
+    """The file of Beluga's shared pool for one configuration, and its
+    length: a partition per engine, each as large as the most blocks an
+    engine stores (plus the pool's metadata)."""
+    most = max(len({h for r in reqs if engine_of(r, engines) == i for h in r})
+               for i in range(engines))
+    blocks = engines * (most + 16)
+    d = "/dev/shm" if os.path.isdir("/dev/shm") else None
+    path = os.path.join(d or os.path.dirname(os.path.abspath(args.out)), f"beluga-e2e-{os.getpid()}-{tag}")
+    return path, blocks * args.block_size + (8 << 20) + blocks * 512
+
+
 def run_config(args, store, engines, tag, extra, procs):
     """Start `engines` engine processes on `store`, run both passes; their results."""
     spec = dict(extra, store=store, engines=engines, tag=tag, trace=args.trace, requests=args.requests,
                 block_size=args.block_size, kv_rate=args.kv_rate)
+    cxl = None
+    if store == "beluga":
+        cxl, spec["cxl_length"] = shared_pool(args, read_trace(args.trace, args.requests), engines, tag)
+        spec["cxl"] = cxl
     argvs = [[sys.executable, os.path.abspath(__file__), "--engine", json.dumps(dict(spec, index=i))]
              for i in range(engines)]
-    return dict(zip(("trace", "warm"), peers.drive_workers(procs, f"engine-{tag}", argvs, 2)))
+    try:
+        return dict(zip(("trace", "warm"), peers.drive_workers(procs, f"engine-{tag}", argvs, 2)))
+    finally:
+        if cxl and os.path.exists(cxl):
+            os.unlink(cxl)
 
 
 def summarize(store, engines, rnd, pass_name, res):

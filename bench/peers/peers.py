@@ -72,7 +72,7 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "python"))
-from fake_pool import use_fake_kernel  # noqa: E402
+from fake_pool import use_fake_kernel, use_fake_shared_pool  # noqa: E402
 
 KEYS = 64
 
@@ -237,14 +237,21 @@ class Beluga:
     # the meta part's targets: (row, method)
     lookups = (("KVStore.lookup", "lookup"), ("Pool.lookup (binding)", "raw_lookup"))
 
-    def __init__(self, block_size, blocks):
+    def __init__(self, block_size, blocks, shared=None):
+        """A pool of `blocks` blocks of its own, or with `shared` (the keyword
+        arguments of use_fake_shared_pool() but the block size) this process
+        as a host of the multi-host pool in that file."""
         # The fake kernel's pool is a shared mapping of its device file: on
         # /tmp (a disk file system here) every first store of a page also
         # dirties a file page for writeback, which halved the end-to-end
         # throughput of stores; CXL memory is memory, so the file is on tmpfs.
         if os.path.isdir("/dev/shm"):
             tempfile.tempdir = "/dev/shm"
-        self.device = use_fake_kernel(f"dax0.0:{max(64, blocks * block_size >> 20)}M", block_size)
+        if shared:
+            self.device = use_fake_shared_pool(block_size=block_size, **shared)
+        else:
+            self.device = use_fake_kernel(f"dax0.0:{max(64, blocks * block_size >> 20)}M",
+                                          block_size)
         import beluga
         from beluga.layout import BlockLayout
         from beluga.store import KVStore

@@ -198,12 +198,17 @@ def _e2e(pr):
           f"({1 / (1 - PAPER_TTFT_LOWER):.1f}x) |")
         w(f"| throughput | {_ratio(rp)[0]}x | {PAPER_THROUGHPUT}x |")
         w("")
+        if "beluga-local" in cfg.get("stores", {}):     # runs since 2026-12-03: one shared pool
+            beluga = ("Beluga is the module's multi-host protocol run by the fake kernel in each "
+                      "engine process over one pool in shared memory (no module, no system call, "
+                      "no CXL memory; write-backs and invalidates of every block as on CXL)")
+        else:
+            beluga = ("Beluga is the portable core behind the fake kernel in each engine process "
+                      "(a pool of its own per process, no module, no system call, no CXL memory)")
         w("Why they differ: the paper runs vLLM on H20 GPUs with Beluga's CXL pool against Mooncake "
           "over RDMA; here the engines are CPU processes whose compute is a paced sleep, Mooncake "
-          "moves every byte over TCP on the loopback (no RDMA NIC), and Beluga is the portable "
-          "core behind the fake kernel in each engine process (a pool of its own per process, "
-          "no module, no system call, no CXL memory), so the rows measure the stores' software "
-          "paths on one CPU, not the hardware the paper compares.")
+          f"moves every byte over TCP on the loopback (no RDMA NIC), and {beluga}, so the rows "
+          "measure the stores' software paths on one CPU, not the hardware the paper compares.")
         w("")
     return o
 

@@ -20,3 +20,22 @@ def use_fake_kernel(regions, block_size):
     os.environ.update(BELUGA_FAKE_KERNEL="1", BELUGA_FAKE_REGIONS=regions,
                       BELUGA_FAKE_BLOCK_SIZE=str(block_size), BELUGA_DEVICE=path)
     return path
+
+
+def use_fake_shared_pool(path, length, host_id, hosts, block_size, lease_ms=0):
+    """As use_fake_kernel(), but the fake kernel joins the multi-host pool in
+    the file @path (@length bytes; tests/userspace/fake_mh.c) as host
+    @host_id, as the module joins one in a CXL range: processes that name
+    the same file share the pool as hosts do. A host that formats it makes
+    room for @hosts hosts (one partition each) with a lease of @lease_ms
+    (0: the module's default). Returns the device path."""
+    d = tempfile.mkdtemp(prefix="beluga-fake-")
+    atexit.register(shutil.rmtree, d, True)
+    dev = os.path.join(d, "beluga")
+    open(dev, "w").close()
+    os.environ.pop("BELUGA_FAKE_REGIONS", None)
+    os.environ.update(BELUGA_FAKE_KERNEL="1", BELUGA_FAKE_CXL=f"{path}:{length}",
+                      BELUGA_FAKE_HOST_ID=str(host_id), BELUGA_FAKE_CXL_HOSTS=str(hosts),
+                      BELUGA_FAKE_CXL_LEASE_MS=str(lease_ms),
+                      BELUGA_FAKE_BLOCK_SIZE=str(block_size), BELUGA_DEVICE=dev)
+    return dev

@@ -6,6 +6,7 @@ compute is paced to the KV rate; a warm pass hits every block; the report
 sets the warm ratio against Mooncake beside the paper's figures."""
 
 import json
+import os
 import pathlib
 import sys
 
@@ -119,3 +120,37 @@ def test_report_sets_the_warm_ratio_beside_the_papers():
                     "10.00 [9.00..11.00] (2) | - | Beluga faster in every run |",
                     "| host-fake: end to end (warm), 2 engines, req/s Beluga / mooncake | "
                     "4.00 [3.00..5.00] (2) | - | Beluga faster in every run |"]
+
+
+def test_the_shared_pool_has_a_partition_per_engine_for_its_blocks(tmp_path):
+    class Args:
+        block_size, out = 16 << 10, str(tmp_path / "out")
+    reqs = [[0, 1, 2], [0, 2, 3, 4], [0, 3], [7, 8, 9, 10, 11]]
+    path, length = e2e.shared_pool(Args, reqs, 2, "t")
+    # engine 1 stores 0, 1, 3, 7..11 (8 blocks), engine 0 stores 0, 2, 3, 4
+    assert length >= 2 * (8 + 16) * Args.block_size
+    assert "beluga-e2e" in path and not pathlib.Path(path).exists()
+
+
+def test_beluga_engines_share_one_pool_and_local_ones_do_not(tmp_path, monkeypatch):
+    """Both engines' first request starts with block 5, the one routed to
+    engine 1, the other to engine 0: in one shared pool whichever engine
+    comes second finds it (a hit) or stores it too (PUBLISH answers that
+    it exists: a duplicate); with a pool each, neither ever happens."""
+    import beluga
+    trace = tmp_path / "trace.jsonl"
+    trace.write_text("".join(json.dumps({"hash_ids": r}) + "\n" for r in ([5, 1], [5, 2])))
+    root = pathlib.Path(__file__).resolve().parents[3]
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
+        [str(pathlib.Path(beluga.__file__).resolve().parents[1]), str(root / "bench" / "python")]))
+    monkeypatch.setattr(sys, "argv", ["e2e.py", "--out", str(tmp_path / "out"),
+                                      "--run-dir", str(tmp_path / "run"), "--trace", str(trace),
+                                      "--stores", "beluga,beluga-local", "--engines", "2",
+                                      "--rounds", "1", "--block-size", "16K"])
+    e2e.main()
+    rows = [json.loads(x) for x in (tmp_path / "out" / "peers-e2e-host-fake.jsonl").open()]
+    trace_rows = {r["store"]: r for r in rows if r.get("kind") == "e2e" and r["pass"] == "trace"}
+    shared, local = trace_rows["beluga"], trace_rows["beluga-local"]
+    assert shared["hit_ratio"] * 4 + shared["duplicates"] >= 1, shared
+    assert (local["hit_ratio"], local["duplicates"]) == (0, 0), local
+    assert not list(pathlib.Path("/dev/shm").glob(f"beluga-e2e-{os.getpid()}-*"))
