@@ -761,26 +761,8 @@ int beluga_mh_hosts(struct beluga_device *dev, struct beluga_host *out)
 	if (mh && mh->joined)
 		n = bel_mh_hosts(&mh->host, info, BEL_MH_MAX_HOSTS);
 	up_read(&dev->ops_rwsem);
-	for (i = 0; i < n; i++) {
-		const struct bel_mh_host_info *x = &info[i];
-		struct beluga_host *h = &out[i];
-
-		memset(h, 0, sizeof(*h));
-		h->host_id = i;
-		h->state = x->state;
-		h->flags = (x->alive ? BELUGA_HOST_ALIVE : 0) |
-			   (x->self ? BELUGA_HOST_SELF : 0);
-		if (x->device_pins)
-			h->flags |= BELUGA_HOST_DEVICE_PINS;
-		if (x->lease_aware)
-			h->flags |= BELUGA_HOST_LEASE_AWARE;
-		h->device_fence_ms = x->device_fence_ms;
-		h->incarnation = x->incarnation;
-		h->heartbeat = x->heartbeat;
-		h->silent_ns = x->silent_ns;
-		h->owned = x->owned;
-		memcpy(h->name, x->name, sizeof(x->name));
-	}
+	for (i = 0; i < n; i++)
+		bel_mh_host_info_to_uapi(&info[i], i, &out[i]);
 	kfree(info);
 	/* Not joined (-ENODEV from the core): no records. */
 	return max(n, 0);
@@ -808,13 +790,7 @@ static void beluga_mh_stats(struct beluga_device *dev, struct bel_stats *s)
 	/* Counters of the hosts gone since load, and the core's own. */
 	bel_pool_stats(&dev->pool, s);
 	beluga_mh_host_stats(dev->mh->cur, &ms);
-	s->free_blocks = ms.free_blocks;
-	s->allocated_blocks = ms.allocated_blocks;
-	s->published_blocks = ms.published_blocks;
-	s->retired_blocks = ms.retired_blocks;
-	s->pinned_blocks = ms.pinned_blocks;
-	s->pins = ms.pins;
-	bel_counters_add(&s->counters, &ms.ops);
+	bel_mh_stats_to_pool(&ms, s);
 }
 
 /* REGION_INFO and sysfs of the shared region: the occupancy of STATS. */

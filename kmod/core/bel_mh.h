@@ -424,6 +424,9 @@ struct bel_mh_host_info {
 
 int bel_mh_hosts(struct bel_mh_host *h, struct bel_mh_host_info *out,
 		 u32 max);
+/* Host @id's status as the uapi's record (BELUGA_IOC_HOSTS). */
+void bel_mh_host_info_to_uapi(const struct bel_mh_host_info *x, u32 id,
+			      struct beluga_host *out);
 
 /*
  * The device lease (Documentation/multihost.md, section 10): with @pins,
@@ -525,6 +528,12 @@ int bel_mh_retire(struct bel_mh_host *h, u32 block);
 
 /* This host's view of the pool, one snapshot under the host mutex. */
 void bel_mh_stats(struct bel_mh_host *h, struct bel_mh_stats *out);
+/*
+ * STATS of a shared pool: @s's occupancy becomes this host's view @ms
+ * (its owned partitions' free, published and retired blocks, its
+ * allocations and pins); @ms's counters are added to @s's.
+ */
+void bel_mh_stats_to_pool(const struct bel_mh_stats *ms, struct bel_stats *s);
 
 /*
  * Payload helpers for CPU access through the accessor layer: write +

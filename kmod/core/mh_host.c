@@ -548,6 +548,24 @@ static void bel_mh_host_info_flags(struct bel_mh_host_info *i, u32 flags)
 			     flags >> BEL_MH_REC_FENCE_SHIFT : 0;
 }
 
+void bel_mh_host_info_to_uapi(const struct bel_mh_host_info *x, u32 id,
+			      struct beluga_host *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->host_id = id;
+	out->state = x->state;
+	out->flags = (x->alive ? BELUGA_HOST_ALIVE : 0) |
+		     (x->self ? BELUGA_HOST_SELF : 0) |
+		     (x->device_pins ? BELUGA_HOST_DEVICE_PINS : 0) |
+		     (x->lease_aware ? BELUGA_HOST_LEASE_AWARE : 0);
+	out->device_fence_ms = x->device_fence_ms;
+	out->incarnation = x->incarnation;
+	out->heartbeat = x->heartbeat;
+	out->silent_ns = x->silent_ns;
+	out->owned = x->owned;
+	memcpy(out->name, x->name, sizeof(x->name));
+}
+
 int bel_mh_hosts(struct bel_mh_host *h, struct bel_mh_host_info *out,
 		 u32 max)
 {

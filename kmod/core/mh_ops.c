@@ -1011,6 +1011,17 @@ void bel_mh_stats(struct bel_mh_host *h, struct bel_mh_stats *out)
 	bel_mutex_unlock(&h->lock);
 }
 
+void bel_mh_stats_to_pool(const struct bel_mh_stats *ms, struct bel_stats *s)
+{
+	s->free_blocks = ms->free_blocks;
+	s->allocated_blocks = ms->allocated_blocks;
+	s->published_blocks = ms->published_blocks;
+	s->retired_blocks = ms->retired_blocks;
+	s->pinned_blocks = ms->pinned_blocks;
+	s->pins = ms->pins;
+	bel_counters_add(&s->counters, &ms->ops);
+}
+
 /* --- memory errors: retired blocks -------------------------------------- */
 
 static bool bel_mh_retire_queued(const struct bel_mh_host *h, u32 b)

@@ -233,14 +233,9 @@ static void pool_stats(struct bel_stats *s)
 	if (!fake_mh_joined())
 		return;
 	fake_mh_stats(&ms);
+	/* The core has no region here: the pool's blocks are the shared pool's. */
 	s->total_blocks = ms.total_blocks;
-	s->free_blocks = ms.free_blocks;
-	s->allocated_blocks = ms.allocated_blocks;
-	s->published_blocks = ms.published_blocks;
-	s->retired_blocks = ms.retired_blocks;
-	s->pinned_blocks = ms.pinned_blocks;
-	s->pins = ms.pins;
-	bel_counters_add(&s->counters, &ms.ops);
+	bel_mh_stats_to_pool(&ms, s);
 }
 
 static int cmd_info(int fd, void *arg)

@@ -353,23 +353,8 @@ int fake_mh_hosts(struct beluga_host *out, uint32_t max)
 	int n, i;
 
 	n = bel_mh_hosts(&mh.host, info, BEL_MH_MAX_HOSTS);
-	for (i = 0; i < n && (uint32_t)i < max; i++) {
-		const struct bel_mh_host_info *x = &info[i];
-		struct beluga_host *h = &out[i];
-
-		memset(h, 0, sizeof(*h));
-		h->host_id = (uint32_t)i;
-		h->state = x->state;
-		h->flags = (x->alive ? BELUGA_HOST_ALIVE : 0) | (x->self ? BELUGA_HOST_SELF : 0) |
-			   (x->device_pins ? BELUGA_HOST_DEVICE_PINS : 0) |
-			   (x->lease_aware ? BELUGA_HOST_LEASE_AWARE : 0);
-		h->device_fence_ms = x->device_fence_ms;
-		h->incarnation = x->incarnation;
-		h->heartbeat = x->heartbeat;
-		h->silent_ns = x->silent_ns;
-		h->owned = x->owned;
-		memcpy(h->name, x->name, sizeof(x->name));
-	}
+	for (i = 0; i < n && (uint32_t)i < max; i++)
+		bel_mh_host_info_to_uapi(&info[i], (u32)i, &out[i]);
 	return n < 0 ? 0 : n;
 }
 
