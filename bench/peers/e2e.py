@@ -360,13 +360,13 @@ def shared_pool(args, reqs, engines, tag):
     return path, blocks * args.block_size + (8 << 20) + blocks * 512
 
 
-def run_config(args, store, engines, tag, extra, procs):
+def run_config(args, reqs, store, engines, tag, extra, procs):
     """Start `engines` engine processes on `store`, run both passes; their results."""
     spec = dict(extra, store=store, engines=engines, tag=tag, trace=args.trace, requests=args.requests,
                 block_size=args.block_size, kv_rate=args.kv_rate)
     cxl = None
     if store == "beluga":
-        cxl, spec["cxl_length"] = shared_pool(args, read_trace(args.trace, args.requests), engines, tag)
+        cxl, spec["cxl_length"] = shared_pool(args, reqs, engines, tag)
         spec["cxl"] = cxl
     argvs = [[sys.executable, os.path.abspath(__file__), "--engine", json.dumps(dict(spec, index=i))]
              for i in range(engines)]
@@ -453,7 +453,7 @@ def main():
             for store in args.stores[k:] + args.stores[:k]:
                 for engines in args.engines:
                     tag = f"r{rnd}-{store}-{engines}"
-                    passes = run_config(args, store, engines, tag, extra, procs)
+                    passes = run_config(args, reqs, store, engines, tag, extra, procs)
                     for pass_name, res in passes.items():
                         row = summarize(store, engines, rnd, pass_name, res)
                         add(**row)

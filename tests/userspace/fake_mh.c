@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "fake_mh.h"
+#include "libbeluga.h"
 
 struct fake_mh {
 	int fd;
@@ -53,50 +54,30 @@ static struct fake_mh mh = {
 
 #define LINE	64
 
-/* CPUID.(EAX=7,ECX=0):EBX bits 23 and 24. */
-static bool have_clflushopt, have_clwb;
+/* CPUID.(EAX=7,ECX=0):EBX bit 24: CLWB. */
+static bool have_clwb;
 
 static void cache_ops_probe(void)
 {
 	unsigned int a, b, c, d;
 
-	if (__get_cpuid_count(7, 0, &a, &b, &c, &d)) {
-		have_clflushopt = b & (1u << 23);
-		have_clwb = b & (1u << 24);
-	}
+	have_clwb = __get_cpuid_count(7, 0, &a, &b, &c, &d) && (b & bit_CLWB);
 }
 
-/* The module's arch_wb_cache_pmem(): CLWB each line (else CLFLUSHOPT, CLFLUSH). */
+/*
+ * The module's arch_wb_cache_pmem(): CLWB each line, which keeps it
+ * cached; without CLWB, libbeluga's write-back-and-invalidate.
+ */
 static void write_back(uint8_t *p, uint64_t len)
 {
 	uint8_t *end = p + len;
 
-	for (p = (uint8_t *)((uintptr_t)p & ~(uintptr_t)(LINE - 1)); p < end; p += LINE) {
-#if defined(__x86_64__)
-		if (have_clwb)
-			__asm__ volatile("clwb %0" : "+m"(*(volatile char *)p));
-		else if (have_clflushopt)
-			__asm__ volatile("clflushopt %0" : "+m"(*(volatile char *)p));
-		else
-			__asm__ volatile("clflush %0" : "+m"(*(volatile char *)p));
-#endif
+	if (!have_clwb) {
+		beluga_flush_range(p, len);
+		return;
 	}
-}
-
-/* The module's clflush_cache_range(): CLFLUSHOPT each line (else CLFLUSH). */
-static void invalidate(uint8_t *p, uint64_t len)
-{
-	uint8_t *end = p + len;
-
-	for (p = (uint8_t *)((uintptr_t)p & ~(uintptr_t)(LINE - 1)); p < end; p += LINE) {
-#if defined(__x86_64__)
-		if (have_clflushopt)
-			__asm__ volatile("clflushopt %0" : "+m"(*(volatile char *)p));
-		else
-			__asm__ volatile("clflush %0" : "+m"(*(volatile char *)p));
-#endif
-	}
-	__sync_synchronize();
+	for (p = (uint8_t *)((uintptr_t)p & ~(uintptr_t)(LINE - 1)); p < end; p += LINE)
+		__asm__ volatile("clwb %0" : "+m"(*(volatile char *)p));
 }
 
 /* Every access within the file: a bug must not scribble elsewhere. */
@@ -134,7 +115,8 @@ static void mem_inval(void *priv, int site, u64 off, u64 len)
 {
 	(void)priv;
 	(void)site;
-	invalidate(at(off, len), len);
+	/* The module's clflush_cache_range(): libbeluga's is the same. */
+	beluga_invalidate_range(at(off, len), len);
 }
 
 static void mem_fence(void *priv)
